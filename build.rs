@@ -1,0 +1,106 @@
+//! Finds rdma-core with pkg-config and generates the raw FFI layer (`src/sys.rs`)
+//! with bindgen over `vendor/wrapper.h`. Static-inline control-path helpers are
+//! wrapped into real symbols by bindgen's `wrap_static_fns` and compiled with `cc`.
+
+use std::env;
+use std::path::PathBuf;
+
+const DEBIAN_HINT: &str = "install rdma-core's development files and libclang: \
+    `apt-get install libibverbs-dev librdmacm-dev ibverbs-providers libclang-dev clang pkg-config` \
+    (or run scripts/setup.sh)";
+
+fn probe(lib: &str) -> pkg_config::Library {
+    match pkg_config::Config::new().probe(lib) {
+        Ok(l) => l,
+        Err(e) => {
+            panic!("\n\nrdmaperf: pkg-config could not find `{lib}`: {e}\nfix: {DEBIAN_HINT}\n\n")
+        }
+    }
+}
+
+fn main() {
+    println!("cargo:rerun-if-changed=vendor/wrapper.h");
+    println!("cargo:rerun-if-changed=build.rs");
+    let verbs = probe("libibverbs");
+    let _mlx5 = probe("libmlx5");
+    let _cm = probe("librdmacm");
+
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    let wrap_path = out.join("static_wrappers");
+    let mut builder = bindgen::Builder::default()
+        .header("vendor/wrapper.h")
+        .clang_args(
+            verbs
+                .include_paths
+                .iter()
+                .map(|p| format!("-I{}", p.display())),
+        )
+        // The hot-path inlines (ibv_post_send, ibv_poll_cq, ibv_wr_*) are also wrapped
+        // here for completeness, but the hot path calls the provider's function
+        // pointers directly (see post/).
+        .wrap_static_fns(true)
+        .wrap_static_fns_path(&wrap_path)
+        .allowlist_function("ibv_.*|_ibv_.*|__ibv_.*|___ibv_.*|mlx5dv_.*|rdma_.*")
+        .allowlist_type("ibv_.*|mlx5dv_.*|mlx5_cqe64|mlx5_err_cqe|rdma_.*")
+        .allowlist_var("IBV_.*|MLX5.*|RDMA_.*")
+        // bindgen cannot lay out the packed+aligned(4) WQE control segment; the
+        // direct path defines its own PRM segments (src/mlx5/), so keep these opaque.
+        .opaque_type("mlx5_wqe_.*")
+        .blocklist_function("mlx5dv_x86_.*")
+        .derive_default(true)
+        .derive_debug(true)
+        .prepend_enum_name(false)
+        .default_enum_style(bindgen::EnumVariation::Consts)
+        .layout_tests(true)
+        .generate_comments(false)
+        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+    if env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64") {
+        builder = builder.clang_arg("-msse3");
+    }
+    let bindings = match builder.generate() {
+        Ok(b) => b,
+        Err(e) => panic!(
+            "\n\nrdmaperf: bindgen failed over vendor/wrapper.h: {e}\n\
+             (libclang missing, or rdma-core headers missing)\nfix: {DEBIAN_HINT}\n\n"
+        ),
+    };
+    bindings
+        .write_to_file(out.join("bindings.rs"))
+        .expect("write bindings.rs");
+
+    // Compile the generated wrappers of static-inline functions.
+    let mut cc = cc::Build::new();
+    cc.file(wrap_path.with_extension("c"))
+        .include(env::var("CARGO_MANIFEST_DIR").unwrap())
+        .includes(&verbs.include_paths)
+        .warnings(false)
+        .opt_level(2);
+    if env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64") {
+        cc.flag("-msse3");
+    }
+    cc.compile("rdmaperf_static_wrappers");
+    // Our own C glue (test oracles and benchmark references) lives in vendor/*.c.
+    let mut glue: Vec<PathBuf> = std::fs::read_dir("vendor")
+        .expect("vendor/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    glue.sort();
+    for f in &glue {
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
+    if !glue.is_empty() {
+        let mut g = cc::Build::new();
+        g.files(&glue)
+            .includes(&verbs.include_paths)
+            .opt_level(2)
+            .warnings(true);
+        if env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64") {
+            g.flag("-msse3");
+        }
+        g.compile("rdmaperf_glue");
+    }
+    println!("cargo:rustc-link-lib=ibverbs");
+    println!("cargo:rustc-link-lib=mlx5");
+    println!("cargo:rustc-link-lib=rdmacm");
+}

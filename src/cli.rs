@@ -1,0 +1,4 @@
+//! (work in progress)
+pub fn main() -> i32 {
+    0
+}

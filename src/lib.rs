@@ -1,0 +1,17 @@
+//! rdmaperf: perftest-compatible RDMA micro-benchmarks with a driver-bypass
+//! mlx5 post path. See README.md for the architecture.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod sys;
+
+pub mod cli;
+pub mod clock;
+pub mod ctrl;
+pub mod mlx5;
+#[cfg(feature = "model")]
+pub mod model;
+pub mod post;
+pub mod report;
+pub mod run;
+pub mod verbs;

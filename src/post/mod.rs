@@ -1,0 +1,73 @@
+//! The post methods behind one interface. The run loops are generic over
+//! [`SendQueue`] / [`CompletionQueue`] and are monomorphised per method, so the
+//! method is chosen once, outside the loop.
+//!
+//! - `ibv_post_send` (legacy verbs) and the WR API (`ibv_wr_*`): `verbs`-backed.
+//! - `direct`: WQEs written into the mlx5 SQ ring by `crate::mlx5`.
+
+pub mod wc;
+
+pub use wc::{Completion, WcOpcode, WcStatus};
+
+/// The operation a send WR performs. Chosen by us, never read from a device.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Op {
+    Write,
+    WriteImm,
+    Send,
+    SendImm,
+    Read,
+    FetchAdd,
+    CmpSwap,
+}
+
+/// One send work request, in the form every post method consumes.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct WrDesc {
+    pub wr_id: u64,
+    /// Local buffer (source for WRITE/SEND, destination for READ/atomics).
+    pub laddr: u64,
+    pub lkey: u32,
+    pub len: u32,
+    /// Remote address/key (WRITE/READ/atomics); ignored for SEND.
+    pub raddr: u64,
+    pub rkey: u32,
+    /// Immediate data (host order; encoders convert) for *_IMM ops.
+    pub imm: u32,
+    /// Atomic operands: add value (fetch-add) or swap (cmp-swap), and compare.
+    pub swap_add: u64,
+    pub compare: u64,
+    /// Generate a completion for this WR.
+    pub signaled: bool,
+    /// Copy the payload into the WQE instead of gathering it.
+    pub inline: bool,
+}
+
+/// Why a post failed. A small `Copy` value so the hot path never allocates.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PostError {
+    /// The provider returned this errno (ibv_post_send / ibv_wr_complete).
+    Errno(i32),
+    /// Not enough free slots in the send queue for the whole list.
+    QueueFull,
+    /// The WR cannot be encoded (e.g. inline payload too large for one WQE).
+    Unsupported,
+}
+
+/// A send queue with a fixed post method. `post` posts the whole slice as one
+/// post list (one doorbell where the method allows it).
+pub trait SendQueue {
+    fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError>;
+}
+
+/// A receive queue (SEND tests).
+pub trait RecvQueue {
+    /// Post one receive of `len` bytes at `addr`.
+    fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError>;
+}
+
+/// A completion queue. `poll` fills `out` and returns how many it filled; it
+/// never blocks.
+pub trait CompletionQueue {
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError>;
+}
