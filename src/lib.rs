@@ -14,4 +14,5 @@ pub mod model;
 pub mod post;
 pub mod report;
 pub mod run;
+pub mod tool;
 pub mod verbs;

@@ -1,1 +1,9 @@
-//! (work in progress)
+//! The measurement loops (bandwidth, latency, duplex), generic over the post
+//! method, plus perftest's buffer geometry and the stop flag.
+
+pub mod bw;
+pub mod geometry;
+pub mod stop;
+
+#[cfg(test)]
+mod bw_tests;

@@ -1,4 +1,0 @@
-//! (work in progress)
-pub fn main() -> i32 {
-    0
-}

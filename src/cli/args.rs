@@ -1,0 +1,219 @@
+//! Command-line flags, spelled as perftest spells them (short letters, long
+//! names with underscores), so `ib_write_bw -d mlx5_0 -x 3 -F --report_gbits host`
+//! works unchanged. Validation and perftest's dependency rules live in `params`.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "rdmaperf",
+    version,
+    about = "RDMA micro-benchmarks, perftest-compatible, with a driver-bypass mlx5 post path",
+    long_about = "RDMA micro-benchmarks. Each subcommand is the perftest tool of the same name \
+(write-bw = ib_write_bw) with perftest's flags, wire protocol and output. Invoked through a link named \
+ib_write_bw (etc.) rdmaperf behaves as that tool.\n\nLatency statistics are computed correctly (true \
+maximum, floating-point stdev, nearest-rank percentiles); --perftest-stats reproduces perftest's own \
+formulas for comparison."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// RDMA WRITE bandwidth (ib_write_bw).
+    #[command(name = "write-bw")]
+    WriteBw(PerfArgs),
+    /// RDMA READ bandwidth (ib_read_bw).
+    #[command(name = "read-bw")]
+    ReadBw(PerfArgs),
+    /// SEND bandwidth (ib_send_bw).
+    #[command(name = "send-bw")]
+    SendBw(PerfArgs),
+    /// Atomic bandwidth (ib_atomic_bw).
+    #[command(name = "atomic-bw")]
+    AtomicBw(PerfArgs),
+    /// RDMA WRITE latency (ib_write_lat).
+    #[command(name = "write-lat")]
+    WriteLat(PerfArgs),
+    /// RDMA READ latency (ib_read_lat).
+    #[command(name = "read-lat")]
+    ReadLat(PerfArgs),
+    /// SEND latency (ib_send_lat).
+    #[command(name = "send-lat")]
+    SendLat(PerfArgs),
+    /// Atomic latency (ib_atomic_lat).
+    #[command(name = "atomic-lat")]
+    AtomicLat(PerfArgs),
+    /// List RDMA devices, ports and GID tables.
+    Devices,
+}
+
+/// perftest's options. Unset values take perftest's per-tool defaults in `params`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PerfArgs {
+    /// Server to connect to (client mode). Without it, run as the server.
+    pub server: Option<String>,
+
+    /// Listen on / connect to this TCP port.
+    #[arg(short = 'p', long = "port")]
+    pub port: Option<u16>,
+    /// RDMA device to use (first found by default).
+    #[arg(short = 'd', long = "ib-dev")]
+    pub ib_dev: Option<String>,
+    /// Port of the device.
+    #[arg(short = 'i', long = "ib-port")]
+    pub ib_port: Option<u8>,
+    /// GID index (auto-selected on Ethernet links when not given).
+    #[arg(short = 'x', long = "gid-index")]
+    pub gid_index: Option<u32>,
+    /// Message size in bytes (K/M suffixes accepted).
+    #[arg(short = 's', long = "size", value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Run sizes 2..2^23.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Iterations.
+    #[arg(short = 'n', long = "iters")]
+    pub iters: Option<u64>,
+    /// Run for this many seconds instead of a fixed iteration count.
+    #[arg(short = 'D', long = "duration")]
+    pub duration: Option<u32>,
+    /// Warm-up/cool-down margin in seconds for -D (default D/4).
+    #[arg(short = 'f', long = "margin")]
+    pub margin: Option<u32>,
+    /// Run until interrupted, reporting every -D seconds.
+    #[arg(long = "run_infinitely")]
+    pub run_infinitely: bool,
+    /// Send queue depth.
+    #[arg(short = 't', long = "tx-depth")]
+    pub tx_depth: Option<u32>,
+    /// Receive queue depth.
+    #[arg(short = 'r', long = "rx-depth")]
+    pub rx_depth: Option<u32>,
+    /// Generate a completion every N messages.
+    #[arg(short = 'Q', long = "cq-mod")]
+    pub cq_mod: Option<u32>,
+    /// WRs per post call (post list).
+    #[arg(short = 'l', long = "post_list")]
+    pub post_list: Option<u32>,
+    /// Number of QPs.
+    #[arg(short = 'q', long = "qp")]
+    pub qps: Option<u32>,
+    /// Path MTU (256..4096); port's active MTU by default.
+    #[arg(short = 'm', long = "mtu")]
+    pub mtu: Option<u32>,
+    /// QP timeout exponent (4.096us * 2^t).
+    #[arg(short = 'u', long = "qp-timeout")]
+    pub qp_timeout: Option<u8>,
+    /// Service level.
+    #[arg(short = 'S', long = "sl")]
+    pub sl: Option<u8>,
+    /// Max inline size.
+    #[arg(short = 'I', long = "inline_size")]
+    pub inline_size: Option<u32>,
+    /// Connection type: RC, UC or UD.
+    #[arg(short = 'c', long = "connection")]
+    pub connection: Option<String>,
+    /// Bidirectional (duplex) test.
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
+    /// Wait for completions with events instead of polling.
+    #[arg(short = 'e', long = "events")]
+    pub events: bool,
+    /// Outstanding reads/atomics.
+    #[arg(short = 'o', long = "outs")]
+    pub outs: Option<u32>,
+    /// Atomic type: FETCH_AND_ADD or CMP_AND_SWAP.
+    #[arg(short = 'A', long = "atomic_type")]
+    pub atomic_type: Option<String>,
+    /// One MR per QP.
+    #[arg(long = "mr_per_qp")]
+    pub mr_per_qp: bool,
+    /// Connect QPs with rdma_cm.
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
+    /// Don't warn about CPU frequency (accepted for compatibility; rdmaperf calibrates its clock).
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
+    /// Report in Gb/s instead of MiB/s.
+    #[arg(long = "report_gbits")]
+    pub report_gbits: bool,
+    /// Don't compute the peak bandwidth.
+    #[arg(short = 'N', long = "noPeak")]
+    pub no_peak: bool,
+    /// Print a single number: bandwidth, message_rate or latency.
+    #[arg(long = "output")]
+    pub output: Option<String>,
+    /// Fail if the average bandwidth is below this.
+    #[arg(short = 'w', long = "limit_bw")]
+    pub limit_bw: Option<f64>,
+    /// Fail if the message rate (Mpps) is below this.
+    #[arg(short = 'y', long = "limit_msgrate")]
+    pub limit_msgrate: Option<f64>,
+    /// Write results as JSON (to --out_json_file, default perftest_out.json).
+    #[arg(long = "out_json")]
+    pub out_json: bool,
+    /// JSON output file.
+    #[arg(long = "out_json_file")]
+    pub out_json_file: Option<PathBuf>,
+    /// RDMA WRITE with immediate.
+    #[arg(long = "write_with_imm")]
+    pub write_with_imm: bool,
+    /// SEND with immediate.
+    #[arg(long = "send_with_imm")]
+    pub send_with_imm: bool,
+
+    // ---- rdmaperf's own options ----
+    /// Post method: post-send, wr-api, direct (mlx5) or auto.
+    #[arg(long = "post", default_value = "auto")]
+    pub post: String,
+    /// perftest's alias for --post post-send.
+    #[arg(long = "use_old_post_send")]
+    pub use_old_post_send: bool,
+    /// Run server and client in this process over 127.0.0.1 (quick look on one host).
+    #[arg(long = "loopback")]
+    pub loopback: bool,
+    /// Reproduce perftest's latency formulas (dropped tail, integer stdev) for comparison.
+    #[arg(long = "perftest-stats")]
+    pub perftest_stats: bool,
+    /// Seconds to wait for the peer at each control step.
+    #[arg(long = "timeout", default_value_t = 30)]
+    pub timeout: u64,
+    /// Seconds without a completion before the run is declared stuck.
+    #[arg(long = "cq-timeout", default_value_t = 10)]
+    pub cq_timeout: u64,
+    /// Server: after the run, check that the client's data landed where perftest's
+    /// buffer geometry says (write tests).
+    #[arg(long = "check-landing")]
+    pub check_landing: bool,
+}
+
+/// perftest's size syntax: a number with an optional K or M suffix.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = match t.as_bytes().last() {
+        Some(b'K' | b'k') => (&t[..t.len() - 1], 1024u64),
+        Some(b'M' | b'm') => (&t[..t.len() - 1], 1024 * 1024),
+        _ => (t, 1),
+    };
+    let v: u64 = num.parse().map_err(|_| {
+        format!("'{s}' is not a size: use bytes, or a number with K or M (e.g. 64K)")
+    })?;
+    v.checked_mul(mul)
+        .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64"), Ok(64));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("2M"), Ok(2 << 20));
+        assert!(parse_size("x").unwrap_err().contains("not a size"));
+    }
+}

@@ -1,0 +1,812 @@
+//! Validated test parameters: perftest's per-tool defaults and its dependency
+//! rules (`force_dependecies` and friends), each rejection naming the rule and
+//! the fix.
+
+use super::args::PerfArgs;
+use crate::post::Op;
+use std::path::PathBuf;
+
+pub const DEF_PORT: u16 = 18515;
+pub const DEF_SIZE_BW: u64 = 65536;
+pub const DEF_SIZE_LAT: u64 = 2;
+pub const DEF_SIZE_ATOMIC: u64 = 8;
+pub const DEF_ITERS: u64 = 1000;
+pub const DEF_ITERS_WB: u64 = 5000;
+pub const DEF_TX_BW: u32 = 128;
+pub const DEF_TX_LAT: u32 = 1;
+pub const DEF_RX_SEND: u32 = 512;
+pub const DEF_CQ_MOD: u32 = 100;
+pub const DEF_QP_TIME: u8 = 14;
+pub const MAX_SIZE: u64 = 8 * 1024 * 1024;
+pub const MIN_ITER: u64 = 5;
+pub const MAX_TX: u32 = 15000;
+pub const MAX_QP_NUM: u32 = 16384;
+pub const MAX_CQ_MOD: u32 = 1024;
+pub const MSG_SIZE_CQ_MOD_LIMIT: u64 = 8192;
+pub const UC_MAX_RX: u64 = 16000;
+/// perftest computes the peak only up to this many iterations.
+pub const PEAK_MAX_ITERS: u64 = 20000;
+pub const DEF_JSON_FILE: &str = "perftest_out.json";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Verb {
+    Write,
+    Read,
+    Send,
+    Atomic,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Bw,
+    Lat,
+}
+
+/// One of perftest's eight tools.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Tool {
+    pub verb: Verb,
+    pub kind: Kind,
+}
+
+impl Tool {
+    pub const ALL: [(&'static str, &'static str, Tool); 8] = [
+        (
+            "write-bw",
+            "ib_write_bw",
+            Tool {
+                verb: Verb::Write,
+                kind: Kind::Bw,
+            },
+        ),
+        (
+            "read-bw",
+            "ib_read_bw",
+            Tool {
+                verb: Verb::Read,
+                kind: Kind::Bw,
+            },
+        ),
+        (
+            "send-bw",
+            "ib_send_bw",
+            Tool {
+                verb: Verb::Send,
+                kind: Kind::Bw,
+            },
+        ),
+        (
+            "atomic-bw",
+            "ib_atomic_bw",
+            Tool {
+                verb: Verb::Atomic,
+                kind: Kind::Bw,
+            },
+        ),
+        (
+            "write-lat",
+            "ib_write_lat",
+            Tool {
+                verb: Verb::Write,
+                kind: Kind::Lat,
+            },
+        ),
+        (
+            "read-lat",
+            "ib_read_lat",
+            Tool {
+                verb: Verb::Read,
+                kind: Kind::Lat,
+            },
+        ),
+        (
+            "send-lat",
+            "ib_send_lat",
+            Tool {
+                verb: Verb::Send,
+                kind: Kind::Lat,
+            },
+        ),
+        (
+            "atomic-lat",
+            "ib_atomic_lat",
+            Tool {
+                verb: Verb::Atomic,
+                kind: Kind::Lat,
+            },
+        ),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|t| t.2 == self)
+            .map(|t| t.0)
+            .unwrap_or("?")
+    }
+    pub fn perftest_name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|t| t.2 == self)
+            .map(|t| t.1)
+            .unwrap_or("?")
+    }
+    pub fn is_bw(self) -> bool {
+        self.kind == Kind::Bw
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Conn {
+    Rc,
+    Uc,
+    Ud,
+}
+
+impl Conn {
+    pub fn name(self) -> &'static str {
+        match self {
+            Conn::Rc => "RC",
+            Conn::Uc => "UC",
+            Conn::Ud => "UD",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AtomicType {
+    FetchAdd,
+    CmpSwap,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PostChoice {
+    Auto,
+    PostSend,
+    WrApi,
+    Direct,
+}
+
+impl PostChoice {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "post-send" | "post_send" => Ok(Self::PostSend),
+            "wr-api" | "wr_api" => Ok(Self::WrApi),
+            "direct" => Ok(Self::Direct),
+            _ => Err(format!(
+                "--post {s}: unknown post method; use one of post-send, wr-api, direct, auto"
+            )),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::PostSend => "post-send",
+            Self::WrApi => "wr-api",
+            Self::Direct => "direct",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum OutputKind {
+    Bandwidth,
+    MessageRate,
+    Latency,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    Iterations,
+    Duration { secs: u32, margin: u32 },
+}
+
+/// Everything a test needs, with perftest's defaults applied.
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub tool: Tool,
+    pub server: Option<String>,
+    pub port: u16,
+    pub ib_dev: Option<String>,
+    pub ib_port: u8,
+    pub gid_index: Option<u32>,
+    /// Sizes to run (one unless -a).
+    pub sizes: Vec<u64>,
+    pub all_sizes: bool,
+    /// Iterations per QP (0 in duration mode).
+    pub iters: u64,
+    pub mode: Mode,
+    pub run_infinitely: bool,
+    pub tx_depth: u32,
+    pub rx_depth: u32,
+    pub cq_mod: u32,
+    pub post_list: u32,
+    pub num_qps: u32,
+    pub mtu: Option<u32>,
+    pub qp_timeout: u8,
+    pub sl: u8,
+    pub inline_size: u32,
+    pub conn: Conn,
+    pub duplex: bool,
+    pub use_event: bool,
+    pub outs: Option<u32>,
+    pub atomic_type: AtomicType,
+    pub mr_per_qp: bool,
+    pub rdma_cm: bool,
+    pub report_gbits: bool,
+    pub no_peak: bool,
+    pub output: Option<OutputKind>,
+    pub limit_bw: Option<f64>,
+    pub limit_msgrate: Option<f64>,
+    pub json_file: Option<PathBuf>,
+    pub with_imm: bool,
+    pub post: PostChoice,
+    pub loopback: bool,
+    pub perftest_stats: bool,
+    pub ctrl_timeout_s: u64,
+    pub cq_timeout_s: u64,
+    pub check_landing: bool,
+}
+
+impl Params {
+    pub fn is_server(&self) -> bool {
+        self.server.is_none()
+    }
+    /// The send opcode of this test.
+    pub fn op(&self) -> Op {
+        match (self.tool.verb, self.with_imm, self.atomic_type) {
+            (Verb::Write, false, _) => Op::Write,
+            (Verb::Write, true, _) => Op::WriteImm,
+            (Verb::Send, false, _) => Op::Send,
+            (Verb::Send, true, _) => Op::SendImm,
+            (Verb::Read, _, _) => Op::Read,
+            (Verb::Atomic, _, AtomicType::FetchAdd) => Op::FetchAdd,
+            (Verb::Atomic, _, AtomicType::CmpSwap) => Op::CmpSwap,
+        }
+    }
+    pub fn is_duration(&self) -> bool {
+        matches!(self.mode, Mode::Duration { .. })
+    }
+    /// Largest message size of the run (buffers are sized for it).
+    pub fn max_size(&self) -> u64 {
+        self.sizes.iter().copied().max().unwrap_or(0)
+    }
+}
+
+fn rule(msg: &str) -> String {
+    msg.to_string()
+}
+
+/// Apply defaults and perftest's dependency rules.
+pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
+    let bw = tool.is_bw();
+    let verb = tool.verb;
+    let conn = match a
+        .connection
+        .as_deref()
+        .map(str::to_ascii_uppercase)
+        .as_deref()
+    {
+        None | Some("RC") => Conn::Rc,
+        Some("UC") => Conn::Uc,
+        Some("UD") => Conn::Ud,
+        Some(o @ ("XRC" | "DC" | "SRD")) => {
+            return Err(format!(
+                "-c {o}: {o} QPs are not supported by rdmaperf; use -c RC, UC or UD"
+            ))
+        }
+        Some(o) => return Err(format!("-c {o}: unknown connection type; use RC, UC or UD")),
+    };
+    if conn == Conn::Uc && matches!(verb, Verb::Read | Verb::Atomic) {
+        return Err(rule(
+            "-c UC: UC connection not possible in READ/ATOMIC verbs; use -c RC",
+        ));
+    }
+    if conn == Conn::Ud && verb != Verb::Send {
+        return Err(rule(
+            "-c UD: UD connection only possible in SEND verb; use send-bw/send-lat or -c RC",
+        ));
+    }
+    if !bw {
+        if a.qps.is_some_and(|q| q > 1) {
+            return Err(rule(
+                "-q: multiple QPs only available on bw tests; drop -q or use a *-bw tool",
+            ));
+        }
+        if a.post_list.is_some_and(|l| l > 1) {
+            return Err(rule("-l: post list is supported in BW tests only; drop -l"));
+        }
+        if a.bidirectional {
+            return Err(rule(
+                "-b: bidirectional is only available in BW tests; drop -b",
+            ));
+        }
+        if a.run_infinitely {
+            return Err(rule(
+                "--run_infinitely is only available in BW tests; use -D for latency",
+            ));
+        }
+    }
+    if a.events && verb == Verb::Write {
+        return Err(rule(
+            "-e: events feature not available on WRITE verb; drop -e",
+        ));
+    }
+    if a.events && (a.duration.is_some() || a.run_infinitely) {
+        return Err(rule(
+            "-e: duration mode doesn't work with events; use -n instead of -D",
+        ));
+    }
+    if a.duration.is_some() && a.all {
+        return Err(rule("-D and -a can't be combined: a size sweep runs a fixed number of iterations; use -n with -a"));
+    }
+    if a.duration.is_some() && a.iters.is_some() {
+        return Err(rule(
+            "-D and -n can't be combined: choose a duration or an iteration count",
+        ));
+    }
+    if a.inline_size.is_some() && matches!(verb, Verb::Read | Verb::Atomic) {
+        return Err(rule(
+            "-I: inline feature not available on READ/Atomic verbs; drop -I",
+        ));
+    }
+    if a.write_with_imm && verb != Verb::Write {
+        return Err(rule("--write_with_imm applies to write tests only"));
+    }
+    if a.send_with_imm && verb != Verb::Send {
+        return Err(rule("--send_with_imm applies to send tests only"));
+    }
+    if a.atomic_type.is_some() && verb != Verb::Atomic {
+        return Err(rule("-A applies to atomic tests only"));
+    }
+    if verb == Verb::Atomic && (a.size.is_some_and(|s| s != 8) || a.all) {
+        return Err(rule(
+            "message size cannot be changed for atomic tests (always 8 bytes); drop -s/-a",
+        ));
+    }
+    let atomic_type = match a.atomic_type.as_deref() {
+        None | Some("FETCH_AND_ADD") => AtomicType::FetchAdd,
+        Some("CMP_AND_SWAP") => AtomicType::CmpSwap,
+        Some(o) => {
+            return Err(format!(
+                "-A {o}: unknown atomic type; use FETCH_AND_ADD or CMP_AND_SWAP"
+            ))
+        }
+    };
+
+    let def_size = match (verb, bw) {
+        (Verb::Atomic, _) => DEF_SIZE_ATOMIC,
+        (_, true) => DEF_SIZE_BW,
+        (_, false) => DEF_SIZE_LAT,
+    };
+    let size = a.size.unwrap_or(def_size);
+    if size == 0 || size > u32::MAX as u64 / 2 {
+        return Err(format!(
+            "-s {size}: size must be between 1 and {}",
+            u32::MAX / 2
+        ));
+    }
+    if size > MAX_SIZE && !a.all {
+        // perftest allows large sizes; rxe/mlx5 max message is typically 1-2 GiB.
+    }
+    let sizes: Vec<u64> = if a.all {
+        (1..=23).map(|i| 1u64 << i).collect()
+    } else {
+        vec![size]
+    };
+
+    let duration = a.duration.or(if a.run_infinitely { Some(5) } else { None });
+    let mode = match duration {
+        Some(0) => return Err(rule("-D 0: the duration must be at least 1 second")),
+        Some(d) => {
+            let margin = a.margin.unwrap_or(d / 4);
+            if d <= 2 * margin {
+                return Err(format!(
+                    "-D {d} -f {margin}: the duration must exceed twice the margin (D > 2*f); \
+                     lengthen -D or shorten -f"
+                ));
+            }
+            Mode::Duration { secs: d, margin }
+        }
+        None => {
+            if a.margin.is_some() {
+                return Err(rule("-f (margin) applies to duration mode only; add -D"));
+            }
+            Mode::Iterations
+        }
+    };
+    let is_dur = matches!(mode, Mode::Duration { .. });
+    let def_iters = if verb == Verb::Write && bw {
+        DEF_ITERS_WB
+    } else {
+        DEF_ITERS
+    };
+    let iters = if is_dur {
+        0
+    } else {
+        a.iters.unwrap_or(def_iters)
+    };
+    if !is_dur && iters < MIN_ITER {
+        return Err(format!(
+            "-n {iters}: at least {MIN_ITER} iterations are needed"
+        ));
+    }
+
+    let num_qps = a.qps.unwrap_or(1);
+    if num_qps == 0 || num_qps > MAX_QP_NUM {
+        return Err(format!(
+            "-q {num_qps}: the number of QPs must be 1..{MAX_QP_NUM}"
+        ));
+    }
+    let post_list = a.post_list.unwrap_or(1);
+    if post_list == 0 {
+        return Err(rule("-l 0: the post list must hold at least one WR"));
+    }
+    if !is_dur && iters % post_list as u64 != 0 {
+        return Err(format!(
+            "-n {iters} -l {post_list}: the iteration count must be a multiple of the post list; \
+             use -n {}",
+            (iters / post_list as u64 + 1) * post_list as u64
+        ));
+    }
+    let mut tx_depth = a
+        .tx_depth
+        .unwrap_or(if bw { DEF_TX_BW } else { DEF_TX_LAT });
+    if tx_depth == 0 || tx_depth > MAX_TX {
+        return Err(format!("-t {tx_depth}: TX depth must be 1..{MAX_TX}"));
+    }
+    if !is_dur && tx_depth as u64 > iters {
+        tx_depth = iters as u32;
+    }
+    if tx_depth < post_list {
+        return Err(format!(
+            "-t {tx_depth} -l {post_list}: the TX depth must hold a whole post list; raise -t"
+        ));
+    }
+    // cq_mod: defaults to post_list when -l is given; 1 for big messages unless -Q.
+    let mut cq_mod = match a.cq_mod {
+        Some(q) => {
+            if q == 0 || q > MAX_CQ_MOD {
+                return Err(format!("-Q {q}: CQ moderation must be 1..{MAX_CQ_MOD}"));
+            }
+            q
+        }
+        None if post_list > 1 => post_list,
+        None if size > MSG_SIZE_CQ_MOD_LIMIT && conn != Conn::Ud && !a.all && !a.events => 1,
+        None => DEF_CQ_MOD,
+    };
+    if !bw {
+        cq_mod = 1;
+    }
+    if cq_mod > tx_depth {
+        cq_mod = tx_depth;
+    }
+    if post_list > 1 && post_list % cq_mod != 0 {
+        return Err(format!(
+            "-l {post_list} -Q {cq_mod}: the post list must be a multiple of the CQ moderation; \
+             use -Q {post_list} or a divisor of it"
+        ));
+    }
+    let def_rx = match (verb, conn) {
+        (Verb::Send, Conn::Ud | Conn::Uc) if !is_dur => (iters.min(UC_MAX_RX)) as u32,
+        (Verb::Send, _) => DEF_RX_SEND,
+        _ => 1,
+    };
+    let mut rx_depth = if verb == Verb::Write {
+        1
+    } else {
+        a.rx_depth.unwrap_or(def_rx)
+    };
+    if verb == Verb::Send && !is_dur && rx_depth as u64 > iters {
+        rx_depth = iters as u32;
+    }
+    let inline_default = match (bw, verb, conn) {
+        (true, _, _) => 0,
+        (false, Verb::Write, _) => 220,
+        (false, Verb::Send, Conn::Ud) => 188,
+        (false, Verb::Send, _) => 236,
+        _ => 0,
+    };
+    let inline_size = a.inline_size.unwrap_or(inline_default);
+    if inline_size > 1024 {
+        return Err(format!(
+            "-I {inline_size}: inline size must be at most 1024"
+        ));
+    }
+    let mtu = match a.mtu {
+        None => None,
+        Some(m @ (256 | 512 | 1024 | 2048 | 4096)) => Some(m),
+        Some(m) => {
+            return Err(format!(
+                "-m {m}: MTU must be one of 256, 512, 1024, 2048, 4096"
+            ))
+        }
+    };
+    let output = match a.output.as_deref() {
+        None => None,
+        Some("bandwidth") => Some(OutputKind::Bandwidth),
+        Some("message_rate") => Some(OutputKind::MessageRate),
+        Some("latency") => Some(OutputKind::Latency),
+        Some(o) => {
+            return Err(format!(
+                "--output={o}: use bandwidth, message_rate or latency"
+            ))
+        }
+    };
+    if output == Some(OutputKind::Latency) && bw {
+        return Err(rule(
+            "--output=latency applies to latency tests; use bandwidth or message_rate",
+        ));
+    }
+    if matches!(
+        output,
+        Some(OutputKind::Bandwidth | OutputKind::MessageRate)
+    ) && !bw
+    {
+        return Err(rule(
+            "--output=bandwidth/message_rate apply to bw tests; use --output=latency",
+        ));
+    }
+    let mut post = PostChoice::parse(&a.post)?;
+    if a.use_old_post_send {
+        if !matches!(post, PostChoice::Auto | PostChoice::PostSend) {
+            return Err(format!(
+                "--use_old_post_send contradicts --post {}; give one of them",
+                post.name()
+            ));
+        }
+        post = PostChoice::PostSend;
+    }
+    if a.loopback && a.server.is_some() {
+        return Err(rule(
+            "--loopback runs both ends itself; drop the server name",
+        ));
+    }
+    let json_file = if a.out_json || a.out_json_file.is_some() {
+        Some(
+            a.out_json_file
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEF_JSON_FILE)),
+        )
+    } else {
+        None
+    };
+    let no_peak = a.no_peak || is_dur || iters * num_qps as u64 > PEAK_MAX_ITERS;
+    Ok(Params {
+        tool,
+        server: a.server.clone(),
+        port: a.port.unwrap_or(DEF_PORT),
+        ib_dev: a.ib_dev.clone(),
+        ib_port: a.ib_port.unwrap_or(1),
+        gid_index: a.gid_index,
+        sizes,
+        all_sizes: a.all,
+        iters,
+        mode,
+        run_infinitely: a.run_infinitely,
+        tx_depth,
+        rx_depth,
+        cq_mod,
+        post_list,
+        num_qps,
+        mtu,
+        qp_timeout: a.qp_timeout.unwrap_or(DEF_QP_TIME),
+        sl: a.sl.unwrap_or(0),
+        inline_size,
+        conn,
+        duplex: a.bidirectional,
+        use_event: a.events,
+        outs: a.outs,
+        atomic_type,
+        mr_per_qp: a.mr_per_qp,
+        rdma_cm: a.rdma_cm,
+        report_gbits: a.report_gbits,
+        no_peak,
+        output,
+        limit_bw: a.limit_bw,
+        limit_msgrate: a.limit_msgrate,
+        json_file,
+        with_imm: a.write_with_imm || a.send_with_imm,
+        post,
+        loopback: a.loopback,
+        perftest_stats: a.perftest_stats,
+        ctrl_timeout_s: a.timeout,
+        cq_timeout_s: a.cq_timeout,
+        check_landing: a.check_landing,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WRITE_BW: Tool = Tool {
+        verb: Verb::Write,
+        kind: Kind::Bw,
+    };
+    const READ_LAT: Tool = Tool {
+        verb: Verb::Read,
+        kind: Kind::Lat,
+    };
+
+    fn args() -> PerfArgs {
+        PerfArgs {
+            post: "auto".into(),
+            timeout: 30,
+            cq_timeout: 10,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn write_bw_defaults() {
+        let p = resolve(WRITE_BW, &args()).unwrap();
+        assert_eq!(p.sizes, vec![65536]);
+        assert_eq!(p.iters, 5000);
+        assert_eq!(p.tx_depth, 128);
+        // 64 KiB > 8 KiB: perftest signals every message unless -Q is given.
+        assert_eq!(p.cq_mod, 1);
+        assert_eq!(p.port, 18515);
+        assert!(p.is_server());
+    }
+
+    #[test]
+    fn small_messages_keep_cq_mod() {
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                size: Some(64),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.cq_mod, 100);
+    }
+
+    #[test]
+    fn post_list_sets_cq_mod_and_checks_iters() {
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                post_list: Some(4),
+                iters: Some(100),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.cq_mod, 4);
+        let e = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                post_list: Some(3),
+                iters: Some(100),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("multiple of the post list"), "{e}");
+    }
+
+    #[test]
+    fn duration_rules() {
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                duration: Some(8),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.mode, Mode::Duration { secs: 8, margin: 2 });
+        assert_eq!(p.iters, 0);
+        assert!(p.no_peak);
+        let e = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                duration: Some(4),
+                margin: Some(2),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("twice the margin"), "{e}");
+        let e = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                duration: Some(4),
+                all: true,
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("-D and -a"), "{e}");
+    }
+
+    #[test]
+    fn tool_rules() {
+        let e = resolve(
+            READ_LAT,
+            &PerfArgs {
+                qps: Some(2),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("bw tests"), "{e}");
+        let e = resolve(
+            READ_LAT,
+            &PerfArgs {
+                connection: Some("UC".into()),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("UC connection not possible"), "{e}");
+        let e = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                events: true,
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("WRITE verb"), "{e}");
+        let e = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                connection: Some("UD".into()),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("SEND verb"), "{e}");
+        let e = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                post: "fast".into(),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("post-send, wr-api, direct, auto"), "{e}");
+    }
+
+    #[test]
+    fn old_post_send_alias() {
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                use_old_post_send: true,
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.post, PostChoice::PostSend);
+        let e = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                use_old_post_send: true,
+                post: "wr-api".into(),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("contradicts"), "{e}");
+    }
+
+    #[test]
+    fn tx_depth_clamped_to_iters() {
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                iters: Some(10),
+                size: Some(64),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.tx_depth, 10);
+        assert_eq!(p.cq_mod, 10);
+    }
+}

@@ -1,0 +1,281 @@
+//! The bandwidth sender loop (perftest `run_iter_bw`), generic over the post
+//! method so it is monomorphised per method. Hot path: no allocation, no locks,
+//! no formatting, no panics; every buffer it touches is handed in.
+//!
+//! Differences from perftest, on purpose: completions are attributed exactly
+//! (each WR's id carries its QP and sequence number, so a CQE retires exactly
+//! the WRs before it, whatever cq_mod is), and the duration state machine runs
+//! on clock deadlines checked in the loop instead of SIGALRM.
+
+use super::stop;
+use crate::post::{Completion, CompletionQueue, Op, PostError, SendQueue, WcStatus, WrDesc};
+
+/// Per-QP addressing, fixed for the run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QpTarget {
+    pub laddr: u64,
+    pub lkey: u32,
+    pub raddr: u64,
+    pub rkey: u32,
+}
+
+/// Loop parameters (perftest's names).
+#[derive(Clone, Copy, Debug)]
+pub struct BwConfig {
+    pub op: Op,
+    pub size: u32,
+    /// Messages per QP; 0 in duration mode.
+    pub iters: u64,
+    pub post_list: u32,
+    pub tx_depth: u32,
+    pub cq_mod: u32,
+    pub inline: bool,
+    /// Address positions per QP before wrapping (1 = no cycling) and the step.
+    pub positions: u64,
+    pub step: u64,
+    /// Give up when no completion arrives for this many ticks with work outstanding.
+    pub stall_ticks: u64,
+}
+
+/// Duration-mode deadlines, in clock ticks (perftest: margin, D-2*margin, margin).
+#[derive(Clone, Copy, Debug)]
+pub struct Deadlines {
+    pub sample_start: u64,
+    pub sample_stop: u64,
+    pub end: u64,
+}
+
+/// Why the loop stopped early. Small and `Copy`: built inside the hot loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunError {
+    Completion {
+        qp: u32,
+        wr_id: u64,
+        wc: Completion,
+    },
+    Post {
+        qp: u32,
+        err: PostError,
+    },
+    Poll {
+        err: PostError,
+    },
+    Stalled {
+        qp: u32,
+        outstanding: u64,
+        last_completed: u64,
+        idle_ticks: u64,
+    },
+    Interrupted,
+}
+
+/// What the loop measured.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BwOutcome {
+    /// Messages posted / completed over all QPs.
+    pub posted: u64,
+    pub completed: u64,
+    /// Ticks of the measured window and its start/end.
+    pub t_start: u64,
+    pub t_end: u64,
+    /// Messages completed inside the measured window (duration: the sample; else all).
+    pub measured: u64,
+    pub error: Option<RunError>,
+}
+
+/// Per-QP counters, handed in so the loop allocates nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QpCount {
+    pub scnt: u64,
+    pub ccnt: u64,
+}
+
+const QP_SHIFT: u32 = 48;
+const SEQ_MASK: u64 = (1 << QP_SHIFT) - 1;
+
+/// `wr_id` of the message with 0-based sequence `k` on QP `qp`: the completion
+/// of this WR means `k + 1` messages of that QP are done.
+#[inline(always)]
+pub const fn wr_id(qp: u32, k: u64) -> u64 {
+    ((qp as u64) << QP_SHIFT) | (k + 1)
+}
+
+/// Whether perftest signals message `k` (0-based) of a QP.
+#[inline(always)]
+pub const fn signaled(k: u64, j: u32, cfg: &BwConfig) -> bool {
+    if cfg.post_list == 1 {
+        k % cfg.cq_mod as u64 == cfg.cq_mod as u64 - 1 || (cfg.iters != 0 && k == cfg.iters - 1)
+    } else {
+        (j + 1) % cfg.cq_mod == 0
+    }
+}
+
+/// Everything the loop works on, borrowed from the caller.
+pub struct BwLoop<'a, S, C, F> {
+    pub cfg: BwConfig,
+    pub sqs: &'a mut [S],
+    pub cq: &'a mut C,
+    pub targets: &'a [QpTarget],
+    pub counts: &'a mut [QpCount],
+    /// Scratch for one post list (len >= post_list).
+    pub list: &'a mut [WrDesc],
+    /// Scratch for one poll.
+    pub wcs: &'a mut [Completion],
+    /// Peak timestamps (len = total messages) or empty when the peak is off.
+    pub tposted: &'a mut [u64],
+    pub tcompleted: &'a mut [u64],
+    pub deadlines: Option<Deadlines>,
+    pub now: F,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    Warmup,
+    Sample,
+    Cooldown,
+}
+
+impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
+    /// Run to completion (all iterations, or the duration's end), an error, or a stop request.
+    pub fn run(&mut self) -> BwOutcome {
+        let cfg = self.cfg;
+        let nqp = self.sqs.len() as u64;
+        let pl = cfg.post_list as u64;
+        let total = cfg.iters * nqp;
+        let peak = !self.tposted.is_empty();
+        let mut out = BwOutcome::default();
+        let mut phase = if self.deadlines.is_some() {
+            Phase::Warmup
+        } else {
+            Phase::Sample
+        };
+        let mut sample_base = 0u64;
+        let t0 = (self.now)();
+        out.t_start = t0;
+        let mut last_progress = t0;
+        'run: loop {
+            if stop::requested() {
+                out.error = Some(RunError::Interrupted);
+                break;
+            }
+            let t = (self.now)();
+            if let Some(d) = self.deadlines {
+                if phase == Phase::Warmup && t >= d.sample_start {
+                    phase = Phase::Sample;
+                    out.t_start = t;
+                    sample_base = out.completed;
+                } else if phase == Phase::Sample && t >= d.sample_stop {
+                    phase = Phase::Cooldown;
+                    out.t_end = t;
+                    out.measured = out.completed - sample_base;
+                } else if phase == Phase::Cooldown && t >= d.end {
+                    break;
+                }
+            } else if out.posted >= total && out.completed >= total {
+                break;
+            }
+            for q in 0..self.sqs.len() {
+                let c = &mut self.counts[q];
+                while (cfg.iters == 0 || c.scnt < cfg.iters)
+                    && c.scnt + pl <= cfg.tx_depth as u64 + c.ccnt
+                {
+                    let tg = self.targets[q];
+                    for j in 0..cfg.post_list {
+                        let k = c.scnt + j as u64;
+                        let off = if pl == 1 {
+                            (k % cfg.positions) * cfg.step
+                        } else {
+                            0
+                        };
+                        self.list[j as usize] = WrDesc {
+                            wr_id: wr_id(q as u32, k),
+                            laddr: tg.laddr + off,
+                            lkey: tg.lkey,
+                            len: cfg.size,
+                            raddr: tg.raddr + off,
+                            rkey: tg.rkey,
+                            imm: 0,
+                            swap_add: if cfg.op == Op::FetchAdd { 1 } else { 0 },
+                            compare: 0,
+                            signaled: signaled(k, j, &cfg),
+                            inline: cfg.inline,
+                        };
+                    }
+                    if peak {
+                        if let Some(slot) = self.tposted.get_mut(out.posted as usize) {
+                            *slot = (self.now)();
+                        }
+                    }
+                    if let Err(err) = self.sqs[q].post(cfg.op, &self.list[..cfg.post_list as usize])
+                    {
+                        out.error = Some(RunError::Post { qp: q as u32, err });
+                        break 'run;
+                    }
+                    c.scnt += pl;
+                    out.posted += pl;
+                }
+            }
+            if out.completed < out.posted {
+                let n = match self.cq.poll(self.wcs) {
+                    Ok(n) => n,
+                    Err(err) => {
+                        out.error = Some(RunError::Poll { err });
+                        break;
+                    }
+                };
+                for wc in &self.wcs[..n] {
+                    let q = (wc.wr_id >> QP_SHIFT) as usize;
+                    if wc.status != WcStatus::SUCCESS || q >= self.counts.len() {
+                        out.error = Some(RunError::Completion {
+                            qp: q as u32,
+                            wr_id: wc.wr_id,
+                            wc: *wc,
+                        });
+                        break 'run;
+                    }
+                    let done = wc.wr_id & SEQ_MASK;
+                    let c = &mut self.counts[q];
+                    if done > c.ccnt {
+                        out.completed += done - c.ccnt;
+                        c.ccnt = done;
+                    }
+                    if peak && out.completed > 0 {
+                        let ts = (self.now)();
+                        if let Some(slot) = self.tcompleted.get_mut(out.completed as usize - 1) {
+                            *slot = ts;
+                        }
+                    }
+                }
+                if n > 0 {
+                    last_progress = t;
+                } else if t.wrapping_sub(last_progress) > cfg.stall_ticks {
+                    let (qp, c) = self
+                        .counts
+                        .iter()
+                        .enumerate()
+                        .find(|(_, c)| c.scnt > c.ccnt)
+                        .map(|(i, c)| (i as u32, *c))
+                        .unwrap_or((0, QpCount::default()));
+                    out.error = Some(RunError::Stalled {
+                        qp,
+                        outstanding: c.scnt - c.ccnt,
+                        last_completed: c.ccnt,
+                        idle_ticks: t.wrapping_sub(last_progress),
+                    });
+                    break;
+                }
+            } else {
+                last_progress = t;
+            }
+        }
+        if self.deadlines.is_none() {
+            out.t_end = (self.now)();
+            out.measured = out.completed;
+        } else if phase == Phase::Sample {
+            // Stopped inside the sample (error or Ctrl-C): keep what was measured.
+            out.t_end = (self.now)();
+            out.measured = out.completed - sample_base;
+        }
+        out
+    }
+}

@@ -1,0 +1,5 @@
+//! Per-tool flow (resources → choreography → run → report). Work in progress.
+pub mod devices;
+pub fn run(_p: crate::cli::params::Params) -> i32 {
+    1
+}
