@@ -3,6 +3,7 @@
 
 pub mod bw;
 pub mod geometry;
+pub mod lat;
 pub mod stop;
 
 #[cfg(test)]
