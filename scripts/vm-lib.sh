@@ -11,6 +11,8 @@
 #   wait_port PORT [PID]    waits until a TCP listener on PORT shows (gives up when PID exits)
 #
 # Knobs (set in the case script before use): PAIR_TIMEOUT (s per side, default 120),
+# PAIR_BEFORE_CLIENT (a command eval'ed once the server listens, before the client starts;
+# e.g. a relay that the client then connects to),
 # PAIR_PORT (first port, default 18515), PAIR_GRACE (1), PAIR_CM_WAIT (3: rdma_cm servers,
 # perftest -R/-z, do not listen on TCP, so the client starts after this fixed wait),
 # WAIT_PORT_TIMEOUT (30).
@@ -65,6 +67,7 @@ pair() {
         *" -R "*|*" --rdma_cm "*|*" -z "*|*" --comm_rdma_cm "*) sleep "$PAIR_CM_WAIT" ;;
         *) wait_port "$PORT" "$spid" 2>>"$RESULTS/$name.server.out" ;;
     esac
+    if [ -n "${PAIR_BEFORE_CLIENT:-}" ]; then eval "$PAIR_BEFORE_CLIENT"; fi
     _vm_start "$name" client "$ccmd"; cpid=$_vm_pid
     _vm_finish "$name" client "$cpid"; crc=$?
     if [ "$crc" != 0 ] && kill -0 "$spid" 2>/dev/null; then
