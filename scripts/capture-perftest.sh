@@ -124,7 +124,7 @@ One JSON object per line, one line per chunk the relay read and forwarded:
 QPN, PSN (random), RKey and VAddr (ASLR) in the key messages (108-byte GID form, since rxe's link
 layer is Ethernet) and every measured number in the reports and outputs. Versions, sizes, the GID,
 message order and lengths are stable. Regenerate with \`scripts/capture-perftest.sh\` (needs
-\`scripts/setup.sh\` done; ~2 min).
+\`scripts/setup.sh\` done; about 1 min: one boot + 11 pairs).
 EOR
 rm -rf "$res"
 echo "capture-perftest.sh: wrote $cap and $outd"
