@@ -1,0 +1,99 @@
+#!/bin/bash
+# Boots the soft-RoCE test VM once and runs one batch script in it.
+#
+#   scripts/rxe-vm.sh CASES.sh          # a script file (run with bash)
+#   scripts/rxe-vm.sh 'ibv_devinfo -d rxe0'   # or a command line
+#
+# In the guest: the host's root is the root (read-only 9p + in-RAM overlay, so host binaries
+# and freshly built ones run unchanged), cwd is this repo, rxe0 is up on dummy0 (GID 0 =
+# fe80::ff:fe00:701, GID 1 = ::ffff:169.254.7.1), and $RESULTS is a writable share that
+# comes back to the host. scripts/vm-lib.sh has the helpers for server/client pairs.
+#
+# Exit status: the script's, read from a marker in the share; 124 on VM timeout; 125 when
+# the VM died without a marker (the console output above says why).
+#
+# Environment (host side):
+#   RDMAPERF_VM_DIR      cache made by scripts/setup.sh (default <repo>/.vm)
+#   RDMAPERF_VM_TIMEOUT  seconds before qemu is killed (default 1800)
+#   RDMAPERF_VM_RESULTS  host dir used as $RESULTS (default: a temp dir, removed afterwards)
+#   RDMAPERF_VM_MEM      guest MiB (default 2048)
+#   RDMAPERF_VM_ENV      extra variable names to copy into the guest; every RDMAPERF_*
+#                        variable is copied anyway (the guest has no other way to see them)
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VM_DIR=${RDMAPERF_VM_DIR:-$REPO/.vm}
+TIMEOUT=${RDMAPERF_VM_TIMEOUT:-1800}
+die() { echo "rxe-vm.sh: error: $*" >&2; exit 125; }
+
+[ $# -ge 1 ] || die "usage: scripts/rxe-vm.sh SCRIPT-FILE | 'COMMAND ...'"
+why=$(bash "$REPO/scripts/setup.sh" --check 2>&1) || die "VM not ready: ${why//$'\n'/; }"
+. "$VM_DIR/ready"
+[[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "RDMAPERF_VM_TIMEOUT='$TIMEOUT' is not a number of seconds"
+
+if [ -n "${RDMAPERF_VM_RESULTS:-}" ]; then
+    share=$(mkdir -p "$RDMAPERF_VM_RESULTS" && cd "$RDMAPERF_VM_RESULTS" && pwd) || die "cannot create $RDMAPERF_VM_RESULTS"
+    keep=1
+else
+    share=$(mktemp -d "${TMPDIR:-/tmp}/rxe-vm.XXXXXX") || die "mktemp failed"
+    keep=0
+fi
+rm -rf "$share/.vm"
+mkdir -p "$share/.vm"
+
+# The guest is started from the kernel command line and sees no host environment:
+# write what it needs into the script it runs.
+{
+    echo '#!/bin/bash'
+    echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root'
+    echo 'export RESULTS=/rdmaperf-results'
+    printf 'export RDMAPERF_REPO=%q VM_LIB=%q\n' "$REPO" "$REPO/scripts/vm-lib.sh"
+    for v in $(compgen -v | grep '^RDMAPERF_') ${RDMAPERF_VM_ENV:-}; do
+        [ -n "${!v+x}" ] && printf 'export %s=%q\n' "$v" "${!v}"
+    done
+    printf 'cd %q || exit 125\n' "$REPO"
+    if [ $# -eq 1 ] && [ -f "$1" ]; then
+        [ -r "$1" ] || die "cannot read $1"
+        cp "$1" "$share/.vm/case.sh"
+        echo 'exec bash /rdmaperf-results/.vm/case.sh'
+    else
+        printf 'exec bash -c %q\n' "$*"
+    fi
+} > "$share/.vm/main.sh"
+
+# One VM at a time on this host: two would share its 2 cores and skew every number.
+exec 8>"$VM_DIR/vm.lock"
+if ! flock -n 8; then
+    echo "rxe-vm.sh: waiting for another VM run to finish" >&2
+    flock 8
+fi
+
+t0=$(date +%s.%N)
+# Console: strip \r and terminal escapes (SeaBIOS) so the output reads as plain text.
+timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
+    -accel tcg,thread=multi -cpu max -m "${RDMAPERF_VM_MEM:-2048}" -smp 2 \
+    -nographic -no-reboot -nic none \
+    -kernel "$VM_DIR/$KERNEL" -initrd "$VM_DIR/$INITRD" \
+    -append "console=ttyS0 quiet loglevel=3 panic=-1" \
+    -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
+    -virtfs "local,path=$share,mount_tag=results,security_model=none" \
+    < /dev/null 2>&1 | tr -d '\r' | sed -u 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1b[c()][0-9AB]\{0,1\}//g'
+qrc=${PIPESTATUS[0]}
+t1=$(date +%s.%N)
+total=$(awk "BEGIN{printf \"%.1f\", $t1 - $t0}")
+exec 8>&-
+
+finish() { [ $keep = 1 ] || rm -rf "$share"; exit "$1"; }
+if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+    echo "rxe-vm.sh: error: VM timed out after ${TIMEOUT}s and qemu was killed; raise RDMAPERF_VM_TIMEOUT for long batches (a perftest -a sweep takes 90-190 s)" >&2
+    finish 124
+fi
+if [ ! -f "$share/.vm/rc" ]; then
+    why=$(cat "$share/.vm/init-error" 2>/dev/null || echo "no exit marker; qemu exited with $qrc")
+    echo "rxe-vm.sh: error: the VM ended before the script finished ($why); see the console output above" >&2
+    finish 125
+fi
+rc=$(cat "$share/.vm/rc")
+times=$(cat "$share/.vm/times" 2>/dev/null)
+echo "rxe-vm.sh: exit $rc; $times total_s=$total (guest uptime at script start = boot_s)" >&2
+finish "$rc"

@@ -1,0 +1,145 @@
+#!/bin/bash
+# Installs what rdmaperf's build, tests and soft-RoCE VM need, and prepares the VM's
+# kernel + initramfs in a cache dir. Idempotent: a rerun with everything in place only
+# checks and exits (no apt, no network).
+#
+#   scripts/setup.sh            # as root on Debian 12
+#   RDMAPERF_VM_DIR=/some/dir scripts/setup.sh
+#   RDMAPERF_VM_REFRESH=1 scripts/setup.sh   # re-download the kernel and rebuild the initramfs
+#   scripts/setup.sh --check    # changes nothing: exit 0 iff all is ready, else say what is missing
+#
+# The guest kernel is Debian's own (the versioned package linux-image-amd64 depends on),
+# downloaded and unpacked into the cache, never installed: the host kernel has no RDMA.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VM_DIR=${RDMAPERF_VM_DIR:-$REPO/.vm}
+PACKAGES=(libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
+          libclang-dev clang pkg-config qemu-system-x86 busybox-static cpio kmod perftest
+          iproute2 strace python3)
+# Top-level guest modules; modprobe --show-depends adds their dependencies in load order.
+# crc32_generic: rdma_rxe fails "failed to init crc32 algorithm err:-2" without it.
+# overlay: makes the read-only host root writable inside the guest (changes stay in RAM).
+# rdma_ucm & co: for perftest -R (rdma_cm).
+GUEST_MODULES=(virtio_pci 9pnet_virtio 9p overlay crc32_generic ib_uverbs configfs iw_cm
+               ib_cm rdma_cm rdma_ucm rdma_rxe dummy)
+
+say() { echo "setup.sh: $*" >&2; }
+die() { echo "setup.sh: error: $*" >&2; exit 1; }
+
+STAMP=$VM_DIR/ready
+# The cache is rebuilt when the recipe (this file or the guest init) changes.
+recipe_sum() { cat "$REPO/scripts/setup.sh" "$REPO/scripts/vm-init.sh" | sha256sum | cut -c1-16; }
+cache_ready() {
+    [ -f "$STAMP" ] || return 1
+    . "$STAMP"
+    [ -f "$VM_DIR/$KERNEL" ] && [ -f "$VM_DIR/$INITRD" ] && [ "$INIT_SUM" = "$(recipe_sum)" ]
+}
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    [ "$st" = installed ] || missing+=("$p")
+done
+
+if [ "${1:-}" = --check ]; then
+    ok=0
+    [ ${#missing[@]} = 0 ] || { echo "missing Debian packages: ${missing[*]}" >&2; ok=1; }
+    if ! cache_ready; then
+        if [ -f "$STAMP" ]; then echo "VM cache in $VM_DIR is stale (the recipe changed)" >&2
+        else echo "no VM kernel/initramfs in $VM_DIR" >&2; fi
+        ok=1
+    fi
+    [ $ok = 0 ] || echo "fix: run scripts/setup.sh as root" >&2
+    exit $ok
+fi
+
+[ "$(id -u)" = 0 ] || die "must run as root (it installs Debian packages and builds the VM cache); rerun with sudo"
+
+# ---- Debian packages -------------------------------------------------------------------
+apt_updated=0
+apt_update() {
+    [ $apt_updated = 1 ] && return
+    say "apt-get update"
+    apt-get update -qq || die "apt-get update failed; check the Debian mirror in /etc/apt/sources.list*"
+    apt_updated=1
+}
+if [ ${#missing[@]} -gt 0 ]; then
+    apt_update
+    say "installing: ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+        || die "apt-get install failed for: ${missing[*]}"
+fi
+
+# ---- guest kernel + initramfs (cached) ---------------------------------------------------
+mkdir -p "$VM_DIR"
+exec 9>"$VM_DIR/setup.lock"
+flock 9 # two concurrent setups (e.g. parallel test binaries under CI) must not interleave
+
+if [ -z "${RDMAPERF_VM_REFRESH:-}" ] && cache_ready; then
+    say "ready ($KVER in $VM_DIR)"
+    exit 0
+fi
+
+kpkg=""
+find_kpkg() {
+    # linux-image-amd64 depends on exactly one versioned image, e.g. linux-image-6.1.0-57-amd64.
+    kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null \
+           | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
+}
+find_kpkg
+if [ -z "$kpkg" ]; then apt_update; find_kpkg; fi
+[ -n "$kpkg" ] || die "apt-cache has no linux-image-amd64 dependency; is this Debian 12 with main enabled?"
+KVER=${kpkg#linux-image-}
+KROOT=$VM_DIR/kernel-$KVER
+
+if [ ! -f "$KROOT/boot/vmlinuz-$KVER" ] || [ -n "${RDMAPERF_VM_REFRESH:-}" ]; then
+    say "downloading $kpkg (~70 MB)"
+    dl=$VM_DIR/download
+    rm -rf "$dl" "$KROOT"; mkdir -p "$dl"
+    (cd "$dl" && apt-get -o APT::Sandbox::User=root download "$kpkg" >/dev/null) || { apt_update; (cd "$dl" && apt-get -o APT::Sandbox::User=root download "$kpkg" >/dev/null); } \
+        || die "apt-get download $kpkg failed"
+    deb=$(ls "$dl"/*.deb)
+    dpkg -x "$deb" "$KROOT.tmp" || die "dpkg -x $deb failed"
+    mv "$KROOT.tmp" "$KROOT"
+    rm -rf "$dl"
+fi
+[ -f "$KROOT/boot/vmlinuz-$KVER" ] || die "$KROOT has no boot/vmlinuz-$KVER"
+depmod -b "$KROOT" "$KVER" || die "depmod failed on $KROOT"
+
+# ---- initramfs: busybox + the modules in load order + our init ---------------------------
+say "building initramfs"
+ird=$VM_DIR/initramfs.d
+rm -rf "$ird"; mkdir -p "$ird"/{bin,dev,proc,sys,newroot,lower,upper,mods}
+cp /bin/busybox "$ird/bin/busybox"
+cp "$REPO/scripts/vm-init.sh" "$ird/init"
+chmod 755 "$ird/init"
+: > "$ird/mods/order"
+declare -A seen=()
+for m in "${GUEST_MODULES[@]}"; do
+    deps=$(modprobe -d "$KROOT" -S "$KVER" --show-depends "$m") || die "module $m not found in $KVER"
+    while read -r kind path _; do
+        [ "$kind" = insmod ] || continue          # "builtin X" needs nothing
+        name=$(basename "$path"); name=${name%%.ko*}
+        [ -n "${seen[$name]:-}" ] && continue
+        seen[$name]=1
+        case "$path" in
+            *.ko.xz)  xz -dc "$path" > "$ird/mods/$name.ko" ;;
+            *.ko.zst) zstd -qdc "$path" > "$ird/mods/$name.ko" ;;
+            *.ko)     cp "$path" "$ird/mods/$name.ko" ;;
+            *) die "unexpected module file $path" ;;
+        esac
+        echo "$name" >> "$ird/mods/order"
+    done <<< "$deps"
+done
+(cd "$ird" && find . | cpio -o -H newc --quiet | gzip -1) > "$VM_DIR/initrd.gz.tmp"
+mv "$VM_DIR/initrd.gz.tmp" "$VM_DIR/initrd.gz"
+rm -rf "$ird"
+
+cat > "$STAMP" <<EOS
+KVER=$KVER
+KERNEL=kernel-$KVER/boot/vmlinuz-$KVER
+INITRD=initrd.gz
+INIT_SUM=$(recipe_sum)
+EOS
+say "ready ($KVER in $VM_DIR)"

@@ -1,0 +1,5 @@
+//! Helpers shared by the integration tests (`mod common;` in each test file).
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+pub mod vm;

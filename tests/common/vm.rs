@@ -1,0 +1,311 @@
+//! Soft-RoCE (rxe) VM test bed for integration tests.
+//!
+//! The host kernel has no RDMA, so VM tests boot a QEMU guest with Debian's kernel
+//! (`rdma_rxe` on `dummy0`, see `scripts/rxe-vm.sh`) once per batch of cases. A batch is a
+//! bash script that runs inside the guest with the repo as cwd and the helpers of
+//! `scripts/vm-lib.sh` (`pair`, `single`, `wait_port`) sourced; its result files come back
+//! through a shared folder and are returned in a [`BatchResult`].
+//!
+//! ```ignore
+//! if let Err(why) = vm::available() { println!("SKIPPED: {why}"); return; }
+//! let r = vm::Batch::new().bin(env!("CARGO_BIN_EXE_rdmaperf")).run(r#"
+//!     pair w 'ib_write_bw -d rxe0 -x 0 -F -p $PORT' '"$RDMAPERF_BIN" write_bw -d rxe0 -p $PORT 127.0.0.1'
+//! "#);
+//! r.pair("w").assert_ok();
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+/// The repository root (scripts live under it; it is the guest's cwd).
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `Ok` when the VM can run here: packages, qemu, perftest and the kernel/initramfs cache
+/// (`scripts/setup.sh --check`). Otherwise the reason, to be printed as `SKIPPED: <reason>`.
+///
+/// Under CI (env `CI` set and not `false`/`0`) a missing piece is not a reason to skip: this
+/// runs `scripts/setup.sh` (once per process) and panics if the VM still cannot run.
+pub fn available() -> Result<(), String> {
+    static CI_SETUP: OnceLock<Result<(), String>> = OnceLock::new();
+    let why = match check() {
+        Ok(()) => return Ok(()),
+        Err(why) => why,
+    };
+    if !in_ci() {
+        return Err(format!("soft-RoCE VM not available: {why}"));
+    }
+    let setup = CI_SETUP.get_or_init(|| {
+        let script = repo().join("scripts/setup.sh");
+        println!(
+            "vm: CI is set and the VM is not ready ({why}); running {}",
+            script.display()
+        );
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} failed ({}):\n{}{}",
+                script.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        check()
+    });
+    if let Err(e) = setup {
+        panic!("CI must run the VM tests, but setting the VM up failed: {e}");
+    }
+    Ok(())
+}
+
+fn in_ci() -> bool {
+    matches!(std::env::var("CI"), Ok(v) if !v.is_empty() && v != "false" && v != "0")
+}
+
+fn check() -> Result<(), String> {
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/setup.sh"))
+        .arg("--check")
+        .output()
+        .map_err(|e| format!("cannot run bash scripts/setup.sh --check: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let msg = String::from_utf8_lossy(&out.stderr);
+    Err(msg.trim().replace('\n', "; "))
+}
+
+/// Boots the VM once, runs `script` (bash) in it and collects its result files.
+pub fn run_batch(script: &str) -> BatchResult {
+    Batch::new().run(script)
+}
+
+/// A batch with settings: environment for the guest, the binary under test, a timeout.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    env: Vec<(String, String)>,
+    timeout_s: Option<u64>,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The binary under test, visible in the guest as `$RDMAPERF_BIN`
+    /// (pass `env!("CARGO_BIN_EXE_rdmaperf")`).
+    pub fn bin(self, path: &str) -> Self {
+        assert!(
+            Path::new(path).is_file(),
+            "vm::Batch::bin: {path} does not exist; build it first (cargo builds it for integration tests)"
+        );
+        self.env("RDMAPERF_BIN", path)
+    }
+
+    /// An environment variable for the guest script (the guest sees no host environment).
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// VM wall-clock limit in seconds (default: `RDMAPERF_VM_TIMEOUT` or 1800).
+    pub fn timeout_s(mut self, s: u64) -> Self {
+        self.timeout_s = Some(s);
+        self
+    }
+
+    /// Boots the VM, runs `script` with `scripts/vm-lib.sh` already sourced, powers off.
+    /// Never panics on a failing script: inspect [`BatchResult::status`] and the cases.
+    pub fn run(self, script: &str) -> BatchResult {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let tag = format!(
+            "rdmaperf-vm-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = std::env::temp_dir().join(&tag);
+        let script_file = std::env::temp_dir().join(format!("{tag}.sh"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("vm: cannot create {}: {e}", dir.display()));
+        let body = format!("set -u\n. \"$VM_LIB\"\n{script}\n");
+        std::fs::write(&script_file, body)
+            .unwrap_or_else(|e| panic!("vm: cannot write {}: {e}", script_file.display()));
+
+        let mut cmd = Command::new("bash");
+        cmd.arg(repo().join("scripts/rxe-vm.sh"))
+            .arg(&script_file)
+            .env("RDMAPERF_VM_RESULTS", &dir);
+        // rxe-vm.sh copies RDMAPERF_* and the names listed in RDMAPERF_VM_ENV into the guest.
+        let mut names: Vec<String> = std::env::var("RDMAPERF_VM_ENV").into_iter().collect();
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+            names.push(k.clone());
+        }
+        cmd.env("RDMAPERF_VM_ENV", names.join(" "));
+        if let Some(t) = self.timeout_s {
+            cmd.env("RDMAPERF_VM_TIMEOUT", t.to_string());
+        }
+        let started = std::time::Instant::now();
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("vm: cannot run scripts/rxe-vm.sh: {e}"));
+        let total_s = started.elapsed().as_secs_f64();
+        let console = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Shown by the test harness when a test fails (or with --nocapture).
+        println!("---- VM console ({tag}) ----\n{console}---- end of VM console ----");
+
+        let files = read_files(&dir);
+        let times = std::fs::read_to_string(dir.join(".vm/times")).unwrap_or_default();
+        let result = BatchResult {
+            status: out.status.code().unwrap_or(-1),
+            console,
+            boot_s: field(&times, "boot_s"),
+            script_s: field(&times, "script_s"),
+            total_s,
+            files,
+        };
+        if std::env::var_os("RDMAPERF_VM_KEEP").is_some() {
+            println!("vm: results kept in {}", dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let _ = std::fs::remove_file(&script_file);
+        result
+    }
+}
+
+fn field(times: &str, key: &str) -> Option<f64> {
+    times
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+}
+
+/// Every regular file directly in `dir` (the guest's `$RESULTS`), by file name.
+fn read_files(dir: &Path) -> BTreeMap<String, String> {
+    let mut files = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return files;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if !path.is_file() {
+            continue;
+        }
+        if let (Some(name), Ok(bytes)) = (path.file_name(), std::fs::read(&path)) {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            files.insert(name.to_string_lossy().into_owned(), text);
+        }
+    }
+    files
+}
+
+/// What one VM boot left: its exit status, console, timings and `$RESULTS` files.
+#[derive(Debug, Clone)]
+pub struct BatchResult {
+    /// Exit status of `scripts/rxe-vm.sh`: the script's own status; 124 VM timeout;
+    /// 125 VM not ready or died without an exit marker.
+    pub status: i32,
+    /// The guest console and the host script's messages.
+    pub console: String,
+    /// Guest uptime when the script started (kernel boot + modules + rxe0 setup).
+    pub boot_s: Option<f64>,
+    /// Time the script ran in the guest.
+    pub script_s: Option<f64>,
+    /// Host wall time for the whole run (qemu start to exit).
+    pub total_s: f64,
+    /// Every file the script left in `$RESULTS` (top level only), by name.
+    pub files: BTreeMap<String, String>,
+}
+
+/// One side of a case: its combined stdout+stderr and exit status (`None`: it never ran).
+#[derive(Debug, Clone)]
+pub struct Side {
+    pub out: String,
+    pub rc: Option<i32>,
+}
+
+/// A server/client pair run by `pair NAME ...` in the guest.
+#[derive(Debug, Clone)]
+pub struct Pair {
+    pub name: String,
+    pub server: Side,
+    pub client: Side,
+    /// Wall time of the pair in the guest (server start to both exited).
+    pub time_s: Option<f64>,
+}
+
+impl Pair {
+    /// Panics with both outputs unless server and client both exited 0.
+    pub fn assert_ok(&self) {
+        assert!(
+            self.server.rc == Some(0) && self.client.rc == Some(0),
+            "pair {}: server rc {:?}, client rc {:?}\n--- server ---\n{}\n--- client ---\n{}",
+            self.name,
+            self.server.rc,
+            self.client.rc,
+            self.server.out,
+            self.client.out
+        );
+    }
+}
+
+impl BatchResult {
+    /// The file `$RESULTS/<name>`, if the script wrote it.
+    pub fn file(&self, name: &str) -> Option<&str> {
+        self.files.get(name).map(String::as_str)
+    }
+
+    fn side(&self, stem: &str) -> Option<Side> {
+        let out = self.file(&format!("{stem}.out"))?.to_owned();
+        let rc = self
+            .file(&format!("{stem}.rc"))
+            .and_then(|s| s.trim().parse().ok());
+        Some(Side { out, rc })
+    }
+
+    /// The pair `name`, or `None` if the script never ran it.
+    pub fn try_pair(&self, name: &str) -> Option<Pair> {
+        Some(Pair {
+            name: name.to_owned(),
+            server: self.side(&format!("{name}.server"))?,
+            client: self.side(&format!("{name}.client"))?,
+            time_s: self
+                .file(&format!("{name}.time"))
+                .and_then(|s| s.trim().parse().ok()),
+        })
+    }
+
+    /// The pair `name`; panics (with the VM console) if the script never ran it.
+    pub fn pair(&self, name: &str) -> Pair {
+        self.try_pair(name)
+            .unwrap_or_else(|| self.missing(&format!("pair {name}")))
+    }
+
+    /// The output of `single name ...`; panics (with the VM console) if it never ran.
+    pub fn single(&self, name: &str) -> Side {
+        self.side(name)
+            .unwrap_or_else(|| self.missing(&format!("single {name}")))
+    }
+
+    fn missing(&self, what: &str) -> ! {
+        panic!(
+            "VM batch has no results for `{what}` (rxe-vm.sh status {}; files: {:?})\n--- VM console ---\n{}",
+            self.status,
+            self.files.keys().collect::<Vec<_>>(),
+            self.console
+        )
+    }
+}
