@@ -1,1 +1,24 @@
-//! (work in progress)
+//! perftest's TCP control protocol, byte for byte.
+//!
+//! - [`wire`]: pure codecs for every message (version, sysdata, MTU, key
+//!   message, bw report).
+//! - [`channel`]: the TCP connection: listen/accept or connect with retry,
+//!   whole-message reads with per-step timeouts, lock-step exchange.
+//! - [`session`]: the protocol steps as methods (`exchange_versions`, ...,
+//!   `hand_shake`, `exchange_bw_report`, `close`).
+//! - [`choreo`]: which steps each tool runs, in which order, per role and mode.
+//!
+//! We advertise version "6.27", so stock perftest 4.5 (6.06) and master (6.29)
+//! both speak the 4.5 protocol with us (no master parameter negotiation).
+
+pub mod channel;
+pub mod choreo;
+pub mod error;
+pub mod session;
+pub mod wire;
+
+pub use channel::{Channel, Listener, Role, DEFAULT_PORT};
+pub use choreo::{choreography, Entry, Mode, Scenario, Step, Tool};
+pub use error::CtrlError;
+pub use session::Session;
+pub use wire::{BwReport, Dest, PeerVersion, PerPortReport, WireError};

@@ -1,0 +1,258 @@
+//! perftest's control-protocol steps as methods, in the form each tool calls
+//! them (`exchange_versions`, `check_sys_data`, `check_mtu`, `ctx_hand_shake`,
+//! `xchg_bw_reports`, `ctx_close_connection`). Which steps a tool runs, and in
+//! which order, is in [`super::choreo`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::channel::{Channel, Role};
+use super::error::CtrlError;
+use super::wire::{
+    self, BwReport, Dest, PeerVersion, ReportField, WireError, KEY_LEN, KEY_LEN_GID,
+    MIN_PEER_VERSION, OUR_VERSION, VERSION_LEN,
+};
+
+/// One side of a control session.
+#[derive(Debug)]
+pub struct Session {
+    channel: Channel,
+    local_version: String,
+    peer_version: Option<PeerVersion>,
+    hand_shakes: usize,
+    /// The next read waits for the peer's measurement run.
+    peer_run_pending: bool,
+    peer_run_timeout: Option<Duration>,
+}
+
+impl Session {
+    /// A session over a connected channel; we advertise [`OUR_VERSION`].
+    pub fn new(channel: Channel) -> Session {
+        Session {
+            channel,
+            local_version: OUR_VERSION.to_owned(),
+            peer_version: None,
+            hand_shakes: 0,
+            peer_run_pending: false,
+            peer_run_timeout: None,
+        }
+    }
+
+    /// Advertise another version string. It must keep perftest's wire
+    /// behaviour: 5.70 <= atof(v) < 6.28 (6.28+ would make a master peer send
+    /// its parameter-negotiation blob, which we do not speak).
+    pub fn with_local_version(mut self, v: &str) -> Result<Session, CtrlError> {
+        let local = |problem: String| CtrlError::Local {
+            step: "version".into(),
+            source: WireError::new("version", problem, &[]),
+        };
+        wire::encode_version(v).map_err(|source| CtrlError::Local {
+            step: "version".into(),
+            source,
+        })?;
+        match wire::atof(v.as_bytes()) {
+            Some(x) if (MIN_PEER_VERSION..6.28).contains(&x) => {}
+            _ => return Err(local(format!("{v:?} must read as 5.70 <= version < 6.28"))),
+        }
+        self.local_version = v.to_owned();
+        Ok(self)
+    }
+
+    /// Client (writes first) or server (reads first).
+    pub fn role(&self) -> Role {
+        self.channel.role()
+    }
+
+    /// The peer's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.channel.peer()
+    }
+
+    /// The peer's version, once exchanged.
+    pub fn peer_version(&self) -> Option<&PeerVersion> {
+        self.peer_version.as_ref()
+    }
+
+    /// The channel, e.g. to change its step timeout.
+    pub fn channel_mut(&mut self) -> &mut Channel {
+        &mut self.channel
+    }
+
+    /// Bound on a read that waits for the peer's run (default: none; a
+    /// closed peer still ends the wait at once).
+    pub fn set_peer_run_timeout(&mut self, t: Option<Duration>) {
+        self.peer_run_timeout = t;
+    }
+
+    /// The next read may take as long as the peer's measurement run (`-D`,
+    /// large `-n`, `--run_infinitely`), so it uses the peer-run timeout
+    /// instead of the step timeout. Call it before the steps that
+    /// [`super::choreo::Entry::waits_for_peer_run`] marks.
+    pub fn wait_for_peer_run(&mut self) {
+        self.peer_run_pending = true;
+    }
+
+    fn read_timeout(&mut self) -> Option<Duration> {
+        if std::mem::take(&mut self.peer_run_pending) {
+            self.peer_run_timeout
+        } else {
+            self.channel.step_timeout()
+        }
+    }
+
+    fn exchange(&mut self, step: &str, out: &[u8], in_len: usize) -> Result<Vec<u8>, CtrlError> {
+        let t = self.read_timeout();
+        self.channel.exchange_timeout(step, out, in_len, t)
+    }
+
+    fn protocol(&self, step: &str, source: WireError) -> CtrlError {
+        CtrlError::Protocol {
+            step: step.to_owned(),
+            peer: self.peer(),
+            source,
+        }
+    }
+
+    fn peer_v(&self) -> Result<PeerVersion, CtrlError> {
+        self.peer_version
+            .clone()
+            .ok_or(CtrlError::Order("exchange_versions must come first"))
+    }
+
+    /// `exchange_versions` + `check_version_compatibility`: 16 bytes each way;
+    /// a peer below 5.70 (or not speaking perftest) is refused.
+    pub fn exchange_versions(&mut self) -> Result<PeerVersion, CtrlError> {
+        const STEP: &str = "version";
+        let out = wire::encode_version(&self.local_version).map_err(|source| CtrlError::Local {
+            step: STEP.into(),
+            source,
+        })?;
+        let got = self.exchange(STEP, &out, VERSION_LEN)?;
+        let v = wire::decode_version(&got).map_err(|e| self.protocol(STEP, e))?;
+        self.peer_version = Some(v.clone());
+        Ok(v)
+    }
+
+    /// `check_sys_data`: cycle buffer then cache line size, 4 bytes BE each;
+    /// both sides continue with the maxima. Skipped for peers < 5.32.
+    pub fn exchange_sysdata(
+        &mut self,
+        cycle_buffer: u32,
+        cache_line: u32,
+    ) -> Result<(u32, u32), CtrlError> {
+        if !self.peer_v()?.has_sysdata() {
+            return Ok((cycle_buffer, cache_line));
+        }
+        let mut theirs = [0u32; 2];
+        let mine = [(cycle_buffer, "cycle_buffer"), (cache_line, "cache_line")];
+        for ((v, what), slot) in mine.into_iter().zip(&mut theirs) {
+            let step = format!("sysdata {what}");
+            let got = self.exchange(&step, &wire::encode_sysdata(v), wire::SYSDATA_LEN)?;
+            *slot = wire::decode_sysdata(what, &got).map_err(|e| self.protocol(&step, e))?;
+        }
+        Ok((cycle_buffer.max(theirs[0]), cache_line.max(theirs[1])))
+    }
+
+    /// `check_mtu`: the `ibv_mtu` enum (1..5) as ASCII; both use the smaller.
+    pub fn exchange_mtu(&mut self, local: u8) -> Result<u8, CtrlError> {
+        const STEP: &str = "MTU";
+        let peer = self.peer_v()?;
+        let out = wire::encode_mtu(local, peer.mtu_len()).map_err(|source| CtrlError::Local {
+            step: STEP.into(),
+            source,
+        })?;
+        if !peer.has_mtu() {
+            return Ok(local);
+        }
+        let got = self.exchange(STEP, &out, peer.mtu_len())?;
+        let theirs = wire::decode_mtu(&got).map_err(|e| self.protocol(STEP, e))?;
+        Ok(local.min(theirs))
+    }
+
+    /// `ctx_hand_shake`: one key message each way. The format (59 bytes, or
+    /// 108 with GID) follows `my.gid`, as in perftest; a peer using the other
+    /// format is reported as such.
+    pub fn hand_shake(&mut self, my: &Dest) -> Result<Dest, CtrlError> {
+        let step = format!("key message (hand_shake #{})", self.hand_shakes + 1);
+        self.hand_shake_step(&step, my)
+    }
+
+    /// [`Session::hand_shake`] with the step named in errors, e.g. the
+    /// `Display` of a [`super::choreo::Step`].
+    pub fn hand_shake_step(&mut self, step: &str, my: &Dest) -> Result<Dest, CtrlError> {
+        self.hand_shakes += 1;
+        let out = wire::encode_key(my).map_err(|source| CtrlError::Local {
+            step: step.to_owned(),
+            source,
+        })?;
+        let timeout = self.read_timeout();
+        match self.role() {
+            Role::Client => {
+                self.channel.send(step, &out)?;
+                self.recv_key(step, out.len(), timeout)
+            }
+            Role::Server => {
+                let theirs = self.recv_key(step, out.len(), timeout)?;
+                self.channel.send(step, &out)?;
+                Ok(theirs)
+            }
+        }
+    }
+
+    fn recv_key(
+        &mut self,
+        step: &str,
+        len: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Dest, CtrlError> {
+        let mut buf = Vec::with_capacity(len);
+        // Read the short format's size first: if we expect the GID format and
+        // the peer sent a complete short one, say so instead of waiting for
+        // 49 bytes that will never come.
+        self.channel.recv_more(step, &mut buf, KEY_LEN, timeout)?;
+        if len == KEY_LEN_GID {
+            if wire::is_plain_key(&buf) {
+                let e = WireError::new(
+                    "key message",
+                    "the peer sent the 59-byte key message without GID, but we use a GID \
+                     (RoCE, or -x given): both sides must use GIDs or neither — give both the \
+                     same -x (on RoCE a GID is always used)",
+                    &buf,
+                );
+                return Err(self.protocol(step, e));
+            }
+            self.channel
+                .recv_more(step, &mut buf, KEY_LEN_GID, timeout)?;
+        }
+        wire::decode_key(&buf).map_err(|e| self.protocol(step, e))
+    }
+
+    /// `xchg_bw_reports`: 5 lock-step exchanges (9 with per-port values, if
+    /// `mine.per_port` is set — both sides must agree). Returns the peer's.
+    pub fn exchange_bw_report(&mut self, mine: &BwReport) -> Result<BwReport, CtrlError> {
+        let peer = self.peer_v()?;
+        let mut theirs = BwReport::default();
+        for &field in ReportField::sequence(mine.per_port.is_some()) {
+            let out = field.encode(mine, &peer);
+            let got = self.exchange(field.name(), &out, field.len(&peer))?;
+            field
+                .decode(&mut theirs, &got, &peer)
+                .map_err(|e| self.protocol(field.name(), e))?;
+        }
+        Ok(theirs)
+    }
+
+    /// `ctx_close_connection`: a last hand_shake of `my` (usually QP 0's dest),
+    /// then perftest 4.5's `"done\0"` (harmless to newer peers, which no
+    /// longer send it) and close.
+    pub fn close(mut self, my: &Dest) -> Result<(), CtrlError> {
+        self.hand_shake_step("close handshake", my)?;
+        self.channel.finish(Some(wire::DONE));
+        Ok(())
+    }
+
+    /// Ends without a close handshake (ib_write_lat does this).
+    pub fn finish(self) {
+        self.channel.finish(None);
+    }
+}
