@@ -1,1 +1,11 @@
-//! (work in progress)
+//! Measurement math and perftest-compatible output.
+//!
+//! - [`stats`]: bandwidth (perftest's `print_report_bw` math) and latency statistics
+//!   (exact, and a `perftest_compat` mode reproducing perftest's numbers).
+//! - [`text`]: perftest master's text output, byte for byte.
+//! - [`json`]: `--out_json` files with perftest's key names, written atomically.
+//! - [`cfmt`]: the C `printf` emulation the text output is built on.
+
+pub mod cfmt;
+pub mod info;
+pub mod stats;
