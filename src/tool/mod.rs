@@ -1,6 +1,105 @@
-//! Per-tool flow (resources → choreography → run → report). Work in progress.
+//! Per-tool flow: open the device, run perftest's control choreography, build
+//! the resources, run the measurement loop with the chosen post method, report,
+//! tear down. (The design card's map has no home for this glue; it sits between
+//! `ctrl` (protocol), `run` (loops) and `report` (output), so it gets its own.)
+
 pub mod devices;
+pub mod info;
 pub mod landing;
-pub fn run(_p: crate::cli::params::Params) -> i32 {
-    1
+pub mod method;
+pub mod rdma_bw;
+pub mod setup;
+
+use crate::cli::params::{Kind, Params, Verb};
+use crate::run::stop;
+use std::fmt;
+
+/// A failure of a tool, already worded for the user (problem and fix).
+#[derive(Debug)]
+pub struct Fail {
+    pub msg: String,
+    /// Exit status to use (1 unless interrupted).
+    pub status: i32,
+}
+
+impl Fail {
+    pub fn new(msg: impl Into<String>) -> Fail {
+        Fail { msg: msg.into(), status: 1 }
+    }
+    pub fn verbs(e: crate::verbs::VerbsError) -> Fail {
+        Fail::new(e.to_string())
+    }
+    pub fn ctrl(e: crate::ctrl::CtrlError) -> Fail {
+        Fail::new(e.to_string())
+    }
+}
+
+impl fmt::Display for Fail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+/// Where a side prints. The loopback server is quiet so one table shows.
+#[derive(Clone, Copy)]
+pub struct Out {
+    pub quiet: bool,
+}
+
+impl Out {
+    pub fn print(&self, s: &str) {
+        if !self.quiet && !s.is_empty() {
+            use std::io::Write;
+            let mut o = std::io::stdout().lock();
+            let _ = o.write_all(s.as_bytes());
+            let _ = o.flush();
+        }
+    }
+}
+
+fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
+    match (p.tool.kind, p.tool.verb) {
+        (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => rdma_bw::run(p, out),
+        _ => Err(Fail::new(format!(
+            "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
+            p.tool.name(),
+            if p.duplex { " -b" } else { "" },
+            p.tool.perftest_name()
+        ))),
+    }
+}
+
+/// Run the tool; returns the exit status.
+pub fn run(p: Params) -> i32 {
+    stop::install();
+    let res = if p.loopback { loopback(&p) } else { run_side(&p, Out { quiet: false }) };
+    match res {
+        Ok(()) => stop::exit_status().unwrap_or(0),
+        Err(f) => {
+            eprintln!("rdmaperf {}: {}", p.tool.name(), f.msg);
+            stop::exit_status().unwrap_or(f.status)
+        }
+    }
+}
+
+/// Both ends in one process over 127.0.0.1: the server in a thread (quiet),
+/// the client here.
+fn loopback(p: &Params) -> Result<(), Fail> {
+    let mut sp = p.clone();
+    sp.server = None;
+    sp.loopback = false;
+    sp.json_file = None;
+    sp.check_landing = false;
+    let server = std::thread::spawn(move || run_side(&sp, Out { quiet: true }));
+    let mut cp = p.clone();
+    cp.server = Some("127.0.0.1".into());
+    cp.loopback = false;
+    let client = run_side(&cp, Out { quiet: false });
+    if client.is_err() {
+        // The server may wait for a peer that never comes: ask it to stop.
+        stop::request();
+    }
+    let server = server.join().unwrap_or_else(|_| Err(Fail::new("loopback server thread panicked")));
+    client?;
+    server.map_err(|f| Fail::new(format!("loopback server side: {f}")))
 }

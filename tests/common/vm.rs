@@ -28,21 +28,22 @@ pub fn repo() -> PathBuf {
 /// `Ok` when the VM can run here: packages, qemu, perftest and the kernel/initramfs cache
 /// (`scripts/setup.sh --check`). Otherwise the reason, to be printed as `SKIPPED: <reason>`.
 ///
-/// Under CI (env `CI` set and not `false`/`0`) a missing piece is not a reason to skip: this
-/// runs `scripts/setup.sh` (once per process) and panics if the VM still cannot run.
+/// Under CI (env `CI` set and not `false`/`0`) or with `RDMAPERF_REQUIRE_VM` set (as
+/// `scripts/test.sh` does), a missing piece is not a reason to skip: this runs
+/// `scripts/setup.sh` (once per process) and panics if the VM still cannot run.
 pub fn available() -> Result<(), String> {
     static CI_SETUP: OnceLock<Result<(), String>> = OnceLock::new();
     let why = match check() {
         Ok(()) => return Ok(()),
         Err(why) => why,
     };
-    if !in_ci() {
+    if !vm_required() {
         return Err(format!("soft-RoCE VM not available: {why}"));
     }
     let setup = CI_SETUP.get_or_init(|| {
         let script = repo().join("scripts/setup.sh");
         println!(
-            "vm: CI is set and the VM is not ready ({why}); running {}",
+            "vm: CI/RDMAPERF_REQUIRE_VM is set and the VM is not ready ({why}); running {}",
             script.display()
         );
         let out = Command::new("bash")
@@ -61,13 +62,17 @@ pub fn available() -> Result<(), String> {
         check()
     });
     if let Err(e) = setup {
-        panic!("CI must run the VM tests, but setting the VM up failed: {e}");
+        panic!("CI/RDMAPERF_REQUIRE_VM: the VM tests must run, but setting the VM up failed: {e}");
     }
     Ok(())
 }
 
-fn in_ci() -> bool {
-    matches!(std::env::var("CI"), Ok(v) if !v.is_empty() && v != "false" && v != "0")
+/// True when a VM test must run rather than skip: `CI` or `RDMAPERF_REQUIRE_VM` is set
+/// (and not empty, `false` or `0`).
+pub fn vm_required() -> bool {
+    ["CI", "RDMAPERF_REQUIRE_VM"]
+        .iter()
+        .any(|k| matches!(std::env::var(k), Ok(v) if !v.is_empty() && v != "false" && v != "0"))
 }
 
 fn check() -> Result<(), String> {

@@ -1,0 +1,72 @@
+//! The report's [`TestInfo`] from the resolved parameters and what the device gave.
+
+use super::method::Method;
+use super::setup::{Endpoint, Resources};
+use crate::cli::params::{AtomicType, Conn, Kind, Mode, OutputKind, Params, Verb as PVerb};
+use crate::clock::Clock;
+use crate::report::info::{
+    AtomicOp, Connection, CqePoll, LinkLayer, OutputMode, Role, TestInfo, TestKind, Transport, Verb,
+};
+use crate::report::stats::BwUnits;
+use crate::verbs::LinkLayer as VLink;
+
+pub fn test_info(p: &Params, ep: &Endpoint, res: &Resources, mtu_bytes: u32, method: Method, clock: &Clock) -> TestInfo {
+    let verb = match (p.tool.verb, p.with_imm) {
+        (PVerb::Write, false) => Verb::Write,
+        (PVerb::Write, true) => Verb::WriteImm,
+        (PVerb::Send, false) => Verb::Send,
+        (PVerb::Send, true) => Verb::SendImm,
+        (PVerb::Read, _) => Verb::Read,
+        (PVerb::Atomic, _) => Verb::Atomic,
+    };
+    let (duration_s, margin_s) = match p.mode {
+        Mode::Duration { secs, margin } => (Some(secs), Some(margin)),
+        Mode::Iterations => (None, None),
+    };
+    TestInfo {
+        verb,
+        atomic_op: match p.atomic_type {
+            AtomicType::FetchAdd => AtomicOp::FetchAndAdd,
+            AtomicType::CmpSwap => AtomicOp::CmpAndSwap,
+        },
+        kind: if p.tool.kind == Kind::Bw { TestKind::Bw } else { TestKind::Lat },
+        role: if p.is_server() { Role::Server } else { Role::Client },
+        duplex: p.duplex,
+        post_list: p.post_list,
+        device: ep.ctx.name().to_string(),
+        num_qps: p.num_qps,
+        transport: Transport::Ib,
+        connection: match p.conn {
+            Conn::Rc => Connection::Rc,
+            Conn::Uc => Connection::Uc,
+            Conn::Ud => Connection::Ud,
+        },
+        wr_api: method == Method::WrApi,
+        tx_depth: p.tx_depth,
+        rx_depth: p.rx_depth,
+        cq_mod: p.cq_mod,
+        cqe_poll: CqePoll::Fixed(16),
+        mtu: mtu_bytes,
+        link: if ep.port.link_layer == VLink::ETHERNET { LinkLayer::Ethernet } else { LinkLayer::Ib },
+        gid_index: ep.gid.map(|g| g.0 as i32),
+        inline_size: p.inline_size,
+        out_reads: res.out_reads,
+        size: p.max_size(),
+        all_sizes: p.all_sizes,
+        iters: p.iters,
+        duration_s,
+        margin_s,
+        bw_units: if p.report_gbits { BwUnits::Gbit } else { BwUnits::MiB },
+        output: match p.output {
+            None => OutputMode::Full,
+            Some(OutputKind::Bandwidth) => OutputMode::Bandwidth,
+            Some(OutputKind::MessageRate) => OutputMode::MessageRate,
+            Some(OutputKind::Latency) => OutputMode::Latency,
+        },
+        extra: vec![
+            ("Post method".into(), method.name().into()),
+            ("Clock".into(), clock.to_string()),
+        ],
+        ..TestInfo::default()
+    }
+}

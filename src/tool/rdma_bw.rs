@@ -1,0 +1,343 @@
+//! write-bw / read-bw / atomic-bw, unidirectional: perftest's choreography
+//! (versions, sysdata, MTU, keys, connect, keys, barrier; client runs, then
+//! barrier, report exchange, close), the bw loop with the chosen post method,
+//! and the report.
+
+use super::info::test_info;
+use super::method::{self, Method};
+use super::setup::{Endpoint, Resources};
+use super::{landing, Fail, Out};
+use crate::cli::params::{Conn, Mode, Params};
+use crate::clock::{self, Clock};
+use crate::ctrl::{BwReport, Channel, Dest, Session};
+use crate::post::post_send::PostSendQueue;
+use crate::post::verbs_cq::VerbsCq;
+use crate::post::wr_api::{send_ops_flags, WrApiQueue};
+use crate::post::{Completion, SendQueue, WrDesc};
+use crate::report::{json, stats, text};
+use crate::run::bw::{BwConfig, BwLoop, BwOutcome, Deadlines, QpCount, QpTarget, RunError};
+use crate::run::geometry::Geometry;
+use crate::verbs::QpType;
+use std::time::Duration;
+
+/// Open the control connection and do the common preamble.
+pub fn connect(p: &Params) -> Result<Session, Fail> {
+    let t = Duration::from_secs(p.ctrl_timeout_s);
+    let ch = match &p.server {
+        Some(host) => Channel::connect(host, p.port, t).map_err(Fail::ctrl)?,
+        None => {
+            // The loopback server must not wait forever for a client that failed.
+            let accept = if p.loopback { Some(t) } else { None };
+            let _ = accept;
+            Channel::listen(None, p.port, None).map_err(Fail::ctrl)?
+        }
+    };
+    let mut ch = ch;
+    ch.set_step_timeout(Some(t));
+    Ok(Session::new(ch))
+}
+
+fn qp_type(p: &Params) -> QpType {
+    match p.conn {
+        Conn::Rc => QpType::RC,
+        Conn::Uc => QpType::UC,
+        Conn::Ud => QpType::UD,
+    }
+}
+
+pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
+    let ep = Endpoint::open(p)?;
+    let op = p.op();
+    let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
+    let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
+
+    let mut sess = connect(p)?;
+    sess.exchange_versions().map_err(Fail::ctrl)?;
+    let page = crate::verbs::mr::page_size() as u32;
+    let (cb, cl) = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
+    let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
+    let res = Resources::create(&ep, p, cb as u64, cl as u64, flags)?;
+    let clock = Clock::calibrate();
+    let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
+    let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
+    out.print(&text::info_block(&info));
+
+    let my: Vec<Dest> = (0..res.qps.len()).map(|i| res.dest(&ep, i)).collect();
+    let mut rem = Vec::with_capacity(my.len());
+    for d in &my {
+        rem.push(sess.hand_shake(d).map_err(Fail::ctrl)?);
+    }
+    res.connect(&ep, p, mtu, &rem, !p.is_server())?;
+    for (i, d) in my.iter().enumerate() {
+        rem[i] = sess.hand_shake(d).map_err(Fail::ctrl)?;
+    }
+    for (l, r) in my.iter().zip(&rem) {
+        out.print(&text::address_line(text::Side::Local, &to_text_dest(l), &info));
+        out.print(&text::address_line(text::Side::Remote, &to_text_dest(r), &info));
+    }
+    sess.hand_shake(&my[0]).map_err(Fail::ctrl)?;
+
+    if p.is_server() {
+        // The client runs now; the next exchange waits for its end.
+        sess.set_peer_run_timeout(None);
+        sess.wait_for_peer_run();
+        sess.hand_shake(&my[0]).map_err(Fail::ctrl)?;
+        let mine = BwReport { size: p.max_size(), iters: p.iters, ..Default::default() };
+        let theirs = sess.exchange_bw_report(&mine).map_err(Fail::ctrl)?;
+        out.print(&text::bw_header(&info));
+        let r = stats::BwResult {
+            size: theirs.size,
+            iters: theirs.iters,
+            bw_peak: theirs.bw_peak,
+            bw_avg: theirs.bw_avg,
+            msg_rate: theirs.msg_rate,
+            bw_peak_exact: 0.0,
+        };
+        out.print(&text::bw_row(&r, &info, 0.0));
+        out.print(text::RESULT_LINE);
+        let landing_result = if p.check_landing { Some(check_landing(p, &res, theirs.iters)) } else { None };
+        sess.close(&my[0]).map_err(Fail::ctrl)?;
+        if let Some(l) = landing_result {
+            l?;
+        }
+        return Ok(());
+    }
+
+    let mut report = p.json_file.as_ref().map(|f| json::JsonReport::new(f, &info));
+    let mut last = BwReport::default();
+    let mut failure: Option<Fail> = None;
+    out.print(&text::bw_header(&info));
+    for &size in &p.sizes {
+        let outcome = match method {
+            Method::PostSend => {
+                let sqs = res
+                    .qps
+                    .iter()
+                    .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(Fail::verbs)?;
+                measure(p, &res, &rem, size, sqs, &clock)?
+            }
+            Method::WrApi => {
+                let sqs = res
+                    .qps
+                    .iter()
+                    .map(|qp| WrApiQueue::new(qp, None))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(Fail::verbs)?;
+                measure(p, &res, &rem, size, sqs, &clock)?
+            }
+        };
+        let r = result(p, size, &outcome, &clock)?;
+        out.print(&text::bw_row(&r.0, &info, 0.0));
+        if let Some(j) = report.as_mut() {
+            let mut rec = json::Record::bw(&r.0, &info, 0.0);
+            if let Some(e) = &outcome.1 {
+                rec = rec.with("error", e.as_str());
+            }
+            j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
+        }
+        last = BwReport { size, iters: r.0.iters, bw_peak: r.0.bw_peak, bw_avg: r.0.bw_avg, msg_rate: r.0.msg_rate, per_port: None };
+        if let Some(e) = outcome.1 {
+            res.to_err();
+            failure = Some(Fail::new(e));
+            break;
+        }
+    }
+    out.print(text::RESULT_LINE);
+    if let Some(f) = failure {
+        // Partial results are printed (and written) above; the peer sees us go.
+        return Err(f);
+    }
+    check_limits(p, &last)?;
+    sess.hand_shake(&my[0]).map_err(Fail::ctrl)?;
+    sess.exchange_bw_report(&last).map_err(Fail::ctrl)?;
+    sess.close(&my[0]).map_err(Fail::ctrl)?;
+    Ok(())
+}
+
+fn to_text_dest(d: &Dest) -> text::Dest {
+    text::Dest {
+        lid: d.lid,
+        qpn: d.qpn,
+        psn: d.psn,
+        out_reads: d.out_reads,
+        rkey: d.rkey,
+        vaddr: d.vaddr,
+        srqn: d.srqn,
+        gid: d.gid.unwrap_or([0; 16]),
+    }
+}
+
+/// The loop outcome plus the error message if it stopped early, and timestamps.
+struct Measured {
+    outcome: BwOutcome,
+    tposted: Vec<u64>,
+    tcompleted: Vec<u64>,
+    size: u64,
+}
+
+/// Run one size with post method `S` (monomorphised per method).
+fn measure<S: SendQueue>(
+    p: &Params,
+    res: &Resources,
+    rem: &[Dest],
+    size: u64,
+    mut sqs: Vec<S>,
+    clock: &Clock,
+) -> Result<(Measured, Option<String>), Fail> {
+    let g = Geometry::new(size, res.geometry.cycle_buffer, res.geometry.cache_line, res.geometry.slots);
+    let targets: Vec<QpTarget> = (0..sqs.len())
+        .map(|i| QpTarget {
+            laddr: res.mr.addr() + res.geometry.send_offset(i as u64),
+            lkey: res.mr.lkey(),
+            raddr: rem[i].vaddr,
+            rkey: rem[i].rkey,
+        })
+        .collect();
+    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+    let total = (p.iters * sqs.len() as u64) as usize;
+    let peak_len = if p.no_peak { 0 } else { total };
+    let mut tposted = vec![0u64; peak_len];
+    let mut tcompleted = vec![0u64; peak_len];
+    let mut counts = vec![QpCount::default(); sqs.len()];
+    let mut list = vec![WrDesc::default(); p.post_list as usize];
+    let mut wcs = [Completion::default(); 16];
+    let start = clock::now();
+    let deadlines = match p.mode {
+        Mode::Duration { secs, margin } => Some(Deadlines {
+            sample_start: start + clock.cycles_for(Duration::from_secs(margin as u64)),
+            sample_stop: start + clock.cycles_for(Duration::from_secs((secs - margin) as u64)),
+            end: start + clock.cycles_for(Duration::from_secs(secs as u64)),
+        }),
+        Mode::Iterations => None,
+    };
+    let cfg = BwConfig {
+        op: p.op(),
+        size: size as u32,
+        iters: p.iters,
+        post_list: p.post_list,
+        tx_depth: p.tx_depth,
+        cq_mod: p.cq_mod,
+        inline: size <= p.inline_size as u64,
+        positions: g.positions(),
+        step: g.step(),
+        stall_ticks: clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
+    };
+    let outcome = BwLoop {
+        cfg,
+        sqs: &mut sqs,
+        cq: &mut cq,
+        targets: &targets,
+        counts: &mut counts,
+        list: &mut list,
+        wcs: &mut wcs,
+        tposted: &mut tposted,
+        tcompleted: &mut tcompleted,
+        deadlines,
+        now: clock::now,
+    }
+    .run();
+    let err = outcome.error.map(|e| describe(e, &counts));
+    Ok((Measured { outcome, tposted, tcompleted, size }, err))
+}
+
+fn describe(e: RunError, counts: &[QpCount]) -> String {
+    match e {
+        RunError::Completion { qp, wr_id, wc } => format!(
+            "completion with error on QP {qp}: status {} ({}), vendor error {:#x}{}, wr_id {wr_id:#x} \
+             (message {} of that QP); the run stopped — check the peer's rkey/permissions and the link",
+            wc.status.name(),
+            wc.status.0,
+            wc.vendor_err,
+            if wc.syndrome != 0 { format!(", syndrome {:#x}", wc.syndrome) } else { String::new() },
+            wr_id & 0xffff_ffff_ffff
+        ),
+        RunError::Post { qp, err } => format!(
+            "posting on QP {qp} failed: {err:?} (after {} messages); the QP is no longer usable",
+            counts.get(qp as usize).map(|c| c.scnt).unwrap_or(0)
+        ),
+        RunError::Poll { err } => format!("polling the CQ failed: {err:?}"),
+        RunError::Stalled { qp, outstanding, last_completed, idle_ticks: _ } => format!(
+            "no completion for --cq-timeout seconds: QP {qp} has {outstanding} messages outstanding, \
+             {last_completed} completed; the peer or the link stopped — check the peer, or raise --cq-timeout"
+        ),
+        RunError::Interrupted => "interrupted: QPs moved to ERR, partial result above".into(),
+    }
+}
+
+fn result(p: &Params, size: u64, m: &(Measured, Option<String>), clock: &Clock) -> Result<(stats::BwResult,), Fail> {
+    let (m, _) = m;
+    let o = &m.outcome;
+    let nqp = p.num_qps;
+    let units = if p.report_gbits { stats::BwUnits::Gbit } else { stats::BwUnits::MiB };
+    let duration = p.is_duration() || o.error.is_some();
+    // Without peak, perftest's formula reads the interval from tposted[0]/tcompleted[0].
+    let (tp, tc);
+    let (tposted, tcompleted): (&[u64], &[u64]) = if p.no_peak || duration {
+        tp = [o.t_start];
+        tc = [o.t_end];
+        (&tp, &tc)
+    } else {
+        (&m.tposted, &m.tcompleted)
+    };
+    let inp = stats::BwInput {
+        size,
+        iters: if duration { o.measured } else { p.iters },
+        num_qps: nqp,
+        duration,
+        no_peak: p.no_peak || duration,
+        post_list: p.post_list,
+        cq_mod: p.cq_mod,
+        tposted,
+        tcompleted,
+        hz: clock.hz(),
+        units,
+        inf_bidir_factor: 1,
+    };
+    let _ = m.size;
+    stats::bw_perftest(&inp).map(|r| (r,)).map_err(|e| Fail::new(format!("computing the result: {e}")))
+}
+
+fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
+    if let Some(l) = p.limit_bw {
+        if r.bw_avg < l {
+            return Err(Fail::new(format!("average bandwidth {:.2} is below --limit_bw {l:.2}", r.bw_avg)));
+        }
+    }
+    if let Some(l) = p.limit_msgrate {
+        if r.msg_rate < l {
+            return Err(Fail::new(format!("message rate {:.6} Mpps is below --limit_msgrate {l}", r.msg_rate)));
+        }
+    }
+    Ok(())
+}
+
+/// Server side of `--check-landing`: did the client's writes land where perftest's geometry says?
+fn check_landing(p: &Params, res: &Resources, client_iters: u64) -> Result<(), Fail> {
+    let size = p.max_size();
+    let g = Geometry::new(size, res.geometry.cycle_buffer, res.geometry.cache_line, res.geometry.slots);
+    let buf = res.mr.buf().map(|b| b.as_slice()).unwrap_or(&[]);
+    let mut all_ok = true;
+    for q in 0..res.qps.len() as u64 {
+        let off = res.geometry.recv_offset(q) as usize;
+        let region = &buf[off..off + res.geometry.slot as usize];
+        let msgs = if p.is_duration() { u64::MAX } else { client_iters / p.num_qps as u64 };
+        let l = landing::check(region, &g, msgs);
+        let ok = l.ok();
+        all_ok &= ok;
+        println!(
+            "landing check: {} qp={q} slots={} written={} pattern={} stray={}",
+            if ok { "ok" } else { "FAILED" },
+            l.slots,
+            l.written,
+            l.pattern,
+            l.stray_bytes
+        );
+    }
+    if all_ok {
+        Ok(())
+    } else {
+        Err(Fail::new("landing check failed: the client's data is not where perftest's buffer geometry puts it"))
+    }
+}

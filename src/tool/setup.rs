@@ -1,0 +1,191 @@
+//! Control-path set-up shared by the tools: open the device and port, pick the
+//! GID, allocate the buffer with perftest's geometry, create CQ and QPs, and
+//! connect them from the peer's key messages.
+
+use super::Fail;
+use crate::cli::params::{Conn, Params, Verb};
+use crate::ctrl::wire::Dest;
+use crate::run::geometry::Geometry;
+use crate::verbs::{
+    random_psn, Access, AlignedBuf, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd, PortAttr,
+    Qp, QpInit, QpType, RtrAttr, RtsAttr,
+};
+use std::sync::Arc;
+
+/// The opened device and port with the GID this side uses.
+pub struct Endpoint {
+    pub ctx: Arc<Context>,
+    pub port: PortAttr,
+    /// GID index and GID when a GID is used (RoCE, or -x given).
+    pub gid: Option<(u32, [u8; 16])>,
+}
+
+impl Endpoint {
+    pub fn open(p: &Params) -> Result<Endpoint, Fail> {
+        let ctx = Context::open(p.ib_dev.as_deref()).map_err(Fail::verbs)?;
+        let port = ctx.query_port(p.ib_port).map_err(Fail::verbs)?;
+        if !port.state.is_active() {
+            return Err(Fail::new(format!(
+                "port {} of {} is {} — it must be ACTIVE; check the link (`ibv_devinfo -d {}`) or pick another port with -i",
+                p.ib_port,
+                ctx.name(),
+                port.state.name(),
+                ctx.name()
+            )));
+        }
+        let ethernet = port.link_layer == LinkLayer::ETHERNET;
+        let gid = if p.gid_index.is_some() || ethernet {
+            let table = ctx.gid_table(p.ib_port).map_err(Fail::verbs)?;
+            let idx = match p.gid_index {
+                Some(i) => i,
+                None => table.auto_select(false).ok_or_else(|| {
+                    Fail::new(format!(
+                        "no usable GID on {} port {}: the GID table is empty; configure an address on the \
+                         netdev or give -x\n{}",
+                        ctx.name(),
+                        p.ib_port,
+                        table.describe()
+                    ))
+                })?,
+            };
+            let e = table.get(idx).map_err(Fail::verbs)?;
+            Some((idx, e.gid.0))
+        } else {
+            None
+        };
+        Ok(Endpoint { ctx, port, gid })
+    }
+
+    /// The MTU perftest exchanges (the `enum ibv_mtu` value 1..5).
+    pub fn mtu_enum(&self, p: &Params) -> u8 {
+        match p.mtu.and_then(Mtu::from_bytes) {
+            Some(m) => m.value() as u8,
+            None => self.port.active_mtu.value() as u8,
+        }
+    }
+}
+
+/// MR access flags perftest uses for a verb.
+pub fn access_for(verb: Verb) -> Access {
+    let base = Access::LOCAL_WRITE;
+    match verb {
+        Verb::Write | Verb::Send => base | Access::REMOTE_WRITE,
+        Verb::Read => base | Access::REMOTE_READ,
+        Verb::Atomic => base | Access::REMOTE_ATOMIC,
+    }
+}
+
+/// Buffers, CQ and QPs of one side.
+pub struct Resources {
+    pub geometry: Geometry,
+    pub mr: Mr,
+    pub cq: Arc<Cq>,
+    pub rcq: Arc<Cq>,
+    pub qps: Vec<Arc<Qp>>,
+    pub psns: Vec<u32>,
+    pub pd: Arc<Pd>,
+    pub out_reads: u32,
+}
+
+impl Resources {
+    pub fn create(
+        ep: &Endpoint,
+        p: &Params,
+        cycle_buffer: u64,
+        cache_line: u64,
+        send_ops_flags: Option<u64>,
+    ) -> Result<Resources, Fail> {
+        let size = p.max_size();
+        let geometry = Geometry::new(size, cycle_buffer, cache_line, p.num_qps as u64);
+        let ud_extra = if p.conn == Conn::Ud { cache_line } else { 0 };
+        let mut buf = AlignedBuf::with_align((geometry.total() + ud_extra) as usize, cycle_buffer as usize)
+            .map_err(Fail::verbs)?;
+        if !p.is_server() || p.duplex {
+            // The client's send halves carry rdmaperf's pattern (see landing.rs);
+            // the remote-accessible halves stay zero so a server can check landings.
+            let send_len = (geometry.slot * geometry.slots) as usize;
+            super::landing::fill_pattern(&mut buf.as_mut_slice()[..send_len]);
+        }
+        let pd = Pd::new(&ep.ctx).map_err(Fail::verbs)?;
+        let mr = Mr::new(&pd, buf, access_for(p.tool.verb)).map_err(Fail::verbs)?;
+        let depth = (p.tx_depth * p.num_qps).max(p.rx_depth * p.num_qps).max(1);
+        let cq = Cq::new(&ep.ctx, depth, false).map_err(Fail::verbs)?;
+        let rcq = if p.tool.verb == Verb::Send {
+            Cq::new(&ep.ctx, p.rx_depth * p.num_qps, false).map_err(Fail::verbs)?
+        } else {
+            cq.clone()
+        };
+        let qp_type = match p.conn {
+            Conn::Rc => QpType::RC,
+            Conn::Uc => QpType::UC,
+            Conn::Ud => QpType::UD,
+        };
+        let attr = ep.ctx.attr();
+        let out_reads = match p.tool.verb {
+            Verb::Read | Verb::Atomic => p.outs.unwrap_or(attr.max_qp_rd_atom as u32).max(1),
+            _ => 1,
+        };
+        let mut qps = Vec::with_capacity(p.num_qps as usize);
+        let mut psns = Vec::with_capacity(p.num_qps as usize);
+        for _ in 0..p.num_qps {
+            let init = QpInit {
+                qp_type,
+                max_send_wr: p.tx_depth,
+                max_recv_wr: p.rx_depth.max(1),
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: p.inline_size,
+                sq_sig_all: false,
+                send_ops_flags,
+            };
+            let qp = Qp::create(&pd, &cq, &rcq, &init).map_err(Fail::verbs)?;
+            qp.to_init(&InitAttr::new(p.ib_port, access_for(p.tool.verb))).map_err(Fail::verbs)?;
+            qps.push(qp);
+            psns.push(random_psn());
+        }
+        Ok(Resources { geometry, mr, cq, rcq, qps, psns, pd, out_reads })
+    }
+
+    /// Our key message for QP `i` (perftest `set_up_connection`).
+    pub fn dest(&self, ep: &Endpoint, i: usize) -> Dest {
+        Dest {
+            lid: ep.port.lid,
+            out_reads: self.out_reads,
+            qpn: self.qps[i].qpn(),
+            psn: self.psns[i],
+            rkey: self.mr.rkey(),
+            vaddr: self.mr.addr() + self.geometry.recv_offset(i as u64),
+            gid: ep.gid.map(|g| g.1),
+            srqn: 0,
+        }
+    }
+
+    /// perftest `ctx_connect`: RTR always; RTS when this side sends.
+    pub fn connect(&self, ep: &Endpoint, p: &Params, mtu: u8, remote: &[Dest], rts: bool) -> Result<(), Fail> {
+        let path_mtu = Mtu(mtu as u32);
+        for (i, qp) in self.qps.iter().enumerate() {
+            let r = &remote[i];
+            let mut rtr = RtrAttr::new(p.ib_port, path_mtu, r.qpn, r.psn);
+            rtr.dlid = r.lid;
+            rtr.sl = p.sl;
+            rtr.max_dest_rd_atomic = self.out_reads.min(255) as u8;
+            if let (Some((idx, _)), Some(dgid)) = (ep.gid, r.gid) {
+                rtr.grh = Some(Grh::new(dgid, idx as u8));
+            }
+            qp.to_rtr(&rtr).map_err(Fail::verbs)?;
+            if rts {
+                let mut a = RtsAttr::new(self.psns[i], r.out_reads.min(255) as u8);
+                a.timeout = p.qp_timeout;
+                qp.to_rts(&a).map_err(Fail::verbs)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Move every QP to ERR (flushes outstanding work) — used when a run stops early.
+    pub fn to_err(&self) {
+        for qp in &self.qps {
+            let _ = qp.to_err();
+        }
+    }
+}
