@@ -5,7 +5,10 @@
 //! - `ibv_post_send` (legacy verbs) and the WR API (`ibv_wr_*`): `verbs`-backed.
 //! - `direct`: WQEs written into the mlx5 SQ ring by `crate::mlx5`.
 
+pub mod post_send;
+pub mod verbs_cq;
 pub mod wc;
+pub mod wr_api;
 
 pub use wc::{Completion, WcOpcode, WcStatus};
 

@@ -1,1 +1,32 @@
-//! (work in progress)
+//! Safe control path over libibverbs: device discovery, PD, MR, CQ, QP, AH,
+//! GID tables. One module per concept. Every object holds an `Arc` of its
+//! parent (QP → PD + CQs, MR → PD, PD/CQ → Context), so the drop order the
+//! verbs require (children before parents) holds by construction.
+//!
+//! The hot path never comes through here: the post methods in `crate::post`
+//! and the direct mlx5 path take raw pointers from these objects once.
+
+pub mod ah;
+pub mod context;
+pub mod cq;
+pub mod device;
+pub mod error;
+pub mod gid;
+pub mod mr;
+pub mod pd;
+pub mod port;
+pub mod psn;
+pub mod qp;
+
+pub use ah::{Ah, AhAttr, Grh, UdDest};
+pub use cq::Cq;
+pub use device::{
+    devices, AtomicCap, Context, DeviceAttr, DeviceInfo, LinkLayer, Mtu, NodeType, PortAttr,
+    PortState, TransportType,
+};
+pub use error::{Result, VerbsError};
+pub use gid::{Gid, GidEntry, GidTable, GidType};
+pub use mr::{Access, AlignedBuf, Mr};
+pub use pd::Pd;
+pub use psn::{random_psn, PsnRng};
+pub use qp::{InitAttr, Qp, QpCaps, QpInit, QpType, RtrAttr, RtsAttr, UD_QKEY};

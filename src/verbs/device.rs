@@ -1,0 +1,218 @@
+//! RDMA device discovery: `ibv_get_device_list` behind a safe, owning list.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use super::error::{last_errno, Result, VerbsError};
+use crate::sys;
+
+/// Why there is no device, and how to get one. Shown when the list is empty
+/// or NULL (a kernel without RDMA returns NULL with n = 0).
+pub const NO_DEVICES_HINT: &str = "no RDMA devices: the kernel has no RDMA support or no RDMA \
+driver is loaded; load one (soft-RoCE: `modprobe rdma_rxe && rdma link add rxe0 type rxe netdev \
+<iface>`), then check with `ibv_devices`";
+
+/// `enum ibv_node_type` as a newtype (read from the device).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[repr(transparent)]
+pub struct NodeType(pub i32);
+
+impl NodeType {
+    pub const UNKNOWN: Self = Self(sys::IBV_NODE_UNKNOWN);
+    pub const CA: Self = Self(sys::IBV_NODE_CA);
+    pub const SWITCH: Self = Self(sys::IBV_NODE_SWITCH);
+    pub const ROUTER: Self = Self(sys::IBV_NODE_ROUTER);
+    pub const RNIC: Self = Self(sys::IBV_NODE_RNIC);
+    pub const USNIC: Self = Self(sys::IBV_NODE_USNIC);
+    pub const USNIC_UDP: Self = Self(sys::IBV_NODE_USNIC_UDP);
+    pub const UNSPECIFIED: Self = Self(sys::IBV_NODE_UNSPECIFIED);
+
+    /// The name `ibv_devinfo` prints.
+    pub const fn name(self) -> &'static str {
+        match self.0 {
+            sys::IBV_NODE_CA => "InfiniBand channel adapter",
+            sys::IBV_NODE_SWITCH => "InfiniBand switch",
+            sys::IBV_NODE_ROUTER => "InfiniBand router",
+            sys::IBV_NODE_RNIC => "iWARP NIC",
+            sys::IBV_NODE_USNIC => "usNIC",
+            sys::IBV_NODE_USNIC_UDP => "usNIC UDP",
+            sys::IBV_NODE_UNSPECIFIED => "unspecified",
+            _ => "unknown",
+        }
+    }
+}
+
+/// `enum ibv_transport_type` as a newtype (read from the device).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[repr(transparent)]
+pub struct TransportType(pub i32);
+
+impl TransportType {
+    pub const UNKNOWN: Self = Self(sys::IBV_TRANSPORT_UNKNOWN);
+    pub const IB: Self = Self(sys::IBV_TRANSPORT_IB);
+    pub const IWARP: Self = Self(sys::IBV_TRANSPORT_IWARP);
+    pub const USNIC: Self = Self(sys::IBV_TRANSPORT_USNIC);
+    pub const USNIC_UDP: Self = Self(sys::IBV_TRANSPORT_USNIC_UDP);
+    pub const UNSPECIFIED: Self = Self(sys::IBV_TRANSPORT_UNSPECIFIED);
+
+    /// perftest's "Transport type" wording.
+    pub const fn name(self) -> &'static str {
+        match self.0 {
+            sys::IBV_TRANSPORT_IB => "IB",
+            sys::IBV_TRANSPORT_IWARP => "IW",
+            sys::IBV_TRANSPORT_USNIC => "usNIC",
+            sys::IBV_TRANSPORT_USNIC_UDP => "usNIC UDP",
+            sys::IBV_TRANSPORT_UNSPECIFIED => "unspecified",
+            _ => "Unknown",
+        }
+    }
+}
+
+/// One entry of the device list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Kernel RDMA device name (`mlx5_0`, `rxe0`).
+    pub name: String,
+    /// Node GUID, host byte order.
+    pub guid: u64,
+    pub node_type: NodeType,
+    pub transport_type: TransportType,
+    /// uverbs char device name (`uverbs0`).
+    pub dev_name: String,
+    /// sysfs path of the RDMA device.
+    pub ibdev_path: String,
+}
+
+/// The list from `ibv_get_device_list`, freed on drop. `ibv_device` pointers
+/// stay valid while it lives; contexts opened from them outlive it.
+pub(crate) struct DeviceList {
+    ptr: *mut *mut sys::ibv_device,
+    len: usize,
+}
+
+impl DeviceList {
+    pub(crate) fn get() -> Result<Self> {
+        let mut n: c_int = 0;
+        // SAFETY: `n` is a valid out-pointer for the call's duration.
+        let ptr = unsafe { sys::ibv_get_device_list(&mut n) };
+        if ptr.is_null() {
+            return Err(VerbsError::new(
+                "ibv_get_device_list",
+                last_errno(),
+                NO_DEVICES_HINT,
+            ));
+        }
+        let list = Self {
+            ptr,
+            len: usize::try_from(n).unwrap_or(0),
+        };
+        if list.len == 0 {
+            return Err(VerbsError::new("ibv_get_device_list", 0, NO_DEVICES_HINT));
+        }
+        Ok(list)
+    }
+
+    pub(crate) fn devices(&self) -> impl Iterator<Item = *mut sys::ibv_device> + '_ {
+        (0..self.len).map(move |i| {
+            // SAFETY: `ptr` holds `len` valid entries until the list is freed
+            // in Drop, which cannot happen while `self` is borrowed.
+            unsafe { *self.ptr.add(i) }
+        })
+    }
+}
+
+impl Drop for DeviceList {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from ibv_get_device_list and is freed once.
+        unsafe { sys::ibv_free_device_list(self.ptr) }
+    }
+}
+
+pub(crate) fn c_chars(s: &[std::os::raw::c_char]) -> String {
+    let bytes: Vec<u8> = s
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Device name via `ibv_get_device_name`.
+pub(crate) fn device_name(dev: *mut sys::ibv_device) -> String {
+    // SAFETY: `dev` is a live entry of a device list (or an open context's
+    // device); the returned string is owned by it and copied at once.
+    let p = unsafe { sys::ibv_get_device_name(dev) };
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: non-NULL, NUL-terminated, lives as long as `dev`.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+pub(crate) fn device_info(dev: *mut sys::ibv_device) -> DeviceInfo {
+    // SAFETY: `dev` is a live entry of a device list.
+    let guid = u64::from_be(unsafe { sys::ibv_get_device_guid(dev) });
+    // SAFETY: as above; the struct is read, not kept.
+    let d = unsafe { &*dev };
+    DeviceInfo {
+        name: device_name(dev),
+        guid,
+        node_type: NodeType(d.node_type),
+        transport_type: TransportType(d.transport_type),
+        dev_name: c_chars(&d.dev_name),
+        ibdev_path: c_chars(&d.ibdev_path),
+    }
+}
+
+/// All RDMA devices on this host. An empty or NULL list is an error whose
+/// hint says why there are none and how to load a driver.
+pub fn devices() -> Result<Vec<DeviceInfo>> {
+    let list = DeviceList::get()?;
+    Ok(list.devices().map(device_info).collect())
+}
+
+/// Comma-separated names, for error messages.
+pub(crate) fn names(list: &[DeviceInfo]) -> String {
+    list.iter()
+        .map(|d| d.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub use super::context::{AtomicCap, Context, DeviceAttr};
+pub use super::port::{LinkLayer, Mtu, PortAttr, PortState};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_chars_stops_at_nul() {
+        let raw: Vec<std::os::raw::c_char> = b"rxe0\0junk"
+            .iter()
+            .map(|&b| b as std::os::raw::c_char)
+            .collect();
+        assert_eq!(c_chars(&raw), "rxe0");
+    }
+
+    #[test]
+    fn names_joined() {
+        let d = |n: &str| DeviceInfo {
+            name: n.into(),
+            guid: 0,
+            node_type: NodeType::CA,
+            transport_type: TransportType::IB,
+            dev_name: String::new(),
+            ibdev_path: String::new(),
+        };
+        assert_eq!(names(&[d("mlx5_0"), d("mlx5_1")]), "mlx5_0, mlx5_1");
+    }
+
+    #[test]
+    fn node_and_transport_names() {
+        assert_eq!(NodeType::CA.name(), "InfiniBand channel adapter");
+        assert_eq!(NodeType(42).name(), "unknown");
+        assert_eq!(TransportType::IB.name(), "IB");
+        assert_eq!(TransportType::IWARP.name(), "IW");
+    }
+}
