@@ -334,10 +334,8 @@ mod tests {
         let wr = walk(head)[0];
         assert_eq!(wr.opcode, sys::IBV_WR_SEND_WITH_IMM);
         // SAFETY: imm_data is the written arm.
-        assert_eq!(
-            unsafe { wr.__bindgen_anon_1.imm_data },
-            0x0102_0304u32.to_be()
-        );
+        let imm = unsafe { wr.__bindgen_anon_1.imm_data };
+        assert_eq!(imm, 0x0102_0304u32.to_be());
 
         let head = fill_send_wrs(&mut w, &mut s, Op::FetchAdd, &d, &RC).unwrap();
         let wr = walk(head)[0];

@@ -173,19 +173,20 @@ impl SendQueue for WrApiQueue {
         }
         let q = self.qpx;
         let f = &self.fns;
-        // SAFETY (this block and the calls below): `q` is the live QP's
-        // ibv_qp_ex and every pointer called was resolved from it; the op's
-        // builder exists (checked above, `has(op)`), set_ud_addr exists for
-        // UD (checked in `resolve`); inline data points at `len` caller bytes
-        // that the provider copies before returning.
+        // Invariant for every unsafe block below: `q` is the live QP's
+        // ibv_qp_ex (Arc held) and every pointer called was resolved from
+        // it; the op's builder exists (checked above, `has(op)`), set_ud_addr
+        // exists for UD (checked in `resolve`); inline data points at `len`
+        // caller bytes that the provider copies before returning.
+        // SAFETY: see the invariant above; opens the WR batch.
         unsafe { (f.start)(q) };
         for d in wrs {
             if let Err(e) = check_wr(op, d, &self.cfg) {
-                // SAFETY: as above; discards the WRs built since wr_start.
+                // SAFETY: see the invariant above; discards the WRs built since wr_start.
                 unsafe { (f.abort)(q) };
                 return Err(e);
             }
-            // SAFETY: as above; wr_id/wr_flags are plain fields read by the
+            // SAFETY: see the invariant above; wr_id/wr_flags are plain fields read by the
             // next builder call.
             unsafe {
                 (*q).wr_id = d.wr_id;
@@ -237,7 +238,7 @@ impl SendQueue for WrApiQueue {
                 }
             }
         }
-        // SAFETY: as above; rings the doorbell for the whole list.
+        // SAFETY: see the invariant above; rings the doorbell for the whole list.
         let ret = unsafe { (f.complete)(q) };
         if ret != 0 {
             return Err(PostError::Errno(crate::verbs::error::errno_of(ret)));

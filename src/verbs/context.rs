@@ -230,13 +230,15 @@ mod tests {
 
     #[test]
     fn device_attr_from_raw_converts_guid_and_fw() {
-        let mut raw = sys::ibv_device_attr::default();
-        raw.node_guid = 0x0102_0304_0506_0708u64.to_be();
+        let mut raw = sys::ibv_device_attr {
+            node_guid: 0x0102_0304_0506_0708u64.to_be(),
+            max_qp_wr: 32768,
+            atomic_cap: sys::IBV_ATOMIC_HCA,
+            ..Default::default()
+        };
         for (d, s) in raw.fw_ver.iter_mut().zip(b"20.31.1014\0") {
             *d = *s as std::os::raw::c_char;
         }
-        raw.max_qp_wr = 32768;
-        raw.atomic_cap = sys::IBV_ATOMIC_HCA;
         let a = DeviceAttr::from_raw(&raw);
         assert_eq!(a.node_guid, 0x0102_0304_0506_0708);
         assert_eq!(a.fw_ver, "20.31.1014");

@@ -147,9 +147,7 @@ impl GidTable {
         for rival in it {
             let b4 = best.gid.is_ipv4_mapped();
             let r4 = rival.gid.is_ipv4_mapped();
-            if r4 && !b4 && !prefer_ipv6 {
-                best = rival;
-            } else if !r4 && b4 && prefer_ipv6 {
+            if (r4 && !b4 && !prefer_ipv6) || (!r4 && b4 && prefer_ipv6) {
                 best = rival;
             } else if let (Some(bt), Some(rt)) = (best.gid_type, rival.gid_type) {
                 // perftest ranks unknown types (IB) as -1.
