@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Runs the whole test suite, as CI does (.ci/run calls this):
+#   setup (packages + VM kernel/initramfs) -> toolchain -> build -> fmt -> clippy -> bench build
+#   -> cargo test (unit tests + soft-RoCE VM integration tests).
+#
+#   scripts/test.sh                 # as root on Debian 12 the first time (setup installs packages)
+#   scripts/test.sh -- vm_write_bw  # extra args go to `cargo test` (e.g. a test name filter)
+#
+# VM tests must RUN here, not skip: RDMAPERF_REQUIRE_VM=1 turns "VM not available" into a
+# failure. Every step runs even after another failed (except when setup or the toolchain is
+# missing); the summary at the end lists each step and ends with cargo test's result lines.
+# Exit status: 0 iff every step passed.
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO" || exit 1
+[ "${1:-}" = -- ] && shift
+TEST_ARGS=("$@")
+
+export RDMAPERF_REQUIRE_VM=1
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/rdmaperf-test.XXXXXX")
+trap 'rm -rf "$LOG_DIR"' EXIT
+
+names=()
+results=()
+failed=0
+banner() { printf '\n==== %s ====\n' "$*"; }
+record() { # NAME STATUS-TEXT FAILED(0/1)
+    names+=("$1")
+    results+=("$2")
+    [ "$3" = 0 ] || failed=1
+}
+# step NAME CMD... : runs CMD, records ok / FAILED (exit N)
+step() {
+    local name=$1 rc=0
+    shift
+    banner "$name: $*"
+    "$@" || rc=$?
+    if [ $rc = 0 ]; then record "$name" ok 0; else record "$name" "FAILED (exit $rc)" 1; fi
+    return $rc
+}
+
+summary() {
+    banner summary
+    local i
+    for i in "${!names[@]}"; do
+        printf '  %-8s %s\n' "${names[$i]}" "${results[$i]}"
+    done
+    if [ -f "$LOG_DIR/test.log" ]; then
+        local failing
+        failing=$(grep -E '^test .* \.\.\. FAILED$' "$LOG_DIR/test.log" | sed 's/^test /  /; s/ \.\.\. FAILED$//')
+        if [ -n "$failing" ]; then
+            echo "failing tests:"
+            echo "$failing"
+        fi
+        if [ $failed = 0 ]; then echo "all steps passed"; else echo "SOME STEPS FAILED"; fi
+        echo "cargo test results:"
+        grep -E '^test result: ' "$LOG_DIR/test.log" \
+            || echo "test result: none (cargo test ran no test binary; see the errors above)"
+    else
+        if [ $failed = 0 ]; then echo "all steps passed"; else echo "SOME STEPS FAILED"; fi
+    fi
+}
+
+fatal() { # the remaining steps cannot run
+    echo "test.sh: error: $*" >&2
+    summary
+    exit 1
+}
+
+# ---- setup: packages + VM cache (a no-op when ready; only root can install) ---------------
+banner "setup: scripts/setup.sh"
+if bash scripts/setup.sh --check 2>"$LOG_DIR/check"; then
+    echo "already set up"
+    record setup ok 0
+elif [ "$(id -u)" = 0 ]; then
+    cat "$LOG_DIR/check"
+    step setup bash scripts/setup.sh || fatal "scripts/setup.sh failed (see above); nothing else can run"
+else
+    cat "$LOG_DIR/check" >&2
+    record setup "FAILED (not root)" 1
+    fatal "setup is incomplete and installing needs root: run 'sudo scripts/setup.sh' once, then rerun"
+fi
+
+# ---- toolchain: rustup only when cargo is missing ------------------------------------------
+# shellcheck disable=SC1091
+[ -f "$HOME/.cargo/env" ] && ! command -v cargo >/dev/null && . "$HOME/.cargo/env"
+if command -v cargo >/dev/null; then
+    :
+else
+    banner "toolchain: installing rustup's stable toolchain"
+    install_rustup() {
+        if ! command -v curl >/dev/null; then
+            apt-get install -y -qq --no-install-recommends curl ca-certificates || return 1
+        fi
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs \
+            | sh -s -- -y --profile minimal --component rustfmt,clippy || return 1
+        # shellcheck disable=SC1091
+        . "$HOME/.cargo/env"
+    }
+    step toolchain install_rustup || fatal "installing Rust with rustup failed; install it by hand (https://rustup.rs)"
+fi
+# cargo without fmt/clippy (e.g. a distro cargo): add them where rustup manages the toolchain.
+if ! { cargo fmt --version && cargo clippy --version; } >/dev/null 2>&1 && command -v rustup >/dev/null; then
+    step components rustup component add rustfmt clippy
+fi
+
+# ---- build, lint, test ----------------------------------------------------------------------
+step build cargo build --all-targets
+step fmt cargo fmt --check
+step clippy cargo clippy --all-targets --all-features -- -D warnings
+if [ -d benches ] || grep -q '^\[\[bench\]\]' Cargo.toml; then
+    step bench cargo bench --no-run
+fi
+
+banner "test: cargo test --all-features ${TEST_ARGS[*]}"
+rc=0
+cargo test --all-features "${TEST_ARGS[@]}" 2>&1 | tee "$LOG_DIR/test.log" || rc=$?
+if [ $rc = 0 ]; then record test ok 0; else record test "FAILED (exit $rc)" 1; fi
+
+summary
+exit $failed
