@@ -220,13 +220,13 @@ fn pad_signed(out: &mut String, s: &Spec, body: &str, zero_after: Option<usize>)
     let fill = s.width - n;
     if s.left {
         out.push_str(body);
-        out.extend(std::iter::repeat_n(' ', fill));
+        out.extend(std::iter::repeat(' ').take(fill));
     } else if let (true, Some(at)) = (s.zero, zero_after) {
         out.push_str(&body[..at]);
-        out.extend(std::iter::repeat_n('0', fill));
+        out.extend(std::iter::repeat('0').take(fill));
         out.push_str(&body[at..]);
     } else {
-        out.extend(std::iter::repeat_n(' ', fill));
+        out.extend(std::iter::repeat(' ').take(fill));
         out.push_str(body);
     }
 }
@@ -239,7 +239,7 @@ fn int_field(out: &mut String, s: &Spec, sign: &str, prefix: &str, digits: &str)
         // C: precision 0 with value 0 prints no digits (octal '#' keeps its "0").
         Some(0) if digits == "0" => {}
         Some(p) if p > digits.len() => {
-            body.extend(std::iter::repeat_n('0', p - digits.len()));
+            body.extend(std::iter::repeat('0').take(p - digits.len()));
             body.push_str(digits);
         }
         _ => body.push_str(digits),

@@ -191,6 +191,20 @@ impl Default for CqePoll {
     }
 }
 
+/// `--output=`: full report, or one bare number.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputMode {
+    /// Info block, headers, rows (perftest FULL_VERBOSITY).
+    #[default]
+    Full,
+    /// `--output=bandwidth`: only the average bandwidth.
+    Bandwidth,
+    /// `--output=message_rate`: only the average message rate.
+    MessageRate,
+    /// `--output=latency`: only the average latency.
+    Latency,
+}
+
 /// Every parameter the info block, the JSON `test_info` and the result lines need.
 /// Fields mirror perftest's `user_param` after its dependency fix-ups; the caller
 /// fills them with the values actually used.
@@ -274,6 +288,8 @@ pub struct TestInfo {
     pub lat_units: LatUnits,
     /// `--cpu_util`: adds the CPU_Util column.
     pub cpu_util: bool,
+    /// `--output=`.
+    pub output: OutputMode,
     /// Our own info lines, printed after perftest's (label, value), e.g.
     /// ("Post method", "post-send"), ("Clock", clock.to_string()). Labels up to
     /// 16 characters keep the colon aligned. In JSON they become string keys with
@@ -327,6 +343,7 @@ impl Default for TestInfo {
             bw_units: BwUnits::MiB,
             lat_units: LatUnits::Usec,
             cpu_util: false,
+            output: OutputMode::Full,
             extra: Vec::new(),
         }
     }

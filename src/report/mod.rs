@@ -8,4 +8,6 @@
 
 pub mod cfmt;
 pub mod info;
+pub mod json;
 pub mod stats;
+pub mod text;
