@@ -18,9 +18,19 @@ use super::stats::{BwResult, BwUnits, LatDuration, LatStats, LatUnits};
 pub const RESULT_LINE: &str =
     "---------------------------------------------------------------------------------------\n";
 
-/// Printed (once) when the peak will not be measured, see
-/// [`super::stats::no_peak_rule`].
+/// Printed (once, perftest master only; 4.5 is silent) when the peak will not be
+/// measured, see [`super::stats::no_peak_rule`].
 pub const PEAK_WARNING: &str = " WARNING: BW peak won't be measured in this run.\n";
+
+/// A server prints this (stdout) before waiting for the client's TCP connection.
+pub const SERVER_WAIT_BANNER: &str =
+    "\n************************************\n* Waiting for client to connect... *\n************************************\n";
+
+/// When the device is not known to support inline data and the test's default
+/// inline size is not 0, perftest prints [`RESULT_LINE`] on stdout and this line
+/// on stderr, then disables inline.
+pub const INLINE_UNSUPPORTED: &str =
+    "Device not recognized to implement inline feature. Disabling it\n";
 
 const BW_HEADER_MIB: &str =
     " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]";
