@@ -265,6 +265,7 @@ impl fmt::Display for Clock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.source {
             Source::MonotonicRaw => write!(f, "CLOCK_MONOTONIC_RAW: 1000.0 MHz (ns)"),
+            _ if self.span_ns == 0 => write!(f, "{}: {:.1} MHz (given)", self.name(), self.mhz()),
             _ => {
                 write!(
                     f,
@@ -366,5 +367,8 @@ mod tests {
             "TSC calibrated against CLOCK_MONOTONIC_RAW: 2893.4 MHz"
         );
         assert_eq!(c.seconds(2_893_412_345), 1.0);
+        if Source::current() == Source::Tsc {
+            assert_eq!(Clock::fixed(2.5e9).to_string(), "TSC: 2500.0 MHz (given)");
+        }
     }
 }

@@ -98,9 +98,9 @@ pub struct BwInput<'a> {
     pub iters: u64,
     /// QPs (perftest halves it for duplex XRC/DC; pass what it would use).
     pub num_qps: u32,
-    /// Duration mode (`-D`): implies no peak; n = iters, interval = tcompleted[0] - tposted[0].
+    /// Duration mode (`-D`): implies no peak; n = iters, interval = `tcompleted[0] - tposted[0]`.
     pub duration: bool,
-    /// No peak (`-N`, or forced: see [`no_peak_rule`]). Then tcompleted[0] must
+    /// No peak (`-N`, or forced: see [`no_peak_rule`]). Then `tcompleted[0]` must
     /// hold the end-of-run stamp.
     pub no_peak: bool,
     /// `-l`: tposted is stamped once per post_list chain (index = messages posted before it).
@@ -458,7 +458,7 @@ pub struct LatDuration {
     pub tps: f64,
 }
 
-/// perftest's duration latency: `cycles` is tcompleted[0] - tposted[0] of the
+/// perftest's duration latency: `cycles` is `tcompleted[0] - tposted[0]` of the
 /// sample window, `iters` the round trips counted in it.
 pub fn lat_duration(
     cycles: u64,
