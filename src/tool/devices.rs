@@ -12,7 +12,9 @@ pub fn list() -> i32 {
     };
     for d in devs {
         println!("{}  guid {:016x}  {}", d.name, d.guid, d.node_type.name());
-        let Ok(ctx) = Context::open(Some(&d.name)) else { continue };
+        let Ok(ctx) = Context::open(Some(&d.name)) else {
+            continue;
+        };
         let nports = ctx.attr().phys_port_cnt;
         for port in 1..=nports {
             match ctx.query_port(port) {

@@ -10,7 +10,14 @@ use crate::report::info::{
 use crate::report::stats::BwUnits;
 use crate::verbs::LinkLayer as VLink;
 
-pub fn test_info(p: &Params, ep: &Endpoint, res: &Resources, mtu_bytes: u32, method: Method, clock: &Clock) -> TestInfo {
+pub fn test_info(
+    p: &Params,
+    ep: &Endpoint,
+    res: &Resources,
+    mtu_bytes: u32,
+    method: Method,
+    clock: &Clock,
+) -> TestInfo {
     let verb = match (p.tool.verb, p.with_imm) {
         (PVerb::Write, false) => Verb::Write,
         (PVerb::Write, true) => Verb::WriteImm,
@@ -29,8 +36,16 @@ pub fn test_info(p: &Params, ep: &Endpoint, res: &Resources, mtu_bytes: u32, met
             AtomicType::FetchAdd => AtomicOp::FetchAndAdd,
             AtomicType::CmpSwap => AtomicOp::CmpAndSwap,
         },
-        kind: if p.tool.kind == Kind::Bw { TestKind::Bw } else { TestKind::Lat },
-        role: if p.is_server() { Role::Server } else { Role::Client },
+        kind: if p.tool.kind == Kind::Bw {
+            TestKind::Bw
+        } else {
+            TestKind::Lat
+        },
+        role: if p.is_server() {
+            Role::Server
+        } else {
+            Role::Client
+        },
         duplex: p.duplex,
         post_list: p.post_list,
         device: ep.ctx.name().to_string(),
@@ -47,7 +62,11 @@ pub fn test_info(p: &Params, ep: &Endpoint, res: &Resources, mtu_bytes: u32, met
         cq_mod: p.cq_mod,
         cqe_poll: CqePoll::Fixed(16),
         mtu: mtu_bytes,
-        link: if ep.port.link_layer == VLink::ETHERNET { LinkLayer::Ethernet } else { LinkLayer::Ib },
+        link: if ep.port.link_layer == VLink::ETHERNET {
+            LinkLayer::Ethernet
+        } else {
+            LinkLayer::Ib
+        },
         gid_index: ep.gid.map(|g| g.0 as i32),
         inline_size: p.inline_size,
         out_reads: res.out_reads,
@@ -56,7 +75,11 @@ pub fn test_info(p: &Params, ep: &Endpoint, res: &Resources, mtu_bytes: u32, met
         iters: p.iters,
         duration_s,
         margin_s,
-        bw_units: if p.report_gbits { BwUnits::Gbit } else { BwUnits::MiB },
+        bw_units: if p.report_gbits {
+            BwUnits::Gbit
+        } else {
+            BwUnits::MiB
+        },
         output: match p.output {
             None => OutputMode::Full,
             Some(OutputKind::Bandwidth) => OutputMode::Bandwidth,

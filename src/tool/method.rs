@@ -31,7 +31,12 @@ fn mlx5dv_supported(ctx: &Context) -> bool {
 
 /// Resolve the user's choice against what the device can do. Asking for a
 /// method the device can't run is an error, never a silent fallback.
-pub fn resolve(ctx: &Arc<Context>, p: &Params, qp_type: QpType, ops: &[Op]) -> Result<Method, Fail> {
+pub fn resolve(
+    ctx: &Arc<Context>,
+    p: &Params,
+    qp_type: QpType,
+    ops: &[Op],
+) -> Result<Method, Fail> {
     let flags = send_ops_flags(ops);
     match p.post {
         PostChoice::PostSend => Ok(Method::PostSend),

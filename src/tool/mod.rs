@@ -24,7 +24,10 @@ pub struct Fail {
 
 impl Fail {
     pub fn new(msg: impl Into<String>) -> Fail {
-        Fail { msg: msg.into(), status: 1 }
+        Fail {
+            msg: msg.into(),
+            status: 1,
+        }
     }
     pub fn verbs(e: crate::verbs::VerbsError) -> Fail {
         Fail::new(e.to_string())
@@ -72,7 +75,11 @@ fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
 /// Run the tool; returns the exit status.
 pub fn run(p: Params) -> i32 {
     stop::install();
-    let res = if p.loopback { loopback(&p) } else { run_side(&p, Out { quiet: false }) };
+    let res = if p.loopback {
+        loopback(&p)
+    } else {
+        run_side(&p, Out { quiet: false })
+    };
     match res {
         Ok(()) => stop::exit_status().unwrap_or(0),
         Err(f) => {
@@ -99,7 +106,9 @@ fn loopback(p: &Params) -> Result<(), Fail> {
         // The server may wait for a peer that never comes: ask it to stop.
         stop::request();
     }
-    let server = server.join().unwrap_or_else(|_| Err(Fail::new("loopback server thread panicked")));
+    let server = server
+        .join()
+        .unwrap_or_else(|_| Err(Fail::new("loopback server thread panicked")));
     client?;
     server.map_err(|f| Fail::new(format!("loopback server side: {f}")))
 }

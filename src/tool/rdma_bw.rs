@@ -72,8 +72,16 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         rem[i] = sess.hand_shake(d).map_err(Fail::ctrl)?;
     }
     for (l, r) in my.iter().zip(&rem) {
-        out.print(&text::address_line(text::Side::Local, &to_text_dest(l), &info));
-        out.print(&text::address_line(text::Side::Remote, &to_text_dest(r), &info));
+        out.print(&text::address_line(
+            text::Side::Local,
+            &to_text_dest(l),
+            &info,
+        ));
+        out.print(&text::address_line(
+            text::Side::Remote,
+            &to_text_dest(r),
+            &info,
+        ));
     }
     sess.hand_shake(&my[0]).map_err(Fail::ctrl)?;
 
@@ -82,7 +90,11 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         sess.set_peer_run_timeout(None);
         sess.wait_for_peer_run();
         sess.hand_shake(&my[0]).map_err(Fail::ctrl)?;
-        let mine = BwReport { size: p.max_size(), iters: p.iters, ..Default::default() };
+        let mine = BwReport {
+            size: p.max_size(),
+            iters: p.iters,
+            ..Default::default()
+        };
         let theirs = sess.exchange_bw_report(&mine).map_err(Fail::ctrl)?;
         out.print(&text::bw_header(&info));
         let r = stats::BwResult {
@@ -95,7 +107,11 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         };
         out.print(&text::bw_row(&r, &info, 0.0));
         out.print(text::RESULT_LINE);
-        let landing_result = if p.check_landing { Some(check_landing(p, &res, theirs.iters)) } else { None };
+        let landing_result = if p.check_landing {
+            Some(check_landing(p, &res, theirs.iters))
+        } else {
+            None
+        };
         sess.close(&my[0]).map_err(Fail::ctrl)?;
         if let Some(l) = landing_result {
             l?;
@@ -103,7 +119,10 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         return Ok(());
     }
 
-    let mut report = p.json_file.as_ref().map(|f| json::JsonReport::new(f, &info));
+    let mut report = p
+        .json_file
+        .as_ref()
+        .map(|f| json::JsonReport::new(f, &info));
     let mut last = BwReport::default();
     let mut failure: Option<Fail> = None;
     out.print(&text::bw_header(&info));
@@ -137,7 +156,14 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
             }
             j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
         }
-        last = BwReport { size, iters: r.0.iters, bw_peak: r.0.bw_peak, bw_avg: r.0.bw_avg, msg_rate: r.0.msg_rate, per_port: None };
+        last = BwReport {
+            size,
+            iters: r.0.iters,
+            bw_peak: r.0.bw_peak,
+            bw_avg: r.0.bw_avg,
+            msg_rate: r.0.msg_rate,
+            per_port: None,
+        };
         if let Some(e) = outcome.1 {
             res.to_err();
             failure = Some(Fail::new(e));
@@ -186,7 +212,12 @@ fn measure<S: SendQueue>(
     mut sqs: Vec<S>,
     clock: &Clock,
 ) -> Result<(Measured, Option<String>), Fail> {
-    let g = Geometry::new(size, res.geometry.cycle_buffer, res.geometry.cache_line, res.geometry.slots);
+    let g = Geometry::new(
+        size,
+        res.geometry.cycle_buffer,
+        res.geometry.cache_line,
+        res.geometry.slots,
+    );
     let targets: Vec<QpTarget> = (0..sqs.len())
         .map(|i| QpTarget {
             laddr: res.mr.addr() + res.geometry.send_offset(i as u64),
@@ -239,7 +270,15 @@ fn measure<S: SendQueue>(
     }
     .run();
     let err = outcome.error.map(|e| describe(e, &counts));
-    Ok((Measured { outcome, tposted, tcompleted, size }, err))
+    Ok((
+        Measured {
+            outcome,
+            tposted,
+            tcompleted,
+            size,
+        },
+        err,
+    ))
 }
 
 fn describe(e: RunError, counts: &[QpCount]) -> String {
@@ -266,11 +305,20 @@ fn describe(e: RunError, counts: &[QpCount]) -> String {
     }
 }
 
-fn result(p: &Params, size: u64, m: &(Measured, Option<String>), clock: &Clock) -> Result<(stats::BwResult,), Fail> {
+fn result(
+    p: &Params,
+    size: u64,
+    m: &(Measured, Option<String>),
+    clock: &Clock,
+) -> Result<(stats::BwResult,), Fail> {
     let (m, _) = m;
     let o = &m.outcome;
     let nqp = p.num_qps;
-    let units = if p.report_gbits { stats::BwUnits::Gbit } else { stats::BwUnits::MiB };
+    let units = if p.report_gbits {
+        stats::BwUnits::Gbit
+    } else {
+        stats::BwUnits::MiB
+    };
     let duration = p.is_duration() || o.error.is_some();
     // Without peak, perftest's formula reads the interval from tposted[0]/tcompleted[0].
     let (tp, tc);
@@ -296,18 +344,26 @@ fn result(p: &Params, size: u64, m: &(Measured, Option<String>), clock: &Clock) 
         inf_bidir_factor: 1,
     };
     let _ = m.size;
-    stats::bw_perftest(&inp).map(|r| (r,)).map_err(|e| Fail::new(format!("computing the result: {e}")))
+    stats::bw_perftest(&inp)
+        .map(|r| (r,))
+        .map_err(|e| Fail::new(format!("computing the result: {e}")))
 }
 
 fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
     if let Some(l) = p.limit_bw {
         if r.bw_avg < l {
-            return Err(Fail::new(format!("average bandwidth {:.2} is below --limit_bw {l:.2}", r.bw_avg)));
+            return Err(Fail::new(format!(
+                "average bandwidth {:.2} is below --limit_bw {l:.2}",
+                r.bw_avg
+            )));
         }
     }
     if let Some(l) = p.limit_msgrate {
         if r.msg_rate < l {
-            return Err(Fail::new(format!("message rate {:.6} Mpps is below --limit_msgrate {l}", r.msg_rate)));
+            return Err(Fail::new(format!(
+                "message rate {:.6} Mpps is below --limit_msgrate {l}",
+                r.msg_rate
+            )));
         }
     }
     Ok(())
@@ -316,13 +372,22 @@ fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
 /// Server side of `--check-landing`: did the client's writes land where perftest's geometry says?
 fn check_landing(p: &Params, res: &Resources, client_iters: u64) -> Result<(), Fail> {
     let size = p.max_size();
-    let g = Geometry::new(size, res.geometry.cycle_buffer, res.geometry.cache_line, res.geometry.slots);
+    let g = Geometry::new(
+        size,
+        res.geometry.cycle_buffer,
+        res.geometry.cache_line,
+        res.geometry.slots,
+    );
     let buf = res.mr.buf().map(|b| b.as_slice()).unwrap_or(&[]);
     let mut all_ok = true;
     for q in 0..res.qps.len() as u64 {
         let off = res.geometry.recv_offset(q) as usize;
         let region = &buf[off..off + res.geometry.slot as usize];
-        let msgs = if p.is_duration() { u64::MAX } else { client_iters / p.num_qps as u64 };
+        let msgs = if p.is_duration() {
+            u64::MAX
+        } else {
+            client_iters / p.num_qps as u64
+        };
         let l = landing::check(region, &g, msgs);
         let ok = l.ok();
         all_ok &= ok;

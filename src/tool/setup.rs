@@ -98,8 +98,11 @@ impl Resources {
         let size = p.max_size();
         let geometry = Geometry::new(size, cycle_buffer, cache_line, p.num_qps as u64);
         let ud_extra = if p.conn == Conn::Ud { cache_line } else { 0 };
-        let mut buf = AlignedBuf::with_align((geometry.total() + ud_extra) as usize, cycle_buffer as usize)
-            .map_err(Fail::verbs)?;
+        let mut buf = AlignedBuf::with_align(
+            (geometry.total() + ud_extra) as usize,
+            cycle_buffer as usize,
+        )
+        .map_err(Fail::verbs)?;
         if !p.is_server() || p.duplex {
             // The client's send halves carry rdmaperf's pattern (see landing.rs);
             // the remote-accessible halves stay zero so a server can check landings.
@@ -139,11 +142,21 @@ impl Resources {
                 send_ops_flags,
             };
             let qp = Qp::create(&pd, &cq, &rcq, &init).map_err(Fail::verbs)?;
-            qp.to_init(&InitAttr::new(p.ib_port, access_for(p.tool.verb))).map_err(Fail::verbs)?;
+            qp.to_init(&InitAttr::new(p.ib_port, access_for(p.tool.verb)))
+                .map_err(Fail::verbs)?;
             qps.push(qp);
             psns.push(random_psn());
         }
-        Ok(Resources { geometry, mr, cq, rcq, qps, psns, pd, out_reads })
+        Ok(Resources {
+            geometry,
+            mr,
+            cq,
+            rcq,
+            qps,
+            psns,
+            pd,
+            out_reads,
+        })
     }
 
     /// Our key message for QP `i` (perftest `set_up_connection`).
@@ -161,7 +174,14 @@ impl Resources {
     }
 
     /// perftest `ctx_connect`: RTR always; RTS when this side sends.
-    pub fn connect(&self, ep: &Endpoint, p: &Params, mtu: u8, remote: &[Dest], rts: bool) -> Result<(), Fail> {
+    pub fn connect(
+        &self,
+        ep: &Endpoint,
+        p: &Params,
+        mtu: u8,
+        remote: &[Dest],
+        rts: bool,
+    ) -> Result<(), Fail> {
         let path_mtu = Mtu(mtu as u32);
         for (i, qp) in self.qps.iter().enumerate() {
             let r = &remote[i];
