@@ -221,7 +221,7 @@ impl Channel {
                 waited: self.step_timeout.unwrap_or_default(),
                 got: 0,
                 expected: msg.len(),
-                bytes: Vec::new(),
+                bytes: Box::default(),
             },
             _ => self.io_err(Dir::Writing, step, e),
         })
@@ -280,7 +280,7 @@ impl Channel {
                         peer: self.peer,
                         got: buf.len(),
                         expected: total,
-                        bytes: buf.clone(),
+                        bytes: buf.as_slice().into(),
                     })
                 }
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
@@ -364,7 +364,7 @@ impl Channel {
             waited,
             got: buf.len(),
             expected: total,
-            bytes: buf.to_vec(),
+            bytes: buf.into(),
         }
     }
 
