@@ -59,7 +59,11 @@ impl Listener {
         };
         let mut addrs: Vec<SocketAddr> = (host, port)
             .to_socket_addrs()
-            .map_err(listen_err)?
+            .map_err(|source| CtrlError::Resolve {
+                host: host.to_owned(),
+                port,
+                source,
+            })?
             .collect();
         addrs.sort_by_key(|a| !a.is_ipv4());
         let mut last = io::Error::new(ErrorKind::AddrNotAvailable, "no address to bind");

@@ -49,7 +49,7 @@ pub enum CtrlError {
         last: String,
     },
 
-    #[error("cannot resolve server {host}:{port}: {source} — check the server name")]
+    #[error("cannot resolve {host}:{port}: {source} — check the host name or address")]
     Resolve {
         host: String,
         port: u16,
