@@ -59,7 +59,11 @@ impl Listener {
         };
         let mut addrs: Vec<SocketAddr> = (host, port)
             .to_socket_addrs()
-            .map_err(listen_err)?
+            .map_err(|source| CtrlError::Resolve {
+                host: host.to_owned(),
+                port,
+                source,
+            })?
             .collect();
         addrs.sort_by_key(|a| !a.is_ipv4());
         let mut last = io::Error::new(ErrorKind::AddrNotAvailable, "no address to bind");
@@ -221,7 +225,7 @@ impl Channel {
                 waited: self.step_timeout.unwrap_or_default(),
                 got: 0,
                 expected: msg.len(),
-                bytes: Vec::new(),
+                bytes: Box::default(),
             },
             _ => self.io_err(Dir::Writing, step, e),
         })
@@ -280,7 +284,7 @@ impl Channel {
                         peer: self.peer,
                         got: buf.len(),
                         expected: total,
-                        bytes: buf.clone(),
+                        bytes: buf.as_slice().into(),
                     })
                 }
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
@@ -364,7 +368,7 @@ impl Channel {
             waited,
             got: buf.len(),
             expected: total,
-            bytes: buf.to_vec(),
+            bytes: buf.into(),
         }
     }
 

@@ -169,23 +169,50 @@ impl Step {
         )
     }
 
-    /// Sizes of the lock-step messages of this step (each is sent both ways),
-    /// for a peer of version `peer`, key messages of `key_len` bytes and the
-    /// given --report-per-port setting. The close's `"done\0"` is not
+    /// The lock-step messages of this step (each is sent both ways) and their
+    /// sizes, for a peer of version `peer`, key messages of `key_len` bytes
+    /// and the given --report-per-port setting. The close's `"done\0"` is not
     /// exchanged and not included.
-    pub fn message_sizes(self, key_len: usize, per_port: bool, peer: &PeerVersion) -> Vec<usize> {
+    pub fn messages(
+        self,
+        key_len: usize,
+        per_port: bool,
+        peer: &PeerVersion,
+    ) -> Vec<(Message, usize)> {
         match self {
-            Step::Versions => vec![VERSION_LEN],
-            Step::SysData if peer.has_sysdata() => vec![SYSDATA_LEN, SYSDATA_LEN],
-            Step::Mtu if peer.has_mtu() => vec![peer.mtu_len()],
-            Step::Keys { .. } | Step::Barrier(_) | Step::Close => vec![key_len],
+            Step::Versions => vec![(Message::Version, VERSION_LEN)],
+            Step::SysData if peer.has_sysdata() => vec![
+                (Message::SysData("cycle_buffer"), SYSDATA_LEN),
+                (Message::SysData("cache_line"), SYSDATA_LEN),
+            ],
+            Step::Mtu if peer.has_mtu() => vec![(Message::Mtu, peer.mtu_len())],
+            Step::Keys { .. } | Step::Barrier(_) | Step::Close => vec![(Message::Key, key_len)],
             Step::BwReport => ReportField::sequence(per_port)
                 .iter()
-                .map(|f| f.len(peer))
+                .map(|&f| (Message::Report(f), f.len(peer)))
                 .collect(),
             _ => Vec::new(),
         }
     }
+
+    /// Just the sizes of [`Step::messages`].
+    pub fn message_sizes(self, key_len: usize, per_port: bool, peer: &PeerVersion) -> Vec<usize> {
+        self.messages(key_len, per_port, peer)
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect()
+    }
+}
+
+/// The kind of one lock-step message, selecting its codec in [`super::wire`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Message {
+    Version,
+    /// "cycle_buffer" or "cache_line".
+    SysData(&'static str),
+    Mtu,
+    Key,
+    Report(ReportField),
 }
 
 impl fmt::Display for Step {

@@ -49,7 +49,7 @@ pub enum CtrlError {
         last: String,
     },
 
-    #[error("cannot resolve server {host}:{port}: {source} — check the server name")]
+    #[error("cannot resolve {host}:{port}: {source} — check the host name or address")]
     Resolve {
         host: String,
         port: u16,
@@ -88,7 +88,7 @@ pub enum CtrlError {
         peer: SocketAddr,
         got: usize,
         expected: usize,
-        bytes: Vec<u8>,
+        bytes: Box<[u8]>,
     },
 
     #[error(
@@ -105,7 +105,7 @@ pub enum CtrlError {
         waited: Duration,
         got: usize,
         expected: usize,
-        bytes: Vec<u8>,
+        bytes: Box<[u8]>,
     },
 
     #[error(
@@ -142,6 +142,18 @@ pub enum CtrlError {
     /// The session's methods were called out of protocol order.
     #[error("control session misuse: {0} (this is a bug in rdmaperf; please report it)")]
     Order(&'static str),
+}
+
+impl CtrlError {
+    /// For a message read in parts: report the whole message's size.
+    pub(crate) fn expecting(mut self, whole: usize) -> CtrlError {
+        if let CtrlError::PeerClosed { expected, .. } | CtrlError::Timeout { expected, .. } =
+            &mut self
+        {
+            *expected = whole;
+        }
+        self
+    }
 }
 
 /// "reading X from peer" / "writing X to peer".

@@ -18,7 +18,7 @@ pub mod session;
 pub mod wire;
 
 pub use channel::{Channel, Listener, Role, DEFAULT_PORT};
-pub use choreo::{choreography, Entry, Mode, Scenario, Step, Tool};
+pub use choreo::{choreography, Entry, Message, Mode, Scenario, Step, Tool};
 pub use error::CtrlError;
 pub use session::Session;
 pub use wire::{BwReport, Dest, PeerVersion, PerPortReport, WireError};

@@ -10,7 +10,7 @@ use super::channel::{Channel, Role};
 use super::error::CtrlError;
 use super::wire::{
     self, BwReport, Dest, PeerVersion, ReportField, WireError, KEY_LEN, KEY_LEN_GID,
-    MIN_PEER_VERSION, OUR_VERSION, VERSION_LEN,
+    MIN_PEER_VERSION, NEGOTIATING_VERSION, OUR_VERSION, VERSION_LEN,
 };
 
 /// One side of a control session.
@@ -51,7 +51,7 @@ impl Session {
             source,
         })?;
         match wire::atof(v.as_bytes()) {
-            Some(x) if (MIN_PEER_VERSION..6.28).contains(&x) => {}
+            Some(x) if (MIN_PEER_VERSION..NEGOTIATING_VERSION).contains(&x) => {}
             _ => return Err(local(format!("{v:?} must read as 5.70 <= version < 6.28"))),
         }
         self.local_version = v.to_owned();
@@ -209,7 +209,9 @@ impl Session {
         // Read the short format's size first: if we expect the GID format and
         // the peer sent a complete short one, say so instead of waiting for
         // 49 bytes that will never come.
-        self.channel.recv_more(step, &mut buf, KEY_LEN, timeout)?;
+        self.channel
+            .recv_more(step, &mut buf, KEY_LEN, timeout)
+            .map_err(|e| e.expecting(len))?;
         if len == KEY_LEN_GID {
             if wire::is_plain_key(&buf) {
                 let e = WireError::new(

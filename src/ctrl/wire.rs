@@ -8,8 +8,8 @@
 
 use std::fmt;
 
-/// The version we advertise. perftest compares versions with `atof`:
-/// >= 5.70 passes its compatibility check, < 6.28 keeps master's
+/// The version we advertise. perftest compares versions with `atof`: at
+/// least 5.70 passes its compatibility check, below 6.28 keeps master's
 /// `negotiate_params` blob off, so 4.5 (6.06) and master (6.29) both talk to us
 /// exactly as they talk to 4.5.
 pub const OUR_VERSION: &str = "6.27";
@@ -17,6 +17,10 @@ pub const OUR_VERSION: &str = "6.27";
 pub const VERSION_LEN: usize = 16;
 /// perftest's `check_version_compatibility` refuses peers below this.
 pub const MIN_PEER_VERSION: f64 = 5.70;
+/// From this version on, perftest master sends a parameter-negotiation blob
+/// (when the peer advertises it too), which we do not speak.
+#[allow(clippy::approx_constant)] // a version number, not 2*pi
+pub const NEGOTIATING_VERSION: f64 = 6.28;
 /// One `htonl(int)` of `check_sys_data`.
 pub const SYSDATA_LEN: usize = 4;
 /// MTU message for peers >= 5.31: one ASCII digit and a NUL.
@@ -46,7 +50,7 @@ pub struct WireError {
     /// What is wrong and, where possible, what to do about it.
     pub problem: String,
     /// The offending bytes (empty for encoder errors).
-    pub bytes: Vec<u8>,
+    pub bytes: Box<[u8]>,
 }
 
 impl WireError {
@@ -55,7 +59,7 @@ impl WireError {
         WireError {
             step,
             problem: problem.into(),
-            bytes: bytes.to_vec(),
+            bytes: bytes.into(),
         }
     }
 }
@@ -64,7 +68,12 @@ impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "bad {}: {}", self.step, self.problem)?;
         if !self.bytes.is_empty() {
-            write!(f, "; got {}", show_bytes(&self.bytes))?;
+            write!(
+                f,
+                "; got {} bytes: {}",
+                self.bytes.len(),
+                show_bytes(&self.bytes)
+            )?;
         }
         Ok(())
     }
@@ -72,11 +81,11 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
-/// `N bytes: 36 2e 30 36 00 .. (+3 more) "6.06\0.."` — hex, truncated, plus an
-/// escaped ASCII view (most of this protocol is text).
+/// `36 2e 30 36 00 .. (+3 more) "6.06\0.."` — hex, truncated, plus an escaped
+/// ASCII view (most of this protocol is text).
 pub fn show_bytes(b: &[u8]) -> String {
     let shown = &b[..b.len().min(SHOW_BYTES)];
-    let mut s = format!("{} bytes: ", b.len());
+    let mut s = String::new();
     for (i, x) in shown.iter().enumerate() {
         if i > 0 {
             s.push(' ');
@@ -721,7 +730,7 @@ mod tests {
         assert_eq!(&b[..4], b"6.27");
         assert_eq!(&b[4..], &[0u8; 12]);
         assert!(encode_version("0123456789abcdef").is_err());
-        assert!(encode_version("6.2\07").is_err());
+        assert!(encode_version("6.2\x007").is_err());
     }
 
     #[test]
@@ -787,7 +796,7 @@ mod tests {
         assert!(decode_sysdata("cache_line", &[0x80, 0, 0, 0]).is_err());
         let e = decode_sysdata("cycle_buffer", &[0, 1]).unwrap_err();
         assert_eq!(e.step, "cycle_buffer");
-        assert_eq!(e.bytes, vec![0, 1]);
+        assert_eq!(&*e.bytes, [0, 1]);
     }
 
     #[test]
@@ -936,7 +945,7 @@ mod tests {
     #[test]
     fn show_bytes_truncates_and_escapes() {
         let s = show_bytes(b"ab\0\n");
-        assert_eq!(s, "4 bytes: 61 62 00 0a \"ab\\0\\n\"");
+        assert_eq!(s, "61 62 00 0a \"ab\\0\\n\"");
         let long = show_bytes(&[b'x'; 100]);
         assert!(long.contains("(+52 more)"), "{long}");
     }
