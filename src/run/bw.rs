@@ -275,6 +275,11 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
             // Stopped inside the sample (error or Ctrl-C): keep what was measured.
             out.t_end = (self.now)();
             out.measured = out.completed - sample_base;
+        } else if phase == Phase::Warmup {
+            // Stopped before the sample began: the partial result is the whole
+            // time run so far (t_start is still the loop's start).
+            out.t_end = (self.now)();
+            out.measured = out.completed;
         }
         out
     }
