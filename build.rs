@@ -21,6 +21,8 @@ fn probe(lib: &str) -> pkg_config::Library {
 fn main() {
     println!("cargo:rerun-if-changed=vendor/wrapper.h");
     println!("cargo:rerun-if-changed=build.rs");
+    // A new vendor/*.c file must rerun the script, not only edits of known ones.
+    println!("cargo:rerun-if-changed=vendor");
     let verbs = probe("libibverbs");
     let _mlx5 = probe("libmlx5");
     let _cm = probe("librdmacm");

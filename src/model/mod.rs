@@ -1,1 +1,438 @@
-//! (work in progress)
+//! A PRM-faithful software model of one mlx5 QP's send queue and its CQ,
+//! for tests and benches (cargo feature `model`; never offered as a device).
+//!
+//! The model owns SQ, CQ, doorbell-record and UAR memory laid out as
+//! `mlx5dv_qp` / `mlx5dv_cq` describe (`dv_qp()`, `dv_cq()`), so the direct
+//! SQ/CQ are built by the very constructors used after `mlx5dv_init_obj`.
+//! Its NIC side ([`Model::step`] for deterministic tests, or a thread via
+//! [`Model::start`]) follows the doorbell protocol from the stores recorded
+//! by [`ModelMmio`], parses WQEs from the ring bytes with its own decoder
+//! (`decode.rs`, sharing nothing with the encoder), executes WRITE,
+//! WRITE_IMM, READ, SEND(_IMM), fetch-add and compare-swap between
+//! registered regions (loopback: the "remote" side is this process), and
+//! writes CQEs honouring CQ_UPDATE, including error CQEs with the syndromes
+//! hardware reports, then flush CQEs for everything after an error.
+//!
+//! ```ignore
+//! let model = Model::new(ModelConfig::default())?;
+//! let (mut sq, mut cq) = model.pair()?;            // DirectSq<ModelMmio>, DirectCq
+//! let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::ALL) };
+//! sq.post(Op::Write, &[wr])?;                       // WQE + doorbell, recorded
+//! model.step();                                     // NIC executes, writes the CQE
+//! let n = cq.poll(&mut wcs)?;                       // retires SQ space
+//! assert!(model.violations().is_empty());
+//! ```
+//!
+//! For benches, `pair_with(HwMmio)` posts with the real stores into model
+//! memory and [`Model::step_dbrec`] executes up to the doorbell record.
+
+mod decode;
+mod mem;
+mod mmio;
+mod nic;
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub use mmio::{MmioEvent, ModelMmio};
+pub use nic::NicStats;
+
+use crate::mlx5::prm::BF_OFFSET;
+use crate::mlx5::seg::DatagramSeg;
+use crate::mlx5::{DirectCq, DirectSq, Mmio, Transport};
+use crate::sys;
+use mem::Region;
+use nic::{Mr, Nic, PeerRecv};
+
+/// Which transport the modelled QP is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelTransport {
+    /// RC: all operations; SENDs need a peer receive or fail with RNR.
+    Rc,
+    /// UD: SENDs only; delivered when the AV names `peer_qpn` with `qkey`
+    /// and a peer receive is posted, silently dropped otherwise.
+    Ud { peer_qpn: u32, qkey: u32 },
+}
+
+/// Shape of the modelled queues.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelConfig {
+    /// SQ size in WQEBBs (power of two, <= 32768).
+    pub wqe_cnt: u32,
+    /// CQ entries (power of two, >= 2).
+    pub cqe_cnt: u32,
+    /// BlueFlame half size: 0 (doorbells only) or a multiple of 64, <= 1024.
+    pub bf_size: u32,
+    pub qpn: u32,
+    pub transport: ModelTransport,
+    /// Keep every MMIO event for [`Model::history`] (turn off for long runs).
+    pub record_history: bool,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            wqe_cnt: 64,
+            cqe_cnt: 64,
+            bf_size: 256,
+            qpn: 0x000123,
+            transport: ModelTransport::Rc,
+            record_history: true,
+        }
+    }
+}
+
+/// Memory-region access rights (values as `IBV_ACCESS_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access(pub u32);
+
+impl Access {
+    pub const LOCAL_WRITE: Self = Self(1);
+    pub const REMOTE_WRITE: Self = Self(2);
+    pub const REMOTE_READ: Self = Self(4);
+    pub const REMOTE_ATOMIC: Self = Self(8);
+    pub const ALL: Self = Self(15);
+    /// Local read only (a gather source).
+    pub const NONE: Self = Self(0);
+}
+
+/// Keys of a registered region (as on mlx5, lkey == rkey).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MrKeys {
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// A receive completed at the modelled peer (SEND, SEND_IMM, WRITE_IMM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCompletion {
+    pub wr_id: u64,
+    pub byte_len: u32,
+    /// The send opcode that consumed it.
+    pub opcode: u8,
+    /// Immediate data as on the wire.
+    pub imm: Option<[u8; 4]>,
+    /// False when the message did not fit.
+    pub ok: bool,
+}
+
+pub(crate) struct Mem {
+    pub(crate) sq: Region,
+    pub(crate) qp_dbrec: Region,
+    pub(crate) uar: Region,
+    pub(crate) cq: Region,
+    pub(crate) cq_dbrec: Region,
+}
+
+struct Log {
+    pending: VecDeque<MmioEvent>,
+    history: Vec<MmioEvent>,
+}
+
+/// State shared by the model handle, its MMIO recorders, its NIC thread and
+/// (as keep-alive) the queues built on its memory.
+pub struct Shared {
+    cfg: ModelConfig,
+    pub(crate) mem: Mem,
+    log: Mutex<Log>,
+    wake: Condvar,
+    nic: Mutex<Nic>,
+    stop: AtomicBool,
+    queues_taken: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Host-order value of a big-endian 32-bit record in model memory.
+fn load_be32(p: *mut u8) -> u32 {
+    // SAFETY: callers pass 4-aligned doorbell records inside model memory;
+    // read atomically because a producer or poller may store concurrently.
+    let raw = unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Acquire);
+    u32::from_be_bytes(raw.to_ne_bytes())
+}
+
+impl Shared {
+    pub(crate) fn push(&self, e: MmioEvent) {
+        let mut log = lock(&self.log);
+        log.pending.push_back(e);
+        if self.cfg.record_history {
+            log.history.push(e);
+        }
+        drop(log);
+        self.wake.notify_one();
+    }
+    pub(crate) fn bf_reg(&self) -> *mut u8 {
+        self.mem.uar.ptr().wrapping_add(BF_OFFSET)
+    }
+    fn step(&self) -> usize {
+        let mut nic = lock(&self.nic);
+        let events = std::mem::take(&mut lock(&self.log).pending);
+        events
+            .into_iter()
+            .map(|e| nic.event(&self.mem, &self.cfg, e))
+            .sum()
+    }
+}
+
+/// The model: memory, NIC, and an optional NIC thread.
+pub struct Model {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Model {
+    /// Allocates the queues. CQEs start as INVALID with owner 0, as libmlx5
+    /// initialises them.
+    pub fn new(cfg: ModelConfig) -> Result<Self, String> {
+        if !cfg.wqe_cnt.is_power_of_two() || cfg.wqe_cnt > 1 << 15 {
+            return Err(format!(
+                "model: wqe_cnt {} must be a power of two <= 32768",
+                cfg.wqe_cnt
+            ));
+        }
+        if !cfg.cqe_cnt.is_power_of_two() || cfg.cqe_cnt < 2 || cfg.cqe_cnt > 1 << 22 {
+            return Err(format!(
+                "model: cqe_cnt {} must be a power of two >= 2",
+                cfg.cqe_cnt
+            ));
+        }
+        if cfg.bf_size % 64 != 0 || cfg.bf_size > 1024 {
+            return Err(format!(
+                "model: bf_size {} must be 0 or a multiple of 64 <= 1024",
+                cfg.bf_size
+            ));
+        }
+        if cfg.qpn > 0x00ff_ffff {
+            return Err(format!("model: qpn {:#x} exceeds 24 bits", cfg.qpn));
+        }
+        let mem = Mem {
+            sq: Region::new(cfg.wqe_cnt as usize * 64, 4096),
+            qp_dbrec: Region::new(64, 64),
+            uar: Region::new(4096, 4096),
+            cq: Region::new(cfg.cqe_cnt as usize * 64, 4096),
+            cq_dbrec: Region::new(64, 64),
+        };
+        for i in 0..cfg.cqe_cnt as usize {
+            // SAFETY: byte 63 of CQE i lies inside the CQ region; nobody else
+            // has the memory yet.
+            unsafe { mem.cq.ptr().add(i * 64 + 63).write(0xf0) };
+        }
+        let shared = Arc::new(Shared {
+            cfg,
+            mem,
+            log: Mutex::new(Log {
+                pending: VecDeque::new(),
+                history: Vec::new(),
+            }),
+            wake: Condvar::new(),
+            nic: Mutex::new(Nic::new()),
+            stop: AtomicBool::new(false),
+            queues_taken: AtomicBool::new(false),
+        });
+        Ok(Self {
+            shared,
+            thread: None,
+        })
+    }
+
+    pub fn config(&self) -> ModelConfig {
+        self.shared.cfg
+    }
+
+    /// The QP as `mlx5dv_init_obj` would describe it (no RQ).
+    pub fn dv_qp(&self) -> sys::mlx5dv_qp {
+        let m = &self.shared.mem;
+        let mut qp = sys::mlx5dv_qp {
+            dbrec: m.qp_dbrec.ptr().cast(),
+            ..Default::default()
+        };
+        qp.sq.buf = m.sq.ptr().cast();
+        qp.sq.wqe_cnt = self.shared.cfg.wqe_cnt;
+        qp.sq.stride = 64;
+        qp.rq.buf = m.sq.ptr().cast();
+        qp.bf.reg = self.shared.bf_reg().cast();
+        qp.bf.size = self.shared.cfg.bf_size;
+        qp
+    }
+
+    /// The CQ as `mlx5dv_init_obj` would describe it.
+    pub fn dv_cq(&self) -> sys::mlx5dv_cq {
+        let m = &self.shared.mem;
+        sys::mlx5dv_cq {
+            buf: m.cq.ptr().cast(),
+            dbrec: m.cq_dbrec.ptr().cast(),
+            cqe_cnt: self.shared.cfg.cqe_cnt,
+            cqe_size: 64,
+            cq_uar: m.uar.ptr().cast(),
+            cqn: 1,
+            comp_mask: 0,
+        }
+    }
+
+    /// A recorder of stores into this model's memory.
+    pub fn mmio(&self) -> ModelMmio {
+        ModelMmio {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// The direct SQ (recording MMIO) and CQ (attached) on this model's
+    /// queues. Once per model: a second SQ would post into the same ring.
+    pub fn pair(&self) -> Result<(DirectSq<ModelMmio>, DirectCq), String> {
+        self.pair_with(self.mmio())
+    }
+
+    /// As [`pair`](Self::pair) with any MMIO implementation (e.g. `HwMmio`
+    /// for benches, then drive the NIC with [`step_dbrec`](Self::step_dbrec)).
+    pub fn pair_with<M: Mmio>(&self, mmio: M) -> Result<(DirectSq<M>, DirectCq), String> {
+        if self.shared.queues_taken.swap(true, Ordering::AcqRel) {
+            return Err("model: the SQ/CQ pair was already created".into());
+        }
+        let transport = match self.shared.cfg.transport {
+            ModelTransport::Rc => Transport::Rc,
+            ModelTransport::Ud { peer_qpn, qkey } => Transport::Ud(
+                DatagramSeg::new(0, 0, 0, 0, 0, 0x0001, [0; 6], 0, 64, 0, [0; 16])
+                    .with_ud_dest(peer_qpn, qkey),
+            ),
+        };
+        let keep = || Some(Arc::clone(&self.shared) as Arc<dyn Any + Send + Sync>);
+        let (qp, cq) = (self.dv_qp(), self.dv_cq());
+        // SAFETY: the memory is owned by `shared`, which both queues keep
+        // alive; the queues are fresh and created once (checked above); the
+        // BlueFlame register is this SQ's alone.
+        let sq = unsafe { DirectSq::from_dv(&qp, self.shared.cfg.qpn, transport, mmio, keep()) }
+            .map_err(|e| e.to_string())?;
+        // SAFETY: as above, for the CQ.
+        let mut dcq = unsafe { DirectCq::from_dv(&cq, keep()) }.map_err(|e| e.to_string())?;
+        dcq.attach(&sq);
+        Ok((sq, dcq))
+    }
+
+    /// Registers `addr..addr+len` for the NIC; returns its keys.
+    ///
+    /// # Safety
+    /// The range must stay valid (and, for write access, writable by the
+    /// NIC side at any time, possibly from its thread) while the model lives.
+    pub unsafe fn register(&self, addr: *mut u8, len: usize, access: Access) -> MrKeys {
+        let mut nic = lock(&self.shared.nic);
+        let key = ((nic.mrs.len() as u32 + 1) << 8) | 0x42;
+        nic.mrs.push(Mr {
+            addr: addr as u64,
+            len: len as u64,
+            key,
+            access,
+        });
+        MrKeys {
+            lkey: key,
+            rkey: key,
+        }
+    }
+
+    /// Posts a receive at the modelled peer (consumed by SEND, SEND_IMM and
+    /// WRITE_IMM); the buffer must lie in a region registered with LOCAL_WRITE.
+    pub fn post_peer_recv(&self, wr_id: u64, addr: *mut u8, len: u32, lkey: u32) {
+        lock(&self.shared.nic).peer_rq.push_back(PeerRecv {
+            wr_id,
+            addr: addr as u64,
+            len,
+            lkey,
+        });
+    }
+
+    /// Receives completed at the peer so far (drained).
+    pub fn take_peer_completions(&self) -> Vec<PeerCompletion> {
+        std::mem::take(&mut lock(&self.shared.nic).peer_done)
+    }
+
+    /// Processes every recorded store so far; returns WQEs executed.
+    pub fn step(&self) -> usize {
+        self.shared.step()
+    }
+
+    /// Executes WQEs up to the SQ doorbell record, ignoring recorded stores
+    /// (for producers that use the real `HwMmio` on model memory).
+    pub fn step_dbrec(&self) -> usize {
+        let pi = self.sq_dbrec() as u16;
+        lock(&self.shared.nic).poll_dbrec(&self.shared.mem, &self.shared.cfg, pi)
+    }
+
+    /// Runs the NIC on its own thread until [`stop`](Self::stop) or drop.
+    pub fn start(&mut self) {
+        if self.thread.is_some() {
+            return;
+        }
+        self.shared.stop.store(false, Ordering::Release);
+        let s = Arc::clone(&self.shared);
+        self.thread = Some(std::thread::spawn(move || loop {
+            {
+                let mut log = lock(&s.log);
+                while log.pending.is_empty() && !s.stop.load(Ordering::Acquire) {
+                    log = match s.wake.wait_timeout(log, Duration::from_millis(5)) {
+                        Ok(r) => r.0,
+                        Err(e) => e.into_inner().0,
+                    };
+                }
+            }
+            s.step();
+            if s.stop.load(Ordering::Acquire) {
+                break;
+            }
+        }));
+    }
+
+    /// Stops the NIC thread (after it processed what was recorded).
+    pub fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Every MMIO event so far (if `record_history`).
+    pub fn history(&self) -> Vec<MmioEvent> {
+        lock(&self.shared.log).history.clone()
+    }
+    pub fn clear_history(&self) {
+        lock(&self.shared.log).history.clear();
+    }
+    /// Protocol violations and rejected WQEs the NIC noticed.
+    pub fn violations(&self) -> Vec<String> {
+        lock(&self.shared.nic).violations.clone()
+    }
+    /// True once a WQE failed (everything after is flushed).
+    pub fn qp_in_error(&self) -> bool {
+        lock(&self.shared.nic).qp_in_error()
+    }
+    pub fn stats(&self) -> NicStats {
+        lock(&self.shared.nic).stats
+    }
+    /// A copy of the SQ ring bytes (for tests; racy while the NIC thread runs).
+    pub fn sq_bytes(&self) -> Vec<u8> {
+        let r = &self.shared.mem.sq;
+        let mut v = vec![0u8; r.len()];
+        // SAFETY: reads the whole region; callers use it when no producer runs.
+        unsafe { std::ptr::copy_nonoverlapping(r.ptr(), v.as_mut_ptr(), r.len()) };
+        v
+    }
+    /// The SQ doorbell record value (host order).
+    pub fn sq_dbrec(&self) -> u32 {
+        load_be32(self.shared.mem.qp_dbrec.ptr().wrapping_add(4))
+    }
+    /// The CQ consumer-index record value (host order, 24 bits).
+    pub fn cq_ci_record(&self) -> u32 {
+        load_be32(self.shared.mem.cq_dbrec.ptr())
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,81 @@
+//! The model's side of the [`Mmio`] seam: performs the same stores as the
+//! hardware implementation, into model memory, and records each one (and
+//! each barrier) so that the NIC can act on doorbells and tests can assert
+//! their exact order.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use super::Shared;
+use crate::mlx5::{barrier, Mmio};
+
+/// One recorded store or barrier, in program order.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MmioEvent {
+    /// `store_fence_dma` (WQEs → doorbell record).
+    FenceDma,
+    /// `store_fence_wc` (before / after the write-combining stores).
+    FenceWc,
+    /// Doorbell-record store: `offset` in bytes from `dbrec` (the SQ record
+    /// is at 4), `value` the producer index as stored (decoded from BE).
+    Dbrec { offset: isize, value: u32 },
+    /// 8-byte doorbell store at `offset` from `bf.reg`.
+    Db64 { offset: isize, bytes: [u8; 8] },
+    /// 64-byte BlueFlame chunk at `offset` from `bf.reg`.
+    Bf64 { offset: isize, bytes: [u8; 64] },
+}
+
+/// Records stores into a [`Model`](super::Model)'s memory.
+#[derive(Clone)]
+pub struct ModelMmio {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl ModelMmio {
+    fn offset_from(p: *const u8, base: *const u8) -> isize {
+        (p as isize).wrapping_sub(base as isize)
+    }
+}
+
+impl Mmio for ModelMmio {
+    fn store_fence_dma(&self) {
+        barrier::store_fence_dma();
+        self.shared.push(MmioEvent::FenceDma);
+    }
+    fn store_fence_wc(&self) {
+        barrier::store_fence_wc();
+        self.shared.push(MmioEvent::FenceWc);
+    }
+    unsafe fn write_dbrec(&self, dbrec: *mut u32, raw: u32) {
+        // SAFETY: the trait contract: dbrec is a valid aligned record (model
+        // memory); atomic because the NIC thread may read it concurrently.
+        unsafe { AtomicU32::from_ptr(dbrec) }.store(raw, Ordering::Release);
+        self.shared.push(MmioEvent::Dbrec {
+            offset: Self::offset_from(dbrec.cast(), self.shared.mem.qp_dbrec.ptr()),
+            value: u32::from_be_bytes(raw.to_ne_bytes()),
+        });
+    }
+    unsafe fn write_db64(&self, reg: *mut u64, raw: u64) {
+        // SAFETY: the trait contract: reg is an aligned address in the
+        // model's UAR page.
+        unsafe { reg.write_volatile(raw) };
+        self.shared.push(MmioEvent::Db64 {
+            offset: Self::offset_from(reg.cast(), self.shared.bf_reg()),
+            bytes: raw.to_ne_bytes(),
+        });
+    }
+    unsafe fn write_bf64(&self, reg: *mut u64, src: *const [u64; 8]) {
+        // SAFETY: the trait contract: src readable and aligned.
+        let words = unsafe { src.read() };
+        let mut bytes = [0u8; 64];
+        for (i, w) in words.iter().enumerate() {
+            // SAFETY: the trait contract: 64 aligned bytes of room at reg.
+            unsafe { reg.add(i).write_volatile(*w) };
+            bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+        }
+        self.shared.push(MmioEvent::Bf64 {
+            offset: Self::offset_from(reg.cast(), self.shared.bf_reg()),
+            bytes,
+        });
+    }
+}
