@@ -70,7 +70,8 @@ trap 'rm -f "$case_file"' EXIT
 {
     echo 'rc=0'
     for size_args in "-s 64 -n 1000" ""; do
-        printf 'echo; echo %q\n' "== rdmaperf write-bw --loopback -d rxe0 -x 0 $size_args ${EXTRA[*]}"
+        label="rdmaperf write-bw --loopback -d rxe0 -x 0${size_args:+ $size_args}${EXTRA[*]:+ ${EXTRA[*]}}"
+        printf 'echo; echo %q\n' "== $label"
         # size_args splits into words on purpose
         printf '%q write-bw --loopback -d rxe0 -x 0 %s' "$BIN" "$size_args"
         [ ${#EXTRA[@]} = 0 ] || printf ' %q' "${EXTRA[@]}"

@@ -56,6 +56,8 @@ summary() {
             echo "$failing"
         fi
         if [ $failed = 0 ]; then echo "all steps passed"; else echo "SOME STEPS FAILED"; fi
+        awk '/^test result: /{for(i=1;i<=NF;i++){if($i~/^(passed|failed|ignored);?$/){k=$i;sub(/;/,"",k);n[k]+=$(i-1)}}}
+             END{printf "tests: %d passed, %d failed, %d ignored\n", n["passed"], n["failed"], n["ignored"]}' "$LOG_DIR/test.log"
         echo "cargo test results:"
         grep -E '^test result: ' "$LOG_DIR/test.log" \
             || echo "test result: none (cargo test ran no test binary; see the errors above)"
