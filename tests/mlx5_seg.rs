@@ -382,6 +382,8 @@ impl PlainQp {
             uar: Ring::new(),
         }
     }
+    // The bindgen struct has private padding fields: fill it field by field.
+    #[allow(clippy::field_reassign_with_default)]
     fn sq(&mut self, qpn: u32, transport: Transport) -> DirectSq<HwMmio> {
         let mut dv = sys::mlx5dv_qp::default();
         dv.dbrec = self.dbrec.as_mut_ptr();
