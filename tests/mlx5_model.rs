@@ -819,7 +819,14 @@ mod with_model {
         let (mut posted, mut done) = (0u64, 0u64);
         let mut wc = [Completion::default(); 16];
         let mut last_seen = 0;
+        let mut spins = 0u64;
         while done < total / 16 {
+            spins += 1;
+            if spins % 4096 == 0 {
+                // Fail, don't hang, if the NIC stopped (e.g. CQ overrun).
+                e.assert_clean();
+                assert!(spins < 50_000_000, "no progress: {done} of {} completions", total / 16);
+            }
             if posted < total {
                 let n = 1 + (posted % 7);
                 let n = n.min(total - posted);
