@@ -173,6 +173,39 @@ mod with_model {
         e.assert_clean();
     }
 
+    fn kinds(h: &[MmioEvent]) -> (usize, usize) {
+        let db = h.iter().filter(|x| matches!(x, MmioEvent::Db64 { .. })).count();
+        let bf = h.iter().filter(|x| matches!(x, MmioEvent::Bf64 { .. })).count();
+        (db, bf)
+    }
+
+    #[test]
+    fn blueflame_only_for_wqes_that_fit_bf_size() {
+        let mut e = env(ModelConfig::default());
+        // 220 inline bytes: ds 2 + 14 = 16 → 256 B = bf.size → 4 chunks.
+        e.sq.post(Op::Write, &[WrDesc { inline: true, ..e.wr(1, 0, 0, 220) }]).unwrap();
+        assert_eq!(kinds(&e.model.history()), (0, 4));
+        e.complete(1);
+        // 221 bytes: ds 17 → 272 B > bf.size → an 8-byte doorbell.
+        e.model.clear_history();
+        e.sq.post(Op::Write, &[WrDesc { inline: true, ..e.wr(2, 0, 0, 221) }]).unwrap();
+        assert_eq!(kinds(&e.model.history()), (1, 0));
+        e.complete(1);
+        assert_eq!(&e.remote[..221], &e.local[..221]);
+        e.assert_clean();
+        // No BlueFlame register (bf.size 0): always 8-byte doorbells at +0.
+        let mut e = env(ModelConfig { bf_size: 0, ..ModelConfig::default() });
+        for i in 0..3 {
+            e.model.clear_history();
+            e.sq.post(Op::Write, &[e.wr(i, 0, 0, 8)]).unwrap();
+            let h = e.model.history();
+            assert_eq!(kinds(&h), (1, 0));
+            assert!(matches!(h[3], MmioEvent::Db64 { offset: 0, .. }), "{h:?}");
+            e.complete(1);
+        }
+        e.assert_clean();
+    }
+
     #[test]
     fn post_lists_of_1_to_64_ring_exactly_one_doorbell() {
         let mut e = env(ModelConfig {
