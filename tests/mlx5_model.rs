@@ -174,8 +174,14 @@ mod with_model {
     }
 
     fn kinds(h: &[MmioEvent]) -> (usize, usize) {
-        let db = h.iter().filter(|x| matches!(x, MmioEvent::Db64 { .. })).count();
-        let bf = h.iter().filter(|x| matches!(x, MmioEvent::Bf64 { .. })).count();
+        let db = h
+            .iter()
+            .filter(|x| matches!(x, MmioEvent::Db64 { .. }))
+            .count();
+        let bf = h
+            .iter()
+            .filter(|x| matches!(x, MmioEvent::Bf64 { .. }))
+            .count();
         (db, bf)
     }
 
@@ -183,18 +189,35 @@ mod with_model {
     fn blueflame_only_for_wqes_that_fit_bf_size() {
         let mut e = env(ModelConfig::default());
         // 220 inline bytes: ds 2 + 14 = 16 → 256 B = bf.size → 4 chunks.
-        e.sq.post(Op::Write, &[WrDesc { inline: true, ..e.wr(1, 0, 0, 220) }]).unwrap();
+        e.sq.post(
+            Op::Write,
+            &[WrDesc {
+                inline: true,
+                ..e.wr(1, 0, 0, 220)
+            }],
+        )
+        .unwrap();
         assert_eq!(kinds(&e.model.history()), (0, 4));
         e.complete(1);
         // 221 bytes: ds 17 → 272 B > bf.size → an 8-byte doorbell.
         e.model.clear_history();
-        e.sq.post(Op::Write, &[WrDesc { inline: true, ..e.wr(2, 0, 0, 221) }]).unwrap();
+        e.sq.post(
+            Op::Write,
+            &[WrDesc {
+                inline: true,
+                ..e.wr(2, 0, 0, 221)
+            }],
+        )
+        .unwrap();
         assert_eq!(kinds(&e.model.history()), (1, 0));
         e.complete(1);
         assert_eq!(&e.remote[..221], &e.local[..221]);
         e.assert_clean();
         // No BlueFlame register (bf.size 0): always 8-byte doorbells at +0.
-        let mut e = env(ModelConfig { bf_size: 0, ..ModelConfig::default() });
+        let mut e = env(ModelConfig {
+            bf_size: 0,
+            ..ModelConfig::default()
+        });
         for i in 0..3 {
             e.model.clear_history();
             e.sq.post(Op::Write, &[e.wr(i, 0, 0, 8)]).unwrap();
@@ -510,7 +533,11 @@ mod with_model {
                 }
                 Err(PostError::QueueFull) => {
                     stalls += 1;
-                    assert!(stalls < 10_000, "SQ never drains: {:?}", e.model.violations());
+                    assert!(
+                        stalls < 10_000,
+                        "SQ never drains: {:?}",
+                        e.model.violations()
+                    );
                     e.model.step();
                     let mut wc = [Completion::default(); 4];
                     let n = e.cq.poll(&mut wc).unwrap();
@@ -861,7 +888,11 @@ mod with_model {
             if spins % 4096 == 0 {
                 // Fail, don't hang, if the NIC stopped (e.g. CQ overrun).
                 e.assert_clean();
-                assert!(spins < 5_000_000, "no progress: {done} of {} completions", total / 16);
+                assert!(
+                    spins < 5_000_000,
+                    "no progress: {done} of {} completions",
+                    total / 16
+                );
             }
             if posted < total {
                 let n = 1 + (posted % 7);

@@ -358,6 +358,7 @@ impl<M: Mmio> SendQueue for DirectSq<M> {
         let mut last_bb = self.pi;
         let mut last_ds = 0u8;
         for wr in wrs {
+            // Cannot fail: the same checks passed in the first loop.
             let s = self.checked_shape(op, wr)?;
             last_bb = self.pi;
             last_ds = s.ds;
@@ -373,3 +374,10 @@ impl<M: Mmio> SendQueue for DirectSq<M> {
         Ok(())
     }
 }
+
+// The run loops move queues onto worker threads.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<DirectSq<HwMmio>>();
+    send::<super::cq::DirectCq>();
+};
