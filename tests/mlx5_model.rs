@@ -464,6 +464,41 @@ mod with_model {
     }
 
     #[test]
+    fn an_unencodable_wr_rolls_back_the_whole_list() {
+        let mut e = env(ModelConfig::default());
+        let outside = [0u8; 64]; // never declared as an inline source
+        let bad = WrDesc {
+            inline: true,
+            laddr: outside.as_ptr() as u64,
+            ..e.wr(3, 0, 0, 64)
+        };
+        let list = [
+            e.wr(1, 0, 0, 8),
+            WrDesc {
+                inline: true,
+                ..e.wr(2, 0, 0, 40)
+            },
+            bad,
+        ];
+        assert_eq!(e.sq.post(Op::Write, &list), Err(PostError::Unsupported));
+        let read_inline = WrDesc {
+            inline: true,
+            ..e.wr(4, 0, 0, 8)
+        };
+        assert_eq!(
+            e.sq.post(Op::Read, &[read_inline]),
+            Err(PostError::Unsupported)
+        );
+        assert_eq!(e.sq.pi(), 0, "nothing posted");
+        assert!(e.model.history().is_empty(), "no doorbell");
+        // The slots are reused by the next list as if nothing happened.
+        e.sq.post(Op::Write, &list[..2]).unwrap();
+        assert_eq!(e.model.step(), 2);
+        ok(&e.complete(2)[1], 2, WcOpcode::RDMA_WRITE);
+        e.assert_clean();
+    }
+
+    #[test]
     fn cq_wraps_many_times_and_the_owner_bit_flips() {
         let mut e = env(ModelConfig {
             cqe_cnt: 4,
