@@ -844,6 +844,23 @@ mod with_model {
         e.assert_clean();
     }
 
+    #[test]
+    fn zero_length_operations_carry_no_data_segment() {
+        let mut e = env(ModelConfig::default());
+        let rb = e.remote[4096..].as_mut_ptr();
+        e.model.post_peer_recv(9, rb, 64, e.rk.lkey);
+        e.sq.post(Op::Write, &[e.wr(1, 0, 0, 0)]).unwrap();
+        e.sq.post(Op::Send, &[e.wr(2, 0, 0, 0)]).unwrap();
+        let ring = e.model.sq_bytes();
+        assert_eq!(ring[7], 2, "WRITE of 0 bytes: ctrl + raddr");
+        assert_eq!(ring[64 + 7], 1, "SEND of 0 bytes: ctrl only");
+        let c = e.complete(2);
+        ok(&c[0], 1, WcOpcode::RDMA_WRITE);
+        ok(&c[1], 2, WcOpcode::SEND);
+        assert_eq!(e.model.take_peer_completions()[0].byte_len, 0);
+        e.assert_clean();
+    }
+
     /// An `Mmio` that forgets the WQE → doorbell-record fence.
     struct NoDmaFence(ModelMmio);
     impl Mmio for NoDmaFence {
