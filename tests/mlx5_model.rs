@@ -173,6 +173,62 @@ mod with_model {
         e.assert_clean();
     }
 
+    fn kinds(h: &[MmioEvent]) -> (usize, usize) {
+        let db = h
+            .iter()
+            .filter(|x| matches!(x, MmioEvent::Db64 { .. }))
+            .count();
+        let bf = h
+            .iter()
+            .filter(|x| matches!(x, MmioEvent::Bf64 { .. }))
+            .count();
+        (db, bf)
+    }
+
+    #[test]
+    fn blueflame_only_for_wqes_that_fit_bf_size() {
+        let mut e = env(ModelConfig::default());
+        // 220 inline bytes: ds 2 + 14 = 16 → 256 B = bf.size → 4 chunks.
+        e.sq.post(
+            Op::Write,
+            &[WrDesc {
+                inline: true,
+                ..e.wr(1, 0, 0, 220)
+            }],
+        )
+        .unwrap();
+        assert_eq!(kinds(&e.model.history()), (0, 4));
+        e.complete(1);
+        // 221 bytes: ds 17 → 272 B > bf.size → an 8-byte doorbell.
+        e.model.clear_history();
+        e.sq.post(
+            Op::Write,
+            &[WrDesc {
+                inline: true,
+                ..e.wr(2, 0, 0, 221)
+            }],
+        )
+        .unwrap();
+        assert_eq!(kinds(&e.model.history()), (1, 0));
+        e.complete(1);
+        assert_eq!(&e.remote[..221], &e.local[..221]);
+        e.assert_clean();
+        // No BlueFlame register (bf.size 0): always 8-byte doorbells at +0.
+        let mut e = env(ModelConfig {
+            bf_size: 0,
+            ..ModelConfig::default()
+        });
+        for i in 0..3 {
+            e.model.clear_history();
+            e.sq.post(Op::Write, &[e.wr(i, 0, 0, 8)]).unwrap();
+            let h = e.model.history();
+            assert_eq!(kinds(&h), (1, 0));
+            assert!(matches!(h[3], MmioEvent::Db64 { offset: 0, .. }), "{h:?}");
+            e.complete(1);
+        }
+        e.assert_clean();
+    }
+
     #[test]
     fn post_lists_of_1_to_64_ring_exactly_one_doorbell() {
         let mut e = env(ModelConfig {
@@ -408,6 +464,41 @@ mod with_model {
     }
 
     #[test]
+    fn an_unencodable_wr_rolls_back_the_whole_list() {
+        let mut e = env(ModelConfig::default());
+        let outside = [0u8; 64]; // never declared as an inline source
+        let bad = WrDesc {
+            inline: true,
+            laddr: outside.as_ptr() as u64,
+            ..e.wr(3, 0, 0, 64)
+        };
+        let list = [
+            e.wr(1, 0, 0, 8),
+            WrDesc {
+                inline: true,
+                ..e.wr(2, 0, 0, 40)
+            },
+            bad,
+        ];
+        assert_eq!(e.sq.post(Op::Write, &list), Err(PostError::Unsupported));
+        let read_inline = WrDesc {
+            inline: true,
+            ..e.wr(4, 0, 0, 8)
+        };
+        assert_eq!(
+            e.sq.post(Op::Read, &[read_inline]),
+            Err(PostError::Unsupported)
+        );
+        assert_eq!(e.sq.pi(), 0, "nothing posted");
+        assert!(e.model.history().is_empty(), "no doorbell");
+        // The slots are reused by the next list as if nothing happened.
+        e.sq.post(Op::Write, &list[..2]).unwrap();
+        assert_eq!(e.model.step(), 2);
+        ok(&e.complete(2)[1], 2, WcOpcode::RDMA_WRITE);
+        e.assert_clean();
+    }
+
+    #[test]
     fn cq_wraps_many_times_and_the_owner_bit_flips() {
         let mut e = env(ModelConfig {
             cqe_cnt: 4,
@@ -459,6 +550,7 @@ mod with_model {
         let mut signalled = Vec::new();
         let mut got = Vec::new();
         let mut i = 0u64;
+        let mut stalls = 0;
         while i < 200 {
             let wrs: Vec<WrDesc> = (i..i + 4)
                 .map(|k| {
@@ -475,6 +567,12 @@ mod with_model {
                     i += 4;
                 }
                 Err(PostError::QueueFull) => {
+                    stalls += 1;
+                    assert!(
+                        stalls < 10_000,
+                        "SQ never drains: {:?}",
+                        e.model.violations()
+                    );
                     e.model.step();
                     let mut wc = [Completion::default(); 4];
                     let n = e.cq.poll(&mut wc).unwrap();
@@ -746,6 +844,23 @@ mod with_model {
         e.assert_clean();
     }
 
+    #[test]
+    fn zero_length_operations_carry_no_data_segment() {
+        let mut e = env(ModelConfig::default());
+        let rb = e.remote[4096..].as_mut_ptr();
+        e.model.post_peer_recv(9, rb, 64, e.rk.lkey);
+        e.sq.post(Op::Write, &[e.wr(1, 0, 0, 0)]).unwrap();
+        e.sq.post(Op::Send, &[e.wr(2, 0, 0, 0)]).unwrap();
+        let ring = e.model.sq_bytes();
+        assert_eq!(ring[7], 2, "WRITE of 0 bytes: ctrl + raddr");
+        assert_eq!(ring[64 + 7], 1, "SEND of 0 bytes: ctrl only");
+        let c = e.complete(2);
+        ok(&c[0], 1, WcOpcode::RDMA_WRITE);
+        ok(&c[1], 2, WcOpcode::SEND);
+        assert_eq!(e.model.take_peer_completions()[0].byte_len, 0);
+        e.assert_clean();
+    }
+
     /// An `Mmio` that forgets the WQE → doorbell-record fence.
     struct NoDmaFence(ModelMmio);
     impl Mmio for NoDmaFence {
@@ -819,7 +934,18 @@ mod with_model {
         let (mut posted, mut done) = (0u64, 0u64);
         let mut wc = [Completion::default(); 16];
         let mut last_seen = 0;
+        let mut spins = 0u64;
         while done < total / 16 {
+            spins += 1;
+            if spins % 4096 == 0 {
+                // Fail, don't hang, if the NIC stopped (e.g. CQ overrun).
+                e.assert_clean();
+                assert!(
+                    spins < 5_000_000,
+                    "no progress: {done} of {} completions",
+                    total / 16
+                );
+            }
             if posted < total {
                 let n = 1 + (posted % 7);
                 let n = n.min(total - posted);

@@ -385,8 +385,10 @@ impl PlainQp {
     // The bindgen struct has private padding fields: fill it field by field.
     #[allow(clippy::field_reassign_with_default)]
     fn sq(&mut self, qpn: u32, transport: Transport) -> DirectSq<HwMmio> {
-        let mut dv = sys::mlx5dv_qp::default();
-        dv.dbrec = self.dbrec.as_mut_ptr();
+        let mut dv = sys::mlx5dv_qp {
+            dbrec: self.dbrec.as_mut_ptr(),
+            ..Default::default()
+        };
         dv.sq.buf = self.ring.ptr().as_ptr().cast();
         dv.sq.wqe_cnt = 8;
         dv.sq.stride = 64;

@@ -15,6 +15,24 @@ struct Slot {
     nbb: AtomicU16,
 }
 
+/// The SQ's view of the slot table during one post list.
+#[derive(Clone, Copy)]
+pub(crate) struct Recorder<'a> {
+    slots: &'a [Slot],
+    mask: u16,
+}
+
+impl Recorder<'_> {
+    /// Called by the SQ for every WQE it writes, before the doorbell.
+    #[inline(always)]
+    pub(crate) fn record(self, bb: u16, wr_id: u64, nbb: u16) {
+        if let Some(s) = self.slots.get((bb & self.mask) as usize) {
+            s.wr_id.store(wr_id, Ordering::Relaxed);
+            s.nbb.store(nbb, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Per-SQ bookkeeping the CQ poller needs; shared through an `Arc`.
 pub struct SqProgress {
     qpn: u32,
@@ -46,12 +64,12 @@ impl SqProgress {
         self.ci.load(Ordering::Acquire)
     }
 
-    /// Called by the SQ for every WQE it writes, before the doorbell.
+    /// The slot table, for the SQ's post loop (read once per post list).
     #[inline(always)]
-    pub(crate) fn record(&self, bb: u16, wr_id: u64, nbb: u16) {
-        if let Some(s) = self.slots.get((bb & self.mask) as usize) {
-            s.wr_id.store(wr_id, Ordering::Relaxed);
-            s.nbb.store(nbb, Ordering::Relaxed);
+    pub(crate) fn recorder(&self) -> Recorder<'_> {
+        Recorder {
+            slots: &self.slots,
+            mask: self.mask,
         }
     }
 

@@ -67,16 +67,19 @@ impl CtrlSeg {
         signature: u8,
         imm: [u8; 4],
     ) -> Self {
-        Self {
-            opmod_idx_opcode: Be32::new(
-                ((opmod as u32) << 24) | ((wqe_index as u32) << 8) | opcode.0 as u32,
-            ),
-            qpn_ds: Be32::new((qpn << 8) | ds as u32),
-            signature,
-            dci_stream_channel_id: Be16::new(0),
-            fm_ce_se,
-            imm,
-        }
+        // Built as two big-endian 64-bit words so the compiler emits two
+        // stores instead of one per field.
+        let w0 = ((((opmod as u32) << 24) | ((wqe_index as u32) << 8) | opcode.0 as u32) as u64)
+            << 32
+            | ((qpn << 8) | ds as u32) as u64;
+        let w1 =
+            ((signature as u64) << 56) | ((fm_ce_se as u64) << 32) | u32::from_be_bytes(imm) as u64;
+        let a = w0.to_be_bytes();
+        let b = w1.to_be_bytes();
+        Self::from_bytes([
+            a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], b[0], b[1], b[2], b[3], b[4], b[5],
+            b[6], b[7],
+        ])
     }
 }
 

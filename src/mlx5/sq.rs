@@ -17,7 +17,7 @@ use super::mmio::{HwMmio, Mmio};
 use super::prm::{fm_ce_se, Opcode, MAX_SQ_WQEBBS, WQEBB};
 use super::progress::SqProgress;
 use super::seg::{AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, RaddrSeg};
-use super::wqe::{shape, SqRing, WqeCursor, WqeShape};
+use super::wqe::{shape, store16, SqRing, WqeCursor, WqeShape};
 use crate::post::{Op, PostError, SendQueue, WrDesc};
 use crate::sys::mlx5dv_qp;
 
@@ -205,100 +205,17 @@ impl<M: Mmio> DirectSq<M> {
         shape(op, wr, self.av.is_some())
     }
 
+    /// True when a WQE of `nbb` WQEBBs fits at `self.pi`; reloads the
+    /// shared consumer index only when the cached one says no (one shared
+    /// load per "looks full" event, io_uring style).
     #[inline(always)]
-    fn room(&self, ci: u16) -> u32 {
-        self.wqe_cnt.saturating_sub(self.pi.wrapping_sub(ci) as u32)
-    }
-
-    /// True when `need` WQEBBs fit; refreshes the consumer index only when
-    /// the cached one says no (one shared load per "full" event).
-    #[inline(always)]
-    fn has_room(&mut self, need: u32) -> bool {
-        if self.room(self.ci_cached) >= need {
+    fn has_room_for(&mut self, nbb: u16) -> bool {
+        let end = self.pi.wrapping_add(nbb);
+        if end.wrapping_sub(self.ci_cached) as u32 <= self.wqe_cnt {
             return true;
         }
         self.ci_cached = self.progress.ci();
-        self.room(self.ci_cached) >= need
-    }
-
-    #[inline(always)]
-    fn inline_ok(&self, wr: &WrDesc) -> bool {
-        let start = wr.laddr;
-        let Some(end) = start.checked_add(wr.len as u64) else {
-            return false;
-        };
-        let mut i = 0;
-        while i < self.n_inline_src && i < MAX_INLINE_SOURCES {
-            let (s, e) = self.inline_src[i];
-            if start >= s && end <= e {
-                return true;
-            }
-            i += 1;
-        }
-        false
-    }
-
-    #[inline(always)]
-    fn checked_shape(&self, op: Op, wr: &WrDesc) -> Result<WqeShape, PostError> {
-        let s = shape(op, wr, self.av.is_some())?;
-        if wr.inline && wr.len != 0 && !self.inline_ok(wr) {
-            return Err(PostError::Unsupported);
-        }
-        if s.nbb as u32 > self.wqe_cnt {
-            return Err(PostError::Unsupported);
-        }
-        Ok(s)
-    }
-
-    /// Writes one WQE at `self.pi` and advances it.
-    ///
-    /// # Safety
-    /// `s` must be `checked_shape(op, wr)` and its WQEBBs must be free.
-    #[inline(always)]
-    unsafe fn write_wqe(&mut self, op: Op, wr: &WrDesc, s: WqeShape) {
-        let bb = self.pi;
-        self.progress.record(bb, wr.wr_id, s.nbb);
-        let fm = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
-        let (opcode, imm) = match op {
-            Op::Write => (Opcode::RDMA_WRITE, [0; 4]),
-            Op::WriteImm => (Opcode::RDMA_WRITE_IMM, wr.imm.to_be_bytes()),
-            Op::Send => (Opcode::SEND, [0; 4]),
-            Op::SendImm => (Opcode::SEND_IMM, wr.imm.to_be_bytes()),
-            Op::Read => (Opcode::RDMA_READ, [0; 4]),
-            Op::FetchAdd => (Opcode::ATOMIC_FA, [0; 4]),
-            Op::CmpSwap => (Opcode::ATOMIC_CS, [0; 4]),
-        };
-        let ctrl = CtrlSeg::new(bb, opcode, 0, self.qpn, fm, s.ds, 0, imm);
-        // SAFETY: the caller owns the s.nbb WQEBBs from bb; the
-        // units written below are exactly the s.ds units `shape` counted, and
-        // inline sources were checked against the declared readable ranges.
-        unsafe {
-            let mut c = WqeCursor::new(&self.ring, bb);
-            c.put16(ctrl.to_bytes());
-            match op {
-                Op::Send | Op::SendImm => {
-                    if let Some(av) = &self.av {
-                        c.put48(av);
-                    }
-                }
-                _ => c.put16(RaddrSeg::new(wr.raddr, wr.rkey).to_bytes()),
-            }
-            match op {
-                Op::FetchAdd | Op::CmpSwap => {
-                    let a = if op == Op::FetchAdd {
-                        AtomicSeg::fetch_add(wr.swap_add)
-                    } else {
-                        AtomicSeg::cmp_swap(wr.swap_add, wr.compare)
-                    };
-                    c.put16(a.to_bytes());
-                    c.put16(DataSeg::new(8, wr.lkey, wr.laddr).to_bytes());
-                }
-                _ if wr.len == 0 => {}
-                _ if wr.inline => c.put_inline(wr.laddr as *const u8, wr.len as usize),
-                _ => c.put16(DataSeg::new(wr.len, wr.lkey, wr.laddr).to_bytes()),
-            }
-        }
-        self.pi = bb.wrapping_add(s.nbb);
+        end.wrapping_sub(self.ci_cached) as u32 <= self.wqe_cnt
     }
 
     /// Posts one caller-built WQE (a multiple of 16 bytes, at most 1008),
@@ -314,11 +231,11 @@ impl<M: Mmio> DirectSq<M> {
         if nbb as u32 > self.wqe_cnt {
             return Err(PostError::Unsupported);
         }
-        if !self.has_room(nbb as u32) {
+        if !self.has_room_for(nbb) {
             return Err(PostError::QueueFull);
         }
         let bb = self.pi;
-        self.progress.record(bb, wr_id, nbb);
+        self.progress.recorder().record(bb, wr_id, nbb);
         let ds = wqe.get(7).copied().unwrap_or(0) & 0x3f;
         // SAFETY: the nbb WQEBBs from bb are free (has_room) and owned by us;
         // exactly wqe.len() / 16 units are written.
@@ -340,36 +257,274 @@ impl<M: Mmio> DirectSq<M> {
     }
 }
 
-impl<M: Mmio> SendQueue for DirectSq<M> {
-    /// One post list, one doorbell: BlueFlame for a single WQE that fits
-    /// `bf.size`, else an 8-byte doorbell with the last WQE's ctrl bytes.
-    #[inline]
-    fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
-        if wrs.is_empty() {
-            return Ok(());
+/// `Op` as a const-generic parameter, so each post loop is compiled for one
+/// operation with no per-WR dispatch.
+mod k {
+    pub const WRITE: u8 = 0;
+    pub const WRITE_IMM: u8 = 1;
+    pub const SEND: u8 = 2;
+    pub const SEND_IMM: u8 = 3;
+    pub const READ: u8 = 4;
+    pub const FETCH_ADD: u8 = 5;
+    pub const CMP_SWAP: u8 = 6;
+}
+
+#[inline(always)]
+const fn op_of(k: u8) -> Op {
+    match k {
+        k::WRITE => Op::Write,
+        k::WRITE_IMM => Op::WriteImm,
+        k::SEND => Op::Send,
+        k::SEND_IMM => Op::SendImm,
+        k::READ => Op::Read,
+        k::FETCH_ADD => Op::FetchAdd,
+        _ => Op::CmpSwap,
+    }
+}
+
+/// True when `start..start+len` lies inside one of the declared ranges.
+#[inline(always)]
+fn inline_ok(ranges: &[(u64, u64)], start: u64, len: u32) -> bool {
+    let Some(end) = start.checked_add(len as u64) else {
+        return false;
+    };
+    ranges.iter().any(|&(s, e)| start >= s && end <= e)
+}
+
+/// Writes one WQE at WQEBB `bb`.
+///
+/// # Safety
+/// `s` must be `shape(op, wr, av.is_some())`, its WQEBBs from `bb` must be
+/// free, and an inline payload must be readable.
+#[inline(always)]
+unsafe fn write_wqe(
+    ring: &SqRing,
+    bb: u16,
+    qpn: u32,
+    av: Option<&[u8; 48]>,
+    op: Op,
+    wr: &WrDesc,
+    s: WqeShape,
+) {
+    let fm = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
+    let (opcode, imm) = match op {
+        Op::Write => (Opcode::RDMA_WRITE, [0; 4]),
+        Op::WriteImm => (Opcode::RDMA_WRITE_IMM, wr.imm.to_be_bytes()),
+        Op::Send => (Opcode::SEND, [0; 4]),
+        Op::SendImm => (Opcode::SEND_IMM, wr.imm.to_be_bytes()),
+        Op::Read => (Opcode::RDMA_READ, [0; 4]),
+        Op::FetchAdd => (Opcode::ATOMIC_FA, [0; 4]),
+        Op::CmpSwap => (Opcode::ATOMIC_CS, [0; 4]),
+    };
+    let ctrl = CtrlSeg::new(bb, opcode, 0, qpn, fm, s.ds, 0, imm);
+    // SAFETY: the caller owns the s.nbb WQEBBs from bb; the units written
+    // below are exactly the s.ds units `shape` counted, and an inline source
+    // is readable (caller contract).
+    unsafe {
+        let mut c = WqeCursor::new(ring, bb);
+        c.put16(ctrl.to_bytes());
+        match op {
+            Op::Send | Op::SendImm => {
+                if let Some(av) = av {
+                    c.put48(av);
+                }
+            }
+            _ => c.put16(RaddrSeg::new(wr.raddr, wr.rkey).to_bytes()),
         }
-        let mut need = 0u32;
-        for wr in wrs {
-            need = need.saturating_add(self.checked_shape(op, wr)?.nbb as u32);
+        match op {
+            Op::FetchAdd | Op::CmpSwap => {
+                let a = if op == Op::FetchAdd {
+                    AtomicSeg::fetch_add(wr.swap_add)
+                } else {
+                    AtomicSeg::cmp_swap(wr.swap_add, wr.compare)
+                };
+                c.put16(a.to_bytes());
+                c.put16(DataSeg::new(8, wr.lkey, wr.laddr).to_bytes());
+            }
+            _ if wr.len == 0 => {}
+            _ if wr.inline => c.put_inline(wr.laddr as *const u8, wr.len as usize),
+            _ => c.put16(DataSeg::new(wr.len, wr.lkey, wr.laddr).to_bytes()),
         }
-        if !self.has_room(need) {
-            return Err(PostError::QueueFull);
+    }
+}
+
+/// Writes a one-WQEBB RC WQE without inline data (ds <= 4, so it cannot
+/// wrap): fixed offsets, no cursor. Returns its ds.
+///
+/// # Safety
+/// WQEBB `bb` must be free; `op` must not be a UD send.
+#[inline(always)]
+unsafe fn write_rc_bb(ring: &SqRing, bb: u16, qpn: u32, op: Op, wr: &WrDesc) -> u8 {
+    let fm = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
+    let (opcode, imm) = match op {
+        Op::Write => (Opcode::RDMA_WRITE, [0; 4]),
+        Op::WriteImm => (Opcode::RDMA_WRITE_IMM, wr.imm.to_be_bytes()),
+        Op::Send => (Opcode::SEND, [0; 4]),
+        Op::SendImm => (Opcode::SEND_IMM, wr.imm.to_be_bytes()),
+        Op::Read => (Opcode::RDMA_READ, [0; 4]),
+        Op::FetchAdd => (Opcode::ATOMIC_FA, [0; 4]),
+        Op::CmpSwap => (Opcode::ATOMIC_CS, [0; 4]),
+    };
+    let data = (wr.len != 0) as u8;
+    let p = ring.bb_ptr(bb);
+    // SAFETY: the caller owns WQEBB bb: 64 aligned bytes, of which at most
+    // the first 64 are written (ds <= 4).
+    unsafe {
+        match op {
+            Op::Send | Op::SendImm => {
+                let ds = 1 + data;
+                store16(
+                    p,
+                    CtrlSeg::new(bb, opcode, 0, qpn, fm, ds, 0, imm).to_bytes(),
+                );
+                if data != 0 {
+                    store16(
+                        p.add(16),
+                        DataSeg::new(wr.len, wr.lkey, wr.laddr).to_bytes(),
+                    );
+                }
+                ds
+            }
+            Op::FetchAdd | Op::CmpSwap => {
+                store16(
+                    p,
+                    CtrlSeg::new(bb, opcode, 0, qpn, fm, 4, 0, imm).to_bytes(),
+                );
+                store16(p.add(16), RaddrSeg::new(wr.raddr, wr.rkey).to_bytes());
+                let a = if op == Op::FetchAdd {
+                    AtomicSeg::fetch_add(wr.swap_add)
+                } else {
+                    AtomicSeg::cmp_swap(wr.swap_add, wr.compare)
+                };
+                store16(p.add(32), a.to_bytes());
+                store16(p.add(48), DataSeg::new(8, wr.lkey, wr.laddr).to_bytes());
+                4
+            }
+            _ => {
+                let ds = 2 + data;
+                store16(
+                    p,
+                    CtrlSeg::new(bb, opcode, 0, qpn, fm, ds, 0, imm).to_bytes(),
+                );
+                store16(p.add(16), RaddrSeg::new(wr.raddr, wr.rkey).to_bytes());
+                if data != 0 {
+                    store16(
+                        p.add(32),
+                        DataSeg::new(wr.len, wr.lkey, wr.laddr).to_bytes(),
+                    );
+                }
+                ds
+            }
         }
-        let mut last_bb = self.pi;
+    }
+}
+
+impl<M: Mmio> DirectSq<M> {
+    /// One pass over the list: each WQE is checked, given room and written;
+    /// on any failure the producer index rolls back to where the list began
+    /// (nothing was rung and the slots were free, so the list is simply not
+    /// posted: all-or-nothing, like `ibv_wr_abort`). Loop invariants live in
+    /// locals: ring stores through raw pointers would otherwise force the
+    /// compiler to reload `self` after each one.
+    #[inline(always)]
+    fn post_list<const K: u8>(&mut self, wrs: &[WrDesc]) -> Result<(), PostError> {
+        let op = op_of(K);
+        let ring = self.ring;
+        let qpn = self.qpn;
+        let wqe_cnt = self.wqe_cnt;
+        let av = self.av.as_ref();
+        let ud = av.is_some();
+        let ranges = &self.inline_src[..self.n_inline_src.min(MAX_INLINE_SOURCES)];
+        let progress = &*self.progress;
+        let recorder = progress.recorder();
+        let start = self.pi;
+        let mut pi = start;
+        let mut ci = self.ci_cached;
+        let mut last_bb = start;
         let mut last_ds = 0u8;
+        let mut result = Ok(());
         for wr in wrs {
-            let s = self.checked_shape(op, wr)?;
-            last_bb = self.pi;
+            // Fast path: RC without inline data is one WQEBB (ds <= 4).
+            let has_inline = wr.inline && wr.len != 0;
+            if !ud && !has_inline {
+                let end = pi.wrapping_add(1);
+                if end.wrapping_sub(ci) as u32 > wqe_cnt {
+                    ci = progress.ci();
+                    if end.wrapping_sub(ci) as u32 > wqe_cnt {
+                        result = Err(PostError::QueueFull);
+                        break;
+                    }
+                }
+                recorder.record(pi, wr.wr_id, 1);
+                // SAFETY: WQEBB pi is free (room check above); RC, no inline.
+                last_ds = unsafe { write_rc_bb(&ring, pi, qpn, op, wr) };
+                last_bb = pi;
+                pi = end;
+                continue;
+            }
+            let s = match shape(op, wr, ud) {
+                Ok(s) if s.nbb as u32 > wqe_cnt => Err(PostError::Unsupported),
+                Ok(_) if wr.inline && wr.len != 0 && !inline_ok(ranges, wr.laddr, wr.len) => {
+                    Err(PostError::Unsupported)
+                }
+                other => other,
+            };
+            let s = match s {
+                Ok(s) => s,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            let end = pi.wrapping_add(s.nbb);
+            if end.wrapping_sub(ci) as u32 > wqe_cnt {
+                ci = progress.ci();
+                if end.wrapping_sub(ci) as u32 > wqe_cnt {
+                    result = Err(PostError::QueueFull);
+                    break;
+                }
+            }
+            recorder.record(pi, wr.wr_id, s.nbb);
+            // SAFETY: s is the shape of this WR on this SQ (checked above),
+            // its WQEBBs pi..end are free (room check above), and an inline
+            // source lies in a declared readable range.
+            unsafe { write_wqe(&ring, pi, qpn, av, op, wr, s) };
+            last_bb = pi;
             last_ds = s.ds;
-            // SAFETY: s is checked_shape(op, wr); the whole list fits in the
-            // free WQEBBs (has_room above), so this WQE's are free.
-            unsafe { self.write_wqe(op, wr, s) };
+            pi = end;
         }
-        // SAFETY: every WQE up to self.pi has been written just above.
-        unsafe {
-            self.db
-                .ring(&self.ring, self.pi, last_bb, last_ds, wrs.len())
-        };
+        self.ci_cached = ci;
+        if result.is_err() || wrs.is_empty() {
+            return result;
+        }
+        self.pi = pi;
+        // SAFETY: every WQE up to pi has been written just above.
+        unsafe { self.db.ring(&self.ring, pi, last_bb, last_ds, wrs.len()) };
         Ok(())
     }
 }
+
+impl<M: Mmio> SendQueue for DirectSq<M> {
+    /// One post list, one doorbell: BlueFlame for a single WQE that fits
+    /// `bf.size`, else an 8-byte doorbell with the last WQE's ctrl bytes.
+    /// All-or-nothing: `QueueFull` / `Unsupported` leave nothing posted.
+    #[inline]
+    fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
+        match op {
+            Op::Write => self.post_list::<{ k::WRITE }>(wrs),
+            Op::WriteImm => self.post_list::<{ k::WRITE_IMM }>(wrs),
+            Op::Send => self.post_list::<{ k::SEND }>(wrs),
+            Op::SendImm => self.post_list::<{ k::SEND_IMM }>(wrs),
+            Op::Read => self.post_list::<{ k::READ }>(wrs),
+            Op::FetchAdd => self.post_list::<{ k::FETCH_ADD }>(wrs),
+            Op::CmpSwap => self.post_list::<{ k::CMP_SWAP }>(wrs),
+        }
+    }
+}
+
+// The run loops move queues onto worker threads.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<DirectSq<HwMmio>>();
+    send::<super::cq::DirectCq>();
+};

@@ -120,6 +120,23 @@ impl SqRing {
     }
 }
 
+/// Stores one 16-byte unit as two 8-byte stores (a `[u8; 16]` store gets
+/// split into one store per field by the compiler).
+///
+/// # Safety
+/// `p` must be valid for 16 bytes of writes and 8-byte aligned.
+#[inline(always)]
+pub unsafe fn store16(p: *mut u8, unit: [u8; 16]) {
+    let (lo, hi) = unit.split_at(8);
+    let lo = u64::from_ne_bytes([lo[0], lo[1], lo[2], lo[3], lo[4], lo[5], lo[6], lo[7]]);
+    let hi = u64::from_ne_bytes([hi[0], hi[1], hi[2], hi[3], hi[4], hi[5], hi[6], hi[7]]);
+    // SAFETY: caller contract.
+    unsafe {
+        p.cast::<u64>().write(lo);
+        p.add(8).cast::<u64>().write(hi);
+    }
+}
+
 /// Writes one WQE's segments in order, 16 bytes at a time, wrapping at the
 /// ring end.
 pub struct WqeCursor {
@@ -162,7 +179,7 @@ impl WqeCursor {
         // >= 16 bytes before `end` (the end is 64-byte aligned); the caller
         // owns these bytes.
         unsafe {
-            self.pos.cast::<[u8; 16]>().write(unit);
+            store16(self.pos, unit);
             self.pos = self.pos.add(16);
         }
     }

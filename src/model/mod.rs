@@ -13,13 +13,26 @@
 //! writes CQEs honouring CQ_UPDATE, including error CQEs with the syndromes
 //! hardware reports, then flush CQEs for everything after an error.
 //!
-//! ```ignore
-//! let model = Model::new(ModelConfig::default())?;
-//! let (mut sq, mut cq) = model.pair()?;            // DirectSq<ModelMmio>, DirectCq
-//! let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::ALL) };
-//! sq.post(Op::Write, &[wr])?;                       // WQE + doorbell, recorded
-//! model.step();                                     // NIC executes, writes the CQE
-//! let n = cq.poll(&mut wcs)?;                       // retires SQ space
+//! ```
+//! use rdmaperf::model::{Access, Model, ModelConfig};
+//! use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WrDesc};
+//!
+//! let (mut src, mut dst) = (vec![7u8; 64], vec![0u8; 64]); // outlive the model
+//! let model = Model::new(ModelConfig::default()).unwrap();
+//! let (mut sq, mut cq) = model.pair().unwrap(); // DirectSq<ModelMmio>, DirectCq
+//! // SAFETY: both buffers outlive the model.
+//! let (l, r) = unsafe {
+//!     (model.register(src.as_mut_ptr(), 64, Access::ALL),
+//!      model.register(dst.as_mut_ptr(), 64, Access::ALL))
+//! };
+//! let wr = WrDesc { wr_id: 1, laddr: src.as_ptr() as u64, lkey: l.lkey, len: 64,
+//!                   raddr: dst.as_ptr() as u64, rkey: r.rkey, signaled: true,
+//!                   ..WrDesc::default() };
+//! sq.post(Op::Write, &[wr]).unwrap(); // WQE + BlueFlame doorbell, recorded
+//! assert_eq!(model.step(), 1);         // the NIC executes it and writes a CQE
+//! let mut wc = [Completion::default(); 4];
+//! assert_eq!(cq.poll(&mut wc).unwrap(), 1); // also retires the SQ slot
+//! assert_eq!((wc[0].wr_id, &dst), (1, &src));
 //! assert!(model.violations().is_empty());
 //! ```
 //!
