@@ -185,6 +185,9 @@ pub struct PerfArgs {
     /// Seconds without a completion before the run is declared stuck.
     #[arg(long = "cq-timeout", default_value_t = 10)]
     pub cq_timeout: u64,
+    /// Don't time each post call (the tool reports ns per post by default).
+    #[arg(long = "no-cost")]
+    pub no_cost: bool,
     /// Server: after the run, check that the client's data landed where perftest's
     /// buffer geometry says (write tests).
     #[arg(long = "check-landing")]

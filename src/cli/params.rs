@@ -247,6 +247,7 @@ pub struct Params {
     pub ctrl_timeout_s: u64,
     pub cq_timeout_s: u64,
     pub check_landing: bool,
+    pub no_cost: bool,
 }
 
 impl Params {
@@ -614,6 +615,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         ctrl_timeout_s: a.timeout,
         cq_timeout_s: a.cq_timeout,
         check_landing: a.check_landing,
+        no_cost: a.no_cost,
     })
 }
 

@@ -125,6 +125,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         .map(|f| json::JsonReport::new(f, &info));
     let mut last = BwReport::default();
     let mut failure: Option<Fail> = None;
+    let mut costs: Vec<(u64, f64, f64)> = Vec::new();
     out.print(&text::bw_header(&info));
     for &size in &p.sizes {
         let outcome = match method {
@@ -149,8 +150,19 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         };
         let r = result(p, size, &outcome, &clock)?;
         out.print(&text::bw_row(&r.0, &info, 0.0));
+        let o = &outcome.0.outcome;
+        let cost = (o.post_calls > 0).then(|| {
+            let per_call = clock.nanos(o.post_ticks) / o.post_calls as f64;
+            (size, per_call, per_call / p.post_list as f64)
+        });
+        costs.extend(cost);
         if let Some(j) = report.as_mut() {
             let mut rec = json::Record::bw(&r.0, &info, 0.0);
+            if let Some((_, call, wr)) = cost {
+                rec = rec
+                    .with("post_ns_per_call", call)
+                    .with("post_ns_per_wr", wr);
+            }
             if let Some(e) = &outcome.1 {
                 rec = rec.with("error", e.as_str());
             }
@@ -171,6 +183,14 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         }
     }
     out.print(text::RESULT_LINE);
+    if p.output.is_none() {
+        for (size, call, wr) in &costs {
+            out.print(&format!(
+                " Post cost ({size} B): {call:.1} ns per post call, {wr:.1} ns per WR ({})\n",
+                method.name()
+            ));
+        }
+    }
     if let Some(f) = failure {
         // Partial results are printed (and written) above; the peer sees us go.
         return Err(f);
@@ -254,6 +274,7 @@ fn measure<S: SendQueue>(
         positions: g.positions(),
         step: g.step(),
         stall_ticks: clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
+        cost: !p.no_cost,
     };
     let outcome = BwLoop {
         cfg,
