@@ -5,6 +5,7 @@ pub mod bw;
 pub mod geometry;
 pub mod lat;
 pub mod stop;
+pub mod threads;
 
 #[cfg(test)]
 mod bw_tests;
