@@ -3,6 +3,7 @@
 //! tear down. (The design card's map has no home for this glue; it sits between
 //! `ctrl` (protocol), `run` (loops) and `report` (output), so it gets its own.)
 
+pub mod compare_table;
 pub mod cpus;
 pub mod devices;
 pub mod info;
