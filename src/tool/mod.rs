@@ -3,6 +3,7 @@
 //! tear down. (The design card's map has no home for this glue; it sits between
 //! `ctrl` (protocol), `run` (loops) and `report` (output), so it gets its own.)
 
+pub mod compare;
 pub mod compare_table;
 pub mod cpus;
 pub mod devices;
@@ -64,7 +65,9 @@ impl Out {
 
 fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
     match (p.tool.kind, p.tool.verb) {
-        (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => rdma_bw::run(p, out),
+        (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => {
+            rdma_bw::run(p, out).map(|_| ())
+        }
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
             p.tool.name(),
@@ -94,16 +97,26 @@ pub fn run(p: Params) -> i32 {
 /// Both ends in one process over 127.0.0.1: the server in a thread (quiet),
 /// the client here.
 fn loopback(p: &Params) -> Result<(), Fail> {
+    loopback_with(p, Out { quiet: false }, run_side)
+}
+
+/// Loopback with a given client side (its return value is passed through).
+pub fn loopback_with<T>(
+    p: &Params,
+    client_out: Out,
+    client_side: fn(&Params, Out) -> Result<T, Fail>,
+) -> Result<T, Fail> {
     let mut sp = p.clone();
     sp.server = None;
-    sp.loopback = false;
+    // Marks the server as the loopback's: it stops waiting for a client after --timeout.
+    sp.loopback = true;
     sp.json_file = None;
     sp.check_landing = false;
     let server = std::thread::spawn(move || run_side(&sp, Out { quiet: true }));
     let mut cp = p.clone();
     cp.server = Some("127.0.0.1".into());
     cp.loopback = false;
-    let client = run_side(&cp, Out { quiet: false });
+    let client = client_side(&cp, client_out);
     if client.is_err() {
         // The server may wait for a peer that never comes: ask it to stop.
         stop::request();
@@ -111,6 +124,7 @@ fn loopback(p: &Params) -> Result<(), Fail> {
     let server = server
         .join()
         .unwrap_or_else(|_| Err(Fail::new("loopback server thread panicked")));
-    client?;
-    server.map_err(|f| Fail::new(format!("loopback server side: {f}")))
+    let client = client?;
+    server.map_err(|f| Fail::new(format!("loopback server side: {f}")))?;
+    Ok(client)
 }

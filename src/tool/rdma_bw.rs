@@ -28,8 +28,7 @@ pub fn connect(p: &Params) -> Result<Session, Fail> {
         None => {
             // The loopback server must not wait forever for a client that failed.
             let accept = if p.loopback { Some(t) } else { None };
-            let _ = accept;
-            Channel::listen(None, p.port, None).map_err(Fail::ctrl)?
+            Channel::listen(None, p.port, accept).map_err(Fail::ctrl)?
         }
     };
     let mut ch = ch;
@@ -45,7 +44,19 @@ fn qp_type(p: &Params) -> QpType {
     }
 }
 
-pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
+/// What the client measured at one size (for `compare` and callers that aggregate).
+#[derive(Clone, Debug)]
+pub struct SizeSummary {
+    pub size: u64,
+    pub result: stats::BwResult,
+    pub method: &'static str,
+    /// CPU ns per post call and per WR (0 with --no-cost).
+    pub ns_per_call: f64,
+    pub ns_per_wr: f64,
+}
+
+/// Runs one side; the client returns what it measured per size (the server nothing).
+pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     let ep = Endpoint::open(p)?;
     let op = p.op();
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
@@ -116,7 +127,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         if let Some(l) = landing_result {
             l?;
         }
-        return Ok(());
+        return Ok(Vec::new());
     }
 
     let mut report = p
@@ -126,6 +137,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let mut last = BwReport::default();
     let mut failure: Option<Fail> = None;
     let mut costs: Vec<(u64, f64, f64)> = Vec::new();
+    let mut summaries = Vec::with_capacity(p.sizes.len());
     out.print(&text::bw_header(&info));
     for &size in &p.sizes {
         let outcome = match method {
@@ -156,6 +168,13 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
             (size, per_call, per_call / p.post_list as f64)
         });
         costs.extend(cost);
+        summaries.push(SizeSummary {
+            size,
+            result: r.0,
+            method: method.name(),
+            ns_per_call: cost.map_or(0.0, |c| c.1),
+            ns_per_wr: cost.map_or(0.0, |c| c.2),
+        });
         if let Some(j) = report.as_mut() {
             let mut rec = json::Record::bw(&r.0, &info, 0.0);
             if let Some((_, call, wr)) = cost {
@@ -199,7 +218,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     sess.hand_shake(&my[0]).map_err(Fail::ctrl)?;
     sess.exchange_bw_report(&last).map_err(Fail::ctrl)?;
     sess.close(&my[0]).map_err(Fail::ctrl)?;
-    Ok(())
+    Ok(summaries)
 }
 
 fn to_text_dest(d: &Dest) -> text::Dest {
