@@ -64,6 +64,9 @@ impl Out {
 }
 
 fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
+    if p.threads > 1 && !p.is_server() {
+        return Err(Fail::new("--threads: the multi-threaded client is not wired into the tools yet; use -q without --threads"));
+    }
     match (p.tool.kind, p.tool.verb) {
         (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => {
             rdma_bw::run(p, out).map(|_| ())
