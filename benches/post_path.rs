@@ -19,7 +19,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, Criterion, Throughput};
 use rdmaperf::mlx5::seg::DatagramSeg;
 use rdmaperf::mlx5::wqe::shape;
 use rdmaperf::mlx5::{DirectCq, DirectSq, HwMmio};
@@ -273,6 +273,17 @@ impl RustRig {
         }
     }
 
+    /// The timed part: `n` post lists of `b` WRs (a function of its own so
+    /// callgrind can count its instructions, see `count_mode`).
+    #[inline(never)]
+    fn post_lists(&mut self, op: Op, b: usize, n: usize) -> u32 {
+        let mut failed = 0;
+        for list in self.wrs.chunks_exact(b).take(n) {
+            failed += self.sq.post(op, black_box(list)).is_err() as u32;
+        }
+        failed
+    }
+
     fn run(&mut self, op: Op, batch: u32, iters: u64) -> Duration {
         let b = batch as usize;
         let mut total = Duration::ZERO;
@@ -281,9 +292,7 @@ impl RustRig {
         while left > 0 {
             let n = left.min(self.lists as u64) as usize;
             let t = Instant::now();
-            for list in self.wrs.chunks_exact(b).take(n) {
-                failed += self.sq.post(op, black_box(list)).is_err() as u32;
-            }
+            failed += self.post_lists(op, b, n);
             total += t.elapsed();
             assert_eq!(failed, 0, "direct post failed");
             left -= n as u64;
@@ -576,9 +585,45 @@ fn config() -> Criterion {
         .configure_from_args()
 }
 
+/// `RDMAPERF_BENCH_COUNT=<chunks>`: no criterion, each case posts this many
+/// ring-fulls on both sides, for instruction counts under
+/// `valgrind --tool=callgrind` (functions `post_lists`, `rdmaperf_cref_run_*`);
+/// `RDMAPERF_BENCH_CASE=<name>` runs only that case.
+fn count_mode(chunks: u64) {
+    let only = std::env::var("RDMAPERF_BENCH_CASE").ok();
+    let mut bufs = Bufs::new();
+    for case in CASES
+        .iter()
+        .filter(|c| only.is_none() || only.as_deref() == Some(c.name))
+    {
+        let mut rust = RustRig::new(case, &mut bufs);
+        let lists = rust.lists as u64;
+        rust.run(case.op(), case.batch, chunks * lists);
+        drop(rust);
+        let mut cref = CRig::new(case, &bufs);
+        cref.run(case.ud, case.batch, chunks * lists);
+        println!(
+            "{}: {} WQEs per side",
+            case.name,
+            chunks * lists * case.batch as u64
+        );
+    }
+}
+
 criterion_group! {
     name = benches;
     config = config();
     targets = direct_vs_c, verbs_bench::bench
 }
-criterion_main!(benches);
+
+fn main() {
+    if let Some(chunks) = std::env::var("RDMAPERF_BENCH_COUNT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        count_mode(chunks);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
