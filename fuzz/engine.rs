@@ -411,8 +411,9 @@ pub fn mutate(rng: &mut Rng, b: &mut Vec<u8>, other: &[u8]) {
                 // Splice: same offsets from another corpus entry.
                 let at = rng.below(len);
                 let n = 1 + rng.below(16);
-                for k in at..(at + n).min(len).min(other.len()) {
-                    b[k] = other[k];
+                let end = (at + n).min(len).min(other.len());
+                if at < end {
+                    b[at..end].copy_from_slice(&other[at..end]);
                 }
             }
             8 if len > 0 => {

@@ -209,7 +209,7 @@ pub(crate) fn memlock_limit() -> Option<u64> {
     };
     // SAFETY: `r` is a valid out-pointer for one `rlimit`.
     let ret = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) };
-    (ret == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
+    (ret == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
 }
 
 /// The hint for a failed registration; names the size and access flags, and
@@ -446,10 +446,8 @@ mod tests {
             rlim_max: 0,
         };
         // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut saved) },
-            0
-        );
+        let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut saved) };
+        assert_eq!(rc, 0);
         // A soft limit at or below the hard one can always be set and restored.
         let soft = saved.rlim_max.min(65536);
         let low = libc::rlimit {
@@ -461,6 +459,6 @@ mod tests {
         let got = memlock_limit();
         // SAFETY: as above, restoring the saved value.
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &saved) }, 0);
-        assert_eq!(got, Some(soft as u64));
+        assert_eq!(got, Some(soft));
     }
 }
