@@ -8,6 +8,7 @@ pub mod info;
 pub mod landing;
 pub mod method;
 pub mod rdma_bw;
+pub mod send_bw;
 pub mod setup;
 
 use crate::cli::params::{Kind, Params, Verb};
@@ -63,6 +64,7 @@ impl Out {
 fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
     match (p.tool.kind, p.tool.verb) {
         (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => rdma_bw::run(p, out),
+        (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out),
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
             p.tool.name(),
