@@ -222,6 +222,8 @@ mod with_model {
             positions: 16,
             step: 64,
             stall_ticks: u64::MAX / 4,
+            // Timing each post call must not allocate either.
+            cost: true,
         }
     }
 

@@ -4,6 +4,7 @@
 pub mod bw;
 pub mod geometry;
 pub mod lat;
+pub mod recv;
 pub mod stop;
 pub mod threads;
 

@@ -11,6 +11,7 @@ pub mod info;
 pub mod landing;
 pub mod method;
 pub mod rdma_bw;
+pub mod send_bw;
 pub mod setup;
 
 use crate::cli::params::{Kind, Params, Verb};
@@ -71,6 +72,7 @@ fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
         (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => {
             rdma_bw::run(p, out).map(|_| ())
         }
+        (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out),
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
             p.tool.name(),

@@ -36,7 +36,7 @@ pub fn connect(p: &Params) -> Result<Session, Fail> {
     Ok(Session::new(ch))
 }
 
-fn qp_type(p: &Params) -> QpType {
+pub(crate) fn qp_type(p: &Params) -> QpType {
     match p.conn {
         Conn::Rc => QpType::RC,
         Conn::Uc => QpType::UC,
@@ -221,7 +221,7 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     Ok(summaries)
 }
 
-fn to_text_dest(d: &Dest) -> text::Dest {
+pub(crate) fn to_text_dest(d: &Dest) -> text::Dest {
     text::Dest {
         lid: d.lid,
         qpn: d.qpn,
@@ -235,7 +235,7 @@ fn to_text_dest(d: &Dest) -> text::Dest {
 }
 
 /// The loop outcome plus the error message if it stopped early, and timestamps.
-struct Measured {
+pub(crate) struct Measured {
     outcome: BwOutcome,
     tposted: Vec<u64>,
     tcompleted: Vec<u64>,
@@ -243,7 +243,7 @@ struct Measured {
 }
 
 /// Run one size with post method `S` (monomorphised per method).
-fn measure<S: SendQueue>(
+pub(crate) fn measure<S: SendQueue>(
     p: &Params,
     res: &Resources,
     rem: &[Dest],
@@ -345,7 +345,7 @@ fn describe(e: RunError, counts: &[QpCount]) -> String {
     }
 }
 
-fn result(
+pub(crate) fn result(
     p: &Params,
     size: u64,
     m: &(Measured, Option<String>),
@@ -389,7 +389,7 @@ fn result(
         .map_err(|e| Fail::new(format!("computing the result: {e}")))
 }
 
-fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
+pub(crate) fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
     if let Some(l) = p.limit_bw {
         if r.bw_avg < l {
             return Err(Fail::new(format!(
