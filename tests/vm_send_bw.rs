@@ -162,6 +162,9 @@ fn script() -> String {
         }
     }
     s += "PAIR_TIMEOUT=20\n";
+    // The client sends 128 B into 64 B receives: both sides must stop and say why.
+    s += r#"pair size_mismatch '"$RDMAPERF_BIN" send-bw -d rxe0 -x 0 -F -n 200 -s 64 --timeout 5 -p $PORT' '"$RDMAPERF_BIN" send-bw -d rxe0 -x 0 -F -n 200 -s 128 --timeout 5 -p $PORT 127.0.0.1'
+"#;
     s += r#"single duplex_refused '"$RDMAPERF_BIN" send-bw -d rxe0 -x 0 -F -b --timeout 5 -p 19001'
 "#;
     s += "exit 0\n";
@@ -229,7 +232,7 @@ fn script_has_every_case() {
             n += 1;
         }
     }
-    assert_eq!(s.matches("\npair ").count(), n);
+    assert_eq!(s.matches("\npair ").count(), n + 1);
 }
 
 fn check(name: &str) {
@@ -338,5 +341,27 @@ fn duplex_is_refused_with_a_reason() {
         s.out.contains("-b") && s.out.contains("ib_send_bw"),
         "{}",
         s.out
+    );
+}
+
+#[test]
+fn larger_messages_than_the_receives_fail_on_both_sides() {
+    let Some(r) = batch() else { return };
+    let p = r.pair("size_mismatch");
+    let both = format!(
+        "--- server ---\n{}\n--- client ---\n{}",
+        p.server.out, p.client.out
+    );
+    assert_eq!((p.server.rc, p.client.rc), (Some(1), Some(1)), "{both}");
+    assert!(
+        p.server.out.contains("receive completion with error"),
+        "{both}"
+    );
+    assert!(p.server.out.contains("64 byte receive buffers"), "{both}");
+    assert!(
+        p.client
+            .out
+            .contains("receive buffers are smaller than 128 B"),
+        "{both}"
     );
 }

@@ -222,8 +222,8 @@ fn describe_recv(e: RunError, size: u64, cfg: &RecvConfig) -> String {
     match e {
         RunError::Completion { qp, wc, .. } => format!(
             "receive completion with error on QP {qp}: status {} ({}), vendor error {:#x}, {} bytes; \
-             the run stopped — a length error means the sender's messages exceed the {} byte receive \
-             buffers ({size} B messages): give both sides the same -s/-a",
+             the run stopped — LOC_LEN_ERR (rxe: LOC_QP_OP_ERR) means the sender's messages exceed \
+             the {} byte receive buffers ({size} B messages): give both sides the same -s/-a/-c",
             wc.status.name(),
             wc.status.0,
             wc.vendor_err,
@@ -276,7 +276,18 @@ fn send_one(
         }
     };
     let r = result(p, size, &m, clock)?.0;
-    Ok((r, m.1))
+    // rdma_bw's wording is about rkeys; a failed SEND is usually a receive-side problem.
+    let err = m.1.map(|e| {
+        if e.starts_with("completion with error") {
+            format!(
+                "{e}; for SEND, a remote error usually means the peer's receive buffers are smaller \
+                 than {size} B (give both sides the same -s/-a/-c) or it has no receive posted"
+            )
+        } else {
+            e
+        }
+    });
+    Ok((r, err))
 }
 
 /// Everything after the MTU exchange, built once.
