@@ -4,6 +4,7 @@
 //! `ctrl` (protocol), `run` (loops) and `report` (output), so it gets its own.)
 
 pub mod devices;
+pub mod direct;
 pub mod info;
 pub mod landing;
 pub mod method;
