@@ -161,6 +161,37 @@ mod tests {
     }
 
     #[test]
+    fn direct_is_wired_for_the_rdma_bw_tools_only() {
+        use crate::cli::args::PerfArgs;
+        use crate::cli::params::{resolve, Tool};
+        let base = || PerfArgs {
+            post: "auto".into(), // clap's default
+            ..PerfArgs::default()
+        };
+        let wired = |name: &str, a: PerfArgs| {
+            let tool = Tool::ALL.iter().find(|t| t.0 == name).unwrap().2;
+            direct_wired(&resolve(tool, &a).unwrap())
+        };
+        for t in ["write-bw", "read-bw", "atomic-bw"] {
+            assert!(wired(t, base()), "{t}");
+        }
+        for t in ["send-bw", "write-lat", "read-lat", "atomic-lat", "send-lat"] {
+            assert!(!wired(t, base()), "{t}");
+        }
+        let duplex = PerfArgs {
+            bidirectional: true,
+            ..base()
+        };
+        assert!(!wired("write-bw", duplex));
+    }
+
+    #[test]
+    fn the_info_block_names_the_method() {
+        let names = [Method::PostSend, Method::WrApi, Method::Direct].map(Method::name);
+        assert_eq!(names, ["post-send", "wr-api", "direct"]);
+    }
+
+    #[test]
     fn explicit_verbs_methods() {
         let r = decide(PostChoice::PostSend, &facts(true, true), no).map_err(|f| f.msg);
         assert_eq!(r, Ok(Method::PostSend));
