@@ -276,7 +276,13 @@ mod tests {
     struct Cq(Rc<RefCell<Wire>>);
 
     impl RecvQueue for Rq {
-        fn post_recv(&mut self, wr_id: u64, addr: u64, _lkey: u32, len: u32) -> Result<(), PostError> {
+        fn post_recv(
+            &mut self,
+            wr_id: u64,
+            addr: u64,
+            _lkey: u32,
+            len: u32,
+        ) -> Result<(), PostError> {
             let mut w = self.0.borrow_mut();
             w.posted[self.1].push_back((wr_id, addr, len));
             w.addrs[self.1].push(addr);

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod compare_table;
 pub mod cpus;
 pub mod devices;
+pub mod direct;
 pub mod info;
 pub mod landing;
 pub mod method;

@@ -3,6 +3,7 @@
 //! barrier, report exchange, close), the bw loop with the chosen post method,
 //! and the report.
 
+use super::direct;
 use super::info::test_info;
 use super::method::{self, Method};
 use super::setup::{Endpoint, Resources};
@@ -13,7 +14,7 @@ use crate::ctrl::{BwReport, Channel, Dest, Session};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
-use crate::post::{Completion, SendQueue, WrDesc};
+use crate::post::{Completion, CompletionQueue, SendQueue, WrDesc};
 use crate::report::{json, stats, text};
 use crate::run::bw::{BwConfig, BwLoop, BwOutcome, Deadlines, QpCount, QpTarget, RunError};
 use crate::run::geometry::Geometry;
@@ -67,13 +68,17 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     let page = crate::verbs::mr::page_size() as u32;
     let (cb, cl) = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
     let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
-    let res = Resources::create(&ep, p, cb as u64, cl as u64, flags)?;
+    let res = if method == Method::Direct {
+        Resources::create_direct(&ep, p, cb as u64, cl as u64)?
+    } else {
+        Resources::create(&ep, p, cb as u64, cl as u64, flags)?
+    };
     let clock = Clock::calibrate();
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
     let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
     out.print(&text::info_block(&info));
 
-    let my: Vec<Dest> = (0..res.qps.len()).map(|i| res.dest(&ep, i)).collect();
+    let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(&ep, i)).collect();
     let mut rem = Vec::with_capacity(my.len());
     for d in &my {
         rem.push(sess.hand_shake(d).map_err(Fail::ctrl)?);
@@ -130,6 +135,13 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
         return Ok(Vec::new());
     }
 
+    // Direct: one set of queues for every size (the SQ/CQ indices carry over).
+    let mut dq = if method == Method::Direct {
+        Some(direct::open_queues(&res)?)
+    } else {
+        None
+    };
+    let targets = qp_targets(&res.geometry, res.mr.addr(), res.mr.lkey(), &rem);
     let mut report = p
         .json_file
         .as_ref()
@@ -140,29 +152,45 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     let mut summaries = Vec::with_capacity(p.sizes.len());
     out.print(&text::bw_header(&info));
     for &size in &p.sizes {
-        let outcome = match method {
+        let run = match method {
             Method::PostSend => {
-                let sqs = res
+                let mut sqs = res
                     .qps
                     .iter()
                     .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(Fail::verbs)?;
-                measure(p, &res, &rem, size, sqs, &clock)?
+                let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+                measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, &clock)?
             }
             Method::WrApi => {
-                let sqs = res
+                let mut sqs = res
                     .qps
                     .iter()
                     .map(|qp| WrApiQueue::new(qp, None))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(Fail::verbs)?;
-                measure(p, &res, &rem, size, sqs, &clock)?
+                let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+                measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, &clock)?
+            }
+            Method::Direct => {
+                let q = dq
+                    .as_mut()
+                    .ok_or_else(|| Fail::new("--post direct: queues not opened (internal)"))?;
+                direct::run_size(
+                    p,
+                    &res.geometry,
+                    size,
+                    &targets,
+                    &mut q.sqs,
+                    &mut q.cq,
+                    &clock,
+                )?
             }
         };
-        let r = result(p, size, &outcome, &clock)?;
-        out.print(&text::bw_row(&r.0, &info, 0.0));
-        let o = &outcome.0.outcome;
+        let r = &run.row;
+        out.print(&text::bw_row(r, &info, 0.0));
+        let o = &run.outcome;
         let cost = (o.post_calls > 0).then(|| {
             let per_call = clock.nanos(o.post_ticks) / o.post_calls as f64;
             (size, per_call, per_call / p.post_list as f64)
@@ -170,32 +198,32 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
         costs.extend(cost);
         summaries.push(SizeSummary {
             size,
-            result: r.0,
+            result: *r,
             method: method.name(),
             ns_per_call: cost.map_or(0.0, |c| c.1),
             ns_per_wr: cost.map_or(0.0, |c| c.2),
         });
         if let Some(j) = report.as_mut() {
-            let mut rec = json::Record::bw(&r.0, &info, 0.0);
+            let mut rec = json::Record::bw(r, &info, 0.0);
             if let Some((_, call, wr)) = cost {
                 rec = rec
-                    .with("post_ns_per_call", call)
-                    .with("post_ns_per_wr", wr);
+                    .with("post_ns_per_call", (call * 10.0).round() / 10.0)
+                    .with("post_ns_per_wr", (wr * 10.0).round() / 10.0);
             }
-            if let Some(e) = &outcome.1 {
+            if let Some(e) = &run.error {
                 rec = rec.with("error", e.as_str());
             }
             j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
         }
         last = BwReport {
             size,
-            iters: r.0.iters,
-            bw_peak: r.0.bw_peak,
-            bw_avg: r.0.bw_avg,
-            msg_rate: r.0.msg_rate,
+            iters: r.iters,
+            bw_peak: r.bw_peak,
+            bw_avg: r.bw_avg,
+            msg_rate: r.msg_rate,
             per_port: None,
         };
-        if let Some(e) = outcome.1 {
+        if let Some(e) = run.error {
             res.to_err();
             failure = Some(Fail::new(e));
             break;
@@ -234,38 +262,55 @@ pub(crate) fn to_text_dest(d: &Dest) -> text::Dest {
     }
 }
 
-/// The loop outcome plus the error message if it stopped early, and timestamps.
+/// Each QP's addressing: our send half (perftest geometry of the largest
+/// size) and the peer's advertised buffer.
+pub fn qp_targets(g: &Geometry, mr_addr: u64, lkey: u32, rem: &[Dest]) -> Vec<QpTarget> {
+    rem.iter()
+        .enumerate()
+        .map(|(i, r)| QpTarget {
+            laddr: mr_addr + g.send_offset(i as u64),
+            lkey,
+            raddr: r.vaddr,
+            rkey: r.rkey,
+        })
+        .collect()
+}
+
+/// One size's result: what the loop measured, the error (worded for the
+/// user) if it stopped early, and the report row.
+#[derive(Clone, Debug)]
+pub struct SizeRun {
+    pub outcome: BwOutcome,
+    pub error: Option<String>,
+    pub row: stats::BwResult,
+}
+
+/// The loop outcome and its peak timestamps.
 pub(crate) struct Measured {
     outcome: BwOutcome,
     tposted: Vec<u64>,
     tcompleted: Vec<u64>,
-    size: u64,
 }
 
-/// Run one size with post method `S` (monomorphised per method).
-pub(crate) fn measure<S: SendQueue>(
+/// Run one size with post method `S` and poller `C` (monomorphised per
+/// method) over `sqs` (one per target), and compute the row.
+pub(crate) fn measure_size<S: SendQueue, C: CompletionQueue>(
     p: &Params,
-    res: &Resources,
-    rem: &[Dest],
+    base: &Geometry,
     size: u64,
-    mut sqs: Vec<S>,
+    targets: &[QpTarget],
+    sqs: &mut [S],
+    cq: &mut C,
     clock: &Clock,
-) -> Result<(Measured, Option<String>), Fail> {
-    let g = Geometry::new(
-        size,
-        res.geometry.cycle_buffer,
-        res.geometry.cache_line,
-        res.geometry.slots,
-    );
-    let targets: Vec<QpTarget> = (0..sqs.len())
-        .map(|i| QpTarget {
-            laddr: res.mr.addr() + res.geometry.send_offset(i as u64),
-            lkey: res.mr.lkey(),
-            raddr: rem[i].vaddr,
-            rkey: rem[i].rkey,
-        })
-        .collect();
-    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+) -> Result<SizeRun, Fail> {
+    if targets.len() != sqs.len() {
+        return Err(Fail::new(format!(
+            "internal: {} send queues for {} targets; report this",
+            sqs.len(),
+            targets.len()
+        )));
+    }
+    let g = Geometry::new(size, base.cycle_buffer, base.cache_line, base.slots);
     let total = (p.iters * sqs.len() as u64) as usize;
     let peak_len = if p.no_peak { 0 } else { total };
     let mut tposted = vec![0u64; peak_len];
@@ -297,9 +342,9 @@ pub(crate) fn measure<S: SendQueue>(
     };
     let outcome = BwLoop {
         cfg,
-        sqs: &mut sqs,
-        cq: &mut cq,
-        targets: &targets,
+        sqs,
+        cq,
+        targets,
         counts: &mut counts,
         list: &mut list,
         wcs: &mut wcs,
@@ -309,19 +354,21 @@ pub(crate) fn measure<S: SendQueue>(
         now: clock::now,
     }
     .run();
-    let err = outcome.error.map(|e| describe(e, &counts));
-    Ok((
-        Measured {
-            outcome,
-            tposted,
-            tcompleted,
-            size,
-        },
-        err,
-    ))
+    let error = outcome.error.map(|e| describe(e, &counts));
+    let m = Measured {
+        outcome,
+        tposted,
+        tcompleted,
+    };
+    let row = result(p, size, &m, clock)?;
+    Ok(SizeRun {
+        outcome,
+        error,
+        row,
+    })
 }
 
-fn describe(e: RunError, counts: &[QpCount]) -> String {
+pub(crate) fn describe(e: RunError, counts: &[QpCount]) -> String {
     match e {
         RunError::Completion { qp, wr_id, wc } => format!(
             "completion with error on QP {qp}: status {} ({}), vendor error {:#x}{}, wr_id {wr_id:#x} \
@@ -348,10 +395,9 @@ fn describe(e: RunError, counts: &[QpCount]) -> String {
 pub(crate) fn result(
     p: &Params,
     size: u64,
-    m: &(Measured, Option<String>),
+    m: &Measured,
     clock: &Clock,
-) -> Result<(stats::BwResult,), Fail> {
-    let (m, _) = m;
+) -> Result<stats::BwResult, Fail> {
     let o = &m.outcome;
     let nqp = p.num_qps;
     let units = if p.report_gbits {
@@ -383,10 +429,7 @@ pub(crate) fn result(
         units,
         inf_bidir_factor: 1,
     };
-    let _ = m.size;
-    stats::bw_perftest(&inp)
-        .map(|r| (r,))
-        .map_err(|e| Fail::new(format!("computing the result: {e}")))
+    stats::bw_perftest(&inp).map_err(|e| Fail::new(format!("computing the result: {e}")))
 }
 
 pub(crate) fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
@@ -420,7 +463,7 @@ fn check_landing(p: &Params, res: &Resources, client_iters: u64) -> Result<(), F
     );
     let buf = res.mr.buf().map(|b| b.as_slice()).unwrap_or(&[]);
     let mut all_ok = true;
-    for q in 0..res.qps.len() as u64 {
+    for q in 0..res.num_qps() as u64 {
         let off = res.geometry.recv_offset(q) as usize;
         let region = &buf[off..off + res.geometry.slot as usize];
         let msgs = if p.is_duration() {

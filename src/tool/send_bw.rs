@@ -8,7 +8,7 @@
 
 use super::info::test_info;
 use super::method::{self, Method};
-use super::rdma_bw::{check_limits, connect, measure, qp_type, result, to_text_dest};
+use super::rdma_bw::{check_limits, connect, measure_size, qp_targets, qp_type, to_text_dest};
 use super::setup::{Endpoint, Resources};
 use super::{Fail, Out};
 use crate::cli::params::{Conn, Mode, Params};
@@ -253,29 +253,38 @@ fn send_one(
     size: u64,
     clock: &Clock,
 ) -> Result<(stats::BwResult, Option<String>), Fail> {
-    let m = match method {
+    let targets = qp_targets(&res.geometry, res.mr.addr(), res.mr.lkey(), rem);
+    let run = match method {
         Method::PostSend => {
-            let sqs = res
+            let mut sqs = res
                 .qps
                 .iter()
                 .zip(uds)
                 .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            measure(p, res, rem, size, sqs, clock)?
+            let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+            measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::WrApi => {
-            let sqs = res
+            let mut sqs = res
                 .qps
                 .iter()
                 .zip(uds)
                 .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            measure(p, res, rem, size, sqs, clock)?
+            let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+            measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
+        }
+        Method::Direct => {
+            return Err(Fail::new(
+                "send-bw --post direct: the direct path is not wired into send-bw yet; use --post wr-api",
+            ))
         }
     };
-    let r = result(p, size, &m, clock)?.0;
+    let r = run.row;
+    let m = (r, run.error);
     // rdma_bw's wording is about rkeys; a failed SEND is usually a receive-side problem.
     let err = m.1.map(|e| {
         if e.starts_with("completion with error") {

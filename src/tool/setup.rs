@@ -2,6 +2,7 @@
 //! GID, allocate the buffer with perftest's geometry, create CQ and QPs, and
 //! connect them from the peer's key messages.
 
+use super::direct::DirectQpHandle;
 use super::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::ctrl::wire::Dest;
@@ -81,10 +82,61 @@ pub struct Resources {
     pub mr: Mr,
     pub cq: Arc<Cq>,
     pub rcq: Arc<Cq>,
+    /// Verbs QPs (`post-send`, `wr-api`); empty with `--post direct`.
     pub qps: Vec<Arc<Qp>>,
+    /// `--post direct`: QPs created through mlx5dv (then `qps` is empty).
+    /// Use [`Resources::num_qps`] for the count.
+    pub direct_qps: Vec<DirectQpHandle>,
     pub psns: Vec<u32>,
     pub pd: Arc<Pd>,
     pub out_reads: u32,
+}
+
+/// How [`Resources`] creates its QPs.
+#[derive(Clone, Copy)]
+enum QpMaker {
+    /// `ibv_create_qp`, or `ibv_create_qp_ex` with these `send_ops_flags`.
+    Verbs(Option<u64>),
+    /// `mlx5dv_create_qp` for the direct path.
+    Direct,
+}
+
+/// QP control common to verbs and direct QPs (same attribute builders).
+trait QpControl {
+    fn qpn(&self) -> u32;
+    fn to_rtr(&self, a: &RtrAttr) -> crate::verbs::Result<()>;
+    fn to_rts(&self, a: &RtsAttr) -> crate::verbs::Result<()>;
+    fn to_err(&self) -> crate::verbs::Result<()>;
+}
+
+impl QpControl for Arc<Qp> {
+    fn qpn(&self) -> u32 {
+        Qp::qpn(self)
+    }
+    fn to_rtr(&self, a: &RtrAttr) -> crate::verbs::Result<()> {
+        Qp::to_rtr(self, a)
+    }
+    fn to_rts(&self, a: &RtsAttr) -> crate::verbs::Result<()> {
+        Qp::to_rts(self, a)
+    }
+    fn to_err(&self) -> crate::verbs::Result<()> {
+        Qp::to_err(self)
+    }
+}
+
+impl QpControl for DirectQpHandle {
+    fn qpn(&self) -> u32 {
+        DirectQpHandle::qpn(self)
+    }
+    fn to_rtr(&self, a: &RtrAttr) -> crate::verbs::Result<()> {
+        DirectQpHandle::to_rtr(self, a)
+    }
+    fn to_rts(&self, a: &RtsAttr) -> crate::verbs::Result<()> {
+        DirectQpHandle::to_rts(self, a)
+    }
+    fn to_err(&self) -> crate::verbs::Result<()> {
+        DirectQpHandle::to_err(self)
+    }
 }
 
 impl Resources {
@@ -94,6 +146,46 @@ impl Resources {
         cycle_buffer: u64,
         cache_line: u64,
         send_ops_flags: Option<u64>,
+    ) -> Result<Resources, Fail> {
+        Self::build(
+            ep,
+            p,
+            cycle_buffer,
+            cache_line,
+            QpMaker::Verbs(send_ops_flags),
+        )
+    }
+
+    /// As [`Resources::create`], with the QPs created through mlx5dv for
+    /// `--post direct` (in `direct_qps`; open them with
+    /// `tool::direct::open_queues`, and never poll `cq` through verbs).
+    pub fn create_direct(
+        ep: &Endpoint,
+        p: &Params,
+        cycle_buffer: u64,
+        cache_line: u64,
+    ) -> Result<Resources, Fail> {
+        Self::build(ep, p, cycle_buffer, cache_line, QpMaker::Direct)
+    }
+
+    /// Number of QPs (verbs or direct).
+    pub fn num_qps(&self) -> usize {
+        self.qps.len() + self.direct_qps.len()
+    }
+
+    fn qp_ctl(&self, i: usize) -> &dyn QpControl {
+        match self.qps.get(i) {
+            Some(q) => q,
+            None => &self.direct_qps[i - self.qps.len()],
+        }
+    }
+
+    fn build(
+        ep: &Endpoint,
+        p: &Params,
+        cycle_buffer: u64,
+        cache_line: u64,
+        maker: QpMaker,
     ) -> Result<Resources, Fail> {
         let size = p.max_size();
         let geometry = Geometry::new(size, cycle_buffer, cache_line, p.num_qps as u64);
@@ -129,8 +221,20 @@ impl Resources {
             _ => 1,
         };
         let mut qps = Vec::with_capacity(p.num_qps as usize);
+        let mut direct_qps = Vec::new();
         let mut psns = Vec::with_capacity(p.num_qps as usize);
         for _ in 0..p.num_qps {
+            psns.push(random_psn());
+            let init_attr = InitAttr::new(p.ib_port, access_for(p.tool.verb));
+            let send_ops_flags = match maker {
+                QpMaker::Verbs(f) => f,
+                QpMaker::Direct => {
+                    let qp = DirectQpHandle::create(&pd, &cq, &rcq, p)?;
+                    qp.to_init(&init_attr).map_err(Fail::verbs)?;
+                    direct_qps.push(qp);
+                    continue;
+                }
+            };
             let init = QpInit {
                 qp_type,
                 max_send_wr: p.tx_depth,
@@ -142,10 +246,8 @@ impl Resources {
                 send_ops_flags,
             };
             let qp = Qp::create(&pd, &cq, &rcq, &init).map_err(Fail::verbs)?;
-            qp.to_init(&InitAttr::new(p.ib_port, access_for(p.tool.verb)))
-                .map_err(Fail::verbs)?;
+            qp.to_init(&init_attr).map_err(Fail::verbs)?;
             qps.push(qp);
-            psns.push(random_psn());
         }
         Ok(Resources {
             geometry,
@@ -153,6 +255,7 @@ impl Resources {
             cq,
             rcq,
             qps,
+            direct_qps,
             psns,
             pd,
             out_reads,
@@ -164,7 +267,7 @@ impl Resources {
         Dest {
             lid: ep.port.lid,
             out_reads: self.out_reads,
-            qpn: self.qps[i].qpn(),
+            qpn: self.qp_ctl(i).qpn(),
             psn: self.psns[i],
             rkey: self.mr.rkey(),
             vaddr: self.mr.addr() + self.geometry.recv_offset(i as u64),
@@ -183,8 +286,15 @@ impl Resources {
         rts: bool,
     ) -> Result<(), Fail> {
         let path_mtu = Mtu(mtu as u32);
-        for (i, qp) in self.qps.iter().enumerate() {
-            let r = &remote[i];
+        for i in 0..self.num_qps() {
+            let qp = self.qp_ctl(i);
+            let r = remote.get(i).ok_or_else(|| {
+                Fail::new(format!(
+                    "the peer sent {} QP addresses for our {} QPs; give both sides the same -q",
+                    remote.len(),
+                    self.num_qps()
+                ))
+            })?;
             let mut rtr = RtrAttr::new(p.ib_port, path_mtu, r.qpn, r.psn);
             rtr.dlid = r.lid;
             rtr.sl = p.sl;
@@ -204,8 +314,8 @@ impl Resources {
 
     /// Move every QP to ERR (flushes outstanding work) — used when a run stops early.
     pub fn to_err(&self) {
-        for qp in &self.qps {
-            let _ = qp.to_err();
+        for i in 0..self.num_qps() {
+            let _ = self.qp_ctl(i).to_err();
         }
     }
 }
