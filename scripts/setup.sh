@@ -16,7 +16,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VM_DIR=${RDMAPERF_VM_DIR:-$REPO/.vm}
 PACKAGES=(libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
           libclang-dev clang pkg-config qemu-system-x86 busybox-static cpio kmod perftest
-          iproute2 strace python3)
+          iproute2 strace python3 valgrind)
 # Top-level guest modules; modprobe --show-depends adds their dependencies in load order.
 # crc32_generic: rdma_rxe fails "failed to init crc32 algorithm err:-2" without it.
 # overlay: makes the read-only host root writable inside the guest (changes stay in RAM).

@@ -278,18 +278,21 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                 last_progress = t;
             }
         }
-        if self.deadlines.is_none() {
+        let sample_done = self.deadlines.is_some() && phase == Phase::Cooldown;
+        if out.error.is_some() && !sample_done {
+            // Stopped early (error, stall, Ctrl-C): the partial result is every
+            // message completed, from the loop's start to the last completion,
+            // whatever phase the duration state machine was in.
+            out.t_start = t0;
+            out.t_end = last_progress.max(t0 + 1);
+            out.measured = out.completed;
+        } else if self.deadlines.is_none() {
             out.t_end = (self.now)();
             out.measured = out.completed;
         } else if phase == Phase::Sample {
-            // Stopped inside the sample (error or Ctrl-C): keep what was measured.
+            // The run ended inside the sample window (end came before stop).
             out.t_end = (self.now)();
             out.measured = out.completed - sample_base;
-        } else if phase == Phase::Warmup {
-            // Stopped before the sample began: the partial result is the whole
-            // time run so far (t_start is still the loop's start).
-            out.t_end = (self.now)();
-            out.measured = out.completed;
         }
         out
     }

@@ -372,7 +372,7 @@ pub(crate) fn describe(e: RunError, counts: &[QpCount]) -> String {
     match e {
         RunError::Completion { qp, wr_id, wc } => format!(
             "completion with error on QP {qp}: status {} ({}), vendor error {:#x}{}, wr_id {wr_id:#x} \
-             (message {} of that QP); the run stopped — check the peer's rkey/permissions and the link",
+             (message {} of that QP); the run stopped — check that both sides use the same -s/-a/-c and test, the peer's rkey/permissions, and the link",
             wc.status.name(),
             wc.status.0,
             wc.vendor_err,
