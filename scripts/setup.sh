@@ -93,7 +93,7 @@ if [ -z "$kpkg" ]; then apt_update; find_kpkg; fi
 KVER=${kpkg#linux-image-}
 KROOT=$VM_DIR/kernel-$KVER
 
-if [ ! -f "$KROOT/boot/vmlinuz-$KVER" ] || [ -n "${RDMAPERF_VM_REFRESH:-}" ]; then
+if [ ! -f "$KROOT/boot/vmlinuz-$KVER" ] || [ ! -d "$KROOT/lib/modules/$KVER" ] || [ -n "${RDMAPERF_VM_REFRESH:-}" ]; then
     say "downloading $kpkg (~70 MB)"
     dl=$VM_DIR/download
     rm -rf "$dl" "$KROOT"; mkdir -p "$dl"

@@ -14,6 +14,7 @@ pub mod method;
 pub mod rdma_bw;
 pub mod send_bw;
 pub mod setup;
+pub mod threads_bw;
 
 use crate::cli::params::{Kind, Params, Verb};
 use crate::run::stop;
@@ -66,8 +67,10 @@ impl Out {
 }
 
 fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
-    if p.threads > 1 && !p.is_server() {
-        return Err(Fail::new("--threads: the multi-threaded client is not wired into the tools yet; use -q without --threads"));
+    if p.threads > 1 && !p.is_server() && p.tool.verb == Verb::Send {
+        return Err(Fail::new(
+            "send-bw --threads: the multi-threaded client is wired for write/read/atomic-bw only; use -q without --threads",
+        ));
     }
     match (p.tool.kind, p.tool.verb) {
         (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => {

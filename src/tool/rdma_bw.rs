@@ -7,6 +7,7 @@ use super::direct;
 use super::info::test_info;
 use super::method::{self, Method};
 use super::setup::{Endpoint, Resources};
+use super::threads_bw;
 use super::{landing, Fail, Out};
 use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
@@ -150,42 +151,60 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     let mut failure: Option<Fail> = None;
     let mut costs: Vec<(u64, f64, f64)> = Vec::new();
     let mut summaries = Vec::with_capacity(p.sizes.len());
+    let workers = if p.threads > 1 {
+        Some(threads_bw::plan(p, ep.ctx.name()).map_err(Fail::new)?)
+    } else {
+        None
+    };
+    let mut thread_lines = String::new();
     out.print(&text::bw_header(&info));
     for &size in &p.sizes {
-        let run = match method {
-            Method::PostSend => {
-                let mut sqs = res
-                    .qps
-                    .iter()
-                    .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(Fail::verbs)?;
-                let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
-                measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, &clock)?
-            }
-            Method::WrApi => {
-                let mut sqs = res
-                    .qps
-                    .iter()
-                    .map(|qp| WrApiQueue::new(qp, None))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(Fail::verbs)?;
-                let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
-                measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, &clock)?
-            }
-            Method::Direct => {
-                let q = dq
-                    .as_mut()
-                    .ok_or_else(|| Fail::new("--post direct: queues not opened (internal)"))?;
-                direct::run_size(
-                    p,
-                    &res.geometry,
-                    size,
-                    &targets,
-                    &mut q.sqs,
-                    &mut q.cq,
-                    &clock,
-                )?
+        let mut per_thread = None;
+        let run = if let Some(w) = &workers {
+            let (run, lines) = threads_bw::run_size(p, &res, w, size, &targets, method, &clock)?;
+            per_thread = Some(threads_bw::lines_json(&lines));
+            let unit = if p.report_gbits { "Gb/sec" } else { "MiB/sec" };
+            thread_lines.push_str(&format!(
+                " {size} B:\n{}",
+                threads_bw::lines_text(&lines, unit)
+            ));
+            run
+        } else {
+            match method {
+                Method::PostSend => {
+                    let mut sqs = res
+                        .qps
+                        .iter()
+                        .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(Fail::verbs)?;
+                    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+                    measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, &clock)?
+                }
+                Method::WrApi => {
+                    let mut sqs = res
+                        .qps
+                        .iter()
+                        .map(|qp| WrApiQueue::new(qp, None))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(Fail::verbs)?;
+                    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+                    measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, &clock)?
+                }
+                Method::Direct => {
+                    let q = dq
+                        .as_mut()
+                        .ok_or_else(|| Fail::new("--post direct: queues not opened (internal)"))?;
+                    direct::run_size(
+                        p,
+                        &res.geometry,
+                        size,
+                        &targets,
+                        &mut q.sqs,
+                        &mut q.cq,
+                        &clock,
+                    )?
+                }
             }
         };
         let r = &run.row;
@@ -210,6 +229,9 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
                     .with("post_ns_per_call", (call * 10.0).round() / 10.0)
                     .with("post_ns_per_wr", (wr * 10.0).round() / 10.0);
             }
+            if let Some(t) = per_thread.take() {
+                rec = rec.with("threads", t);
+            }
             if let Some(e) = &run.error {
                 rec = rec.with("error", e.as_str());
             }
@@ -231,6 +253,7 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     }
     out.print(text::RESULT_LINE);
     if p.output.is_none() {
+        out.print(&thread_lines);
         for (size, call, wr) in &costs {
             out.print(&format!(
                 " Post cost ({size} B): {call:.1} ns per post call, {wr:.1} ns per WR ({})\n",

@@ -82,6 +82,9 @@ pub struct Resources {
     pub mr: Mr,
     pub cq: Arc<Cq>,
     pub rcq: Arc<Cq>,
+    /// `--threads N` (client): one send CQ per worker thread; QP i completes on
+    /// `thread_cqs[i % N]`. With one thread it is `[cq]`.
+    pub thread_cqs: Vec<Arc<Cq>>,
     /// Verbs QPs (`post-send`, `wr-api`); empty with `--post direct`.
     pub qps: Vec<Arc<Qp>>,
     /// `--post direct`: QPs created through mlx5dv (then `qps` is empty).
@@ -210,6 +213,19 @@ impl Resources {
         } else {
             cq.clone()
         };
+        let nthreads = if p.is_server() {
+            1
+        } else {
+            p.threads.max(1) as usize
+        };
+        let thread_cqs = if nthreads == 1 {
+            vec![cq.clone()]
+        } else {
+            let per = (p.tx_depth * p.num_qps.div_ceil(nthreads as u32)).max(1);
+            (0..nthreads)
+                .map(|_| Cq::new(&ep.ctx, per, false).map_err(Fail::verbs))
+                .collect::<Result<Vec<_>, _>>()?
+        };
         let qp_type = match p.conn {
             Conn::Rc => QpType::RC,
             Conn::Uc => QpType::UC,
@@ -223,8 +239,9 @@ impl Resources {
         let mut qps = Vec::with_capacity(p.num_qps as usize);
         let mut direct_qps = Vec::new();
         let mut psns = Vec::with_capacity(p.num_qps as usize);
-        for _ in 0..p.num_qps {
+        for i in 0..p.num_qps as usize {
             psns.push(random_psn());
+            let scq = &thread_cqs[i % nthreads];
             let init_attr = InitAttr::new(p.ib_port, access_for(p.tool.verb));
             let send_ops_flags = match maker {
                 QpMaker::Verbs(f) => f,
@@ -245,7 +262,7 @@ impl Resources {
                 sq_sig_all: false,
                 send_ops_flags,
             };
-            let qp = Qp::create(&pd, &cq, &rcq, &init).map_err(Fail::verbs)?;
+            let qp = Qp::create(&pd, scq, &rcq, &init).map_err(Fail::verbs)?;
             qp.to_init(&init_attr).map_err(Fail::verbs)?;
             qps.push(qp);
         }
@@ -254,6 +271,7 @@ impl Resources {
             mr,
             cq,
             rcq,
+            thread_cqs,
             qps,
             direct_qps,
             psns,

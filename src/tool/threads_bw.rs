@@ -6,6 +6,7 @@
 
 use super::cpus;
 use super::method::Method;
+use super::rdma_bw::{describe, SizeRun};
 use super::setup::Resources;
 use super::Fail;
 use crate::cli::params::{Mode, Params};
@@ -15,7 +16,7 @@ use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::WrApiQueue;
 use crate::post::SendQueue;
 use crate::report::stats;
-use crate::run::bw::{BwConfig, Deadlines, QpTarget};
+use crate::run::bw::{BwConfig, BwOutcome, Deadlines, QpTarget};
 use crate::run::geometry::Geometry;
 use crate::run::threads::{aggregate, run, QueueFactory, Worker, WorkerOutcome};
 use crate::verbs::{Cq, Qp, VerbsError};
@@ -31,7 +32,9 @@ struct VerbsFactory<'a, S, B> {
     _s: std::marker::PhantomData<fn() -> S>,
 }
 
-impl<S: SendQueue, B: Fn(&Arc<Qp>) -> Result<S, VerbsError> + Sync> QueueFactory for VerbsFactory<'_, S, B> {
+impl<S: SendQueue, B: Fn(&Arc<Qp>) -> Result<S, VerbsError> + Sync> QueueFactory
+    for VerbsFactory<'_, S, B>
+{
     type Sq = S;
     type Cq = VerbsCq;
     fn build(&self, t: usize, qps: &[usize]) -> Result<(Vec<S>, VerbsCq, Vec<QpTarget>), String> {
@@ -57,10 +60,19 @@ pub struct ThreadLine {
 /// The workers: cores and QPs per thread.
 pub fn plan(p: &Params, device: &str) -> Result<Vec<Worker>, String> {
     let t = p.threads as usize;
-    let online: Vec<usize> = core_affinity::get_core_ids().unwrap_or_default().iter().map(|c| c.id).collect();
+    let online: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.id)
+        .collect();
     let local = cpus::device_local_cpus(std::path::Path::new("/sys"), device);
     let picked = cpus::pick(t, p.cpus.as_deref(), local.as_deref(), &online)?;
-    Ok((0..t).map(|i| Worker { cpu: Some(picked[i]), qps: cpus::qps_of(i, t, p.num_qps as usize) }).collect())
+    Ok((0..t)
+        .map(|i| Worker {
+            cpu: Some(picked[i]),
+            qps: cpus::qps_of(i, t, p.num_qps as usize),
+        })
+        .collect())
 }
 
 /// Run one size on all threads; returns the aggregate row, per-thread lines and the first error.
@@ -72,8 +84,13 @@ pub fn run_size(
     targets: &[QpTarget],
     method: Method,
     clock: &Clock,
-) -> Result<(stats::BwResult, Vec<ThreadLine>, Option<String>), Fail> {
-    let g = Geometry::new(size, res.geometry.cycle_buffer, res.geometry.cache_line, res.geometry.slots);
+) -> Result<(SizeRun, Vec<ThreadLine>), Fail> {
+    let g = Geometry::new(
+        size,
+        res.geometry.cycle_buffer,
+        res.geometry.cache_line,
+        res.geometry.slots,
+    );
     let cfg = BwConfig {
         op: p.op(),
         size: size as u32,
@@ -128,7 +145,15 @@ pub fn run_size(
     summarize(p, size, &outs, clock)
 }
 
-fn row(p: &Params, size: u64, n: u64, t0: u64, t1: u64, nqp: u32, clock: &Clock) -> Result<stats::BwResult, Fail> {
+fn row(
+    p: &Params,
+    size: u64,
+    n: u64,
+    t0: u64,
+    t1: u64,
+    nqp: u32,
+    clock: &Clock,
+) -> Result<stats::BwResult, Fail> {
     let inp = stats::BwInput {
         size,
         iters: n,
@@ -140,7 +165,11 @@ fn row(p: &Params, size: u64, n: u64, t0: u64, t1: u64, nqp: u32, clock: &Clock)
         tposted: &[t0],
         tcompleted: &[t1],
         hz: clock.hz(),
-        units: if p.report_gbits { stats::BwUnits::Gbit } else { stats::BwUnits::MiB },
+        units: if p.report_gbits {
+            stats::BwUnits::Gbit
+        } else {
+            stats::BwUnits::MiB
+        },
         inf_bidir_factor: 1,
     };
     stats::bw_perftest(&inp).map_err(|e| Fail::new(format!("computing the result: {e}")))
@@ -151,18 +180,96 @@ fn summarize(
     size: u64,
     outs: &[WorkerOutcome],
     clock: &Clock,
-) -> Result<(stats::BwResult, Vec<ThreadLine>, Option<String>), Fail> {
+) -> Result<(SizeRun, Vec<ThreadLine>), Fail> {
     let a = aggregate(outs);
-    // n is all messages of all threads over the span from the first start to the last end.
-    let total = row(p, size, a.measured, a.t_start, a.t_end.max(a.t_start + 1), 1, clock)?;
+    // All messages of all threads over the span from the first start to the last end.
+    let row_total = row(
+        p,
+        size,
+        a.measured,
+        a.t_start,
+        a.t_end.max(a.t_start + 1),
+        1,
+        clock,
+    )?;
     let mut lines = Vec::new();
     for (i, o) in outs.iter().enumerate() {
-        let r = row(p, size, o.outcome.measured, o.outcome.t_start, o.outcome.t_end.max(o.outcome.t_start + 1), 1, clock)?;
-        lines.push(ThreadLine { thread: i, cpu: o.worker.cpu, qps: o.worker.qps.len(), mpps: r.msg_rate, bw: r.bw_avg });
+        let r = row(
+            p,
+            size,
+            o.outcome.measured,
+            o.outcome.t_start,
+            o.outcome.t_end.max(o.outcome.t_start + 1),
+            1,
+            clock,
+        )?;
+        lines.push(ThreadLine {
+            thread: i,
+            cpu: o.worker.cpu,
+            qps: o.worker.qps.len(),
+            mpps: r.msg_rate,
+            bw: r.bw_avg,
+        });
     }
-    let err = outs
+    let error = outs.iter().enumerate().find_map(|(i, o)| {
+        o.outcome.error.map(|e| {
+            // describe() numbers QPs within the thread; name the run's QP index.
+            let msg = describe(e, &o.counts);
+            format!("thread {i} (its QPs {:?} of the run): {msg}", o.worker.qps)
+        })
+    });
+    let outcome = BwOutcome {
+        posted: outs.iter().map(|o| o.outcome.posted).sum(),
+        completed: outs.iter().map(|o| o.outcome.completed).sum(),
+        t_start: a.t_start,
+        t_end: a.t_end,
+        measured: a.measured,
+        error: outs.iter().find_map(|o| o.outcome.error),
+        post_ticks: outs.iter().map(|o| o.outcome.post_ticks).sum(),
+        post_calls: outs.iter().map(|o| o.outcome.post_calls).sum(),
+    };
+    Ok((
+        SizeRun {
+            outcome,
+            error,
+            row: row_total,
+        },
+        lines,
+    ))
+}
+
+/// The per-thread lines printed under the table.
+pub fn lines_text(lines: &[ThreadLine], bw_unit: &str) -> String {
+    lines
         .iter()
-        .enumerate()
-        .find_map(|(i, o)| o.outcome.error.map(|e| format!("thread {i}: {e:?}")));
-    Ok((total, lines, err))
+        .map(|l| {
+            format!(
+                " Thread {} (CPU {}, {} QP{}): {:.6} Mpps, {:.2} {bw_unit}\n",
+                l.thread,
+                l.cpu.map_or("-".to_string(), |c| c.to_string()),
+                l.qps,
+                if l.qps == 1 { "" } else { "s" },
+                l.mpps,
+                l.bw
+            )
+        })
+        .collect()
+}
+
+/// The per-thread lines as a JSON array (for the record of each size).
+pub fn lines_json(lines: &[ThreadLine]) -> serde_json::Value {
+    serde_json::Value::Array(
+        lines
+            .iter()
+            .map(|l| {
+                serde_json::json!({
+                    "thread": l.thread,
+                    "cpu": l.cpu,
+                    "qps": l.qps,
+                    "MsgRate": (l.mpps * 1e6).round() / 1e6,
+                    "BW_average": (l.bw * 100.0).round() / 100.0,
+                })
+            })
+            .collect(),
+    )
 }
