@@ -11,6 +11,7 @@ pub mod direct;
 pub mod info;
 pub mod landing;
 pub mod method;
+pub mod progress;
 pub mod rdma_bw;
 pub mod send_bw;
 pub mod setup;

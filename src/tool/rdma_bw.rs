@@ -6,6 +6,7 @@
 use super::direct;
 use super::info::test_info;
 use super::method::{self, Method};
+use super::progress;
 use super::setup::{Endpoint, Resources};
 use super::threads_bw;
 use super::{landing, Fail, Out};
@@ -158,7 +159,12 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     };
     let mut thread_lines = String::new();
     out.print(&text::bw_header(&info));
-    for &size in &p.sizes {
+    for (i, &size) in p.sizes.iter().enumerate() {
+        progress::sweep(i, p.sizes.len(), size);
+        let ticker = match p.mode {
+            Mode::Duration { secs, .. } => progress::Ticker::start(secs as u64),
+            Mode::Iterations => None,
+        };
         let mut per_thread = None;
         let run = if let Some(w) = &workers {
             let (run, lines) = threads_bw::run_size(p, &res, w, size, &targets, method, &clock)?;
@@ -207,6 +213,7 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
                 }
             }
         };
+        drop(ticker);
         let r = &run.row;
         out.print(&text::bw_row(r, &info, 0.0));
         let o = &run.outcome;
@@ -250,6 +257,9 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
             failure = Some(Fail::new(e));
             break;
         }
+    }
+    if p.sizes.len() > 1 {
+        progress::clear();
     }
     out.print(text::RESULT_LINE);
     if p.output.is_none() {
