@@ -6,6 +6,7 @@
 pub mod devices;
 pub mod info;
 pub mod landing;
+pub mod lat;
 pub mod method;
 pub mod rdma_bw;
 pub mod setup;
@@ -63,6 +64,7 @@ impl Out {
 fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
     match (p.tool.kind, p.tool.verb) {
         (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => rdma_bw::run(p, out),
+        (Kind::Lat, _) => lat::run(p, out),
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
             p.tool.name(),

@@ -5,10 +5,11 @@
 use super::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::ctrl::wire::Dest;
+use crate::report::text;
 use crate::run::geometry::Geometry;
 use crate::verbs::{
-    random_psn, Access, AlignedBuf, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd, PortAttr,
-    Qp, QpInit, QpType, RtrAttr, RtsAttr,
+    random_psn, Access, Ah, AhAttr, AlignedBuf, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd,
+    PortAttr, Qp, QpInit, QpType, RtrAttr, RtsAttr, UdDest, UD_QKEY,
 };
 use std::sync::Arc;
 
@@ -72,6 +73,29 @@ pub fn access_for(verb: Verb) -> Access {
         Verb::Write | Verb::Send => base | Access::REMOTE_WRITE,
         Verb::Read => base | Access::REMOTE_READ,
         Verb::Atomic => base | Access::REMOTE_ATOMIC,
+    }
+}
+
+/// The QP type of `-c`.
+pub fn qp_type(p: &Params) -> QpType {
+    match p.conn {
+        Conn::Rc => QpType::RC,
+        Conn::Uc => QpType::UC,
+        Conn::Ud => QpType::UD,
+    }
+}
+
+/// A key message as the address lines print it.
+pub fn text_dest(d: &Dest) -> text::Dest {
+    text::Dest {
+        lid: d.lid,
+        qpn: d.qpn,
+        psn: d.psn,
+        out_reads: d.out_reads,
+        rkey: d.rkey,
+        vaddr: d.vaddr,
+        srqn: d.srqn,
+        gid: d.gid.unwrap_or([0; 16]),
     }
 }
 
@@ -200,6 +224,27 @@ impl Resources {
             }
         }
         Ok(())
+    }
+
+    /// UD: where sends to the peer `r` go — an AH built from the same
+    /// address vector as RTR (perftest `ctx_connect`), its QPN, perftest's Q_Key.
+    pub fn ud_dest(&self, ep: &Endpoint, p: &Params, r: &Dest) -> Result<UdDest, Fail> {
+        let grh = match (ep.gid, r.gid) {
+            (Some((idx, _)), Some(dgid)) => Some(Grh::new(dgid, idx as u8)),
+            _ => None,
+        };
+        let attr = AhAttr {
+            port: p.ib_port,
+            dlid: r.lid,
+            sl: p.sl,
+            grh,
+        };
+        let ah = Ah::new(&self.pd, &attr).map_err(Fail::verbs)?;
+        Ok(UdDest {
+            ah,
+            remote_qpn: r.qpn,
+            remote_qkey: UD_QKEY,
+        })
     }
 
     /// Move every QP to ERR (flushes outstanding work) — used when a run stops early.
