@@ -663,6 +663,107 @@ mod tests {
         check_stats(&tposted, 1);
     }
 
+    /// send-lat's peer: every send we post is answered by one receive
+    /// completion; `recv_posts` counts our reposts.
+    struct Rq(u64);
+    impl crate::post::RecvQueue for Rq {
+        fn post_recv(&mut self, _: u64, _: u64, _: u32, _: u32) -> Result<(), PostError> {
+            self.0 += 1;
+            Ok(())
+        }
+    }
+    /// Receive completions: one per send we posted, plus the starter's
+    /// first message when this side waits first, but never more than the
+    /// peer's iterations (it sends exactly that many).
+    struct Replies(Rc<RefCell<Peer>>, u64, u64, u64);
+    impl CompletionQueue for Replies {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+            let (first, consumed, cap) = (self.1, self.2, self.3);
+            if (self.0.borrow().posted + first).min(cap) <= consumed {
+                return Ok(0);
+            }
+            self.2 += 1;
+            out[0] = Completion {
+                status: WcStatus::SUCCESS,
+                ..Default::default()
+            };
+            Ok(1)
+        }
+    }
+
+    #[test]
+    fn send_lat_both_sides_end_after_iters_and_repost_only_what_is_needed() {
+        for initiator in [true, false] {
+            let peer = Rc::new(RefCell::new(Peer::default()));
+            let clk = FakeClock(Cell::new(1), Cell::new(3));
+            let c = LatConfig {
+                rx_depth: 50,
+                ..cfg(Op::Send, initiator)
+            };
+            let mut tposted = vec![0u64; c.iters as usize];
+            let mut rq = Rq(0);
+            // The waiting side finds the starter's first message already there.
+            let mut rcq = Replies(peer.clone(), u64::from(!initiator), 0, c.iters);
+            let o = lat::send_lat(
+                &c,
+                &mut Sq(peer.clone()),
+                &mut Cq(peer.clone()),
+                &mut rq,
+                &mut rcq,
+                &LatTarget::default(),
+                &mut tposted,
+                || clk.tick(),
+            );
+            assert_eq!(o.error, None, "initiator {initiator}");
+            assert_eq!(o.iters, c.iters);
+            assert_eq!(rq.0, c.iters - c.rx_depth, "reposts");
+            check_stats(&tposted, 2);
+        }
+    }
+
+    #[test]
+    fn write_lat_duration_ends_at_end_not_with_a_stall() {
+        // The peer answers the first 100 writes, then goes quiet (it ended first).
+        let peer = Rc::new(RefCell::new(Peer {
+            mailbox: 1,
+            ..Default::default()
+        }));
+        let clk = FakeClock(Cell::new(0), Cell::new(5));
+        let c = LatConfig {
+            iters: 0,
+            end: 400_000,
+            sample_start: 10_000,
+            sample_stop: 30_000,
+            stall_ticks: 1 << 30,
+            ..cfg(Op::Write, false)
+        };
+        struct Quiet(Rc<RefCell<Peer>>);
+        impl Mailbox for Quiet {
+            fn received(&self) -> u8 {
+                let p = self.0.borrow();
+                if p.posted >= 100 {
+                    p.posted as u8
+                } else {
+                    p.mailbox
+                }
+            }
+            fn stamp(&mut self, _: u8) {}
+        }
+        let o = lat::write_lat(
+            &c,
+            &mut Sq(peer.clone()),
+            &mut Cq(peer.clone()),
+            &mut Quiet(peer.clone()),
+            &LatTarget::default(),
+            &mut [],
+            || clk.tick(),
+        );
+        assert_eq!(o.error, None);
+        assert!(o.t_end >= c.end);
+        assert!(o.measured > 0 && o.measured < o.iters, "{o:?}");
+        assert_eq!(o.iters, 100);
+    }
+
     #[test]
     fn stats_need_enough_samples() {
         assert!(lat_stats(&[1], 1e9, 2, false).is_err());
