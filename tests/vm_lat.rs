@@ -106,9 +106,22 @@ const CASES: [Case; 19] = [
     case("send_ud_rs", "send-lat", "-n 200 -c UD", StockClient, 2),
     case("send_uc_sr", "send-lat", "-n 200 -c UC", StockServer, 2),
     case("send_uc_rs", "send-lat", "-n 200 -c UC", StockClient, 2),
-    case("atomic_rr", "atomic-lat", "-n 200", Both, 8),
+    case(
+        "atomic_rr",
+        "atomic-lat",
+        "-n 200 --perftest-stats",
+        Both,
+        8,
+    ),
     case("atomic_sr", "atomic-lat", "-n 200", StockServer, 8),
     case("atomic_rs", "atomic-lat", "-n 200", StockClient, 8),
+];
+
+/// `--loopback` runs (both ends in one process): name, tool, port (apart from the pairs').
+const LOOPBACK: [(&str, &str, u16); 3] = [
+    ("write_loopback", "write-lat", 19101),
+    ("read_loopback", "read-lat", 19102),
+    ("send_loopback", "send-lat", 19103),
 ];
 
 /// The case whose rdmaperf client also writes `--out_json`.
@@ -142,6 +155,11 @@ fn script() -> String {
         s += &format!(
             "pair {} '{server} {COMMON} {} -p $PORT' '{client} {COMMON} {}{json} -p $PORT 127.0.0.1'\n",
             c.name, c.flags, c.flags
+        );
+    }
+    for (name, tool, port) in LOOPBACK {
+        s += &format!(
+            "single {name} '\"$RDMAPERF_BIN\" {tool} --loopback {COMMON} -n 200 -p {port}'\n"
         );
     }
     s += "exit 0\n"; // the batch status then says only whether the VM itself worked
@@ -387,4 +405,30 @@ fn vm_write_lat_json() {
     // The same numbers as the table row (both rounded to 2 decimals).
     let row = &rows(&p.client.out, 9)[0];
     assert_eq!(num("t_typical"), row.vals[2], "{text}\n{}", p.client.out);
+}
+
+/// `--loopback`: one table (the quiet server thread prints nothing), 200 iterations.
+fn check_loopback(name: &str) {
+    let Some(r) = batch() else { return };
+    let side = r.single(name);
+    assert_eq!(side.rc, Some(0), "{name}:\n{}", side.out);
+    let rs = rows(&side.out, 9);
+    assert_eq!(rs.len(), 1, "want one table row:\n{}", side.out);
+    assert_eq!((rs[0].bytes, rs[0].iters), (2, ITERS), "{}", side.out);
+    assert_sane(&rs[0], name, &side.out);
+}
+
+#[test]
+fn vm_write_lat_loopback() {
+    check_loopback("write_loopback");
+}
+
+#[test]
+fn vm_read_lat_loopback() {
+    check_loopback("read_loopback");
+}
+
+#[test]
+fn vm_send_lat_loopback() {
+    check_loopback("send_loopback");
 }
