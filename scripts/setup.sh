@@ -16,7 +16,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VM_DIR=${RDMAPERF_VM_DIR:-$REPO/.vm}
 PACKAGES=(libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
           libclang-dev clang pkg-config qemu-system-x86 busybox-static cpio kmod perftest
-          iproute2 strace python3)
+          iproute2 strace python3 valgrind)
 # Top-level guest modules; modprobe --show-depends adds their dependencies in load order.
 # crc32_generic: rdma_rxe fails "failed to init crc32 algorithm err:-2" without it.
 # overlay: makes the read-only host root writable inside the guest (changes stay in RAM).
@@ -93,7 +93,7 @@ if [ -z "$kpkg" ]; then apt_update; find_kpkg; fi
 KVER=${kpkg#linux-image-}
 KROOT=$VM_DIR/kernel-$KVER
 
-if [ ! -f "$KROOT/boot/vmlinuz-$KVER" ] || [ -n "${RDMAPERF_VM_REFRESH:-}" ]; then
+if [ ! -f "$KROOT/boot/vmlinuz-$KVER" ] || [ ! -d "$KROOT/lib/modules/$KVER" ] || [ -n "${RDMAPERF_VM_REFRESH:-}" ]; then
     say "downloading $kpkg (~70 MB)"
     dl=$VM_DIR/download
     rm -rf "$dl" "$KROOT"; mkdir -p "$dl"

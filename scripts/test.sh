@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, as CI does (.ci/run calls this):
 #   setup (packages + VM kernel/initramfs) -> toolchain -> build -> fmt -> clippy -> bench build
-#   -> cargo test (unit tests + soft-RoCE VM integration tests).
+#   -> cargo test (unit tests + soft-RoCE VM integration tests) -> fuzz (60 s) -> sanitize (valgrind).
 #
 #   scripts/test.sh                 # as root on Debian 12 the first time (setup installs packages)
 #   scripts/test.sh -- vm_write_bw  # extra args go to `cargo test` (e.g. a test name filter)
@@ -112,15 +112,24 @@ fi
 # ---- build, lint, test ----------------------------------------------------------------------
 step build cargo build --all-targets
 step fmt cargo fmt --check
-step clippy cargo clippy --all-targets --all-features -- -D warnings
+# The two unsafe lints are denied in src/lib.rs; naming them here extends them to the other
+# crate roots (main.rs, tests, benches, build.rs).
+step clippy cargo clippy --all-targets --all-features -- -D warnings \
+    -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
 if [ -d benches ] || grep -q '^\[\[bench\]\]' Cargo.toml; then
-    step bench cargo bench --no-run
+    step bench cargo bench --no-run --all-features
 fi
 
 banner "test: cargo test --all-features ${TEST_ARGS[*]}"
 rc=0
 cargo test --all-features "${TEST_ARGS[@]}" 2>&1 | tee "$LOG_DIR/test.log" || rc=$?
 if [ $rc = 0 ]; then record test ok 0; else record test "FAILED (exit $rc)" 1; fi
+
+# ---- robustness: 60 s of fuzzing the ctrl decoders (a new seed each run; the test prints it),
+# then the pure/unsafe-heavy tests under valgrind memcheck (fuzz/README.md, scripts/sanitize.sh)
+step fuzz env RDMAPERF_FUZZ_SECS=${RDMAPERF_FUZZ_SECS:-60} RDMAPERF_FUZZ_SEED="${RDMAPERF_FUZZ_SEED:-$(date +%s)}" \
+    cargo test --all-features --test robust_fuzz ctrl_decoders_survive_fuzzing -- --nocapture
+step sanitize bash scripts/sanitize.sh
 
 summary
 exit $failed

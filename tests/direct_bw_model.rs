@@ -57,6 +57,7 @@ mod with_model {
             positions,
             step: 64.max(size as u64),
             stall_ticks: 5_000_000_000,
+            cost: false,
         };
         let mut sqs = [sq];
         let out = BwLoop {

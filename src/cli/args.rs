@@ -47,8 +47,23 @@ pub enum Command {
     /// Atomic latency (ib_atomic_lat).
     #[command(name = "atomic-lat")]
     AtomicLat(PerfArgs),
+    /// Run a bw test under every post method the device supports, interleaved
+    /// (A B C A B C …), and print them side by side.
+    Compare(CompareArgs),
     /// List RDMA devices, ports and GID tables.
     Devices,
+}
+
+/// `rdmaperf compare <bw-test> [flags]`.
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// The bw test: write-bw, read-bw, atomic-bw (or its ib_* name).
+    pub test: String,
+    /// Repetitions of each method.
+    #[arg(long = "reps", default_value_t = 3)]
+    pub reps: u32,
+    #[command(flatten)]
+    pub perf: PerfArgs,
 }
 
 /// perftest's options. Unset values take perftest's per-tool defaults in `params`.
@@ -185,6 +200,15 @@ pub struct PerfArgs {
     /// Seconds without a completion before the run is declared stuck.
     #[arg(long = "cq-timeout", default_value_t = 10)]
     pub cq_timeout: u64,
+    /// Worker threads (bw tests): each owns its QPs and CQ and is pinned to a core.
+    #[arg(long = "threads")]
+    pub threads: Option<u32>,
+    /// Cores for the worker threads (e.g. 0-3,8); default: NUMA-local to the device.
+    #[arg(long = "cpus")]
+    pub cpus: Option<String>,
+    /// Don't time each post call (the tool reports ns per post by default).
+    #[arg(long = "no-cost")]
+    pub no_cost: bool,
     /// Server: after the run, check that the client's data landed where perftest's
     /// buffer geometry says (write tests).
     #[arg(long = "check-landing")]

@@ -98,6 +98,33 @@ pub fn main() -> i32 {
             a,
         ),
         Command::Devices => return crate::tool::devices::list(),
+        Command::Compare(c) => {
+            let Some(t) = Tool::ALL
+                .iter()
+                .find(|t| t.0 == c.test || t.1 == c.test)
+                .map(|t| t.2)
+            else {
+                eprintln!(
+                    "rdmaperf compare: unknown test '{}': use write-bw, read-bw or atomic-bw",
+                    c.test
+                );
+                return 2;
+            };
+            if t.kind != Kind::Bw || t.verb == Verb::Send {
+                eprintln!(
+                    "rdmaperf compare: '{}' is not supported: use write-bw, read-bw or atomic-bw",
+                    c.test
+                );
+                return 2;
+            }
+            return match params::resolve(t, &c.perf) {
+                Ok(p) => crate::tool::compare::run(p, c.reps),
+                Err(e) => {
+                    eprintln!("rdmaperf compare {}: {e}", t.name());
+                    2
+                }
+            };
+        }
     };
     let p = match params::resolve(tool, &a) {
         Ok(p) => p,

@@ -247,6 +247,9 @@ pub struct Params {
     pub ctrl_timeout_s: u64,
     pub cq_timeout_s: u64,
     pub check_landing: bool,
+    pub no_cost: bool,
+    pub threads: u32,
+    pub cpus: Option<Vec<usize>>,
 }
 
 impl Params {
@@ -433,7 +436,24 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         ));
     }
 
-    let num_qps = a.qps.unwrap_or(1);
+    let threads = a.threads.unwrap_or(1);
+    if threads == 0 {
+        return Err(rule("--threads 0: at least one thread is needed"));
+    }
+    if threads > 1 && !bw {
+        return Err(rule("--threads applies to bw tests only; drop --threads"));
+    }
+    let cpus = match a.cpus.as_deref() {
+        Some(s) => Some(crate::tool::cpus::parse_cpu_list(s).map_err(|e| format!("--cpus: {e}"))?),
+        None => None,
+    };
+    // Each thread owns at least one QP: with --threads and no -q, one QP per thread.
+    let num_qps = a.qps.unwrap_or(threads);
+    if num_qps < threads {
+        return Err(format!(
+            "--threads {threads} -q {num_qps}: every thread needs its own QP; use -q {threads} or more"
+        ));
+    }
     if num_qps == 0 || num_qps > MAX_QP_NUM {
         return Err(format!(
             "-q {num_qps}: the number of QPs must be 1..{MAX_QP_NUM}"
@@ -614,6 +634,9 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         ctrl_timeout_s: a.timeout,
         cq_timeout_s: a.cq_timeout,
         check_landing: a.check_landing,
+        no_cost: a.no_cost,
+        threads,
+        cpus,
     })
 }
 
@@ -793,6 +816,56 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("contradicts"), "{e}");
+    }
+
+    #[test]
+    fn threads_rules() {
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                threads: Some(2),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!((p.threads, p.num_qps), (2, 2));
+        let e = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                threads: Some(4),
+                qps: Some(2),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("every thread needs its own QP"), "{e}");
+        let e = resolve(
+            READ_LAT,
+            &PerfArgs {
+                threads: Some(2),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("bw tests only"), "{e}");
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                cpus: Some("0-1".into()),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.cpus, Some(vec![0, 1]));
+        assert!(resolve(
+            WRITE_BW,
+            &PerfArgs {
+                cpus: Some("a".into()),
+                ..args()
+            }
+        )
+        .unwrap_err()
+        .starts_with("--cpus"));
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct BwConfig {
     pub step: u64,
     /// Give up when no completion arrives for this many ticks with work outstanding.
     pub stall_ticks: u64,
+    /// Measure the CPU cost of each post call (two clock reads around it).
+    pub cost: bool,
 }
 
 /// Duration-mode deadlines, in clock ticks (perftest: margin, D-2*margin, margin).
@@ -81,6 +83,9 @@ pub struct BwOutcome {
     /// Messages completed inside the measured window (duration: the sample; else all).
     pub measured: u64,
     pub error: Option<RunError>,
+    /// Clock ticks spent inside post calls and the number of calls (when `cost`).
+    pub post_ticks: u64,
+    pub post_calls: u64,
 }
 
 /// Per-QP counters, handed in so the loop allocates nothing.
@@ -206,8 +211,13 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                             *slot = (self.now)();
                         }
                     }
-                    if let Err(err) = self.sqs[q].post(cfg.op, &self.list[..cfg.post_list as usize])
-                    {
+                    let t_post = if cfg.cost { (self.now)() } else { 0 };
+                    let posted = self.sqs[q].post(cfg.op, &self.list[..cfg.post_list as usize]);
+                    if cfg.cost {
+                        out.post_ticks += (self.now)().wrapping_sub(t_post);
+                        out.post_calls += 1;
+                    }
+                    if let Err(err) = posted {
                         out.error = Some(RunError::Post { qp: q as u32, err });
                         break 'run;
                     }
@@ -268,18 +278,21 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                 last_progress = t;
             }
         }
-        if self.deadlines.is_none() {
+        let sample_done = self.deadlines.is_some() && phase == Phase::Cooldown;
+        if out.error.is_some() && !sample_done {
+            // Stopped early (error, stall, Ctrl-C): the partial result is every
+            // message completed, from the loop's start to the last completion,
+            // whatever phase the duration state machine was in.
+            out.t_start = t0;
+            out.t_end = last_progress.max(t0 + 1);
+            out.measured = out.completed;
+        } else if self.deadlines.is_none() {
             out.t_end = (self.now)();
             out.measured = out.completed;
         } else if phase == Phase::Sample {
-            // Stopped inside the sample (error or Ctrl-C): keep what was measured.
+            // The run ended inside the sample window (end came before stop).
             out.t_end = (self.now)();
             out.measured = out.completed - sample_base;
-        } else if phase == Phase::Warmup {
-            // Stopped before the sample began: the partial result is the whole
-            // time run so far (t_start is still the loop's start).
-            out.t_end = (self.now)();
-            out.measured = out.completed;
         }
         out
     }

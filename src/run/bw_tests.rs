@@ -84,6 +84,7 @@ fn cfg(iters: u64, post_list: u32, cq_mod: u32) -> BwConfig {
         positions: 64,
         step: 64,
         stall_ticks: u64::MAX,
+        cost: true,
     }
 }
 
@@ -199,6 +200,9 @@ fn peak_timestamps_filled() {
     let nic = Rc::new(RefCell::new(Nic::default()));
     let (out, tc) = run(cfg(100, 1, 1), nic, true);
     assert_eq!(out.completed, 100);
+    // One timed post call per message (post_list 1); the mock clock ticks once per read.
+    assert_eq!(out.post_calls, 100);
+    assert!(out.post_ticks >= out.post_calls);
     assert!(tc.iter().all(|&t| t > 0));
     assert!(tc.windows(2).all(|w| w[0] <= w[1]));
 }

@@ -4,7 +4,9 @@
 pub mod bw;
 pub mod geometry;
 pub mod lat;
+pub mod recv;
 pub mod stop;
+pub mod threads;
 
 #[cfg(test)]
 mod bw_tests;

@@ -10,8 +10,8 @@
 
 use super::info::test_info;
 use super::method::{self, Method};
-use super::rdma_bw::connect;
-use super::setup::{qp_type, text_dest, Endpoint, Resources};
+use super::rdma_bw::{connect, qp_type, to_text_dest as text_dest};
+use super::setup::{Endpoint, Resources};
 use super::{Fail, Out};
 use crate::cli::params::{Conn, Mode, Params, Verb};
 use crate::clock::{self, Clock};
@@ -95,7 +95,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
              please report this",
         ));
     }
-    let my: Vec<Dest> = (0..res.qps.len()).map(|i| res.dest(&ep, i)).collect();
+    let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(&ep, i)).collect();
     let mut lat = Lat {
         p,
         out,
@@ -294,6 +294,13 @@ impl Lat<'_> {
             Method::WrApi => {
                 let sq = WrApiQueue::new(qp, ud).map_err(Fail::verbs)?;
                 self.measure(size, sq)?
+            }
+            // `method::direct_wired` is false for the latency tools, so
+            // `resolve` never picks it here.
+            Method::Direct => {
+                return Err(Fail::new(
+                    "--post direct: the latency tools do not run the direct path yet; use --post wr-api",
+                ))
             }
         };
         if let Some(e) = m.outcome.error {

@@ -1,7 +1,8 @@
 //! Choosing the post method once, before the loop: `--post auto|post-send|wr-api|direct`.
 
 use super::Fail;
-use crate::cli::params::{Params, PostChoice};
+use crate::cli::params::{Conn, Kind, Params, PostChoice, Verb};
+use crate::mlx5::device::{select_for_device, DirectRequest};
 use crate::post::wr_api::{send_ops_flags, wr_api_probe};
 use crate::post::Op;
 use crate::verbs::{Context, QpType};
@@ -12,6 +13,9 @@ use std::sync::Arc;
 pub enum Method {
     PostSend,
     WrApi,
+    /// WQEs written straight into the mlx5 SQ ring (`crate::mlx5`), QPs
+    /// created through mlx5dv (`super::direct`).
+    Direct,
 }
 
 impl Method {
@@ -19,14 +23,65 @@ impl Method {
         match self {
             Method::PostSend => "post-send",
             Method::WrApi => "wr-api",
+            Method::Direct => "direct",
         }
     }
 }
 
-fn mlx5dv_supported(ctx: &Context) -> bool {
-    // SAFETY: the device pointer comes from an open context and stays valid
-    // while `ctx` lives; mlx5dv_is_supported only reads the device's ops.
-    unsafe { crate::sys::mlx5dv_is_supported((*ctx.raw()).device) }
+/// Whether this tool runs the direct path today: the unidirectional RC/UC
+/// write/read/atomic bandwidth tools (`rdma_bw`). Others get `wr-api` from
+/// `auto` and a clear error from `--post direct` until they are wired.
+pub fn direct_wired(p: &Params) -> bool {
+    p.tool.kind == Kind::Bw
+        && matches!(p.tool.verb, Verb::Write | Verb::Read | Verb::Atomic)
+        && !p.duplex
+        && matches!(p.conn, Conn::Rc | Conn::Uc)
+}
+
+/// What is known about the device and tool when choosing.
+#[derive(Clone, Copy, Debug)]
+pub struct Facts<'a> {
+    pub device: &'a str,
+    /// `mlx5dv_is_supported(device)`.
+    pub mlx5: bool,
+    /// [`direct_wired`] for this test.
+    pub direct_wired: bool,
+    pub tool: &'a str,
+}
+
+/// The decision, without a device: `wr_api_ok` is asked only when needed.
+pub fn decide(
+    choice: PostChoice,
+    f: &Facts<'_>,
+    wr_api_ok: impl FnOnce() -> Result<(), String>,
+) -> Result<Method, Fail> {
+    match choice {
+        PostChoice::PostSend => Ok(Method::PostSend),
+        PostChoice::WrApi => match wr_api_ok() {
+            Ok(()) => Ok(Method::WrApi),
+            Err(e) => Err(Fail::new(format!(
+                "--post wr-api: device {} does not accept the WR API for this test ({e}); use --post post-send",
+                f.device
+            ))),
+        },
+        PostChoice::Direct if !f.mlx5 => Err(Fail::new(format!(
+            "--post direct: device {} is not an mlx5 (ConnectX) device — mlx5dv_is_supported() is false and \
+             mlx5dv_init_obj() returns EOPNOTSUPP for its queues; use --post wr-api or --post post-send",
+            f.device
+        ))),
+        PostChoice::Direct if !f.direct_wired => Err(Fail::new(format!(
+            "--post direct: {} does not run the direct path yet (only write-bw, read-bw and atomic-bw \
+             over RC/UC, without -b); use --post wr-api on {}",
+            f.tool, f.device
+        ))),
+        PostChoice::Direct => Ok(Method::Direct),
+        PostChoice::Auto if f.mlx5 && f.direct_wired => Ok(Method::Direct),
+        PostChoice::Auto => Ok(if wr_api_ok().is_ok() {
+            Method::WrApi
+        } else {
+            Method::PostSend
+        }),
+    }
 }
 
 /// Resolve the user's choice against what the device can do. Asking for a
@@ -38,33 +93,111 @@ pub fn resolve(
     ops: &[Op],
 ) -> Result<Method, Fail> {
     let flags = send_ops_flags(ops);
-    match p.post {
-        PostChoice::PostSend => Ok(Method::PostSend),
-        PostChoice::WrApi => match wr_api_probe(ctx, qp_type, flags) {
-            Ok(()) => Ok(Method::WrApi),
-            Err(e) => Err(Fail::new(format!(
-                "--post wr-api: device {} does not accept the WR API for this test ({e}); use --post post-send",
-                ctx.name()
-            ))),
-        },
-        PostChoice::Direct => {
-            if mlx5dv_supported(ctx) {
-                Err(Fail::new(format!(
-                    "--post direct: the mlx5 direct path is not wired into the tools yet on {}; use --post wr-api",
-                    ctx.name()
-                )))
-            } else {
-                Err(Fail::new(format!(
-                    "--post direct: device {} is not an mlx5 (ConnectX) device — mlx5dv_is_supported() is false and \
-                     mlx5dv_init_obj() returns EOPNOTSUPP for its queues; use --post wr-api or --post post-send",
-                    ctx.name()
-                )))
-            }
+    // `Auto` only asks; whether `--post direct` may run is decided below
+    // with the tool's facts too.
+    // SAFETY: the device pointer comes from an open context and stays valid
+    // while `ctx` lives; the call only reads the device's ops and name.
+    let mlx5 =
+        unsafe { select_for_device(DirectRequest::Auto, (*ctx.raw()).device) }.unwrap_or(false);
+    let facts = Facts {
+        device: ctx.name(),
+        mlx5,
+        direct_wired: direct_wired(p),
+        tool: p.tool.name(),
+    };
+    decide(p.post, &facts, || {
+        wr_api_probe(ctx, qp_type, flags).map_err(|e| e.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(mlx5: bool, wired: bool) -> Facts<'static> {
+        Facts {
+            device: if mlx5 { "mlx5_0" } else { "rxe0" },
+            mlx5,
+            direct_wired: wired,
+            tool: "write-bw",
         }
-        PostChoice::Auto => Ok(if wr_api_probe(ctx, qp_type, flags).is_ok() {
-            Method::WrApi
-        } else {
-            Method::PostSend
-        }),
+    }
+    fn ok() -> Result<(), String> {
+        Ok(())
+    }
+    fn no() -> Result<(), String> {
+        Err("EOPNOTSUPP".into())
+    }
+
+    #[test]
+    fn auto_picks_direct_on_mlx5_for_wired_tools_else_wr_api() {
+        let d = |m, w, probe: fn() -> Result<(), String>| {
+            decide(PostChoice::Auto, &facts(m, w), probe).map_err(|f| f.msg)
+        };
+        assert_eq!(d(true, true, no), Ok(Method::Direct));
+        assert_eq!(d(true, false, ok), Ok(Method::WrApi));
+        assert_eq!(d(false, true, ok), Ok(Method::WrApi));
+        assert_eq!(d(false, true, no), Ok(Method::PostSend));
+    }
+
+    #[test]
+    fn direct_on_rxe_names_device_cause_and_fixes() {
+        let e = decide(PostChoice::Direct, &facts(false, true), ok)
+            .unwrap_err()
+            .msg;
+        for want in ["--post direct", "rxe0", "EOPNOTSUPP", "--post wr-api"] {
+            assert!(e.contains(want), "{want:?} missing: {e}");
+        }
+    }
+
+    #[test]
+    fn direct_on_mlx5_runs_or_says_the_tool_is_not_wired() {
+        let r = decide(PostChoice::Direct, &facts(true, true), no).map_err(|f| f.msg);
+        assert_eq!(r, Ok(Method::Direct));
+        let e = decide(PostChoice::Direct, &facts(true, false), ok)
+            .unwrap_err()
+            .msg;
+        assert!(e.contains("write-bw") && e.contains("--post wr-api"), "{e}");
+    }
+
+    #[test]
+    fn direct_is_wired_for_the_rdma_bw_tools_only() {
+        use crate::cli::args::PerfArgs;
+        use crate::cli::params::{resolve, Tool};
+        let base = || PerfArgs {
+            post: "auto".into(), // clap's default
+            ..PerfArgs::default()
+        };
+        let wired = |name: &str, a: PerfArgs| {
+            let tool = Tool::ALL.iter().find(|t| t.0 == name).unwrap().2;
+            direct_wired(&resolve(tool, &a).unwrap())
+        };
+        for t in ["write-bw", "read-bw", "atomic-bw"] {
+            assert!(wired(t, base()), "{t}");
+        }
+        for t in ["send-bw", "write-lat", "read-lat", "atomic-lat", "send-lat"] {
+            assert!(!wired(t, base()), "{t}");
+        }
+        let duplex = PerfArgs {
+            bidirectional: true,
+            ..base()
+        };
+        assert!(!wired("write-bw", duplex));
+    }
+
+    #[test]
+    fn the_info_block_names_the_method() {
+        let names = [Method::PostSend, Method::WrApi, Method::Direct].map(Method::name);
+        assert_eq!(names, ["post-send", "wr-api", "direct"]);
+    }
+
+    #[test]
+    fn explicit_verbs_methods() {
+        let r = decide(PostChoice::PostSend, &facts(true, true), no).map_err(|f| f.msg);
+        assert_eq!(r, Ok(Method::PostSend));
+        let e = decide(PostChoice::WrApi, &facts(false, true), no)
+            .unwrap_err()
+            .msg;
+        assert!(e.contains("--post post-send") && e.contains("rxe0"), "{e}");
     }
 }

@@ -3,13 +3,20 @@
 //! tear down. (The design card's map has no home for this glue; it sits between
 //! `ctrl` (protocol), `run` (loops) and `report` (output), so it gets its own.)
 
+pub mod compare;
+pub mod compare_table;
+pub mod cpus;
 pub mod devices;
+pub mod direct;
 pub mod info;
 pub mod landing;
 pub mod lat;
 pub mod method;
+pub mod progress;
 pub mod rdma_bw;
+pub mod send_bw;
 pub mod setup;
+pub mod threads_bw;
 
 use crate::cli::params::{Kind, Params, Verb};
 use crate::run::stop;
@@ -61,9 +68,42 @@ impl Out {
     }
 }
 
+/// Flags rdmaperf parses (perftest's) but does not implement yet: refused with
+/// a clear message rather than silently ignored.
+fn not_implemented(p: &Params) -> Option<&'static str> {
+    if p.use_event {
+        return Some(
+            "-e (completion events): not implemented in rdmaperf yet; drop -e (rdmaperf polls)",
+        );
+    }
+    if p.rdma_cm {
+        return Some("-R (rdma_cm): not implemented in rdmaperf yet; drop -R (the TCP control channel is used)");
+    }
+    if p.mr_per_qp {
+        return Some(
+            "--mr_per_qp: not implemented in rdmaperf yet; drop it (one MR serves all QPs)",
+        );
+    }
+    if p.run_infinitely {
+        return Some("--run_infinitely: not implemented in rdmaperf yet; use -D");
+    }
+    None
+}
+
 fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
+    if let Some(m) = not_implemented(p) {
+        return Err(Fail::new(m));
+    }
+    if p.threads > 1 && !p.is_server() && p.tool.verb == Verb::Send {
+        return Err(Fail::new(
+            "send-bw --threads: the multi-threaded client is wired for write/read/atomic-bw only; use -q without --threads",
+        ));
+    }
     match (p.tool.kind, p.tool.verb) {
-        (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => rdma_bw::run(p, out),
+        (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => {
+            rdma_bw::run(p, out).map(|_| ())
+        }
+        (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out),
         (Kind::Lat, _) => lat::run(p, out),
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
@@ -94,16 +134,26 @@ pub fn run(p: Params) -> i32 {
 /// Both ends in one process over 127.0.0.1: the server in a thread (quiet),
 /// the client here.
 fn loopback(p: &Params) -> Result<(), Fail> {
+    loopback_with(p, Out { quiet: false }, run_side)
+}
+
+/// Loopback with a given client side (its return value is passed through).
+pub fn loopback_with<T>(
+    p: &Params,
+    client_out: Out,
+    client_side: fn(&Params, Out) -> Result<T, Fail>,
+) -> Result<T, Fail> {
     let mut sp = p.clone();
     sp.server = None;
-    sp.loopback = false;
+    // Marks the server as the loopback's: it stops waiting for a client after --timeout.
+    sp.loopback = true;
     sp.json_file = None;
     sp.check_landing = false;
     let server = std::thread::spawn(move || run_side(&sp, Out { quiet: true }));
     let mut cp = p.clone();
     cp.server = Some("127.0.0.1".into());
     cp.loopback = false;
-    let client = run_side(&cp, Out { quiet: false });
+    let client = client_side(&cp, client_out);
     if client.is_err() {
         // The server may wait for a peer that never comes: ask it to stop.
         stop::request();
@@ -111,6 +161,7 @@ fn loopback(p: &Params) -> Result<(), Fail> {
     let server = server
         .join()
         .unwrap_or_else(|_| Err(Fail::new("loopback server thread panicked")));
-    client?;
-    server.map_err(|f| Fail::new(format!("loopback server side: {f}")))
+    let client = client?;
+    server.map_err(|f| Fail::new(format!("loopback server side: {f}")))?;
+    Ok(client)
 }

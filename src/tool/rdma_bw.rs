@@ -3,9 +3,12 @@
 //! barrier, report exchange, close), the bw loop with the chosen post method,
 //! and the report.
 
+use super::direct;
 use super::info::test_info;
 use super::method::{self, Method};
+use super::progress;
 use super::setup::{Endpoint, Resources};
+use super::threads_bw;
 use super::{landing, Fail, Out};
 use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
@@ -13,7 +16,7 @@ use crate::ctrl::{BwReport, Channel, Dest, Session};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
-use crate::post::{Completion, SendQueue, WrDesc};
+use crate::post::{Completion, CompletionQueue, SendQueue, WrDesc};
 use crate::report::{json, stats, text};
 use crate::run::bw::{BwConfig, BwLoop, BwOutcome, Deadlines, QpCount, QpTarget, RunError};
 use crate::run::geometry::Geometry;
@@ -28,8 +31,7 @@ pub fn connect(p: &Params) -> Result<Session, Fail> {
         None => {
             // The loopback server must not wait forever for a client that failed.
             let accept = if p.loopback { Some(t) } else { None };
-            let _ = accept;
-            Channel::listen(None, p.port, None).map_err(Fail::ctrl)?
+            Channel::listen(None, p.port, accept).map_err(Fail::ctrl)?
         }
     };
     let mut ch = ch;
@@ -37,7 +39,7 @@ pub fn connect(p: &Params) -> Result<Session, Fail> {
     Ok(Session::new(ch))
 }
 
-fn qp_type(p: &Params) -> QpType {
+pub(crate) fn qp_type(p: &Params) -> QpType {
     match p.conn {
         Conn::Rc => QpType::RC,
         Conn::Uc => QpType::UC,
@@ -45,7 +47,19 @@ fn qp_type(p: &Params) -> QpType {
     }
 }
 
-pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
+/// What the client measured at one size (for `compare` and callers that aggregate).
+#[derive(Clone, Debug)]
+pub struct SizeSummary {
+    pub size: u64,
+    pub result: stats::BwResult,
+    pub method: &'static str,
+    /// CPU ns per post call and per WR (0 with --no-cost).
+    pub ns_per_call: f64,
+    pub ns_per_wr: f64,
+}
+
+/// Runs one side; the client returns what it measured per size (the server nothing).
+pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     let ep = Endpoint::open(p)?;
     let op = p.op();
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
@@ -56,13 +70,17 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let page = crate::verbs::mr::page_size() as u32;
     let (cb, cl) = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
     let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
-    let res = Resources::create(&ep, p, cb as u64, cl as u64, flags)?;
+    let res = if method == Method::Direct {
+        Resources::create_direct(&ep, p, cb as u64, cl as u64)?
+    } else {
+        Resources::create(&ep, p, cb as u64, cl as u64, flags)?
+    };
     let clock = Clock::calibrate();
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
     let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
     out.print(&text::info_block(&info));
 
-    let my: Vec<Dest> = (0..res.qps.len()).map(|i| res.dest(&ep, i)).collect();
+    let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(&ep, i)).collect();
     let mut rem = Vec::with_capacity(my.len());
     for d in &my {
         rem.push(sess.hand_shake(d).map_err(Fail::ctrl)?);
@@ -116,61 +134,143 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         if let Some(l) = landing_result {
             l?;
         }
-        return Ok(());
+        return Ok(Vec::new());
     }
 
+    // Direct: one set of queues for every size (the SQ/CQ indices carry over).
+    let mut dq = if method == Method::Direct {
+        Some(direct::open_queues(&res)?)
+    } else {
+        None
+    };
+    let targets = qp_targets(&res.geometry, res.mr.addr(), res.mr.lkey(), &rem);
     let mut report = p
         .json_file
         .as_ref()
         .map(|f| json::JsonReport::new(f, &info));
     let mut last = BwReport::default();
     let mut failure: Option<Fail> = None;
+    let mut costs: Vec<(u64, f64, f64)> = Vec::new();
+    let mut summaries = Vec::with_capacity(p.sizes.len());
+    let workers = if p.threads > 1 {
+        Some(threads_bw::plan(p, ep.ctx.name()).map_err(Fail::new)?)
+    } else {
+        None
+    };
+    let mut thread_lines = String::new();
     out.print(&text::bw_header(&info));
-    for &size in &p.sizes {
-        let outcome = match method {
-            Method::PostSend => {
-                let sqs = res
-                    .qps
-                    .iter()
-                    .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(Fail::verbs)?;
-                measure(p, &res, &rem, size, sqs, &clock)?
-            }
-            Method::WrApi => {
-                let sqs = res
-                    .qps
-                    .iter()
-                    .map(|qp| WrApiQueue::new(qp, None))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(Fail::verbs)?;
-                measure(p, &res, &rem, size, sqs, &clock)?
+    for (i, &size) in p.sizes.iter().enumerate() {
+        progress::sweep(i, p.sizes.len(), size);
+        let ticker = match p.mode {
+            Mode::Duration { secs, .. } => progress::Ticker::start(secs as u64),
+            Mode::Iterations => None,
+        };
+        let mut per_thread = None;
+        let run = if let Some(w) = &workers {
+            let (run, lines) = threads_bw::run_size(p, &res, w, size, &targets, method, &clock)?;
+            per_thread = Some(threads_bw::lines_json(&lines));
+            let unit = if p.report_gbits { "Gb/sec" } else { "MiB/sec" };
+            thread_lines.push_str(&format!(
+                " {size} B:\n{}",
+                threads_bw::lines_text(&lines, unit)
+            ));
+            run
+        } else {
+            match method {
+                Method::PostSend => {
+                    let mut sqs = res
+                        .qps
+                        .iter()
+                        .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(Fail::verbs)?;
+                    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+                    measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, &clock)?
+                }
+                Method::WrApi => {
+                    let mut sqs = res
+                        .qps
+                        .iter()
+                        .map(|qp| WrApiQueue::new(qp, None))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(Fail::verbs)?;
+                    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+                    measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, &clock)?
+                }
+                Method::Direct => {
+                    let q = dq
+                        .as_mut()
+                        .ok_or_else(|| Fail::new("--post direct: queues not opened (internal)"))?;
+                    direct::run_size(
+                        p,
+                        &res.geometry,
+                        size,
+                        &targets,
+                        &mut q.sqs,
+                        &mut q.cq,
+                        &clock,
+                    )?
+                }
             }
         };
-        let r = result(p, size, &outcome, &clock)?;
-        out.print(&text::bw_row(&r.0, &info, 0.0));
+        drop(ticker);
+        let r = &run.row;
+        out.print(&text::bw_row(r, &info, 0.0));
+        let o = &run.outcome;
+        let cost = (o.post_calls > 0).then(|| {
+            let per_call = clock.nanos(o.post_ticks) / o.post_calls as f64;
+            (size, per_call, per_call / p.post_list as f64)
+        });
+        costs.extend(cost);
+        summaries.push(SizeSummary {
+            size,
+            result: *r,
+            method: method.name(),
+            ns_per_call: cost.map_or(0.0, |c| c.1),
+            ns_per_wr: cost.map_or(0.0, |c| c.2),
+        });
         if let Some(j) = report.as_mut() {
-            let mut rec = json::Record::bw(&r.0, &info, 0.0);
-            if let Some(e) = &outcome.1 {
+            let mut rec = json::Record::bw(r, &info, 0.0);
+            if let Some((_, call, wr)) = cost {
+                rec = rec
+                    .with("post_ns_per_call", (call * 10.0).round() / 10.0)
+                    .with("post_ns_per_wr", (wr * 10.0).round() / 10.0);
+            }
+            if let Some(t) = per_thread.take() {
+                rec = rec.with("threads", t);
+            }
+            if let Some(e) = &run.error {
                 rec = rec.with("error", e.as_str());
             }
             j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
         }
         last = BwReport {
             size,
-            iters: r.0.iters,
-            bw_peak: r.0.bw_peak,
-            bw_avg: r.0.bw_avg,
-            msg_rate: r.0.msg_rate,
+            iters: r.iters,
+            bw_peak: r.bw_peak,
+            bw_avg: r.bw_avg,
+            msg_rate: r.msg_rate,
             per_port: None,
         };
-        if let Some(e) = outcome.1 {
+        if let Some(e) = run.error {
             res.to_err();
             failure = Some(Fail::new(e));
             break;
         }
     }
+    if p.sizes.len() > 1 {
+        progress::clear();
+    }
     out.print(text::RESULT_LINE);
+    if p.output.is_none() {
+        out.print(&thread_lines);
+        for (size, call, wr) in &costs {
+            out.print(&format!(
+                " Post cost ({size} B): {call:.1} ns per post call, {wr:.1} ns per WR ({})\n",
+                method.name()
+            ));
+        }
+    }
     if let Some(f) = failure {
         // Partial results are printed (and written) above; the peer sees us go.
         return Err(f);
@@ -179,10 +279,10 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     sess.hand_shake(&my[0]).map_err(Fail::ctrl)?;
     sess.exchange_bw_report(&last).map_err(Fail::ctrl)?;
     sess.close(&my[0]).map_err(Fail::ctrl)?;
-    Ok(())
+    Ok(summaries)
 }
 
-fn to_text_dest(d: &Dest) -> text::Dest {
+pub(crate) fn to_text_dest(d: &Dest) -> text::Dest {
     text::Dest {
         lid: d.lid,
         qpn: d.qpn,
@@ -195,38 +295,55 @@ fn to_text_dest(d: &Dest) -> text::Dest {
     }
 }
 
-/// The loop outcome plus the error message if it stopped early, and timestamps.
-struct Measured {
+/// Each QP's addressing: our send half (perftest geometry of the largest
+/// size) and the peer's advertised buffer.
+pub fn qp_targets(g: &Geometry, mr_addr: u64, lkey: u32, rem: &[Dest]) -> Vec<QpTarget> {
+    rem.iter()
+        .enumerate()
+        .map(|(i, r)| QpTarget {
+            laddr: mr_addr + g.send_offset(i as u64),
+            lkey,
+            raddr: r.vaddr,
+            rkey: r.rkey,
+        })
+        .collect()
+}
+
+/// One size's result: what the loop measured, the error (worded for the
+/// user) if it stopped early, and the report row.
+#[derive(Clone, Debug)]
+pub struct SizeRun {
+    pub outcome: BwOutcome,
+    pub error: Option<String>,
+    pub row: stats::BwResult,
+}
+
+/// The loop outcome and its peak timestamps.
+pub(crate) struct Measured {
     outcome: BwOutcome,
     tposted: Vec<u64>,
     tcompleted: Vec<u64>,
-    size: u64,
 }
 
-/// Run one size with post method `S` (monomorphised per method).
-fn measure<S: SendQueue>(
+/// Run one size with post method `S` and poller `C` (monomorphised per
+/// method) over `sqs` (one per target), and compute the row.
+pub(crate) fn measure_size<S: SendQueue, C: CompletionQueue>(
     p: &Params,
-    res: &Resources,
-    rem: &[Dest],
+    base: &Geometry,
     size: u64,
-    mut sqs: Vec<S>,
+    targets: &[QpTarget],
+    sqs: &mut [S],
+    cq: &mut C,
     clock: &Clock,
-) -> Result<(Measured, Option<String>), Fail> {
-    let g = Geometry::new(
-        size,
-        res.geometry.cycle_buffer,
-        res.geometry.cache_line,
-        res.geometry.slots,
-    );
-    let targets: Vec<QpTarget> = (0..sqs.len())
-        .map(|i| QpTarget {
-            laddr: res.mr.addr() + res.geometry.send_offset(i as u64),
-            lkey: res.mr.lkey(),
-            raddr: rem[i].vaddr,
-            rkey: rem[i].rkey,
-        })
-        .collect();
-    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+) -> Result<SizeRun, Fail> {
+    if targets.len() != sqs.len() {
+        return Err(Fail::new(format!(
+            "internal: {} send queues for {} targets; report this",
+            sqs.len(),
+            targets.len()
+        )));
+    }
+    let g = Geometry::new(size, base.cycle_buffer, base.cache_line, base.slots);
     let total = (p.iters * sqs.len() as u64) as usize;
     let peak_len = if p.no_peak { 0 } else { total };
     let mut tposted = vec![0u64; peak_len];
@@ -254,12 +371,13 @@ fn measure<S: SendQueue>(
         positions: g.positions(),
         step: g.step(),
         stall_ticks: clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
+        cost: !p.no_cost,
     };
     let outcome = BwLoop {
         cfg,
-        sqs: &mut sqs,
-        cq: &mut cq,
-        targets: &targets,
+        sqs,
+        cq,
+        targets,
         counts: &mut counts,
         list: &mut list,
         wcs: &mut wcs,
@@ -269,23 +387,25 @@ fn measure<S: SendQueue>(
         now: clock::now,
     }
     .run();
-    let err = outcome.error.map(|e| describe(e, &counts));
-    Ok((
-        Measured {
-            outcome,
-            tposted,
-            tcompleted,
-            size,
-        },
-        err,
-    ))
+    let error = outcome.error.map(|e| describe(e, &counts));
+    let m = Measured {
+        outcome,
+        tposted,
+        tcompleted,
+    };
+    let row = result(p, size, &m, clock)?;
+    Ok(SizeRun {
+        outcome,
+        error,
+        row,
+    })
 }
 
-fn describe(e: RunError, counts: &[QpCount]) -> String {
+pub(crate) fn describe(e: RunError, counts: &[QpCount]) -> String {
     match e {
         RunError::Completion { qp, wr_id, wc } => format!(
             "completion with error on QP {qp}: status {} ({}), vendor error {:#x}{}, wr_id {wr_id:#x} \
-             (message {} of that QP); the run stopped — check the peer's rkey/permissions and the link",
+             (message {} of that QP); the run stopped — check that both sides use the same -s/-a/-c and test, the peer's rkey/permissions, and the link",
             wc.status.name(),
             wc.status.0,
             wc.vendor_err,
@@ -305,13 +425,12 @@ fn describe(e: RunError, counts: &[QpCount]) -> String {
     }
 }
 
-fn result(
+pub(crate) fn result(
     p: &Params,
     size: u64,
-    m: &(Measured, Option<String>),
+    m: &Measured,
     clock: &Clock,
-) -> Result<(stats::BwResult,), Fail> {
-    let (m, _) = m;
+) -> Result<stats::BwResult, Fail> {
     let o = &m.outcome;
     let nqp = p.num_qps;
     let units = if p.report_gbits {
@@ -343,13 +462,10 @@ fn result(
         units,
         inf_bidir_factor: 1,
     };
-    let _ = m.size;
-    stats::bw_perftest(&inp)
-        .map(|r| (r,))
-        .map_err(|e| Fail::new(format!("computing the result: {e}")))
+    stats::bw_perftest(&inp).map_err(|e| Fail::new(format!("computing the result: {e}")))
 }
 
-fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
+pub(crate) fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
     if let Some(l) = p.limit_bw {
         if r.bw_avg < l {
             return Err(Fail::new(format!(
@@ -380,7 +496,7 @@ fn check_landing(p: &Params, res: &Resources, client_iters: u64) -> Result<(), F
     );
     let buf = res.mr.buf().map(|b| b.as_slice()).unwrap_or(&[]);
     let mut all_ok = true;
-    for q in 0..res.qps.len() as u64 {
+    for q in 0..res.num_qps() as u64 {
         let off = res.geometry.recv_offset(q) as usize;
         let region = &buf[off..off + res.geometry.slot as usize];
         let msgs = if p.is_duration() {

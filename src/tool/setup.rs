@@ -2,10 +2,10 @@
 //! GID, allocate the buffer with perftest's geometry, create CQ and QPs, and
 //! connect them from the peer's key messages.
 
+use super::direct::DirectQpHandle;
 use super::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::ctrl::wire::Dest;
-use crate::report::text;
 use crate::run::geometry::Geometry;
 use crate::verbs::{
     random_psn, Access, Ah, AhAttr, AlignedBuf, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd,
@@ -76,39 +76,70 @@ pub fn access_for(verb: Verb) -> Access {
     }
 }
 
-/// The QP type of `-c`.
-pub fn qp_type(p: &Params) -> QpType {
-    match p.conn {
-        Conn::Rc => QpType::RC,
-        Conn::Uc => QpType::UC,
-        Conn::Ud => QpType::UD,
-    }
-}
-
-/// A key message as the address lines print it.
-pub fn text_dest(d: &Dest) -> text::Dest {
-    text::Dest {
-        lid: d.lid,
-        qpn: d.qpn,
-        psn: d.psn,
-        out_reads: d.out_reads,
-        rkey: d.rkey,
-        vaddr: d.vaddr,
-        srqn: d.srqn,
-        gid: d.gid.unwrap_or([0; 16]),
-    }
-}
-
 /// Buffers, CQ and QPs of one side.
 pub struct Resources {
     pub geometry: Geometry,
     pub mr: Mr,
     pub cq: Arc<Cq>,
     pub rcq: Arc<Cq>,
+    /// `--threads N` (client): one send CQ per worker thread; QP i completes on
+    /// `thread_cqs[i % N]`. With one thread it is `[cq]`.
+    pub thread_cqs: Vec<Arc<Cq>>,
+    /// Verbs QPs (`post-send`, `wr-api`); empty with `--post direct`.
     pub qps: Vec<Arc<Qp>>,
+    /// `--post direct`: QPs created through mlx5dv (then `qps` is empty).
+    /// Use [`Resources::num_qps`] for the count.
+    pub direct_qps: Vec<DirectQpHandle>,
     pub psns: Vec<u32>,
     pub pd: Arc<Pd>,
     pub out_reads: u32,
+}
+
+/// How [`Resources`] creates its QPs.
+#[derive(Clone, Copy)]
+enum QpMaker {
+    /// `ibv_create_qp`, or `ibv_create_qp_ex` with these `send_ops_flags`.
+    Verbs(Option<u64>),
+    /// `mlx5dv_create_qp` for the direct path.
+    Direct,
+}
+
+/// QP control common to verbs and direct QPs (same attribute builders).
+trait QpControl {
+    fn qpn(&self) -> u32;
+    fn to_rtr(&self, a: &RtrAttr) -> crate::verbs::Result<()>;
+    fn to_rts(&self, a: &RtsAttr) -> crate::verbs::Result<()>;
+    fn to_err(&self) -> crate::verbs::Result<()>;
+}
+
+impl QpControl for Arc<Qp> {
+    fn qpn(&self) -> u32 {
+        Qp::qpn(self)
+    }
+    fn to_rtr(&self, a: &RtrAttr) -> crate::verbs::Result<()> {
+        Qp::to_rtr(self, a)
+    }
+    fn to_rts(&self, a: &RtsAttr) -> crate::verbs::Result<()> {
+        Qp::to_rts(self, a)
+    }
+    fn to_err(&self) -> crate::verbs::Result<()> {
+        Qp::to_err(self)
+    }
+}
+
+impl QpControl for DirectQpHandle {
+    fn qpn(&self) -> u32 {
+        DirectQpHandle::qpn(self)
+    }
+    fn to_rtr(&self, a: &RtrAttr) -> crate::verbs::Result<()> {
+        DirectQpHandle::to_rtr(self, a)
+    }
+    fn to_rts(&self, a: &RtsAttr) -> crate::verbs::Result<()> {
+        DirectQpHandle::to_rts(self, a)
+    }
+    fn to_err(&self) -> crate::verbs::Result<()> {
+        DirectQpHandle::to_err(self)
+    }
 }
 
 impl Resources {
@@ -118,6 +149,46 @@ impl Resources {
         cycle_buffer: u64,
         cache_line: u64,
         send_ops_flags: Option<u64>,
+    ) -> Result<Resources, Fail> {
+        Self::build(
+            ep,
+            p,
+            cycle_buffer,
+            cache_line,
+            QpMaker::Verbs(send_ops_flags),
+        )
+    }
+
+    /// As [`Resources::create`], with the QPs created through mlx5dv for
+    /// `--post direct` (in `direct_qps`; open them with
+    /// `tool::direct::open_queues`, and never poll `cq` through verbs).
+    pub fn create_direct(
+        ep: &Endpoint,
+        p: &Params,
+        cycle_buffer: u64,
+        cache_line: u64,
+    ) -> Result<Resources, Fail> {
+        Self::build(ep, p, cycle_buffer, cache_line, QpMaker::Direct)
+    }
+
+    /// Number of QPs (verbs or direct).
+    pub fn num_qps(&self) -> usize {
+        self.qps.len() + self.direct_qps.len()
+    }
+
+    fn qp_ctl(&self, i: usize) -> &dyn QpControl {
+        match self.qps.get(i) {
+            Some(q) => q,
+            None => &self.direct_qps[i - self.qps.len()],
+        }
+    }
+
+    fn build(
+        ep: &Endpoint,
+        p: &Params,
+        cycle_buffer: u64,
+        cache_line: u64,
+        maker: QpMaker,
     ) -> Result<Resources, Fail> {
         let size = p.max_size();
         let geometry = Geometry::new(size, cycle_buffer, cache_line, p.num_qps as u64);
@@ -142,6 +213,19 @@ impl Resources {
         } else {
             cq.clone()
         };
+        let nthreads = if p.is_server() {
+            1
+        } else {
+            p.threads.max(1) as usize
+        };
+        let thread_cqs = if nthreads == 1 {
+            vec![cq.clone()]
+        } else {
+            let per = (p.tx_depth * p.num_qps.div_ceil(nthreads as u32)).max(1);
+            (0..nthreads)
+                .map(|_| Cq::new(&ep.ctx, per, false).map_err(Fail::verbs))
+                .collect::<Result<Vec<_>, _>>()?
+        };
         let qp_type = match p.conn {
             Conn::Rc => QpType::RC,
             Conn::Uc => QpType::UC,
@@ -153,8 +237,21 @@ impl Resources {
             _ => 1,
         };
         let mut qps = Vec::with_capacity(p.num_qps as usize);
+        let mut direct_qps = Vec::new();
         let mut psns = Vec::with_capacity(p.num_qps as usize);
-        for _ in 0..p.num_qps {
+        for i in 0..p.num_qps as usize {
+            psns.push(random_psn());
+            let scq = &thread_cqs[i % nthreads];
+            let init_attr = InitAttr::new(p.ib_port, access_for(p.tool.verb));
+            let send_ops_flags = match maker {
+                QpMaker::Verbs(f) => f,
+                QpMaker::Direct => {
+                    let qp = DirectQpHandle::create(&pd, &cq, &rcq, p)?;
+                    qp.to_init(&init_attr).map_err(Fail::verbs)?;
+                    direct_qps.push(qp);
+                    continue;
+                }
+            };
             let init = QpInit {
                 qp_type,
                 max_send_wr: p.tx_depth,
@@ -165,18 +262,18 @@ impl Resources {
                 sq_sig_all: false,
                 send_ops_flags,
             };
-            let qp = Qp::create(&pd, &cq, &rcq, &init).map_err(Fail::verbs)?;
-            qp.to_init(&InitAttr::new(p.ib_port, access_for(p.tool.verb)))
-                .map_err(Fail::verbs)?;
+            let qp = Qp::create(&pd, scq, &rcq, &init).map_err(Fail::verbs)?;
+            qp.to_init(&init_attr).map_err(Fail::verbs)?;
             qps.push(qp);
-            psns.push(random_psn());
         }
         Ok(Resources {
             geometry,
             mr,
             cq,
             rcq,
+            thread_cqs,
             qps,
+            direct_qps,
             psns,
             pd,
             out_reads,
@@ -188,7 +285,7 @@ impl Resources {
         Dest {
             lid: ep.port.lid,
             out_reads: self.out_reads,
-            qpn: self.qps[i].qpn(),
+            qpn: self.qp_ctl(i).qpn(),
             psn: self.psns[i],
             rkey: self.mr.rkey(),
             vaddr: self.mr.addr() + self.geometry.recv_offset(i as u64),
@@ -207,8 +304,15 @@ impl Resources {
         rts: bool,
     ) -> Result<(), Fail> {
         let path_mtu = Mtu(mtu as u32);
-        for (i, qp) in self.qps.iter().enumerate() {
-            let r = &remote[i];
+        for i in 0..self.num_qps() {
+            let qp = self.qp_ctl(i);
+            let r = remote.get(i).ok_or_else(|| {
+                Fail::new(format!(
+                    "the peer sent {} QP addresses for our {} QPs; give both sides the same -q",
+                    remote.len(),
+                    self.num_qps()
+                ))
+            })?;
             let mut rtr = RtrAttr::new(p.ib_port, path_mtu, r.qpn, r.psn);
             rtr.dlid = r.lid;
             rtr.sl = p.sl;
@@ -249,8 +353,8 @@ impl Resources {
 
     /// Move every QP to ERR (flushes outstanding work) — used when a run stops early.
     pub fn to_err(&self) {
-        for qp in &self.qps {
-            let _ = qp.to_err();
+        for i in 0..self.num_qps() {
+            let _ = self.qp_ctl(i).to_err();
         }
     }
 }

@@ -201,23 +201,48 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// The hint for a failed registration; names the size and access flags.
+/// The soft RLIMIT_MEMLOCK in bytes (`None`: unlimited or unreadable).
+pub(crate) fn memlock_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid out-pointer for one `rlimit`.
+    let ret = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) };
+    (ret == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
+/// The hint for a failed registration; names the size and access flags, and
+/// for the errnos of a pinning failure the bytes needed against `memlock`
+/// (the RLIMIT_MEMLOCK in force, `None` = unlimited).
 pub(crate) fn reg_mr_hint(
     len: usize,
     addr: u64,
     access: Access,
     errno: i32,
     max_mr: u64,
+    memlock: Option<u64>,
 ) -> String {
     let mut h = format!(
         "registering {len} bytes at {addr:#x} with access {}",
         access.describe()
     );
     if errno == libc::ENOMEM || errno == libc::EPERM || errno == libc::EAGAIN {
-        h.push_str(
-            "; the locked-memory limit is probably too low: raise `ulimit -l` (e.g. \
-             `ulimit -l unlimited`, or memlock in /etc/security/limits.conf)",
-        );
+        let kib = (len as u64).div_ceil(1024);
+        match memlock {
+            Some(lim) => h.push_str(&format!(
+                "; the locked-memory limit is too low: {len} bytes must be locked but \
+                 RLIMIT_MEMLOCK is {lim} bytes (`ulimit -l` {}): raise it to at least {kib} KiB \
+                 (`ulimit -l unlimited`, or memlock in /etc/security/limits.conf, or \
+                 LimitMEMLOCK= for a systemd service)",
+                lim / 1024
+            )),
+            None => h.push_str(&format!(
+                "; {len} bytes must be locked and `ulimit -l` is unlimited, so the kernel or \
+                 device ran out of memory for the pinning: use a smaller size (-s) or fewer \
+                 QPs (-q)"
+            )),
+        }
     }
     if max_mr != 0 && len as u64 > max_mr {
         h.push_str(&format!("; the device's max_mr_size is {max_mr}"));
@@ -278,6 +303,7 @@ impl Mr {
                         access,
                         errno,
                         pd.context().attr().max_mr_size,
+                        memlock_limit(),
                     ),
                 ))
             }
@@ -399,12 +425,40 @@ mod tests {
             Access::LOCAL_WRITE | Access::REMOTE_READ,
             libc::ENOMEM,
             0,
+            Some(65536),
         );
         assert!(h.contains("1048576 bytes at 0x1000"), "{h}");
         assert!(h.contains("LOCAL_WRITE|REMOTE_READ"), "{h}");
-        assert!(h.contains("ulimit -l"), "{h}");
-        let h = reg_mr_hint(100, 0, Access::LOCAL_WRITE, libc::EINVAL, 50);
+        assert!(h.contains("ulimit -l` 64"), "{h}");
+        assert!(h.contains("RLIMIT_MEMLOCK is 65536 bytes"), "{h}");
+        assert!(h.contains("at least 1024 KiB"), "{h}");
+        let h = reg_mr_hint(4096, 0, Access::LOCAL_WRITE, libc::ENOMEM, 0, None);
+        assert!(h.contains("unlimited"), "{h}");
+        let h = reg_mr_hint(100, 0, Access::LOCAL_WRITE, libc::EINVAL, 50, Some(64));
         assert!(!h.contains("ulimit"), "{h}");
         assert!(h.contains("max_mr_size is 50"), "{h}");
+    }
+
+    #[test]
+    fn memlock_limit_reads_the_soft_limit() {
+        let mut saved = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: valid out-pointer.
+        let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut saved) };
+        assert_eq!(rc, 0);
+        // A soft limit at or below the hard one can always be set and restored.
+        let soft = saved.rlim_max.min(65536);
+        let low = libc::rlimit {
+            rlim_cur: soft,
+            rlim_max: saved.rlim_max,
+        };
+        // SAFETY: valid in-pointers; only the soft limit changes.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &low) }, 0);
+        let got = memlock_limit();
+        // SAFETY: as above, restoring the saved value.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &saved) }, 0);
+        assert_eq!(got, Some(soft));
     }
 }

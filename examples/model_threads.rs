@@ -1,0 +1,136 @@
+//! Aggregate post rate of the direct mlx5 path with 1 and 2 worker threads,
+//! each owning its own queue model (SQ ring, CQ, doorbell page) — nothing is
+//! shared between threads. The model's NIC is stepped inline by the polling
+//! thread (`step_dbrec`), so "loop rate" includes the model's work, while
+//! "post rate" counts only the time inside post calls (WQE build + doorbell
+//! record + doorbell/BlueFlame store into model memory).
+//!
+//! `cargo run --release --features model --example model_threads [-- MESSAGES]`
+
+use rdmaperf::mlx5::{DirectCq, DirectSq, HwMmio};
+use rdmaperf::model::{Access, Model, ModelConfig};
+use rdmaperf::post::{Completion, CompletionQueue, Op, PostError};
+use rdmaperf::run::bw::{BwConfig, QpTarget};
+use rdmaperf::run::threads::{aggregate, run, QueueFactory, Worker};
+
+const BUF: usize = 1 << 16;
+
+/// The CQ side of one worker: owns the model and the buffers it reads/writes.
+struct ModelCq {
+    cq: DirectCq,
+    model: Model,
+    _bufs: (Box<[u8]>, Box<[u8]>),
+}
+
+impl CompletionQueue for ModelCq {
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        self.model.step_dbrec();
+        self.cq.poll(out)
+    }
+}
+
+struct Factory;
+
+impl QueueFactory for Factory {
+    type Sq = DirectSq<HwMmio>;
+    type Cq = ModelCq;
+    fn build(
+        &self,
+        _t: usize,
+        qps: &[usize],
+    ) -> Result<(Vec<Self::Sq>, ModelCq, Vec<QpTarget>), String> {
+        assert_eq!(qps.len(), 1, "one model QP per worker");
+        let model = Model::new(ModelConfig {
+            wqe_cnt: 256,
+            cqe_cnt: 64,
+            record_history: false,
+            ..Default::default()
+        })?;
+        let (sq, cq) = model.pair_with(HwMmio)?;
+        let mut local = vec![7u8; BUF].into_boxed_slice();
+        let mut remote = vec![0u8; BUF].into_boxed_slice();
+        // SAFETY: the buffers move into ModelCq together with the model and
+        // live as long as it does.
+        let (lk, rk) = unsafe {
+            (
+                model.register(local.as_mut_ptr(), BUF, Access::ALL),
+                model.register(remote.as_mut_ptr(), BUF, Access::ALL),
+            )
+        };
+        let target = QpTarget {
+            laddr: local.as_ptr() as u64,
+            lkey: lk.lkey,
+            raddr: remote.as_ptr() as u64,
+            rkey: rk.rkey,
+        };
+        Ok((
+            vec![sq],
+            ModelCq {
+                cq,
+                model,
+                _bufs: (local, remote),
+            },
+            vec![target],
+        ))
+    }
+}
+
+fn main() {
+    let messages: u64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000_000);
+    let clock = rdmaperf::clock::Clock::calibrate();
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    println!("clock: {clock}");
+    println!(
+        "threads  messages/thread  post_list  post rate [Mpps]  ns/WR (post)  loop rate [Mpps]"
+    );
+    for threads in [1usize, 2] {
+        for post_list in [1u32, 16] {
+            let workers: Vec<Worker> = (0..threads)
+                .map(|t| Worker {
+                    cpu: cores.get(t).map(|c| c.id),
+                    qps: vec![t],
+                })
+                .collect();
+            let cfg = BwConfig {
+                op: Op::Write,
+                size: 64,
+                iters: messages,
+                post_list,
+                tx_depth: 128,
+                cq_mod: post_list.max(16),
+                inline: false,
+                positions: 64,
+                step: 64,
+                stall_ticks: clock.cycles_for(std::time::Duration::from_secs(10)),
+                cost: true,
+            };
+            let outs = run(&Factory, &workers, cfg, None, &rdmaperf::clock::now).expect("run");
+            for o in &outs {
+                assert!(o.outcome.error.is_none(), "{:?}", o.outcome.error);
+            }
+            let agg = aggregate(&outs);
+            let loop_mpps = agg.measured as f64 / clock.seconds(agg.t_end - agg.t_start) / 1e6;
+            // Post rate: each thread's WRs over its own time inside post calls, summed.
+            let post_mpps: f64 = outs
+                .iter()
+                .map(|o| {
+                    (o.outcome.post_calls * post_list as u64) as f64
+                        / clock.seconds(o.outcome.post_ticks)
+                        / 1e6
+                })
+                .sum();
+            let ns_per_wr = outs
+                .iter()
+                .map(|o| {
+                    clock.nanos(o.outcome.post_ticks)
+                        / (o.outcome.post_calls * post_list as u64) as f64
+                })
+                .sum::<f64>()
+                / outs.len() as f64;
+            println!("{threads:>7}  {messages:>15}  {post_list:>9}  {post_mpps:>16.1}  {ns_per_wr:>12.2}  {loop_mpps:>16.2}");
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! The SEND receiver loop (perftest `run_iter_bw_server`), generic over the
+//! receive queue and CQ so it is monomorphised like the sender. Hot path: no
+//! allocation, no locks, no formatting, no panics.
+//!
+//! Receives are pre-posted ([`prepost`], before the per-size barrier, as
+//! perftest does); the loop polls the receive CQ, reposts one receive per
+//! completion while the QP still expects more messages, and cycles the
+//! receive address through the buffer like the sender does. The measured
+//! interval starts at the first receive (perftest `set_on_first_rx_packet`);
+//! in duration mode the warm-up/sample/cool-down window also starts there.
+
+use super::bw::RunError;
+use super::stop;
+use crate::post::{Completion, CompletionQueue, RecvQueue, WcStatus};
+
+/// Where QP `q`'s receives land: the first address and the MR's key.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecvBuf {
+    pub addr: u64,
+    pub lkey: u32,
+}
+
+/// Loop parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvConfig {
+    /// Messages per QP; 0 in duration mode.
+    pub iters: u64,
+    /// Receives kept posted per QP (perftest rx_depth, clamped to iters).
+    pub rx_depth: u64,
+    /// Receive length: the message size (+40 for the UD GRH).
+    pub len: u32,
+    /// Address positions per QP before wrapping (1 = no cycling) and the step.
+    pub positions: u64,
+    pub step: u64,
+    /// Give up when no receive arrives for this many ticks while more are expected.
+    pub stall_ticks: u64,
+    /// Duration mode: the window, in ticks after the first receive.
+    pub window: Option<Window>,
+}
+
+/// perftest's duration states, relative to the first receive: sample from
+/// `margin`, stop sampling at `sample_stop`, end at `end`.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub margin: u64,
+    pub sample_stop: u64,
+    pub end: u64,
+}
+
+/// Per-QP receive counters, handed in so the loop allocates nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RxCount {
+    pub posted: u64,
+    pub received: u64,
+}
+
+/// What the receiver measured.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecvOutcome {
+    /// Messages received over all QPs.
+    pub received: u64,
+    /// Start (first receive, or the sample start) and end of the measured window.
+    pub t_start: u64,
+    pub t_end: u64,
+    /// Messages received inside the window (duration: the sample; else all).
+    pub measured: u64,
+    pub error: Option<RunError>,
+}
+
+/// Post QP `q`'s next receive at its cycling address. `wr_id` = the QP index.
+#[inline(always)]
+fn post_next<R: RecvQueue>(
+    rq: &mut R,
+    q: usize,
+    buf: RecvBuf,
+    c: &mut RxCount,
+    cfg: &RecvConfig,
+) -> Result<(), RunError> {
+    let off = (c.posted % cfg.positions) * cfg.step;
+    match rq.post_recv(q as u64, buf.addr + off, buf.lkey, cfg.len) {
+        Ok(()) => {
+            c.posted += 1;
+            Ok(())
+        }
+        Err(err) => Err(RunError::Post { qp: q as u32, err }),
+    }
+}
+
+/// Whether QP `c` should get another receive (iterations: never more than it will be sent).
+#[inline(always)]
+const fn wants_more(c: &RxCount, cfg: &RecvConfig) -> bool {
+    cfg.iters == 0 || c.posted < cfg.iters
+}
+
+/// perftest `ctx_set_recv_wqes`: fill every QP's receive queue up to rx_depth
+/// (never past iters). Resets `counts`. Runs before the barrier, outside the timing.
+pub fn prepost<R: RecvQueue>(
+    rqs: &mut [R],
+    bufs: &[RecvBuf],
+    counts: &mut [RxCount],
+    cfg: &RecvConfig,
+) -> Result<(), RunError> {
+    for (q, rq) in rqs.iter_mut().enumerate() {
+        let c = &mut counts[q];
+        *c = RxCount::default();
+        while c.posted < cfg.rx_depth && wants_more(c, cfg) {
+            post_next(rq, q, bufs[q], c, cfg)?;
+        }
+    }
+    Ok(())
+}
+
+/// Everything the loop works on, borrowed from the caller.
+pub struct RecvLoop<'a, R, C, F> {
+    pub cfg: RecvConfig,
+    pub rqs: &'a mut [R],
+    pub cq: &'a mut C,
+    pub bufs: &'a [RecvBuf],
+    /// As left by [`prepost`].
+    pub counts: &'a mut [RxCount],
+    /// Scratch for one poll.
+    pub wcs: &'a mut [Completion],
+    pub now: F,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    BeforeFirst,
+    Warmup,
+    Sample,
+    Cooldown,
+}
+
+impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
+    /// Run until every expected message arrived (or the duration window
+    /// ended), an error, a stall, or a stop request.
+    pub fn run(&mut self) -> RecvOutcome {
+        let cfg = self.cfg;
+        let nqp = self.rqs.len().min(self.counts.len()).min(self.bufs.len());
+        let total = cfg.iters * nqp as u64;
+        let mut out = RecvOutcome::default();
+        let mut phase = Phase::BeforeFirst;
+        let mut t_first = 0u64;
+        let mut sample_base = 0u64;
+        let mut last_progress = (self.now)();
+        'run: loop {
+            if stop::requested() {
+                out.error = Some(RunError::Interrupted);
+                break;
+            }
+            let t = (self.now)();
+            match (cfg.window, phase) {
+                (Some(w), Phase::Warmup) if t.wrapping_sub(t_first) >= w.margin => {
+                    phase = Phase::Sample;
+                    out.t_start = t;
+                    sample_base = out.received;
+                }
+                (Some(w), Phase::Sample) if t.wrapping_sub(t_first) >= w.sample_stop => {
+                    phase = Phase::Cooldown;
+                    out.t_end = t;
+                    out.measured = out.received - sample_base;
+                }
+                (Some(w), Phase::Cooldown) if t.wrapping_sub(t_first) >= w.end => break,
+                (None, _) if out.received >= total => break,
+                _ => {}
+            }
+            let n = match self.cq.poll(self.wcs) {
+                Ok(n) => n,
+                Err(err) => {
+                    out.error = Some(RunError::Poll { err });
+                    break;
+                }
+            };
+            if n == 0 {
+                if t.wrapping_sub(last_progress) > cfg.stall_ticks {
+                    out.error = Some(self.stalled(t.wrapping_sub(last_progress)));
+                    break;
+                }
+                continue;
+            }
+            last_progress = t;
+            if phase == Phase::BeforeFirst {
+                t_first = (self.now)();
+                out.t_start = t_first;
+                phase = if cfg.window.is_some() {
+                    Phase::Warmup
+                } else {
+                    Phase::Sample
+                };
+            }
+            for i in 0..n {
+                let wc = self.wcs[i];
+                let q = wc.wr_id as usize;
+                if wc.status != WcStatus::SUCCESS || q >= nqp {
+                    out.error = Some(RunError::Completion {
+                        qp: q.min(u32::MAX as usize) as u32,
+                        wr_id: wc.wr_id,
+                        wc,
+                    });
+                    break 'run;
+                }
+                out.received += 1;
+                let c = &mut self.counts[q];
+                c.received += 1;
+                if wants_more(c, &cfg) {
+                    if let Err(e) = post_next(&mut self.rqs[q], q, self.bufs[q], c, &cfg) {
+                        out.error = Some(e);
+                        break 'run;
+                    }
+                }
+            }
+        }
+        let t = (self.now)();
+        match (cfg.window, phase) {
+            // Stopped before any message: an empty window.
+            (_, Phase::BeforeFirst) => {
+                out.t_start = t;
+                out.t_end = t;
+                out.measured = 0;
+            }
+            (None, _) | (Some(_), Phase::Warmup) => {
+                out.t_end = t;
+                out.measured = out.received;
+            }
+            (Some(_), Phase::Sample) => {
+                out.t_end = t;
+                out.measured = out.received - sample_base;
+            }
+            (Some(_), Phase::Cooldown) => {}
+        }
+        out
+    }
+
+    /// The first QP still waiting for messages, for the stall report.
+    fn stalled(&self, idle_ticks: u64) -> RunError {
+        let cfg = self.cfg;
+        let (qp, c) = self
+            .counts
+            .iter()
+            .enumerate()
+            .find(|(_, c)| cfg.iters == 0 || c.received < cfg.iters)
+            .map(|(i, c)| (i as u32, *c))
+            .unwrap_or((0, RxCount::default()));
+        RunError::Stalled {
+            qp,
+            outstanding: if cfg.iters == 0 {
+                c.posted - c.received
+            } else {
+                cfg.iters - c.received
+            },
+            last_completed: c.received,
+            idle_ticks,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::post::PostError;
+    use std::cell::{Cell, RefCell};
+    use std::collections::VecDeque;
+    use std::rc::Rc;
+
+    /// A wire with `to_send[q]` messages for QP q; a message lands in QP q's
+    /// oldest posted receive (or is dropped when none is posted, like UD).
+    #[derive(Default)]
+    struct Wire {
+        to_send: Vec<u64>,
+        posted: Vec<VecDeque<(u64, u64, u32)>>,
+        addrs: Vec<Vec<u64>>,
+        fail_status: Option<WcStatus>,
+    }
+
+    struct Rq(Rc<RefCell<Wire>>, usize);
+    struct Cq(Rc<RefCell<Wire>>);
+
+    impl RecvQueue for Rq {
+        fn post_recv(
+            &mut self,
+            wr_id: u64,
+            addr: u64,
+            _lkey: u32,
+            len: u32,
+        ) -> Result<(), PostError> {
+            let mut w = self.0.borrow_mut();
+            w.posted[self.1].push_back((wr_id, addr, len));
+            w.addrs[self.1].push(addr);
+            Ok(())
+        }
+    }
+
+    impl CompletionQueue for Cq {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+            let mut w = self.0.borrow_mut();
+            let mut k = 0;
+            for q in 0..w.to_send.len() {
+                if k < out.len() && w.to_send[q] > 0 {
+                    w.to_send[q] -= 1;
+                    if let Some((wr_id, _, _)) = w.posted[q].pop_front() {
+                        out[k] = Completion {
+                            wr_id,
+                            status: w.fail_status.unwrap_or(WcStatus::SUCCESS),
+                            ..Default::default()
+                        };
+                        k += 1;
+                    }
+                }
+            }
+            Ok(k)
+        }
+    }
+
+    fn cfg(iters: u64, rx_depth: u64) -> RecvConfig {
+        RecvConfig {
+            iters,
+            rx_depth,
+            len: 104,
+            positions: 3,
+            step: 64,
+            stall_ticks: 1000,
+            window: None,
+        }
+    }
+
+    fn run(wire: &Rc<RefCell<Wire>>, cfg: RecvConfig, nqp: usize) -> (RecvOutcome, Vec<RxCount>) {
+        {
+            let mut w = wire.borrow_mut();
+            w.posted = vec![VecDeque::new(); nqp];
+            w.addrs = vec![Vec::new(); nqp];
+        }
+        let mut rqs: Vec<Rq> = (0..nqp).map(|q| Rq(wire.clone(), q)).collect();
+        let bufs: Vec<RecvBuf> = (0..nqp)
+            .map(|q| RecvBuf {
+                addr: 0x10000 * (q as u64 + 1) + 24,
+                lkey: 7,
+            })
+            .collect();
+        let mut counts = vec![RxCount::default(); nqp];
+        prepost(&mut rqs, &bufs, &mut counts, &cfg).unwrap();
+        let mut cq = Cq(wire.clone());
+        let mut wcs = [Completion::default(); 4];
+        let clock = Cell::new(0u64);
+        let o = RecvLoop {
+            cfg,
+            rqs: &mut rqs,
+            cq: &mut cq,
+            bufs: &bufs,
+            counts: &mut counts,
+            wcs: &mut wcs,
+            now: || {
+                clock.set(clock.get() + 1);
+                clock.get()
+            },
+        }
+        .run();
+        (o, counts)
+    }
+
+    #[test]
+    fn receives_everything_and_never_posts_past_iters() {
+        let wire = Rc::new(RefCell::new(Wire {
+            to_send: vec![10, 10],
+            ..Default::default()
+        }));
+        let (o, counts) = run(&wire, cfg(10, 4), 2);
+        assert_eq!(o.error, None);
+        assert_eq!((o.received, o.measured), (20, 20));
+        assert!(o.t_end > o.t_start && o.t_start > 0);
+        for (q, c) in counts.iter().enumerate() {
+            assert_eq!((c.posted, c.received), (10, 10), "qp {q}");
+        }
+        let w = wire.borrow();
+        // Addresses cycle through 3 positions, 64 bytes apart, from each QP's base.
+        let base = 0x20000 + 24;
+        assert_eq!(
+            w.addrs[1][..5],
+            [base, base + 64, base + 128, base, base + 64]
+        );
+        assert!(w.posted.iter().all(|p| p.is_empty()));
+    }
+
+    #[test]
+    fn a_missing_message_is_a_stall_naming_the_qp() {
+        let wire = Rc::new(RefCell::new(Wire {
+            to_send: vec![10, 7],
+            ..Default::default()
+        }));
+        let (o, _) = run(&wire, cfg(10, 10), 2);
+        match o.error {
+            Some(RunError::Stalled {
+                qp,
+                outstanding,
+                last_completed,
+                ..
+            }) => assert_eq!((qp, outstanding, last_completed), (1, 3, 7)),
+            e => panic!("want a stall, got {e:?}"),
+        }
+        assert_eq!(o.received, 17);
+    }
+
+    #[test]
+    fn an_error_completion_stops_the_loop() {
+        let wire = Rc::new(RefCell::new(Wire {
+            to_send: vec![5],
+            fail_status: Some(WcStatus::LOC_LEN_ERR),
+            ..Default::default()
+        }));
+        let (o, _) = run(&wire, cfg(5, 5), 1);
+        match o.error {
+            Some(RunError::Completion { qp: 0, wc, .. }) => {
+                assert_eq!(wc.status, WcStatus::LOC_LEN_ERR)
+            }
+            e => panic!("want an error completion, got {e:?}"),
+        }
+    }
+
+    #[test]
+    fn duration_window_starts_at_the_first_receive() {
+        let wire = Rc::new(RefCell::new(Wire {
+            to_send: vec![u64::MAX],
+            ..Default::default()
+        }));
+        let mut c = cfg(0, 4);
+        c.window = Some(Window {
+            margin: 100,
+            sample_stop: 300,
+            end: 400,
+        });
+        let (o, counts) = run(&wire, c, 1);
+        assert_eq!(o.error, None);
+        assert!(o.measured > 0 && o.measured < o.received);
+        assert!(o.t_end > o.t_start);
+        // Reposted all along: rx_depth stays posted.
+        assert_eq!(counts[0].posted, counts[0].received + 4);
+    }
+}

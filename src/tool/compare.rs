@@ -1,0 +1,164 @@
+//! `rdmaperf compare <bw-test>`: the same test under each post method the
+//! device supports, in interleaved repetitions, side by side. Both ends run on
+//! this host (loopback), so every repetition gets a fresh session without a
+//! cooperating remote process.
+
+use super::compare_table::{schedule, summarize, table, Sample, Unsupported};
+use super::method;
+use super::setup::Endpoint;
+use super::{loopback_with, rdma_bw, Fail, Out};
+use crate::cli::params::{Conn, Params, PostChoice};
+use crate::run::stop;
+use crate::verbs::QpType;
+use serde::Serialize;
+
+const METHODS: [(PostChoice, &str); 3] = [
+    (PostChoice::Direct, "direct"),
+    (PostChoice::WrApi, "wr-api"),
+    (PostChoice::PostSend, "post-send"),
+];
+
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    test: &'a str,
+    device: String,
+    size: u64,
+    reps: u32,
+    samples: &'a [Sample],
+    summary: Vec<super::compare_table::Row>,
+    unsupported: &'a [Unsupported],
+    units: Units,
+}
+
+#[derive(Serialize)]
+struct Units {
+    mpps: &'static str,
+    bw: &'static str,
+    ns_per_call: &'static str,
+}
+
+pub fn run(p: Params, reps: u32) -> i32 {
+    stop::install();
+    match compare(&p, reps) {
+        Ok(()) => stop::exit_status().unwrap_or(0),
+        Err(f) => {
+            eprintln!("rdmaperf compare {}: {}", p.tool.name(), f.msg);
+            stop::exit_status().unwrap_or(f.status)
+        }
+    }
+}
+
+fn compare(p: &Params, reps: u32) -> Result<(), Fail> {
+    if p.server.is_some() {
+        return Err(Fail::new(
+            "compare runs both ends on this host (loopback) so each repetition gets a fresh session; \
+             drop the server name (remote compare is not implemented)",
+        ));
+    }
+    if p.sizes.len() != 1 {
+        return Err(Fail::new(
+            "compare runs one message size; use -s instead of -a",
+        ));
+    }
+    if reps == 0 {
+        return Err(Fail::new("--reps 0: at least one repetition is needed"));
+    }
+    let ep = Endpoint::open(p)?;
+    let qp_type = match p.conn {
+        Conn::Rc => QpType::RC,
+        Conn::Uc => QpType::UC,
+        Conn::Ud => QpType::UD,
+    };
+    let mut runnable = Vec::new();
+    let mut unsupported = Vec::new();
+    for (choice, name) in METHODS {
+        let mut q = p.clone();
+        q.post = choice;
+        match method::resolve(&ep.ctx, &q, qp_type, &[p.op()]) {
+            Ok(_) => runnable.push((choice, name)),
+            Err(f) => unsupported.push(Unsupported {
+                method: name,
+                reason: f.msg,
+            }),
+        }
+    }
+    let device = ep.ctx.name().to_string();
+    drop(ep);
+    let names: Vec<&'static str> = runnable.iter().map(|m| m.1).collect();
+    let mut samples = Vec::new();
+    for (rep, name) in schedule(&names, reps) {
+        if stop::requested() {
+            break;
+        }
+        let mut q = p.clone();
+        q.post = runnable
+            .iter()
+            .find(|m| m.1 == name)
+            .map(|m| m.0)
+            .unwrap_or(PostChoice::PostSend);
+        q.json_file = None;
+        q.output = None;
+        eprintln!(
+            "compare: {} rep {}/{} with --post {name}",
+            p.tool.name(),
+            rep + 1,
+            reps
+        );
+        let sums = loopback_with(&q, Out { quiet: true }, rdma_bw::run)?;
+        let Some(s) = sums.first() else {
+            return Err(Fail::new(format!(
+                "--post {name}: the run produced no result"
+            )));
+        };
+        samples.push(Sample {
+            method: name,
+            rep,
+            mpps: s.result.msg_rate,
+            bw: s.result.bw_avg,
+            ns_per_call: s.ns_per_call,
+            ns_per_wr: s.ns_per_wr,
+        });
+    }
+    let rows = summarize(&samples);
+    let bw_unit = if p.report_gbits { "Gb/sec" } else { "MiB/sec" };
+    println!(
+        " {} on {device}, {} B, {} iterations{} per run, {reps} interleaved repetitions (medians):",
+        p.tool.perftest_name(),
+        p.sizes[0],
+        if p.is_duration() {
+            String::from("(duration)")
+        } else {
+            p.iters.to_string()
+        },
+        if p.num_qps > 1 {
+            format!(" x {} QPs", p.num_qps)
+        } else {
+            String::new()
+        }
+    );
+    print!("{}", table(&rows, &unsupported, bw_unit));
+    if let Some(path) = &p.json_file {
+        let j = JsonOut {
+            test: p.tool.name(),
+            device,
+            size: p.sizes[0],
+            reps,
+            samples: &samples,
+            summary: rows,
+            unsupported: &unsupported,
+            units: Units {
+                mpps: "Mpps",
+                bw: bw_unit,
+                ns_per_call: "ns",
+            },
+        };
+        let text = serde_json::to_string_pretty(&j).map_err(|e| Fail::new(e.to_string()))?;
+        std::fs::write(path, text + "\n").map_err(|e| {
+            Fail::new(format!(
+                "writing {}: {e}; check the path given to --out_json_file",
+                path.display()
+            ))
+        })?;
+    }
+    Ok(())
+}

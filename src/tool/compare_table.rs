@@ -1,0 +1,180 @@
+//! `rdmaperf compare`: the interleaved schedule (A B C A B C …, so drift hits
+//! every method alike) and the side-by-side summary, kept free of I/O.
+
+use serde::Serialize;
+
+/// One repetition of one method.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Sample {
+    pub method: &'static str,
+    pub rep: u32,
+    pub mpps: f64,
+    pub bw: f64,
+    /// CPU time per post call and per WR, ns (0 when not measured).
+    pub ns_per_call: f64,
+    pub ns_per_wr: f64,
+}
+
+/// A method that could not run, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Unsupported {
+    pub method: &'static str,
+    pub reason: String,
+}
+
+/// Per-method medians.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    pub method: &'static str,
+    pub reps: usize,
+    pub mpps: f64,
+    pub bw: f64,
+    pub ns_per_call: f64,
+    pub ns_per_wr: f64,
+    /// Message rate relative to post-send (None when post-send did not run).
+    pub ratio_to_post_send: Option<f64>,
+}
+
+/// Interleaved order: every method once per repetition.
+pub fn schedule(methods: &[&'static str], reps: u32) -> Vec<(u32, &'static str)> {
+    (0..reps)
+        .flat_map(|r| methods.iter().map(move |m| (r, *m)))
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Medians per method, in the order the methods first appear.
+pub fn summarize(samples: &[Sample]) -> Vec<Row> {
+    let mut order: Vec<&'static str> = Vec::new();
+    for s in samples {
+        if !order.contains(&s.method) {
+            order.push(s.method);
+        }
+    }
+    let of = |m: &str, f: fn(&Sample) -> f64| {
+        median(samples.iter().filter(|s| s.method == m).map(f).collect())
+    };
+    let base = order
+        .contains(&"post-send")
+        .then(|| of("post-send", |s| s.mpps));
+    order
+        .into_iter()
+        .map(|m| {
+            let mpps = of(m, |s| s.mpps);
+            Row {
+                method: m,
+                reps: samples.iter().filter(|s| s.method == m).count(),
+                mpps,
+                bw: of(m, |s| s.bw),
+                ns_per_call: of(m, |s| s.ns_per_call),
+                ns_per_wr: of(m, |s| s.ns_per_wr),
+                ratio_to_post_send: base.filter(|b| *b > 0.0).map(|b| mpps / b),
+            }
+        })
+        .collect()
+}
+
+/// The side-by-side table.
+pub fn table(rows: &[Row], unsupported: &[Unsupported], bw_unit: &str) -> String {
+    let mut o = String::new();
+    o.push_str(&format!(
+        " {:<10} {:>5} {:>14} {:>16} {:>14} {:>12} {:>12}\n",
+        "method",
+        "reps",
+        "MsgRate[Mpps]",
+        format!("BW[{bw_unit}]"),
+        "ns/post call",
+        "ns/WR",
+        "vs post-send"
+    ));
+    for r in rows {
+        let ratio = r
+            .ratio_to_post_send
+            .map(|x| format!("{x:.2}x"))
+            .unwrap_or_else(|| "-".into());
+        o.push_str(&format!(
+            " {:<10} {:>5} {:>14.6} {:>16.2} {:>14.1} {:>12.1} {:>12}\n",
+            r.method, r.reps, r.mpps, r.bw, r.ns_per_call, r.ns_per_wr, ratio
+        ));
+    }
+    for u in unsupported {
+        o.push_str(&format!(" {:<10} not run: {}\n", u.method, u.reason));
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(method: &'static str, rep: u32, mpps: f64) -> Sample {
+        Sample {
+            method,
+            rep,
+            mpps,
+            bw: mpps * 64.0,
+            ns_per_call: 100.0 / mpps,
+            ns_per_wr: 100.0 / mpps,
+        }
+    }
+
+    #[test]
+    fn interleaved_schedule() {
+        assert_eq!(
+            schedule(&["wr-api", "post-send"], 2),
+            vec![
+                (0, "wr-api"),
+                (0, "post-send"),
+                (1, "wr-api"),
+                (1, "post-send")
+            ]
+        );
+    }
+
+    #[test]
+    fn medians_and_ratio() {
+        let v = vec![
+            s("wr-api", 0, 2.0),
+            s("post-send", 0, 1.0),
+            s("wr-api", 1, 4.0),
+            s("post-send", 1, 1.0),
+            s("wr-api", 2, 3.0),
+            s("post-send", 2, 9.0),
+        ];
+        let rows = summarize(&v);
+        assert_eq!(rows[0].method, "wr-api");
+        assert_eq!(rows[0].mpps, 3.0);
+        assert_eq!(rows[1].mpps, 1.0);
+        assert_eq!(rows[0].ratio_to_post_send, Some(3.0));
+        assert_eq!(rows[1].ratio_to_post_send, Some(1.0));
+        let t = table(
+            &rows,
+            &[Unsupported {
+                method: "direct",
+                reason: "rxe0 is not mlx5".into(),
+            }],
+            "MiB/sec",
+        );
+        assert!(t.contains("3.00x"), "{t}");
+        assert!(t.contains("direct     not run: rxe0 is not mlx5"), "{t}");
+    }
+
+    #[test]
+    fn no_post_send_means_no_ratio() {
+        let rows = summarize(&[s("wr-api", 0, 2.0)]);
+        assert_eq!(rows[0].ratio_to_post_send, None);
+        assert!(table(&rows, &[], "Gb/sec").contains(" -\n"));
+    }
+}

@@ -1,0 +1,116 @@
+//! Which cores the worker threads run on: `--cpus LIST`, or by default the
+//! cores NUMA-local to the device (sysfs `local_cpulist`), and how `-q` QPs are
+//! spread over the threads.
+
+use std::path::Path;
+
+/// Parse a Linux CPU list ("0-3,8,10-11").
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        let bad = || format!("'{s}' is not a CPU list: use e.g. 0-3,8 (part '{part}')");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                );
+                if a > b {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.trim().parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("'{s}' names no CPU"));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// The cores local to an RDMA device, from `/sys/class/infiniband/<dev>/device/local_cpulist`.
+pub fn device_local_cpus(sysfs_root: &Path, dev: &str) -> Option<Vec<usize>> {
+    let p = sysfs_root
+        .join("class/infiniband")
+        .join(dev)
+        .join("device/local_cpulist");
+    parse_cpu_list(&std::fs::read_to_string(p).ok()?).ok()
+}
+
+/// Pick `threads` cores: the user's list, else the device-local ones, else all
+/// online cores. Errors when there are fewer cores than threads (two threads
+/// on one core would measure the scheduler, not the NIC).
+pub fn pick(
+    threads: usize,
+    user: Option<&[usize]>,
+    local: Option<&[usize]>,
+    online: &[usize],
+) -> Result<Vec<usize>, String> {
+    let (from, what) = match (user, local) {
+        (Some(u), _) => (u, "--cpus"),
+        (None, Some(l)) if l.len() >= threads => (l, "the device's NUMA-local cores"),
+        _ => (online, "the online cores"),
+    };
+    if from.len() < threads {
+        return Err(format!(
+            "--threads {threads}: {what} offer only {} core(s) ({from:?}); lower --threads or give more with --cpus",
+            from.len()
+        ));
+    }
+    Ok(from[..threads].to_vec())
+}
+
+/// QP indices of thread `t` when `qps` QPs are spread over `threads` threads
+/// (round-robin, so every thread gets ⌊qps/threads⌋ or one more).
+pub fn qps_of(t: usize, threads: usize, qps: usize) -> Vec<usize> {
+    (t..qps).step_by(threads.max(1)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
+        assert_eq!(parse_cpu_list("5\n").unwrap(), vec![5]);
+        assert_eq!(parse_cpu_list("3,1,1").unwrap(), vec![1, 3]);
+        assert!(parse_cpu_list("4-2")
+            .unwrap_err()
+            .contains("not a CPU list"));
+        assert!(parse_cpu_list("x").is_err());
+        assert!(parse_cpu_list("").is_err());
+    }
+
+    #[test]
+    fn picking_cores() {
+        let online = [0, 1, 2, 3];
+        assert_eq!(pick(2, None, Some(&[2, 3]), &online).unwrap(), vec![2, 3]);
+        // Too few local cores: fall back to the online ones.
+        assert_eq!(pick(3, None, Some(&[2]), &online).unwrap(), vec![0, 1, 2]);
+        assert_eq!(pick(1, Some(&[3]), Some(&[0]), &online).unwrap(), vec![3]);
+        let e = pick(2, Some(&[3]), None, &online).unwrap_err();
+        assert!(e.contains("--cpus offer only 1"), "{e}");
+    }
+
+    #[test]
+    fn qps_spread_round_robin() {
+        assert_eq!(qps_of(0, 2, 5), vec![0, 2, 4]);
+        assert_eq!(qps_of(1, 2, 5), vec![1, 3]);
+        assert_eq!(qps_of(0, 1, 3), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn sysfs_local_cpulist() {
+        let d = std::env::temp_dir().join(format!("rdmaperf-sysfs-{}", std::process::id()));
+        let dev = d.join("class/infiniband/mlx5_0/device");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("local_cpulist"), "0-1,4\n").unwrap();
+        assert_eq!(device_local_cpus(&d, "mlx5_0"), Some(vec![0, 1, 4]));
+        assert_eq!(device_local_cpus(&d, "mlx5_1"), None);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

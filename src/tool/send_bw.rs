@@ -1,0 +1,542 @@
+//! send-bw, unidirectional, RC/UC/UD: walks perftest's send_bw choreography
+//! (`ctrl::choreo`: keys, connect, barrier, keys; per size: the server posts
+//! its receives, barrier, run; `-a` adds a barrier after each size). The
+//! client runs the bw loop with SEND (SEND_IMM with --send_with_imm) and the
+//! chosen post method; the server runs the receiver loop. Each side prints
+//! its own row — the server's is the RX view, timed from the first receive,
+//! without peak — and no reports are exchanged.
+
+use super::info::test_info;
+use super::method::{self, Method};
+use super::rdma_bw::{check_limits, connect, measure_size, qp_targets, qp_type, to_text_dest};
+use super::setup::{Endpoint, Resources};
+use super::{Fail, Out};
+use crate::cli::params::{Conn, Mode, Params};
+use crate::clock::{self, Clock};
+use crate::ctrl::choreo::{Barrier, KeyRound};
+use crate::ctrl::{self, choreography, BwReport, Dest, Role, Scenario, Session, Step, Tool};
+use crate::post::post_send::PostSendQueue;
+use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
+use crate::post::wr_api::{send_ops_flags, WrApiQueue};
+use crate::post::Completion;
+use crate::report::info::TestInfo;
+use crate::report::{json, stats, text};
+use crate::run::bw::RunError;
+use crate::run::geometry::Geometry;
+use crate::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount, Window};
+use crate::verbs::{Ah, AhAttr, Grh, Mtu, UdDest, UD_QKEY};
+use std::time::Duration;
+
+/// perftest `UD_ADDITION`: the GRH a UD receive buffer must hold before the payload.
+pub const UD_GRH: u64 = 40;
+
+/// The sizes a UD test may use: perftest clamps `-s` to the MTU and stops `-a` there.
+fn clamp_for_ud(p: &mut Params, mtu: u64) {
+    if p.conn != Conn::Ud {
+        return;
+    }
+    if p.all_sizes {
+        p.sizes.retain(|&s| s <= mtu);
+    } else {
+        for s in &mut p.sizes {
+            *s = (*s).min(mtu);
+        }
+    }
+}
+
+/// The control-protocol scenario of this invocation.
+fn scenario(p: &Params, mtu: u64) -> Scenario {
+    Scenario {
+        tool: Tool::SendBw,
+        role: if p.is_server() {
+            Role::Server
+        } else {
+            Role::Client
+        },
+        duplex: false,
+        mode: if p.all_sizes {
+            ctrl::Mode::AllSizes
+        } else if p.is_duration() {
+            ctrl::Mode::Duration
+        } else {
+            ctrl::Mode::Iterations
+        },
+        num_qps: p.num_qps as usize,
+        ud_mtu: (p.conn == Conn::Ud).then_some(mtu as u32),
+    }
+}
+
+/// Where the AH of a UD sender points: the peer's LID/GID as the RTR would.
+fn ud_dests(
+    ep: &Endpoint,
+    p: &Params,
+    res: &Resources,
+    rem: &[Dest],
+) -> Result<Vec<Option<UdDest>>, Fail> {
+    if p.conn != Conn::Ud {
+        return Ok(vec![None; rem.len()]);
+    }
+    rem.iter()
+        .map(|r| {
+            let attr = AhAttr {
+                port: p.ib_port,
+                dlid: r.lid,
+                sl: p.sl,
+                grh: match (ep.gid, r.gid) {
+                    (Some((idx, _)), Some(dgid)) => Some(Grh::new(dgid, idx as u8)),
+                    _ => None,
+                },
+            };
+            let ah = Ah::new(&res.pd, &attr).map_err(Fail::verbs)?;
+            Ok(Some(UdDest {
+                ah,
+                remote_qpn: r.qpn,
+                remote_qkey: UD_QKEY,
+            }))
+        })
+        .collect()
+}
+
+/// The server's receive side, kept across sizes.
+struct Receiver {
+    rqs: Vec<VerbsRecv>,
+    bufs: Vec<RecvBuf>,
+    counts: Vec<RxCount>,
+    cfg: Option<RecvConfig>,
+}
+
+impl Receiver {
+    fn new(res: &Resources, p: &Params) -> Result<Receiver, Fail> {
+        let ud_off = if p.conn == Conn::Ud {
+            // perftest: the GRH goes in the cache line before the payload slot.
+            res.geometry.cache_line - UD_GRH
+        } else {
+            0
+        };
+        Ok(Receiver {
+            rqs: res
+                .qps
+                .iter()
+                .map(VerbsRecv::new)
+                .collect::<Result<_, _>>()
+                .map_err(Fail::verbs)?,
+            bufs: (0..res.qps.len() as u64)
+                .map(|q| RecvBuf {
+                    addr: res.mr.addr() + res.geometry.recv_offset(q) + ud_off,
+                    lkey: res.mr.lkey(),
+                })
+                .collect(),
+            counts: vec![RxCount::default(); res.qps.len()],
+            cfg: None,
+        })
+    }
+
+    /// perftest `ctx_set_recv_wqes` for `size`: before the barrier.
+    fn prepare(
+        &mut self,
+        p: &Params,
+        res: &Resources,
+        size: u64,
+        clock: &Clock,
+    ) -> Result<(), Fail> {
+        let g = Geometry::new(
+            size,
+            res.geometry.cycle_buffer,
+            res.geometry.cache_line,
+            res.geometry.slots,
+        );
+        let secs = |s: u32| clock.cycles_for(Duration::from_secs(s as u64));
+        let cfg = RecvConfig {
+            iters: p.iters,
+            rx_depth: p.rx_depth.max(1) as u64,
+            len: (size + if p.conn == Conn::Ud { UD_GRH } else { 0 }) as u32,
+            positions: g.positions(),
+            step: g.step(),
+            stall_ticks: secs(p.cq_timeout_s.min(u32::MAX as u64) as u32),
+            window: match p.mode {
+                Mode::Duration { secs: d, margin } => Some(Window {
+                    margin: secs(margin),
+                    sample_stop: secs(d - margin),
+                    end: secs(d),
+                }),
+                Mode::Iterations => None,
+            },
+        };
+        recv::prepost(&mut self.rqs, &self.bufs, &mut self.counts, &cfg)
+            .map_err(|e| Fail::new(describe_recv(e, size, &cfg)))?;
+        self.cfg = Some(cfg);
+        Ok(())
+    }
+
+    /// perftest `run_iter_bw_server`; the row's numbers and the error, if any.
+    fn run(
+        &mut self,
+        p: &Params,
+        res: &Resources,
+        size: u64,
+        clock: &Clock,
+    ) -> Result<(stats::BwResult, Option<String>), Fail> {
+        let cfg = self
+            .cfg
+            .take()
+            .ok_or_else(|| Fail::new("internal: receives not posted before the run"))?;
+        let mut cq = VerbsCq::new(&res.rcq, 16).map_err(Fail::verbs)?;
+        let mut wcs = [Completion::default(); 16];
+        let o = RecvLoop {
+            cfg,
+            rqs: &mut self.rqs,
+            cq: &mut cq,
+            bufs: &self.bufs,
+            counts: &mut self.counts,
+            wcs: &mut wcs,
+            now: clock::now,
+        }
+        .run();
+        let err = o.error.map(|e| describe_recv(e, size, &cfg));
+        let duration = p.is_duration() || o.error.is_some();
+        let inp = stats::BwInput {
+            size,
+            iters: if duration { o.measured } else { p.iters },
+            num_qps: p.num_qps,
+            duration,
+            no_peak: true,
+            post_list: p.post_list,
+            cq_mod: p.cq_mod,
+            tposted: &[o.t_start],
+            tcompleted: &[o.t_end],
+            hz: clock.hz(),
+            units: if p.report_gbits {
+                stats::BwUnits::Gbit
+            } else {
+                stats::BwUnits::MiB
+            },
+            inf_bidir_factor: 1,
+        };
+        let r = stats::bw_perftest(&inp)
+            .map_err(|e| Fail::new(format!("computing the result: {e}")))?;
+        Ok((r, err))
+    }
+}
+
+fn describe_recv(e: RunError, size: u64, cfg: &RecvConfig) -> String {
+    match e {
+        RunError::Completion { qp, wc, .. } => format!(
+            "receive completion with error on QP {qp}: status {} ({}), vendor error {:#x}, {} bytes; \
+             the run stopped — LOC_LEN_ERR (rxe: LOC_QP_OP_ERR) means the sender's messages exceed \
+             the {} byte receive buffers ({size} B messages): give both sides the same -s/-a/-c",
+            wc.status.name(),
+            wc.status.0,
+            wc.vendor_err,
+            wc.byte_len,
+            cfg.len
+        ),
+        RunError::Post { qp, err } => format!(
+            "posting a receive on QP {qp} failed: {err:?}; lower -r/--rx-depth to what the device allows"
+        ),
+        RunError::Poll { err } => format!("polling the receive CQ failed: {err:?}"),
+        RunError::Stalled { qp, outstanding, last_completed, .. } => format!(
+            "no message for --cq-timeout seconds: QP {qp} received {last_completed} and still expects \
+             {outstanding}; the sender stopped, or (UC/UD) messages were dropped because no receive was \
+             posted — check the peer, raise -r/--rx-depth, or raise --cq-timeout"
+        ),
+        RunError::Interrupted => "interrupted: QPs moved to ERR, partial result above".into(),
+    }
+}
+
+/// One size on the client: the bw loop with SEND and post method `method`.
+fn send_one(
+    p: &Params,
+    res: &Resources,
+    rem: &[Dest],
+    uds: &[Option<UdDest>],
+    method: Method,
+    size: u64,
+    clock: &Clock,
+) -> Result<(stats::BwResult, Option<String>), Fail> {
+    let targets = qp_targets(&res.geometry, res.mr.addr(), res.mr.lkey(), rem);
+    let run = match method {
+        Method::PostSend => {
+            let mut sqs = res
+                .qps
+                .iter()
+                .zip(uds)
+                .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Fail::verbs)?;
+            let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+            measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
+        }
+        Method::WrApi => {
+            let mut sqs = res
+                .qps
+                .iter()
+                .zip(uds)
+                .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Fail::verbs)?;
+            let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+            measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
+        }
+        Method::Direct => {
+            return Err(Fail::new(
+                "send-bw --post direct: the direct path is not wired into send-bw yet; use --post wr-api",
+            ))
+        }
+    };
+    let r = run.row;
+    let m = (r, run.error);
+    // rdma_bw's wording is about rkeys; a failed SEND is usually a receive-side problem.
+    let err = m.1.map(|e| {
+        if e.starts_with("completion with error") {
+            format!(
+                "{e}; for SEND, a remote error usually means the peer's receive buffers are smaller \
+                 than {size} B (give both sides the same -s/-a/-c) or it has no receive posted"
+            )
+        } else {
+            e
+        }
+    });
+    Ok((r, err))
+}
+
+/// Everything after the MTU exchange, built once.
+struct Ready {
+    res: Resources,
+    info: TestInfo,
+    clock: Clock,
+    mtu: u8,
+    my: Vec<Dest>,
+    rem: Vec<Dest>,
+}
+
+pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
+    if p0.run_infinitely {
+        return Err(Fail::new(
+            "send-bw --run_infinitely: not implemented yet in rdmaperf; use -D, or stock ib_send_bw",
+        ));
+    }
+    let ep = Endpoint::open(p0)?;
+    let local_mtu = Mtu(ep.mtu_enum(p0) as u32).bytes().unwrap_or(1024) as u64;
+    let mut p = p0.clone();
+    clamp_for_ud(&mut p, local_mtu);
+    let p = &p;
+    let op = p.op();
+    let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
+    let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
+    let steps = choreography(&scenario(p, local_mtu));
+
+    let mut sess: Session = connect(p)?;
+    let mut cb_cl = (0u32, 0u32);
+    let mut ready: Option<Ready> = None;
+    let mut uds: Vec<Option<UdDest>> = Vec::new();
+    let mut receiver: Option<Receiver> = None;
+    let mut report = None;
+    let mut last = BwReport::default();
+    for (i, e) in steps.iter().enumerate() {
+        if e.waits_for_peer_run {
+            sess.wait_for_peer_run();
+        }
+        match e.step {
+            Step::Versions => {
+                sess.exchange_versions().map_err(Fail::ctrl)?;
+            }
+            Step::SysData => {
+                let page = crate::verbs::mr::page_size() as u32;
+                cb_cl = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
+            }
+            Step::Mtu => {
+                let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
+                let res = Resources::create(&ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?;
+                let clock = Clock::calibrate();
+                let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
+                let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
+                out.print(&text::info_block(&info));
+                let my: Vec<Dest> = (0..res.qps.len()).map(|i| res.dest(&ep, i)).collect();
+                report = p
+                    .json_file
+                    .as_ref()
+                    .map(|f| json::JsonReport::new(f, &info));
+                ready = Some(Ready {
+                    rem: my.clone(),
+                    res,
+                    info,
+                    clock,
+                    mtu,
+                    my,
+                });
+            }
+            _ => {
+                let r = ready
+                    .as_mut()
+                    .ok_or_else(|| Fail::new("internal: no resources"))?;
+                match e.step {
+                    Step::Keys { qp, round } => {
+                        if round == KeyRound::AfterConnect && qp == 0 {
+                            for l in &r.my {
+                                out.print(&text::address_line(
+                                    text::Side::Local,
+                                    &to_text_dest(l),
+                                    &r.info,
+                                ));
+                            }
+                        }
+                        let name = e.step.to_string();
+                        r.rem[qp] = sess.hand_shake_step(&name, &r.my[qp]).map_err(Fail::ctrl)?;
+                        if round == KeyRound::AfterConnect {
+                            out.print(&text::address_line(
+                                text::Side::Remote,
+                                &to_text_dest(&r.rem[qp]),
+                                &r.info,
+                            ));
+                            if qp + 1 == r.my.len() {
+                                out.print(&text::bw_header(&r.info));
+                            }
+                        }
+                    }
+                    Step::Connect => {
+                        r.res.connect(&ep, p, r.mtu, &r.rem, !p.is_server())?;
+                        if p.is_server() {
+                            receiver = Some(Receiver::new(&r.res, p)?);
+                        } else {
+                            uds = ud_dests(&ep, p, &r.res, &r.rem)?;
+                        }
+                    }
+                    Step::Barrier(b) => {
+                        if b == Barrier::BeforeRun {
+                            if let Some(rx) = receiver.as_mut() {
+                                rx.prepare(p, &r.res, next_size(p, &steps[i..]), &r.clock)?;
+                            }
+                        }
+                        let name = e.step.to_string();
+                        sess.hand_shake_step(&name, &r.my[0]).map_err(Fail::ctrl)?;
+                    }
+                    Step::Run { size } => {
+                        let size = size.unwrap_or(p.sizes[0]);
+                        let (row, err) = match receiver.as_mut() {
+                            Some(rx) => rx.run(p, &r.res, size, &r.clock)?,
+                            None => send_one(p, &r.res, &r.rem, &uds, method, size, &r.clock)?,
+                        };
+                        out.print(&text::bw_row(&row, &r.info, 0.0));
+                        if let Some(j) = report.as_mut() {
+                            let mut rec = json::Record::bw(&row, &r.info, 0.0);
+                            if let Some(e) = &err {
+                                rec = rec.with("error", e.as_str());
+                            }
+                            j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
+                        }
+                        last = BwReport {
+                            size,
+                            iters: row.iters,
+                            bw_peak: row.bw_peak,
+                            bw_avg: row.bw_avg,
+                            msg_rate: row.msg_rate,
+                            per_port: None,
+                        };
+                        if let Some(e) = err {
+                            r.res.to_err();
+                            out.print(text::RESULT_LINE);
+                            // The peer sees the control connection close.
+                            return Err(Fail::new(e));
+                        }
+                    }
+                    Step::Close => break,
+                    Step::BwReport
+                    | Step::RunForever
+                    | Step::Exit
+                    | Step::Versions
+                    | Step::SysData
+                    | Step::Mtu => {
+                        return Err(Fail::new(format!(
+                            "internal: send-bw unidirectional has no step {} here",
+                            e.step
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
+    out.print(text::RESULT_LINE);
+    let limits = check_limits(p, &last);
+    sess.close(&r.my[0]).map_err(Fail::ctrl)?;
+    limits
+}
+
+/// The size of the next run in `rest` (the `-s` size when the step has none).
+fn next_size(p: &Params, rest: &[ctrl::Entry]) -> u64 {
+    rest.iter()
+        .find_map(|e| match e.step {
+            Step::Run { size } => Some(size.unwrap_or(p.sizes[0])),
+            _ => None,
+        })
+        .unwrap_or(p.sizes[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::args::PerfArgs;
+    use crate::cli::params::{resolve, Kind, Tool as PTool, Verb};
+
+    fn params(f: impl FnOnce(&mut PerfArgs)) -> Params {
+        let mut a = PerfArgs {
+            post: "auto".into(),
+            timeout: 30,
+            cq_timeout: 10,
+            ..Default::default()
+        };
+        f(&mut a);
+        resolve(
+            PTool {
+                verb: Verb::Send,
+                kind: Kind::Bw,
+            },
+            &a,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn ud_sizes_stop_at_the_mtu() {
+        let mut p = params(|a| {
+            a.connection = Some("UD".into());
+            a.all = true;
+        });
+        clamp_for_ud(&mut p, 1024);
+        assert_eq!(p.sizes, [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]);
+        let s = scenario(&p, 1024);
+        let runs: Vec<u64> = choreography(&s)
+            .iter()
+            .filter_map(|e| match e.step {
+                Step::Run { size } => size,
+                _ => None,
+            })
+            .collect();
+        assert_eq!(runs, p.sizes);
+        // Default size 65536 is clamped, as perftest does.
+        let mut p = params(|a| a.connection = Some("UD".into()));
+        clamp_for_ud(&mut p, 4096);
+        assert_eq!(p.sizes, [4096]);
+        // RC keeps its sizes.
+        let mut p = params(|_| {});
+        clamp_for_ud(&mut p, 1024);
+        assert_eq!(p.sizes, [65536]);
+    }
+
+    #[test]
+    fn each_run_is_preceded_by_the_barrier_that_posts_receives() {
+        let p = params(|a| {
+            a.all = true;
+            a.iters = Some(20);
+        });
+        let ch = choreography(&scenario(&p, 1024));
+        for (i, e) in ch.iter().enumerate() {
+            if let Step::Run { size } = e.step {
+                assert_eq!(ch[i - 1].step, Step::Barrier(Barrier::BeforeRun));
+                assert_eq!(next_size(&p, &ch[i - 1..]), size.unwrap());
+                assert_eq!(ch[i + 1].step, Step::Barrier(Barrier::AfterRun));
+            }
+        }
+        assert!(!ch.iter().any(|e| e.step == Step::BwReport));
+    }
+}

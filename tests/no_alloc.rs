@@ -1,0 +1,394 @@
+//! The hot path allocates nothing and makes no system calls in steady state.
+//!
+//! A counting global allocator counts allocations made by the current thread
+//! while its `COUNTING` flag is set. Measured: the direct `post()` + `poll()`
+//! loop, and the whole `run::bw::BwLoop::run()` over `DirectSq`/`DirectCq`,
+//! both on the queue model with the real stores (`HwMmio`). The model's NIC
+//! (which stands in for hardware and allocates freely) runs outside the
+//! counted region: between posts in step mode, or on its own thread.
+//!
+//! The syscall check re-runs this test binary under `strace -f` and counts
+//! the system calls of the thread running the bw loop between two marker
+//! calls (SKIPPED where strace is absent or cannot trace).
+
+#[cfg(not(feature = "model"))]
+#[test]
+fn no_alloc_needs_the_model_feature() {
+    println!("SKIPPED: the no-allocation tests need `--features model`");
+}
+
+#[cfg(feature = "model")]
+mod with_model {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    use rdmaperf::mlx5::{DirectCq, DirectSq, HwMmio};
+    use rdmaperf::model::{Access, Model, ModelConfig};
+    use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WcStatus, WrDesc};
+    use rdmaperf::run::bw::{BwConfig, BwLoop, QpCount, QpTarget};
+
+    struct Counting;
+
+    thread_local! {
+        static COUNTING: Cell<bool> = const { Cell::new(false) };
+    }
+    static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+    fn note() {
+        // try_with: the allocator may run during thread teardown.
+        if COUNTING.try_with(|c| c.get()).unwrap_or(false) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    // SAFETY: forwards every call unchanged to the system allocator; the
+    // counter is an atomic and the flag a const-initialised thread-local
+    // (neither allocates).
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            note();
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            note();
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { System.alloc_zeroed(l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+            note();
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { System.realloc(p, l, n) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { System.dealloc(p, l) }
+        }
+    }
+
+    #[global_allocator]
+    static A: Counting = Counting;
+
+    /// Allocations this thread makes while running `f`.
+    fn count<R>(f: impl FnOnce() -> R) -> (u64, R) {
+        let before = ALLOCS.load(Ordering::Relaxed);
+        COUNTING.with(|c| c.set(true));
+        let r = f();
+        COUNTING.with(|c| c.set(false));
+        (ALLOCS.load(Ordering::Relaxed) - before, r)
+    }
+
+    const BUF: usize = 1 << 16;
+
+    struct Rig {
+        model: Model,
+        sq: DirectSq<HwMmio>,
+        cq: DirectCq,
+        local: Box<[u8]>,
+        remote: Box<[u8]>,
+        lkey: u32,
+        rkey: u32,
+    }
+
+    fn rig(wqe_cnt: u32) -> Rig {
+        let model = Model::new(ModelConfig {
+            wqe_cnt,
+            cqe_cnt: wqe_cnt,
+            record_history: false,
+            ..ModelConfig::default()
+        })
+        .unwrap();
+        let (mut sq, cq) = model.pair_with(HwMmio).unwrap();
+        let mut local: Box<[u8]> = (0..BUF).map(|i| (i * 7 + 3) as u8).collect();
+        let mut remote = vec![0u8; BUF].into_boxed_slice();
+        // SAFETY: both boxes move into the rig with the model; the model's
+        // users stop before the rig (and the boxes) drop.
+        let (l, r) = unsafe {
+            (
+                model.register(local.as_mut_ptr(), BUF, Access::ALL),
+                model.register(remote.as_mut_ptr(), BUF, Access::ALL),
+            )
+        };
+        // SAFETY: as above; the local box lives as long as the SQ.
+        unsafe { sq.allow_inline_source(local.as_ptr(), BUF) }.unwrap();
+        Rig {
+            model,
+            sq,
+            cq,
+            local,
+            remote,
+            lkey: l.lkey,
+            rkey: r.rkey,
+        }
+    }
+
+    /// The counter sees allocations at all (else the zero below proves nothing).
+    #[test]
+    fn the_counter_counts() {
+        let (n, v) = count(|| vec![1u8; 100]);
+        assert!(n >= 1, "counting allocator missed a Vec allocation");
+        drop(v);
+    }
+
+    /// Direct post (single WQE with BlueFlame, inline, post lists of 16) and
+    /// CQ poll over many ring wraps: zero allocations on this thread.
+    #[test]
+    fn direct_post_and_poll_allocate_nothing() {
+        let mut r = rig(64);
+        let wr = |i: u64, inline: bool, len: u32, signaled: bool| WrDesc {
+            wr_id: i,
+            laddr: r.local.as_ptr() as u64 + (i % 64) * 64,
+            lkey: r.lkey,
+            len,
+            raddr: r.remote.as_ptr() as u64 + (i % 64) * 64,
+            rkey: r.rkey,
+            signaled,
+            inline,
+            ..WrDesc::default()
+        };
+        let single = [wr(1, false, 64, true)];
+        let inline = [wr(2, true, 60, true)];
+        let list: Vec<WrDesc> = (0..16).map(|i| wr(i, false, 64, i == 15)).collect();
+        let mut wcs = [Completion::default(); 16];
+        let mut total = 0u64;
+        let mut completed = 0u64;
+        for round in 0..200u64 {
+            let (n, res) = count(|| match round % 3 {
+                0 => r.sq.post(Op::Write, &single),
+                1 => r.sq.post(Op::Write, &inline),
+                _ => r.sq.post(Op::Write, &list),
+            });
+            assert_eq!(res, Ok(()), "round {round}");
+            total += n;
+            // The NIC stands in for hardware: not counted.
+            r.model.step_dbrec();
+            let (n, got) = count(|| {
+                let mut got = 0;
+                while r.sq.outstanding() != 0 {
+                    match r.cq.poll(&mut wcs) {
+                        Ok(k) => {
+                            got += k;
+                            if wcs[..k].iter().any(|w| w.status != WcStatus::SUCCESS) {
+                                return Err(wcs[0]);
+                            }
+                        }
+                        Err(_) => return Err(Completion::default()),
+                    }
+                }
+                Ok(got)
+            });
+            total += n;
+            completed += got.expect("completions are successful") as u64;
+        }
+        assert_eq!(completed, 200, "one signaled WQE per round");
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+        assert_eq!(r.remote[..64], r.local[..64]);
+        assert_eq!(
+            total, 0,
+            "the direct post/poll path allocated {total} times"
+        );
+    }
+
+    /// The NIC on its own thread, driven by the doorbell record (spins, no
+    /// syscalls of its own needed) until `stop`.
+    fn nic_thread<'s>(
+        s: &'s std::thread::Scope<'s, '_>,
+        model: &'s Model,
+        stop: &'s AtomicBool,
+    ) -> std::thread::ScopedJoinHandle<'s, ()> {
+        s.spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                if model.step_dbrec() == 0 {
+                    std::hint::spin_loop();
+                }
+            }
+        })
+    }
+
+    fn bw_cfg(iters: u64, post_list: u32, cq_mod: u32, inline: bool) -> BwConfig {
+        BwConfig {
+            op: Op::Write,
+            size: if inline { 32 } else { 64 },
+            iters,
+            post_list,
+            tx_depth: 32,
+            cq_mod,
+            inline,
+            positions: 16,
+            step: 64,
+            stall_ticks: u64::MAX / 4,
+            // Timing each post call must not allocate either.
+            cost: true,
+        }
+    }
+
+    /// Runs the bw loop (counted on this thread) with the NIC on a thread.
+    fn run_bw(r: &mut Rig, cfg: BwConfig, marker: bool) -> (u64, rdmaperf::run::bw::BwOutcome) {
+        let target = [QpTarget {
+            laddr: r.local.as_ptr() as u64,
+            lkey: r.lkey,
+            raddr: r.remote.as_ptr() as u64,
+            rkey: r.rkey,
+        }];
+        let mut counts = [QpCount::default()];
+        let mut list = vec![WrDesc::default(); cfg.post_list as usize];
+        let mut wcs = [Completion::default(); 16];
+        let stop = AtomicBool::new(false);
+        let Rig { model, sq, cq, .. } = r;
+        let sqs = std::slice::from_mut(sq);
+        std::thread::scope(|s| {
+            let nic = nic_thread(s, model, &stop);
+            let mut bw = BwLoop {
+                cfg,
+                sqs,
+                cq,
+                targets: &target,
+                counts: &mut counts,
+                list: &mut list,
+                wcs: &mut wcs,
+                tposted: &mut [],
+                tcompleted: &mut [],
+                deadlines: None,
+                now: rdmaperf::clock::now,
+            };
+            if marker {
+                syscall_marker(b"RDMAPERF_LOOP_BEGIN");
+            }
+            let res = count(|| bw.run());
+            if marker {
+                syscall_marker(b"RDMAPERF_LOOP_END");
+            }
+            stop.store(true, Ordering::Release);
+            nic.join().unwrap();
+            res
+        })
+    }
+
+    /// A system call strace shows verbatim: write(-1, "<tag>", n) = EBADF.
+    fn syscall_marker(tag: &[u8]) {
+        // SAFETY: writing from a valid buffer to an invalid fd only fails.
+        unsafe { libc::write(-1, tag.as_ptr().cast(), tag.len()) };
+    }
+
+    /// `run::bw::BwLoop::run()` over the direct SQ/CQ: single WRs with
+    /// BlueFlame, post lists of 8, and inline WRITEs, zero allocations.
+    #[test]
+    fn bw_loop_over_the_direct_path_allocates_nothing() {
+        for (pl, cq_mod, inline) in [(1, 4, false), (8, 8, false), (1, 1, true)] {
+            let mut r = rig(64);
+            let cfg = bw_cfg(4000, pl, cq_mod, inline);
+            let (n, out) = run_bw(&mut r, cfg, false);
+            assert_eq!(out.error, None, "post_list {pl}");
+            assert_eq!((out.posted, out.completed), (4000, 4000));
+            assert!(
+                r.model.violations().is_empty(),
+                "{:?}",
+                r.model.violations()
+            );
+            assert_eq!(
+                n, 0,
+                "BwLoop::run over the direct path allocated {n} times (post_list {pl}, inline {inline})"
+            );
+        }
+    }
+
+    /// Child side of the syscall check (run under strace by the parent).
+    #[test]
+    #[ignore = "the traced child of bw_loop_makes_no_syscalls, run by it"]
+    fn syscall_child() {
+        // Control region: the parser must see this one call.
+        syscall_marker(b"RDMAPERF_CTRL_BEGIN");
+        // SAFETY: getppid has no preconditions.
+        unsafe { libc::getppid() };
+        syscall_marker(b"RDMAPERF_CTRL_END");
+        let mut r = rig(64);
+        let (_, out) = run_bw(&mut r, bw_cfg(20_000, 1, 4, false), true);
+        assert_eq!(out.error, None);
+        assert_eq!(out.completed, 20_000);
+    }
+
+    /// The calls one thread made between `<tag>_BEGIN` and `<tag>_END`.
+    fn between(logs: &[String], tag: &str) -> Vec<String> {
+        let (b, e) = (format!("{tag}_BEGIN"), format!("{tag}_END"));
+        let log = logs
+            .iter()
+            .find(|t| t.contains(&b))
+            .unwrap_or_else(|| panic!("{b} marker in a strace log"));
+        let mut lines = log.lines().skip_while(|l| !l.contains(&b));
+        lines.next();
+        let mut inside = Vec::new();
+        for l in lines {
+            if l.contains(&e) {
+                return inside;
+            }
+            inside.push(l.to_string());
+        }
+        panic!("{e} marker missing from the strace log");
+    }
+
+    /// Between the markers, the thread running the bw loop makes no system
+    /// call at all (the NIC thread's, a stand-in for hardware, are ignored).
+    #[test]
+    fn bw_loop_makes_no_syscalls() {
+        let strace = std::process::Command::new("strace").arg("-V").output();
+        if !strace.is_ok_and(|o| o.status.success()) {
+            println!("SKIPPED: strace is not installed (apt-get install strace)");
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let dir = std::env::temp_dir().join(format!("rdmaperf-no-syscall-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // -ff: one log per thread, so no call is split across lines.
+        let st = std::process::Command::new("strace")
+            .arg("-ff")
+            .arg("-o")
+            .arg(dir.join("t"))
+            .arg(&exe)
+            .args([
+                "--exact",
+                "with_model::syscall_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .output()
+            .unwrap();
+        let logs: Vec<String> = std::fs::read_dir(&dir)
+            .map(|d| {
+                d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&dir);
+        if !st.status.success() && logs.is_empty() {
+            println!(
+                "SKIPPED: strace cannot trace here (ptrace not permitted?): {}",
+                String::from_utf8_lossy(&st.stderr).trim()
+            );
+            return;
+        }
+        assert!(
+            st.status.success(),
+            "child failed: {}\n{}",
+            String::from_utf8_lossy(&st.stdout),
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let ctrl = between(&logs, "RDMAPERF_CTRL");
+        assert!(
+            ctrl.len() == 1 && ctrl[0].starts_with("getppid"),
+            "the log parser missed the control call: {ctrl:?}"
+        );
+        let inside = between(&logs, "RDMAPERF_LOOP");
+        assert!(
+            inside.is_empty(),
+            "the bw loop thread made {} system calls:\n{}",
+            inside.len(),
+            inside.join("\n")
+        );
+    }
+}

@@ -1,0 +1,367 @@
+//! `rdmaperf send-bw` on soft-RoCE in the VM: RC, UC, UD and multi-QP post lists against
+//! itself and against stock `ib_send_bw` 4.5 in both roles, plus duration mode, both post
+//! methods and `-a` sweeps (RC, and UD stopping at the MTU, also against stock perftest: the
+//! per-size barriers must pair up).
+//!
+//! All cases share ONE VM boot. Every side runs under a per-case `timeout`, so a hang shows
+//! up as exit status 124 instead of a stuck test. In send_bw each side prints its own row
+//! (the server's is its RX view), so the rows of both sides must agree on #bytes and
+//! #iterations, and the client's must be the expected ones.
+
+mod common;
+use common::vm;
+use std::sync::OnceLock;
+
+/// Seconds each side of a pair may take.
+const PAIR_TIMEOUT_S: u64 = 90;
+/// The RC `-a` sweep moves ~320 MiB through rxe under TCG.
+const SWEEP_TIMEOUT_S: u64 = 300;
+
+const RDMAPERF: &str = r#""$RDMAPERF_BIN" send-bw"#;
+const STOCK: &str = "ib_send_bw";
+const COMMON: &str = "-d rxe0 -x 0 -F";
+
+/// Which tools run the two sides.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Peers {
+    /// rdmaperf server, rdmaperf client.
+    Both,
+    /// stock server, rdmaperf client.
+    StockServer,
+    /// rdmaperf server, stock client.
+    StockClient,
+}
+
+const ALL_PEERS: &[Peers] = &[Peers::Both, Peers::StockServer, Peers::StockClient];
+const SELF_ONLY: &[Peers] = &[Peers::Both];
+
+fn tag(p: Peers) -> &'static str {
+    match p {
+        Peers::Both => "rr",
+        Peers::StockServer => "sr",
+        Peers::StockClient => "rs",
+    }
+}
+
+/// What the client's rows must be.
+#[derive(Clone, Copy, Debug)]
+enum Want {
+    /// One row: #bytes, #iterations.
+    Row(u64, u64),
+    /// One row of this size, any positive count (duration mode).
+    Duration(u64),
+    /// One row per power of two 2..=max, each with this many iterations.
+    Sweep(u64, u64),
+}
+
+struct Case {
+    name: &'static str,
+    flags: &'static str,
+    peers: &'static [Peers],
+    want: Want,
+    timeout_s: u64,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "rc",
+        flags: "-n 200 -s 64",
+        peers: ALL_PEERS,
+        want: Want::Row(64, 200),
+        timeout_s: PAIR_TIMEOUT_S,
+    },
+    Case {
+        name: "uc",
+        flags: "-c UC -n 200 -s 64",
+        peers: ALL_PEERS,
+        want: Want::Row(64, 200),
+        timeout_s: PAIR_TIMEOUT_S,
+    },
+    Case {
+        name: "ud",
+        flags: "-c UD -n 200 -s 512",
+        peers: ALL_PEERS,
+        want: Want::Row(512, 200),
+        timeout_s: PAIR_TIMEOUT_S,
+    },
+    // perftest's default size (64 KiB), 2 QPs, post lists of 4 signaled every 2nd WR.
+    Case {
+        name: "q2l4",
+        flags: "-q 2 -l 4 -Q 2 -n 200",
+        peers: ALL_PEERS,
+        want: Want::Row(65536, 400),
+        timeout_s: PAIR_TIMEOUT_S,
+    },
+    Case {
+        name: "d3",
+        flags: "-D 3 -s 64",
+        peers: SELF_ONLY,
+        want: Want::Duration(64),
+        timeout_s: PAIR_TIMEOUT_S,
+    },
+    Case {
+        name: "post_send",
+        flags: "-n 200 -s 64 --post post-send",
+        peers: SELF_ONLY,
+        want: Want::Row(64, 200),
+        timeout_s: PAIR_TIMEOUT_S,
+    },
+    Case {
+        name: "wr_api",
+        flags: "-n 200 -s 64 --post wr-api",
+        peers: SELF_ONLY,
+        want: Want::Row(64, 200),
+        timeout_s: PAIR_TIMEOUT_S,
+    },
+    Case {
+        name: "imm",
+        flags: "-n 200 -s 64 --send_with_imm",
+        peers: SELF_ONLY,
+        want: Want::Row(64, 200),
+        timeout_s: PAIR_TIMEOUT_S,
+    },
+    // -a keeps cq_mod (clamped to 20 = every 20th message signaled): 20 x 8 MiB through
+    // rxe under TCG take longer than the default 10 s without a completion.
+    Case {
+        name: "sweep",
+        flags: "-a -n 20 --cq-timeout 120",
+        peers: SELF_ONLY,
+        want: Want::Sweep(1 << 23, 20),
+        timeout_s: SWEEP_TIMEOUT_S,
+    },
+    // rxe0's MTU in the VM is 1024: UD sweeps stop there on both tools.
+    Case {
+        name: "sweep_ud",
+        flags: "-c UD -a -n 20",
+        peers: ALL_PEERS,
+        want: Want::Sweep(1024, 20),
+        timeout_s: PAIR_TIMEOUT_S,
+    },
+];
+
+fn pair_name(c: &Case, p: Peers) -> String {
+    format!("{}_{}", c.name, tag(p))
+}
+
+/// The guest script: every pair, and one run that must be refused.
+fn script() -> String {
+    let mut s = String::new();
+    for c in CASES {
+        s += &format!("PAIR_TIMEOUT={}\n", c.timeout_s);
+        for &p in c.peers {
+            let (server, client) = match p {
+                Peers::Both => (RDMAPERF, RDMAPERF),
+                Peers::StockServer => (STOCK, RDMAPERF),
+                Peers::StockClient => (RDMAPERF, STOCK),
+            };
+            let f = c.flags;
+            s += &format!(
+                "pair {} '{server} {COMMON} {f} -p $PORT' '{client} {COMMON} {f} -p $PORT 127.0.0.1'\n",
+                pair_name(c, p)
+            );
+        }
+    }
+    s += "PAIR_TIMEOUT=20\n";
+    // The client sends 128 B into 64 B receives: both sides must stop and say why.
+    s += r#"pair size_mismatch '"$RDMAPERF_BIN" send-bw -d rxe0 -x 0 -F -n 200 -s 64 --timeout 5 -p $PORT' '"$RDMAPERF_BIN" send-bw -d rxe0 -x 0 -F -n 200 -s 128 --timeout 5 -p $PORT 127.0.0.1'
+"#;
+    s += r#"single duplex_refused '"$RDMAPERF_BIN" send-bw -d rxe0 -x 0 -F -b --timeout 5 -p 19001'
+"#;
+    s += "exit 0\n";
+    s
+}
+
+/// The shared batch, or `None` (after printing SKIPPED) when the VM cannot run here.
+fn batch() -> Option<&'static vm::BatchResult> {
+    static BATCH: OnceLock<vm::BatchResult> = OnceLock::new();
+    if let Err(why) = vm::available() {
+        println!("SKIPPED: {why}");
+        return None;
+    }
+    let r = BATCH.get_or_init(|| {
+        let r = vm::Batch::new()
+            .bin(env!("CARGO_BIN_EXE_rdmaperf"))
+            .timeout_s(1500)
+            .run(&script());
+        println!(
+            "vm: status {} boot {:?} s, script {:?} s, total {:.1} s",
+            r.status, r.boot_s, r.script_s, r.total_s
+        );
+        r
+    });
+    assert_eq!(
+        r.status, 0,
+        "the VM batch did not finish (124: VM timeout, 125: VM failed):\n{}",
+        r.console
+    );
+    Some(r)
+}
+
+/// The `(#bytes, #iterations)` of every perftest BW result row: a line of at least 5 numbers.
+fn result_rows(out: &str) -> Vec<(u64, u64)> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 5 || !f.iter().all(|x| x.parse::<f64>().is_ok()) {
+                return None;
+            }
+            Some((f[0].parse().ok()?, f[1].parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn parses_result_rows() {
+    let out = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n \
+               512        200              0.00               3.34   \t\t   0.006836\n\
+               landing check: ok qp=0\n";
+    assert_eq!(result_rows(out), vec![(512, 200)]);
+    assert_eq!(
+        result_rows(" Couldn't connect to 127.0.0.1:18515\n"),
+        vec![]
+    );
+}
+
+#[test]
+fn script_has_every_case() {
+    let s = script();
+    let mut n = 0;
+    for c in CASES {
+        for &p in c.peers {
+            assert!(s.contains(&format!("pair {} ", pair_name(c, p))));
+            n += 1;
+        }
+    }
+    assert_eq!(s.matches("\npair ").count(), n + 1);
+}
+
+fn check(name: &str) {
+    let Some(r) = batch() else { return };
+    let c = CASES.iter().find(|c| c.name == name).unwrap();
+    for &peers in c.peers {
+        let p = r.pair(&pair_name(c, peers));
+        let both = format!(
+            "pair {}: server rc {:?}, client rc {:?} (124 = killed by the {} s per-side timeout)\n\
+             --- server ---\n{}\n--- client ---\n{}",
+            p.name, p.server.rc, p.client.rc, c.timeout_s, p.server.out, p.client.out
+        );
+        assert!(p.server.rc == Some(0) && p.client.rc == Some(0), "{both}");
+        let server = result_rows(&p.server.out);
+        let client = result_rows(&p.client.out);
+        match c.want {
+            Want::Row(bytes, iters) => {
+                assert_eq!(client, [(bytes, iters)], "client rows\n{both}");
+                assert_eq!(server, client, "server (RX view) rows\n{both}");
+            }
+            Want::Duration(bytes) => {
+                for (side, rows) in [("client", &client), ("server", &server)] {
+                    assert_eq!(rows.len(), 1, "{side}: want one row\n{both}");
+                    assert_eq!(rows[0].0, bytes, "{side} #bytes\n{both}");
+                    assert!(rows[0].1 > 0, "{side}: no messages in the sample\n{both}");
+                }
+            }
+            Want::Sweep(max, iters) => {
+                let want: Vec<(u64, u64)> = (1..=max.ilog2()).map(|i| (1u64 << i, iters)).collect();
+                assert_eq!(client, want, "client rows\n{both}");
+                assert_eq!(server, want, "server (RX view) rows\n{both}");
+            }
+        }
+        // rdmaperf says which post method ran.
+        let ours = if peers == Peers::StockClient {
+            &p.server.out
+        } else {
+            &p.client.out
+        };
+        assert!(ours.contains(" Post method     : "), "{both}");
+        if c.flags.contains("--post post-send") {
+            assert!(ours.contains(" Post method     : post-send"), "{both}");
+        }
+        if c.flags.contains("--post wr-api") {
+            assert!(ours.contains(" Post method     : wr-api"), "{both}");
+        }
+    }
+}
+
+#[test]
+fn rc() {
+    check("rc");
+}
+
+#[test]
+fn uc() {
+    check("uc");
+}
+
+#[test]
+fn ud() {
+    check("ud");
+}
+
+#[test]
+fn two_qps_post_lists() {
+    check("q2l4");
+}
+
+#[test]
+fn duration() {
+    check("d3");
+}
+
+#[test]
+fn post_send_method() {
+    check("post_send");
+}
+
+#[test]
+fn wr_api_method() {
+    check("wr_api");
+}
+
+#[test]
+fn send_with_imm() {
+    check("imm");
+}
+
+#[test]
+fn all_sizes_sweep() {
+    check("sweep");
+}
+
+#[test]
+fn ud_sweep_stops_at_the_mtu() {
+    check("sweep_ud");
+}
+
+#[test]
+fn duplex_is_refused_with_a_reason() {
+    let Some(r) = batch() else { return };
+    let s = r.single("duplex_refused");
+    assert_eq!(s.rc, Some(1), "{}", s.out);
+    assert!(
+        s.out.contains("-b") && s.out.contains("ib_send_bw"),
+        "{}",
+        s.out
+    );
+}
+
+#[test]
+fn larger_messages_than_the_receives_fail_on_both_sides() {
+    let Some(r) = batch() else { return };
+    let p = r.pair("size_mismatch");
+    let both = format!(
+        "--- server ---\n{}\n--- client ---\n{}",
+        p.server.out, p.client.out
+    );
+    assert_eq!((p.server.rc, p.client.rc), (Some(1), Some(1)), "{both}");
+    assert!(
+        p.server.out.contains("receive completion with error"),
+        "{both}"
+    );
+    assert!(p.server.out.contains("64 byte receive buffers"), "{both}");
+    assert!(
+        p.client
+            .out
+            .contains("receive buffers are smaller than 128 B"),
+        "{both}"
+    );
+}
