@@ -10,6 +10,7 @@ pub mod devices;
 pub mod direct;
 pub mod info;
 pub mod landing;
+pub mod lat;
 pub mod method;
 pub mod progress;
 pub mod rdma_bw;
@@ -103,6 +104,7 @@ fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
             rdma_bw::run(p, out).map(|_| ())
         }
         (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out),
+        (Kind::Lat, _) => lat::run(p, out),
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
             p.tool.name(),
