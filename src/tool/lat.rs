@@ -77,11 +77,8 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
 
     let mut sess = connect(p)?;
-    sess.exchange_versions().map_err(Fail::ctrl)?;
-    let page = crate::verbs::mr::page_size() as u32;
-    let (cb, cl) = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
-    let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
-    let res = Resources::create(&ep, p, cb as u64, cl as u64, flags)?;
+    let (cb, cl, mtu) = super::rdma_bw::preamble(&mut sess, &ep, p)?;
+    let res = Resources::create(&ep, p, cb, cl, flags)?;
     let clock = Clock::calibrate();
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
     let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
