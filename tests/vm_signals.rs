@@ -55,3 +55,77 @@ wait $S; echo "server_rc=$?" >> $RESULTS/rc.txt
         "server must explain why it failed:\n{srv}"
     );
 }
+
+/// SIGINT while a side is blocked in the control channel (a server waiting for
+/// its client, a server waiting for the client's run to end): the socket is
+/// shut down by the handler, so the side exits 130 at once instead of
+/// waiting for a timeout, and the peer is told.
+#[test]
+fn sigint_in_control_steps_exits_at_once() {
+    if let Err(why) = vm::available() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let script = r#"
+O="-d rxe0 -x 0 -F -s 64"
+now() { date +%s.%N; }
+# 1. Server waiting in accept.
+timeout 60 $RDMAPERF_BIN write-bw $O -p 18610 > $RESULTS/accept.out 2>&1 & S=$!
+wait_port 18610 $S; sleep 1
+t0=$(now); kill -INT $S; wait $S; echo "accept_rc=$? dt=$(echo "$(now) - $t0" | bc)" >> $RESULTS/rc.txt
+# 2. Server blocked in the handshake that waits for the client's -D 10 run.
+timeout 60 $RDMAPERF_BIN write-bw $O -D 10 -p 18611 > $RESULTS/wait.out 2>&1 & S=$!
+wait_port 18611 $S
+timeout 60 $RDMAPERF_BIN write-bw $O -D 10 -p 18611 127.0.0.1 > $RESULTS/wait.peer 2>&1 & C=$!
+sleep 5
+t0=$(now); kill -INT $S; wait $S; echo "wait_rc=$? dt=$(echo "$(now) - $t0" | bc)" >> $RESULTS/rc.txt
+wait $C; echo "peer_rc=$?" >> $RESULTS/rc.txt
+"#;
+    let r = vm::Batch::new()
+        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
+        .timeout_s(240)
+        .run(script);
+    let rc = r.file("rc.txt").unwrap_or("").to_string();
+    let accept = r.file("accept.out").unwrap_or("").to_string();
+    let wait = r.file("wait.out").unwrap_or("").to_string();
+    let peer = r.file("wait.peer").unwrap_or("").to_string();
+    println!("{rc}\n--- accept\n{accept}\n--- wait\n{wait}\n--- peer\n{peer}");
+    let field = |name: &str| -> Option<(i32, f64)> {
+        let l = rc.lines().find(|l| l.starts_with(name))?;
+        let code = l
+            .split_whitespace()
+            .next()?
+            .split('=')
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let dt = l
+            .split("dt=")
+            .nth(1)
+            .and_then(|d| d.trim().parse().ok())
+            .unwrap_or(f64::MAX);
+        Some((code, dt))
+    };
+    let (code, dt) = field("accept_rc").expect("accept case ran");
+    assert_eq!(code, 130, "server in accept must exit 130:\n{accept}");
+    assert!(dt < 3.0, "server in accept took {dt} s to exit");
+    assert!(accept.contains("interrupted"), "{accept}");
+    let (code, dt) = field("wait_rc").expect("wait case ran");
+    assert_eq!(
+        code, 130,
+        "server waiting for the run must exit 130:\n{wait}"
+    );
+    assert!(dt < 3.0, "server waiting for the run took {dt} s to exit");
+    let peer_rc = rc
+        .lines()
+        .find(|l| l.starts_with("peer_rc="))
+        .expect("peer ran");
+    assert_ne!(
+        peer_rc, "peer_rc=0",
+        "the client must fail when the server is gone:\n{peer}"
+    );
+    assert!(
+        peer.contains("rdmaperf write-bw:"),
+        "the client must say why:\n{peer}"
+    );
+}

@@ -79,6 +79,13 @@ impl Listener {
         Err(listen_err(last))
     }
 
+    /// The listening socket, so a signal handler can shut it down (which
+    /// makes a blocked `accept` return).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.inner.as_raw_fd()
+    }
+
     /// The port actually bound.
     pub fn port(&self) -> u16 {
         self.port
@@ -189,6 +196,13 @@ impl Channel {
             thread::sleep(backoff.min(left));
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
+    }
+
+    /// The connected socket, so a signal handler can shut it down (which
+    /// makes a blocked read or write return at once).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.stream.as_raw_fd()
     }
 
     /// Client or server.

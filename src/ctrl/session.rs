@@ -16,6 +16,9 @@ use super::wire::{
 /// One side of a control session.
 #[derive(Debug)]
 pub struct Session {
+    /// Dropped before the channel (fields drop in order): e.g. the caller's
+    /// registration of the socket with a signal handler.
+    guard: Option<Box<dyn std::any::Any + Send>>,
     channel: Channel,
     local_version: String,
     peer_version: Option<PeerVersion>,
@@ -29,6 +32,7 @@ impl Session {
     /// A session over a connected channel; we advertise [`OUR_VERSION`].
     pub fn new(channel: Channel) -> Session {
         Session {
+            guard: None,
             channel,
             local_version: OUR_VERSION.to_owned(),
             peer_version: None,
@@ -36,6 +40,12 @@ impl Session {
             peer_run_pending: false,
             peer_run_timeout: None,
         }
+    }
+
+    /// Keep `g` alive exactly as long as the connection (dropped just before it).
+    pub fn with_guard(mut self, g: Box<dyn std::any::Any + Send>) -> Session {
+        self.guard = Some(g);
+        self
     }
 
     /// Advertise another version string. It must keep perftest's wire

@@ -5,6 +5,40 @@ use core::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// Control sockets to shut down on the first signal (two: a loopback run has
+/// a server and a client session in one process). -1 = empty.
+static SOCKETS: [AtomicI32; 2] = [AtomicI32::new(-1), AtomicI32::new(-1)];
+
+/// Shut `fd` down when a stop is requested by a signal, so a side blocked in a
+/// control-channel read, write or accept wakes up at once instead of waiting
+/// for its timeout. Returns a guard that forgets the fd when dropped.
+pub fn watch_socket(fd: i32) -> SocketWatch {
+    for (i, slot) in SOCKETS.iter().enumerate() {
+        if slot
+            .compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            if requested() {
+                // Raced with a signal: act as the handler would have.
+                // SAFETY: shutdown on a socket fd we own; no memory involved.
+                unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+            }
+            return SocketWatch(Some(i));
+        }
+    }
+    SocketWatch(None)
+}
+
+/// Forgets a watched socket when dropped (before the socket is closed).
+pub struct SocketWatch(Option<usize>);
+
+impl Drop for SocketWatch {
+    fn drop(&mut self) {
+        if let Some(i) = self.0 {
+            SOCKETS[i].store(-1, Ordering::Release);
+        }
+    }
+}
 
 /// True once a stop was requested. One relaxed load: cheap enough for the hot loop.
 #[inline(always)]
@@ -29,6 +63,14 @@ extern "C" fn on_signal(sig: libc::c_int) {
         unsafe { libc::_exit(128 + sig) };
     }
     SIGNAL.store(sig, Ordering::Relaxed);
+    for slot in &SOCKETS {
+        let fd = slot.load(Ordering::Acquire);
+        if fd >= 0 {
+            // SAFETY: shutdown(2) is async-signal-safe; the fd is a socket
+            // registered by watch_socket and unregistered before it is closed.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        }
+    }
 }
 
 /// Install the SIGINT/SIGTERM handlers.

@@ -124,10 +124,22 @@ pub fn run(p: Params) -> i32 {
     };
     match res {
         Ok(()) => stop::exit_status().unwrap_or(0),
-        Err(f) => {
-            eprintln!("rdmaperf {}: {}", p.tool.name(), f.msg);
-            stop::exit_status().unwrap_or(f.status)
-        }
+        Err(f) => match stop::exit_status() {
+            // A signal stopped us: say so first, the step's own error after.
+            Some(st) if !f.msg.starts_with("interrupted") => {
+                eprintln!(
+                    "rdmaperf {}: interrupted by signal {}: {}",
+                    p.tool.name(),
+                    st - 128,
+                    f.msg
+                );
+                st
+            }
+            st => {
+                eprintln!("rdmaperf {}: {}", p.tool.name(), f.msg);
+                st.unwrap_or(f.status)
+            }
+        },
     }
 }
 

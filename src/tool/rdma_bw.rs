@@ -12,7 +12,7 @@ use super::threads_bw;
 use super::{landing, Fail, Out};
 use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
-use crate::ctrl::{BwReport, Channel, Dest, Session};
+use crate::ctrl::{BwReport, Channel, Dest, Listener, Session};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -20,6 +20,7 @@ use crate::post::{Completion, CompletionQueue, SendQueue, WrDesc};
 use crate::report::{json, stats, text};
 use crate::run::bw::{BwConfig, BwLoop, BwOutcome, Deadlines, QpCount, QpTarget, RunError};
 use crate::run::geometry::Geometry;
+use crate::run::stop;
 use crate::verbs::QpType;
 use std::time::Duration;
 
@@ -31,12 +32,18 @@ pub fn connect(p: &Params) -> Result<Session, Fail> {
         None => {
             // The loopback server must not wait forever for a client that failed.
             let accept = if p.loopback { Some(t) } else { None };
-            Channel::listen(None, p.port, accept).map_err(Fail::ctrl)?
+            let l = Listener::bind(None, p.port).map_err(Fail::ctrl)?;
+            // Ctrl-C while waiting for the client shuts the listener down.
+            let _w = stop::watch_socket(l.raw_fd());
+            l.accept(accept).map_err(Fail::ctrl)?
         }
     };
     let mut ch = ch;
     ch.set_step_timeout(Some(t));
-    Ok(Session::new(ch))
+    // Ctrl-C in any control step shuts the socket down, so a blocked read
+    // returns at once (the peer sees us go, too).
+    let watch = stop::watch_socket(ch.raw_fd());
+    Ok(Session::new(ch).with_guard(Box::new(watch)))
 }
 
 /// The common preamble (perftest `exchange_versions`, `check_sys_data`,
