@@ -12,6 +12,10 @@ use std::sync::OnceLock;
 /// Seconds each side of a pair may take (a `-D 3` pair needs ~6 s under TCG).
 const PAIR_TIMEOUT_S: u64 = 60;
 
+/// Seconds a failing pair may take; it must fail well before.
+const BAD_TIMEOUT_S: u64 = 30;
+const TIMED_OUT: [i32; 2] = [124, 137];
+
 const COMMON: &str = "-d rxe0 -x 0 -F";
 
 /// How a case's rows must agree.
@@ -147,6 +151,13 @@ fn script() -> String {
             side(tool, cs)
         );
     }
+    // Mismatched sizes: the 64 B receive buffers cannot take 4096 B sends.
+    s += &format!(
+        "PAIR_TIMEOUT={BAD_TIMEOUT_S}\npair send_bad_size '{} {COMMON} -b --cq-timeout 3 -n 200 -s 64 -p $PORT' \
+         '{} {COMMON} -b --cq-timeout 3 -n 200 -s 4096 -p $PORT 127.0.0.1'\n",
+        side("send", false),
+        side("send", false)
+    );
     s += "exit 0\n";
     s
 }
@@ -306,4 +317,25 @@ cases! {
     vm_duplex_send_ud_stock_client_rdmaperf_server => "send_ud_rs";
     vm_duplex_send_ud_all_sizes_rdmaperf_client_stock_server => "send_ud_a_sr";
     vm_duplex_send_d3_stock_client_rdmaperf_server => "send_d3_rs";
+}
+
+#[test]
+fn vm_duplex_send_size_mismatch_fails_fast() {
+    let Some(r) = batch() else { return };
+    let p = r.pair("send_bad_size");
+    for (who, side) in [("server", &p.server), ("client", &p.client)] {
+        match side.rc {
+            Some(0) | None => panic!("{who}: rc {:?}, want an error\n{}", side.rc, side.out),
+            Some(rc) if TIMED_OUT.contains(&rc) => {
+                panic!("{who}: hung (rc {rc})\n{}", side.out)
+            }
+            Some(_) => {}
+        }
+    }
+    // The side whose receive failed names the cause and the fix.
+    let all = format!("{}\n{}", p.server.out, p.client.out);
+    assert!(
+        all.contains("receive completion with error") && all.contains("-s"),
+        "want a receive-side error naming -s:\n{all}"
+    );
 }

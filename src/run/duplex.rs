@@ -41,6 +41,8 @@ pub struct DuplexConfig {
 pub struct DuplexOutcome {
     pub tx: BwOutcome,
     pub received: u64,
+    /// `tx.error` came from the receive side (a receive completion or post).
+    pub rx_error: bool,
 }
 
 /// Everything the loop works on, borrowed from the caller.
@@ -207,6 +209,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
                         wr_id: wc.wr_id,
                         wc,
                     });
+                    out.rx_error = true;
                     break 'run;
                 }
                 progress = true;
@@ -216,6 +219,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
                 if wants_more(c, &cfg.rx) {
                     if let Err(e) = post_next(&mut self.rqs[q], q, self.bufs[q], c, &cfg.rx) {
                         out.tx.error = Some(e);
+                        out.rx_error = true;
                         break 'run;
                     }
                 }
@@ -528,6 +532,7 @@ mod tests {
             o.tx.error,
             Some(RunError::Completion { qp: 0, .. })
         ));
+        assert!(o.rx_error);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::rdma_bw::{
     check_limits, connect, describe, measure_size, qp_targets, qp_type, result, to_text_dest,
     Measured,
 };
-use super::send_bw::{clamp_for_ud, next_size, ud_dests, Receiver};
+use super::send_bw::{clamp_for_ud, describe_recv, next_size, ud_dests, Receiver};
 use super::setup::{Endpoint, Resources};
 use super::{Fail, Out};
 use crate::cli::params::{Conn, Mode, Params, Verb};
@@ -448,11 +448,14 @@ fn send_loop<S: SendQueue>(
     }
     .run();
     let err = o.tx.error.map(|e| {
+        if o.rx_error {
+            return describe_recv(e, size, &rx_cfg);
+        }
         let d = describe(e, &counts);
         if d.starts_with("completion with error") {
             format!(
-                "{d}; in a duplex SEND test a failed receive or a remote error usually means the \
-                 two sides use different -s/-a (give both the same) or a receive was missing"
+                "{d}; for SEND, a remote error usually means the peer's receive buffers are smaller \
+                 than {size} B (give both sides the same -s/-a/-c) or it has no receive posted"
             )
         } else {
             d
