@@ -56,7 +56,9 @@ mod with_model {
             inline: false,
             positions,
             step: 64.max(size as u64),
-            stall_ticks: 5_000_000_000,
+            // Generous: under valgrind (scripts/sanitize.sh) the model's NIC thread
+            // runs far slower.
+            stall_ticks: 300_000_000_000,
             cost: false,
         };
         let mut sqs = [sq];

@@ -21,7 +21,7 @@ fn no_alloc_needs_the_model_feature() {
 mod with_model {
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     use rdmaperf::mlx5::{DirectCq, DirectSq, HwMmio};
     use rdmaperf::model::{Access, Model, ModelConfig};
@@ -32,19 +32,21 @@ mod with_model {
 
     thread_local! {
         static COUNTING: Cell<bool> = const { Cell::new(false) };
+        // Per thread: tests run in parallel threads, and a global counter
+        // would add another test's counted allocations to this one's.
+        static ALLOCS: Cell<u64> = const { Cell::new(0) };
     }
-    static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
     fn note() {
         // try_with: the allocator may run during thread teardown.
         if COUNTING.try_with(|c| c.get()).unwrap_or(false) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
         }
     }
 
     // SAFETY: forwards every call unchanged to the system allocator; the
-    // counter is an atomic and the flag a const-initialised thread-local
-    // (neither allocates).
+    // counter and the flag are const-initialised thread-locals (neither
+    // allocates).
     unsafe impl GlobalAlloc for Counting {
         unsafe fn alloc(&self, l: Layout) -> *mut u8 {
             note();
@@ -72,11 +74,11 @@ mod with_model {
 
     /// Allocations this thread makes while running `f`.
     fn count<R>(f: impl FnOnce() -> R) -> (u64, R) {
-        let before = ALLOCS.load(Ordering::Relaxed);
+        let before = ALLOCS.with(|a| a.get());
         COUNTING.with(|c| c.set(true));
         let r = f();
         COUNTING.with(|c| c.set(false));
-        (ALLOCS.load(Ordering::Relaxed) - before, r)
+        (ALLOCS.with(|a| a.get()) - before, r)
     }
 
     const BUF: usize = 1 << 16;

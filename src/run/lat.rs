@@ -1,6 +1,12 @@
 //! Latency loops (perftest `run_iter_lat_write`, `run_iter_lat`,
-//! `run_iter_lat_send`), generic over the post method. Each loop stamps
-//! `tposted[i]` before post i; the report turns consecutive stamps into samples.
+//! `run_iter_lat_send`), generic over the post method. In iterations mode each
+//! loop stamps `tposted[i]` before post i and the report turns consecutive
+//! stamps into samples; in duration mode (`end != 0`) it counts the round trips
+//! that complete inside the sample window instead.
+//!
+//! Who starts a ping-pong follows perftest (4.5 and master alike): in
+//! write-lat the *server* writes first and the client first waits; in
+//! send-lat the *client* sends first and the server first waits.
 
 use super::stop;
 use crate::post::{
@@ -28,7 +34,8 @@ pub enum LatError {
     Poll {
         err: PostError,
     },
-    /// Nothing from the peer for too long.
+    /// Nothing from the peer (or the NIC) for `stall_ticks`; `at` is the
+    /// round trip (1-based) that was being waited for.
     Stalled {
         at: u64,
     },
@@ -39,21 +46,44 @@ pub enum LatError {
 pub struct LatConfig {
     pub op: Op,
     pub size: u32,
-    /// Iterations; in duration mode the loop stops at `end` ticks instead.
+    /// Iterations (ignored in duration mode).
     pub iters: u64,
     pub inline: bool,
-    /// true: this side starts (client); false: it first waits (server).
+    /// true: this side posts first; false: it first waits for the peer.
     pub initiator: bool,
     pub stall_ticks: u64,
     /// Duration mode: stop when the clock passes this (0 = iterations mode).
     pub end: u64,
+    /// Duration mode: round trips completing in `[sample_start, sample_stop)`
+    /// are counted in [`LatOutcome::measured`].
+    pub sample_start: u64,
+    pub sample_stop: u64,
+    /// send-lat: receives pre-posted; in iterations mode a receive is reposted
+    /// only while `rcnt + rx_depth <= iters` (perftest), so none is left over.
+    pub rx_depth: u64,
+}
+
+impl LatConfig {
+    fn duration(&self) -> bool {
+        self.end != 0
+    }
+    #[inline(always)]
+    fn ended(&self, t: u64) -> bool {
+        self.end != 0 && t >= self.end
+    }
+    #[inline(always)]
+    fn sampled(&self, t: u64) -> bool {
+        t >= self.sample_start && t < self.sample_stop
+    }
 }
 
 /// What the loop did.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LatOutcome {
-    /// Iterations completed (stamps written).
+    /// Messages this side posted (stamps written in iterations mode).
     pub iters: u64,
+    /// Duration mode: round trips completed inside the sample window.
+    pub measured: u64,
     pub t_start: u64,
     pub t_end: u64,
     pub error: Option<LatError>,
@@ -75,18 +105,20 @@ fn wr(cfg: &LatConfig, id: u64, laddr: u64, lkey: u32, raddr: u64, rkey: u32) ->
     }
 }
 
-/// Spin until one completion arrives; errors and stalls end the wait.
+/// Spin until one completion arrives. `Ok(None)`: the duration ended first.
+/// `at` names the round trip in a stall error.
 #[inline(always)]
 fn wait_one<C: CompletionQueue, F: Fn() -> u64>(
     cq: &mut C,
     now: &F,
-    stall: u64,
-) -> Result<Completion, LatError> {
+    cfg: &LatConfig,
+    at: u64,
+) -> Result<Option<Completion>, LatError> {
     let mut wc = [Completion::default()];
     let t0 = now();
     loop {
         match cq.poll(&mut wc) {
-            Ok(1) if wc[0].status == WcStatus::SUCCESS => return Ok(wc[0]),
+            Ok(1) if wc[0].status == WcStatus::SUCCESS => return Ok(Some(wc[0])),
             Ok(1) => return Err(LatError::Completion { wc: wc[0] }),
             Ok(_) => {}
             Err(err) => return Err(LatError::Poll { err }),
@@ -95,17 +127,12 @@ fn wait_one<C: CompletionQueue, F: Fn() -> u64>(
             return Err(LatError::Interrupted);
         }
         let t = now();
-        if t.wrapping_sub(t0) > stall {
-            return Err(LatError::Stalled { at: t });
+        if cfg.ended(t) {
+            return Ok(None);
         }
-    }
-}
-
-fn done(cfg: &LatConfig, n: u64, t: u64) -> bool {
-    if cfg.end != 0 {
-        t >= cfg.end
-    } else {
-        n >= cfg.iters
+        if t.wrapping_sub(t0) > cfg.stall_ticks {
+            return Err(LatError::Stalled { at });
+        }
     }
 }
 
@@ -121,7 +148,7 @@ pub struct LatTarget {
     pub recv_len: u32,
 }
 
-/// write-lat ping-pong (both sides).
+/// write-lat ping-pong (both sides run it).
 pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
     cfg: &LatConfig,
     sq: &mut S,
@@ -135,49 +162,60 @@ pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
         t_start: now(),
         ..Default::default()
     };
-    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let dur = cfg.duration();
+    let iters = if dur { 0 } else { cfg.iters };
+    let (mut scnt, mut ccnt, mut rcnt) = (0u64, 0u64, 0u64);
     let list = [wr(cfg, 1, t.laddr, t.lkey, t.raddr, t.rkey)];
-    loop {
-        let ts = now();
-        let sending = !done(cfg, scnt, ts) || (cfg.end == 0 && scnt < cfg.iters);
-        if !sending && rcnt >= scnt {
-            break;
-        }
-        if (scnt > 0 || !cfg.initiator) && rcnt < scnt + u64::from(!cfg.initiator) {
+    'run: while scnt < iters || ccnt < iters || rcnt < iters || (dur && !cfg.ended(now())) {
+        if (rcnt < iters || dur) && !(scnt < 1 && cfg.initiator) {
             rcnt += 1;
             let want = rcnt as u8;
             let t0 = now();
             while mb.received() != want {
                 if stop::requested() {
                     out.error = Some(LatError::Interrupted);
-                    break;
+                    break 'run;
                 }
-                if now().wrapping_sub(t0) > cfg.stall_ticks {
+                let ts = now();
+                if cfg.ended(ts) {
+                    break 'run;
+                }
+                if ts.wrapping_sub(t0) > cfg.stall_ticks {
                     out.error = Some(LatError::Stalled { at: rcnt });
-                    break;
+                    break 'run;
                 }
                 core::hint::spin_loop();
             }
-            if out.error.is_some() {
+        }
+        if scnt < iters || dur {
+            let stamp = now();
+            if cfg.ended(stamp) {
+                break;
+            }
+            if let Some(s) = tposted.get_mut(scnt as usize) {
+                *s = stamp;
+            }
+            scnt += 1;
+            mb.stamp(scnt as u8);
+            if let Err(err) = sq.post(cfg.op, &list) {
+                out.error = Some(LatError::Post { err });
                 break;
             }
         }
-        if !sending {
-            break;
-        }
-        let stamp = now();
-        if let Some(s) = tposted.get_mut(scnt as usize) {
-            *s = stamp;
-        }
-        scnt += 1;
-        mb.stamp(scnt as u8);
-        if let Err(err) = sq.post(cfg.op, &list) {
-            out.error = Some(LatError::Post { err });
-            break;
-        }
-        if let Err(e) = wait_one(cq, &now, cfg.stall_ticks) {
-            out.error = Some(e);
-            break;
+        if ccnt < iters || dur {
+            match wait_one(cq, &now, cfg, scnt) {
+                Ok(Some(_)) => {
+                    ccnt += 1;
+                    if dur && cfg.sampled(now()) {
+                        out.measured += 1;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    out.error = Some(e);
+                    break;
+                }
+            }
         }
     }
     out.iters = scnt;
@@ -198,33 +236,43 @@ pub fn rdma_lat<S: SendQueue, C: CompletionQueue, F: Fn() -> u64>(
         t_start: now(),
         ..Default::default()
     };
+    let dur = cfg.duration();
     let list = [wr(cfg, 1, t.laddr, t.lkey, t.raddr, t.rkey)];
     let mut n = 0u64;
     loop {
         let stamp = now();
-        if done(cfg, n, stamp) {
+        if (!dur && n >= cfg.iters) || cfg.ended(stamp) {
             break;
         }
         if let Some(s) = tposted.get_mut(n as usize) {
             *s = stamp;
         }
+        n += 1;
         if let Err(err) = sq.post(cfg.op, &list) {
             out.error = Some(LatError::Post { err });
             break;
         }
-        if let Err(e) = wait_one(cq, &now, cfg.stall_ticks) {
-            out.error = Some(e);
-            break;
+        match wait_one(cq, &now, cfg, n) {
+            Ok(Some(_)) => {
+                if dur && cfg.sampled(now()) {
+                    out.measured += 1;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                out.error = Some(e);
+                break;
+            }
         }
-        n += 1;
     }
     out.iters = n;
     out.t_end = now();
     out
 }
 
-/// send-lat ping-pong (both sides): wait for a receive (unless we start),
-/// repost it, then send and wait for the send's completion.
+/// send-lat ping-pong (both sides): wait for a receive (unless this side
+/// starts), repost it, then send and wait for the send's completion. The
+/// receives (`rx_depth` of them) must be posted before the run.
 #[allow(clippy::too_many_arguments)]
 pub fn send_lat<
     S: SendQueue,
@@ -246,37 +294,52 @@ pub fn send_lat<
         t_start: now(),
         ..Default::default()
     };
+    let dur = cfg.duration();
+    let iters = if dur { 0 } else { cfg.iters };
     let list = [wr(cfg, 1, t.laddr, t.lkey, 0, 0)];
     let (mut scnt, mut rcnt) = (0u64, 0u64);
-    loop {
-        let ts = now();
-        let sending = !done(cfg, scnt, ts);
-        if (scnt > 0 || !cfg.initiator) && (rcnt < scnt + u64::from(!cfg.initiator)) {
-            if let Err(e) = wait_one(rcq, &now, cfg.stall_ticks) {
-                out.error = Some(e);
-                break;
+    while scnt < iters || rcnt < iters || (dur && !cfg.ended(now())) {
+        if (rcnt < iters || dur) && !(scnt < 1 && cfg.initiator) {
+            match wait_one(rcq, &now, cfg, rcnt + 1) {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    out.error = Some(e);
+                    break;
+                }
             }
             rcnt += 1;
-            if let Err(err) = rq.post_recv(rcnt, t.recv_addr, t.lkey, t.recv_len) {
+            if dur && cfg.sampled(now()) {
+                out.measured += 1;
+            }
+            if dur || rcnt + cfg.rx_depth <= iters {
+                if let Err(err) = rq.post_recv(rcnt, t.recv_addr, t.lkey, t.recv_len) {
+                    out.error = Some(LatError::Post { err });
+                    break;
+                }
+            }
+        }
+        if scnt < iters || dur {
+            let stamp = now();
+            if cfg.ended(stamp) {
+                break;
+            }
+            if let Some(s) = tposted.get_mut(scnt as usize) {
+                *s = stamp;
+            }
+            scnt += 1;
+            if let Err(err) = sq.post(cfg.op, &list) {
                 out.error = Some(LatError::Post { err });
                 break;
             }
-        }
-        if !sending {
-            break;
-        }
-        let stamp = now();
-        if let Some(s) = tposted.get_mut(scnt as usize) {
-            *s = stamp;
-        }
-        scnt += 1;
-        if let Err(err) = sq.post(cfg.op, &list) {
-            out.error = Some(LatError::Post { err });
-            break;
-        }
-        if let Err(e) = wait_one(scq, &now, cfg.stall_ticks) {
-            out.error = Some(e);
-            break;
+            match wait_one(scq, &now, cfg, scnt) {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    out.error = Some(e);
+                    break;
+                }
+            }
         }
     }
     out.iters = scnt;

@@ -11,7 +11,9 @@ pub mod direct;
 pub mod duplex;
 pub mod info;
 pub mod landing;
+pub mod lat;
 pub mod method;
+pub mod progress;
 pub mod rdma_bw;
 pub mod send_bw;
 pub mod setup;
@@ -67,7 +69,32 @@ impl Out {
     }
 }
 
+/// Flags rdmaperf parses (perftest's) but does not implement yet: refused with
+/// a clear message rather than silently ignored.
+fn not_implemented(p: &Params) -> Option<&'static str> {
+    if p.use_event {
+        return Some(
+            "-e (completion events): not implemented in rdmaperf yet; drop -e (rdmaperf polls)",
+        );
+    }
+    if p.rdma_cm {
+        return Some("-R (rdma_cm): not implemented in rdmaperf yet; drop -R (the TCP control channel is used)");
+    }
+    if p.mr_per_qp {
+        return Some(
+            "--mr_per_qp: not implemented in rdmaperf yet; drop it (one MR serves all QPs)",
+        );
+    }
+    if p.run_infinitely {
+        return Some("--run_infinitely: not implemented in rdmaperf yet; use -D");
+    }
+    None
+}
+
 fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
+    if let Some(m) = not_implemented(p) {
+        return Err(Fail::new(m));
+    }
     if p.threads > 1 && !p.is_server() && p.tool.verb == Verb::Send {
         return Err(Fail::new(
             "send-bw --threads: the multi-threaded client is wired for write/read/atomic-bw only; use -q without --threads",
@@ -79,6 +106,7 @@ fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
         }
         (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out),
         (Kind::Bw, Verb::Write | Verb::Read | Verb::Send) if p.duplex => duplex::run(p, out),
+        (Kind::Lat, _) => lat::run(p, out),
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
             p.tool.name(),

@@ -6,6 +6,7 @@
 use super::direct;
 use super::info::test_info;
 use super::method::{self, Method};
+use super::progress;
 use super::setup::{Endpoint, Resources};
 use super::threads_bw;
 use super::{landing, Fail, Out};
@@ -38,6 +39,50 @@ pub fn connect(p: &Params) -> Result<Session, Fail> {
     Ok(Session::new(ch))
 }
 
+/// The common preamble (perftest `exchange_versions`, `check_sys_data`,
+/// `check_mtu`): returns the agreed cycle buffer, cache line and MTU enum.
+pub(crate) fn preamble(
+    sess: &mut Session,
+    ep: &Endpoint,
+    p: &Params,
+) -> Result<(u64, u64, u8), Fail> {
+    sess.exchange_versions().map_err(Fail::ctrl)?;
+    let page = crate::verbs::mr::page_size() as u32;
+    let (cb, cl) = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
+    let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
+    Ok((cb as u64, cl as u64, mtu))
+}
+
+/// perftest's duration state machine as clock deadlines from `start`
+/// (margin, D - margin, D); None in iterations mode.
+pub(crate) fn deadlines(p: &Params, clock: &Clock, start: u64) -> Option<Deadlines> {
+    match p.mode {
+        Mode::Duration { secs, margin } => Some(Deadlines {
+            sample_start: start + clock.cycles_for(Duration::from_secs(margin as u64)),
+            sample_stop: start + clock.cycles_for(Duration::from_secs((secs - margin) as u64)),
+            end: start + clock.cycles_for(Duration::from_secs(secs as u64)),
+        }),
+        Mode::Iterations => None,
+    }
+}
+
+/// The bw loop's configuration for one size.
+pub(crate) fn bw_config(p: &Params, size: u64, g: &Geometry, clock: &Clock) -> BwConfig {
+    BwConfig {
+        op: p.op(),
+        size: size as u32,
+        iters: p.iters,
+        post_list: p.post_list,
+        tx_depth: p.tx_depth,
+        cq_mod: p.cq_mod,
+        inline: size <= p.inline_size as u64,
+        positions: g.positions(),
+        step: g.step(),
+        stall_ticks: clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
+        cost: !p.no_cost,
+    }
+}
+
 pub(crate) fn qp_type(p: &Params) -> QpType {
     match p.conn {
         Conn::Rc => QpType::RC,
@@ -65,14 +110,11 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
 
     let mut sess = connect(p)?;
-    sess.exchange_versions().map_err(Fail::ctrl)?;
-    let page = crate::verbs::mr::page_size() as u32;
-    let (cb, cl) = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
-    let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
+    let (cb, cl, mtu) = preamble(&mut sess, &ep, p)?;
     let res = if method == Method::Direct {
-        Resources::create_direct(&ep, p, cb as u64, cl as u64)?
+        Resources::create_direct(&ep, p, cb, cl)?
     } else {
-        Resources::create(&ep, p, cb as u64, cl as u64, flags)?
+        Resources::create(&ep, p, cb, cl, flags)?
     };
     let clock = Clock::calibrate();
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
@@ -158,7 +200,12 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     };
     let mut thread_lines = String::new();
     out.print(&text::bw_header(&info));
-    for &size in &p.sizes {
+    for (i, &size) in p.sizes.iter().enumerate() {
+        progress::sweep(i, p.sizes.len(), size);
+        let ticker = match p.mode {
+            Mode::Duration { secs, .. } => progress::Ticker::start(secs as u64),
+            Mode::Iterations => None,
+        };
         let mut per_thread = None;
         let run = if let Some(w) = &workers {
             let (run, lines) = threads_bw::run_size(p, &res, w, size, &targets, method, &clock)?;
@@ -207,6 +254,7 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
                 }
             }
         };
+        drop(ticker);
         let r = &run.row;
         out.print(&text::bw_row(r, &info, 0.0));
         let o = &run.outcome;
@@ -250,6 +298,9 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
             failure = Some(Fail::new(e));
             break;
         }
+    }
+    if p.sizes.len() > 1 {
+        progress::clear();
     }
     out.print(text::RESULT_LINE);
     if p.output.is_none() {
@@ -342,27 +393,8 @@ pub(crate) fn measure_size<S: SendQueue, C: CompletionQueue>(
     let mut list = vec![WrDesc::default(); p.post_list as usize];
     let mut wcs = [Completion::default(); 16];
     let start = clock::now();
-    let deadlines = match p.mode {
-        Mode::Duration { secs, margin } => Some(Deadlines {
-            sample_start: start + clock.cycles_for(Duration::from_secs(margin as u64)),
-            sample_stop: start + clock.cycles_for(Duration::from_secs((secs - margin) as u64)),
-            end: start + clock.cycles_for(Duration::from_secs(secs as u64)),
-        }),
-        Mode::Iterations => None,
-    };
-    let cfg = BwConfig {
-        op: p.op(),
-        size: size as u32,
-        iters: p.iters,
-        post_list: p.post_list,
-        tx_depth: p.tx_depth,
-        cq_mod: p.cq_mod,
-        inline: size <= p.inline_size as u64,
-        positions: g.positions(),
-        step: g.step(),
-        stall_ticks: clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
-        cost: !p.no_cost,
-    };
+    let deadlines = deadlines(p, clock, start);
+    let cfg = bw_config(p, size, &g, clock);
     let outcome = BwLoop {
         cfg,
         sqs,

@@ -24,7 +24,7 @@ use crate::report::{json, stats, text};
 use crate::run::bw::RunError;
 use crate::run::geometry::Geometry;
 use crate::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount, Window};
-use crate::verbs::{Ah, AhAttr, Grh, Mtu, UdDest, UD_QKEY};
+use crate::verbs::{Mtu, UdDest};
 use std::time::Duration;
 
 /// perftest `UD_ADDITION`: the GRH a UD receive buffer must hold before the payload.
@@ -77,23 +77,7 @@ pub(crate) fn ud_dests(
         return Ok(vec![None; rem.len()]);
     }
     rem.iter()
-        .map(|r| {
-            let attr = AhAttr {
-                port: p.ib_port,
-                dlid: r.lid,
-                sl: p.sl,
-                grh: match (ep.gid, r.gid) {
-                    (Some((idx, _)), Some(dgid)) => Some(Grh::new(dgid, idx as u8)),
-                    _ => None,
-                },
-            };
-            let ah = Ah::new(&res.pd, &attr).map_err(Fail::verbs)?;
-            Ok(Some(UdDest {
-                ah,
-                remote_qpn: r.qpn,
-                remote_qkey: UD_QKEY,
-            }))
-        })
+        .map(|r| res.ud_dest(ep, p, r).map(Some))
         .collect()
 }
 

@@ -8,8 +8,8 @@ use crate::cli::params::{Conn, Params, Verb};
 use crate::ctrl::wire::Dest;
 use crate::run::geometry::Geometry;
 use crate::verbs::{
-    random_psn, Access, AlignedBuf, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd, PortAttr,
-    Qp, QpInit, QpType, RtrAttr, RtsAttr,
+    random_psn, Access, Ah, AhAttr, AlignedBuf, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd,
+    PortAttr, Qp, QpInit, QpType, RtrAttr, RtsAttr, UdDest, UD_QKEY,
 };
 use std::sync::Arc;
 
@@ -328,6 +328,27 @@ impl Resources {
             }
         }
         Ok(())
+    }
+
+    /// UD: where sends to the peer `r` go — an AH built from the same
+    /// address vector as RTR (perftest `ctx_connect`), its QPN, perftest's Q_Key.
+    pub fn ud_dest(&self, ep: &Endpoint, p: &Params, r: &Dest) -> Result<UdDest, Fail> {
+        let grh = match (ep.gid, r.gid) {
+            (Some((idx, _)), Some(dgid)) => Some(Grh::new(dgid, idx as u8)),
+            _ => None,
+        };
+        let attr = AhAttr {
+            port: p.ib_port,
+            dlid: r.lid,
+            sl: p.sl,
+            grh,
+        };
+        let ah = Ah::new(&self.pd, &attr).map_err(Fail::verbs)?;
+        Ok(UdDest {
+            ah,
+            remote_qpn: r.qpn,
+            remote_qkey: UD_QKEY,
+        })
     }
 
     /// Move every QP to ERR (flushes outstanding work) — used when a run stops early.

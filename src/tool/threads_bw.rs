@@ -6,22 +6,21 @@
 
 use super::cpus;
 use super::method::Method;
-use super::rdma_bw::{describe, SizeRun};
+use super::rdma_bw::{bw_config, deadlines, describe, SizeRun};
 use super::setup::Resources;
 use super::Fail;
-use crate::cli::params::{Mode, Params};
+use crate::cli::params::Params;
 use crate::clock::{self, Clock};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::WrApiQueue;
 use crate::post::SendQueue;
 use crate::report::stats;
-use crate::run::bw::{BwConfig, BwOutcome, Deadlines, QpTarget};
+use crate::run::bw::{BwOutcome, QpTarget};
 use crate::run::geometry::Geometry;
 use crate::run::threads::{aggregate, run, QueueFactory, Worker, WorkerOutcome};
 use crate::verbs::{Cq, Qp, VerbsError};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Verbs queues for one thread, built inside it.
 struct VerbsFactory<'a, S, B> {
@@ -91,28 +90,8 @@ pub fn run_size(
         res.geometry.cache_line,
         res.geometry.slots,
     );
-    let cfg = BwConfig {
-        op: p.op(),
-        size: size as u32,
-        iters: p.iters,
-        post_list: p.post_list,
-        tx_depth: p.tx_depth,
-        cq_mod: p.cq_mod,
-        inline: size <= p.inline_size as u64,
-        positions: g.positions(),
-        step: g.step(),
-        stall_ticks: clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
-        cost: !p.no_cost,
-    };
-    let start = clock::now();
-    let deadlines = match p.mode {
-        Mode::Duration { secs, margin } => Some(Deadlines {
-            sample_start: start + clock.cycles_for(Duration::from_secs(margin as u64)),
-            sample_stop: start + clock.cycles_for(Duration::from_secs((secs - margin) as u64)),
-            end: start + clock.cycles_for(Duration::from_secs(secs as u64)),
-        }),
-        Mode::Iterations => None,
-    };
+    let cfg = bw_config(p, size, &g, clock);
+    let deadlines = deadlines(p, clock, clock::now());
     let now = clock::now;
     let outs = match method {
         Method::PostSend => {

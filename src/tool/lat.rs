@@ -1,0 +1,793 @@
+//! write-lat / read-lat / send-lat / atomic-lat: perftest's control
+//! choreography (driven by [`crate::ctrl::choreography`], so the order of
+//! exchanges is the table's), the latency loops of [`crate::run::lat`] with
+//! the chosen post method, and perftest master's LAT report.
+//!
+//! Per tool (perftest `*_lat.c`): write-lat both sides ping-pong and nobody
+//! closes; read/atomic-lat only the client runs, the server goes straight to
+//! the close and waits there; send-lat both sides ping-pong after pre-posting
+//! their receives, then close.
+
+use super::info::test_info;
+use super::method::{self, Method};
+use super::rdma_bw::{connect, qp_type, to_text_dest as text_dest};
+use super::setup::{Endpoint, Resources};
+use super::{Fail, Out};
+use crate::cli::params::{Conn, Mode, Params, Verb};
+use crate::clock::{self, Clock};
+use crate::ctrl::choreo::{Barrier, KeyRound};
+use crate::ctrl::{choreography, Dest, Role, Scenario, Session, Step, Tool};
+use crate::post::post_send::PostSendQueue;
+use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
+use crate::post::wr_api::{send_ops_flags, WrApiQueue};
+use crate::post::{RecvQueue, SendQueue};
+use crate::report::info::TestInfo;
+use crate::report::{json, stats, text};
+use crate::run::lat::{self, LatConfig, LatError, LatOutcome, LatTarget, Mailbox};
+use crate::verbs::{Mr, UdDest};
+use std::marker::PhantomData;
+use std::time::Duration;
+
+/// perftest's `UD_ADDITION`: room for the GRH in front of each UD receive.
+const UD_GRH: u64 = 40;
+
+fn tool_of(p: &Params) -> Tool {
+    match p.tool.verb {
+        Verb::Write => Tool::WriteLat,
+        Verb::Read => Tool::ReadLat,
+        Verb::Send => Tool::SendLat,
+        Verb::Atomic => Tool::AtomicLat,
+    }
+}
+
+/// The choreography's view of this invocation.
+fn scenario(p: &Params, mtu_bytes: u32) -> Scenario {
+    Scenario {
+        tool: tool_of(p),
+        role: if p.is_server() {
+            Role::Server
+        } else {
+            Role::Client
+        },
+        duplex: false,
+        mode: if p.all_sizes {
+            crate::ctrl::Mode::AllSizes
+        } else if p.is_duration() {
+            crate::ctrl::Mode::Duration
+        } else {
+            crate::ctrl::Mode::Iterations
+        },
+        num_qps: p.num_qps as usize,
+        ud_mtu: (p.conn == Conn::Ud).then_some(mtu_bytes),
+    }
+}
+
+/// Who posts first: perftest's write-lat server, send-lat client.
+fn initiator(p: &Params) -> bool {
+    match p.tool.verb {
+        Verb::Write => p.is_server(),
+        _ => !p.is_server(),
+    }
+}
+
+pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
+    let ep = Endpoint::open(p)?;
+    let op = p.op();
+    let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
+    let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
+
+    let mut sess = connect(p)?;
+    let (cb, cl, mtu) = super::rdma_bw::preamble(&mut sess, &ep, p)?;
+    let res = Resources::create(&ep, p, cb, cl, flags)?;
+    let clock = Clock::calibrate();
+    let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
+    let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
+    out.print(&text::info_block(&info));
+
+    let plan = choreography(&scenario(p, mtu_bytes));
+    let preamble = [Step::Versions, Step::SysData, Step::Mtu];
+    if plan.len() < 4 || plan[..3].iter().map(|e| e.step).ne(preamble) {
+        return Err(Fail::new(
+            "internal: the latency choreography does not start with versions, sysdata, MTU; \
+             please report this",
+        ));
+    }
+    let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(&ep, i)).collect();
+    let mut lat = Lat {
+        p,
+        out,
+        ep: &ep,
+        res: &res,
+        clock: &clock,
+        info: &info,
+        method,
+        mtu,
+        // Placeholders until the first key round fills them (it precedes Connect).
+        rem: my.clone(),
+        my,
+        ud: Vec::new(),
+        header_done: false,
+        json: p
+            .json_file
+            .as_ref()
+            .map(|f| json::JsonReport::new(f, &info)),
+    };
+    let body = &plan[3..plan.len() - 1];
+    for (k, e) in body.iter().enumerate() {
+        if e.waits_for_peer_run {
+            sess.set_peer_run_timeout(None);
+            sess.wait_for_peer_run();
+        }
+        let next_run = body[k + 1..].iter().find_map(|e| match e.step {
+            Step::Run { size } => Some(size),
+            _ => None,
+        });
+        lat.step(&mut sess, e.step, next_run)?;
+    }
+    let last = plan[plan.len() - 1];
+    // read/atomic-lat print the closing line after the close, the others before.
+    let line_after = matches!(p.tool.verb, Verb::Read | Verb::Atomic);
+    if !line_after {
+        lat.out.print(text::RESULT_LINE);
+    }
+    match last.step {
+        Step::Close => {
+            if last.waits_for_peer_run {
+                sess.set_peer_run_timeout(None);
+                sess.wait_for_peer_run();
+            }
+            sess.close(&lat.my[0]).map_err(Fail::ctrl)?;
+        }
+        Step::Exit => sess.finish(),
+        s => return Err(Fail::new(format!("internal: latency test ends in {s}"))),
+    }
+    if line_after {
+        lat.out.print(text::RESULT_LINE);
+    }
+    Ok(())
+}
+
+/// One side's state while it walks the choreography.
+struct Lat<'a> {
+    p: &'a Params,
+    out: Out,
+    ep: &'a Endpoint,
+    res: &'a Resources,
+    clock: &'a Clock,
+    info: &'a TestInfo,
+    method: Method,
+    mtu: u8,
+    my: Vec<Dest>,
+    rem: Vec<Dest>,
+    /// UD: per-QP destination (after Connect).
+    ud: Vec<UdDest>,
+    header_done: bool,
+    json: Option<json::JsonReport>,
+}
+
+impl Lat<'_> {
+    fn size_of(&self, size: Option<u64>) -> u64 {
+        size.unwrap_or_else(|| self.p.sizes.first().copied().unwrap_or(0))
+    }
+
+    fn header(&mut self) {
+        if !self.header_done {
+            self.header_done = true;
+            self.out.print(&text::lat_header(self.info));
+        }
+    }
+
+    fn shake(&self, sess: &mut Session, step: Step, d: &Dest) -> Result<Dest, Fail> {
+        sess.hand_shake_step(&step.to_string(), d)
+            .map_err(Fail::ctrl)
+    }
+
+    /// One step of the choreography (not the preamble, not the end).
+    fn step(
+        &mut self,
+        sess: &mut Session,
+        step: Step,
+        next_run: Option<Option<u64>>,
+    ) -> Result<(), Fail> {
+        match step {
+            Step::Keys {
+                qp,
+                round: KeyRound::First,
+            } => {
+                self.rem[qp] = self.shake(sess, step, &self.my[qp])?;
+            }
+            Step::Connect => {
+                self.res
+                    .connect(self.ep, self.p, self.mtu, &self.rem, true)?;
+                if self.p.conn == Conn::Ud {
+                    self.ud = self
+                        .rem
+                        .iter()
+                        .map(|r| self.res.ud_dest(self.ep, self.p, r))
+                        .collect::<Result<_, _>>()?;
+                }
+            }
+            Step::Keys {
+                qp,
+                round: KeyRound::AfterConnect,
+            } => {
+                if qp == 0 {
+                    for l in &self.my {
+                        self.out.print(&text::address_line(
+                            text::Side::Local,
+                            &text_dest(l),
+                            self.info,
+                        ));
+                    }
+                }
+                self.rem[qp] = self.shake(sess, step, &self.my[qp])?;
+                self.out.print(&text::address_line(
+                    text::Side::Remote,
+                    &text_dest(&self.rem[qp]),
+                    self.info,
+                ));
+            }
+            Step::Barrier(b) => {
+                if b == Barrier::BeforeRun {
+                    // send-lat: receives for the coming size go up before the
+                    // barrier, so the peer never sends into an empty queue.
+                    self.header();
+                    let size = self.size_of(next_run.flatten());
+                    self.post_recvs(size)?;
+                }
+                self.shake(sess, step, &self.my[0])?;
+            }
+            Step::Run { size } => {
+                self.header();
+                let size = self.size_of(size);
+                self.run_size(size)?;
+            }
+            s => {
+                return Err(Fail::new(format!(
+                    "internal: step {s} has no place in a latency test; please report this"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Where send-lat receives land: the remote half; UD leaves the GRH room
+    /// in front (perftest: `+ cache_line - 40`, length `size + 40`).
+    fn recv_buf(&self, size: u64) -> (u64, u32) {
+        let base = self.res.mr.addr() + self.res.geometry.recv_offset(0);
+        if self.p.conn == Conn::Ud {
+            let cl = self.res.geometry.cache_line;
+            (base + cl - UD_GRH, (size + UD_GRH) as u32)
+        } else {
+            (base, size as u32)
+        }
+    }
+
+    fn post_recvs(&self, size: u64) -> Result<(), Fail> {
+        let (addr, len) = self.recv_buf(size);
+        for qp in &self.res.qps {
+            let mut rq = VerbsRecv::new(qp).map_err(Fail::verbs)?;
+            for i in 0..self.p.rx_depth as u64 {
+                rq.post_recv(i, addr, self.res.mr.lkey(), len)
+                    .map_err(|e| {
+                        Fail::new(format!(
+                            "posting receive {i} of {} failed: {e:?}; lower -r/--rx-depth",
+                            self.p.rx_depth
+                        ))
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn run_size(&mut self, size: u64) -> Result<(), Fail> {
+        let ud = self.ud.first().cloned();
+        let qp = &self.res.qps[0];
+        let m = match self.method {
+            Method::PostSend => {
+                let sq = PostSendQueue::new(qp, 1, ud).map_err(Fail::verbs)?;
+                self.measure(size, sq)?
+            }
+            Method::WrApi => {
+                let sq = WrApiQueue::new(qp, ud).map_err(Fail::verbs)?;
+                self.measure(size, sq)?
+            }
+            // `method::direct_wired` is false for the latency tools, so
+            // `resolve` never picks it here.
+            Method::Direct => {
+                return Err(Fail::new(
+                    "--post direct: the latency tools do not run the direct path yet; use --post wr-api",
+                ))
+            }
+        };
+        if let Some(e) = m.outcome.error {
+            self.res.to_err();
+            return Err(Fail::new(describe(e, &m.outcome)));
+        }
+        self.report(size, m)
+    }
+
+    /// One size with post method `S` (monomorphised per method).
+    fn measure<S: SendQueue>(&self, size: u64, mut sq: S) -> Result<Measured, Fail> {
+        let p = self.p;
+        let res = self.res;
+        let g = &res.geometry;
+        let (recv_addr, recv_len) = self.recv_buf(size);
+        let target = LatTarget {
+            laddr: res.mr.addr() + g.send_offset(0),
+            lkey: res.mr.lkey(),
+            raddr: self.rem[0].vaddr,
+            rkey: self.rem[0].rkey,
+            recv_addr,
+            recv_len,
+        };
+        let mut cq = VerbsCq::new(&res.cq, 1).map_err(Fail::verbs)?;
+        let mut tposted = vec![0u64; p.iters as usize];
+        let inline = matches!(p.tool.verb, Verb::Write | Verb::Send)
+            && p.inline_size > 0
+            && size <= p.inline_size as u64;
+        let mut cfg = LatConfig {
+            op: p.op(),
+            size: size as u32,
+            iters: p.iters,
+            inline,
+            initiator: initiator(p),
+            stall_ticks: self.clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
+            end: 0,
+            sample_start: 0,
+            sample_stop: 0,
+            rx_depth: p.rx_depth as u64,
+        };
+        let start = clock::now();
+        let mut window = 0;
+        if let Mode::Duration { secs, margin } = p.mode {
+            let at = |s: u32| start + self.clock.cycles_for(Duration::from_secs(s as u64));
+            cfg.end = at(secs).max(start + 1);
+            cfg.sample_start = at(margin);
+            cfg.sample_stop = at(secs - margin);
+            window = cfg.sample_stop - cfg.sample_start;
+        }
+        let outcome = match p.tool.verb {
+            Verb::Write => {
+                let mut mb = BufMailbox::new(
+                    &res.mr,
+                    g.recv_offset(0) + size - 1,
+                    g.send_offset(0) + size - 1,
+                )
+                .ok_or_else(|| {
+                    Fail::new(format!(
+                        "internal: write-lat mailbox for {size} B lies outside the {} B buffer",
+                        res.mr.len()
+                    ))
+                })?;
+                lat::write_lat(
+                    &cfg,
+                    &mut sq,
+                    &mut cq,
+                    &mut mb,
+                    &target,
+                    &mut tposted,
+                    clock::now,
+                )
+            }
+            Verb::Read | Verb::Atomic => {
+                lat::rdma_lat(&cfg, &mut sq, &mut cq, &target, &mut tposted, clock::now)
+            }
+            Verb::Send => {
+                let mut rq = VerbsRecv::new(&res.qps[0]).map_err(Fail::verbs)?;
+                let mut rcq = VerbsCq::new(&res.rcq, 1).map_err(Fail::verbs)?;
+                lat::send_lat(
+                    &cfg,
+                    &mut sq,
+                    &mut cq,
+                    &mut rq,
+                    &mut rcq,
+                    &target,
+                    &mut tposted,
+                    clock::now,
+                )
+            }
+        };
+        let n = (outcome.iters as usize).min(tposted.len());
+        tposted.truncate(n);
+        Ok(Measured {
+            outcome,
+            tposted,
+            window,
+        })
+    }
+
+    fn report(&mut self, size: u64, m: Measured) -> Result<(), Fail> {
+        let hz = self.clock.hz();
+        let rtt = self.info.verb.rtt_factor();
+        let (row, rec) = if self.p.is_duration() {
+            let n = m.outcome.measured;
+            if n == 0 {
+                return Err(Fail::new(
+                    "no round trip completed inside the -D sample window; lengthen -D or shorten -f",
+                ));
+            }
+            let r = stats::lat_duration(m.window, n, hz, rtt)
+                .map_err(|e| Fail::new(format!("computing the result: {e}")))?;
+            (
+                text::lat_duration_row(size, n, &r, self.info, 0.0),
+                json::Record::lat_duration(size, n, &r, self.info, 0.0),
+            )
+        } else {
+            let s = lat_stats(&m.tposted, hz, rtt, self.p.perftest_stats)?;
+            (
+                text::lat_row(size, self.p.iters, &s, self.info, 0.0),
+                json::Record::lat(size, self.p.iters, &s, self.info, 0.0),
+            )
+        };
+        self.out.print(&row);
+        if let Some(j) = self.json.as_mut() {
+            j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+/// A run's stamps and what the loop said.
+struct Measured {
+    outcome: LatOutcome,
+    /// Iterations mode: one stamp per posted message.
+    tposted: Vec<u64>,
+    /// Duration mode: the sample window in ticks.
+    window: u64,
+}
+
+/// Latency statistics from post stamps: exact by default, perftest's own
+/// formulas with `--perftest-stats`.
+pub fn lat_stats(
+    tposted: &[u64],
+    hz: f64,
+    rtt_factor: u32,
+    perftest: bool,
+) -> Result<stats::LatStats, Fail> {
+    let mut d = stats::lat_deltas(tposted);
+    let units = stats::LatUnits::Usec;
+    let r = if perftest {
+        stats::lat_perftest(&mut d, hz, rtt_factor, units)
+    } else {
+        stats::lat_exact(&mut d, hz, rtt_factor, units)
+    };
+    r.map_err(|e| Fail::new(format!("computing the latency statistics: {e}")))
+}
+
+fn describe(e: LatError, o: &LatOutcome) -> String {
+    match e {
+        LatError::Completion { wc } => format!(
+            "completion with error: status {} ({}), vendor error {:#x}, after {} messages; \
+             the run stopped — check the peer's rkey/permissions and the link",
+            wc.status.name(),
+            wc.status.0,
+            wc.vendor_err,
+            o.iters
+        ),
+        LatError::Post { err } => format!(
+            "posting failed: {err:?} (after {} messages); the QP is no longer usable — \
+             if it says QueueFull, the peer or the NIC stopped answering",
+            o.iters
+        ),
+        LatError::Poll { err } => format!("polling the CQ failed: {err:?}"),
+        LatError::Stalled { at } => format!(
+            "no answer for --cq-timeout seconds while waiting for round trip {at}; the peer \
+             stopped or the link is down — check the peer (same -n/-s/-c on both sides?), or \
+             raise --cq-timeout"
+        ),
+        LatError::Interrupted => "interrupted: QPs moved to ERR".into(),
+    }
+}
+
+/// write-lat's mailbox over the registered buffer: the peer's RDMA WRITEs
+/// land in the receive half behind the CPU's back, so both ends are accessed
+/// with volatile reads/writes, never through references.
+struct BufMailbox<'a> {
+    recv: *const u8,
+    send: *mut u8,
+    _mr: PhantomData<&'a Mr>,
+}
+
+impl<'a> BufMailbox<'a> {
+    /// `recv`/`send`: byte offsets into `mr`; `None` if either lies outside it.
+    fn new(mr: &'a Mr, recv: u64, send: u64) -> Option<Self> {
+        let len = mr.len() as u64;
+        if recv >= len || send >= len {
+            return None;
+        }
+        let base = mr.as_ptr();
+        Some(BufMailbox {
+            // SAFETY: both offsets were checked to be inside the MR's buffer,
+            // so the resulting pointers stay within that one allocation.
+            recv: unsafe { base.add(recv as usize) },
+            // SAFETY: as above.
+            send: unsafe { base.add(send as usize) },
+            _mr: PhantomData,
+        })
+    }
+}
+
+impl Mailbox for BufMailbox<'_> {
+    #[inline(always)]
+    fn received(&self) -> u8 {
+        // SAFETY: `recv` points into the MR's buffer, which the borrow `'a`
+        // keeps alive; the NIC writes it concurrently, hence a volatile read
+        // of one byte (no reference to the buffer is ever formed here).
+        unsafe { core::ptr::read_volatile(self.recv) }
+    }
+
+    #[inline(always)]
+    fn stamp(&mut self, seq: u8) {
+        // SAFETY: `send` points into the MR's buffer (kept alive by `'a`);
+        // only this thread writes it, and the NIC reads it only after the
+        // post that follows, so a volatile byte store is sound.
+        unsafe { core::ptr::write_volatile(self.send, seq) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::post::{Completion, CompletionQueue, Op, PostError, WcStatus, WrDesc};
+    use std::cell::{Cell, RefCell};
+    use std::collections::VecDeque;
+    use std::rc::Rc;
+
+    /// A fake clock: every read advances it by a jittery step, so the
+    /// round-trip samples differ.
+    struct FakeClock(Cell<u64>, Cell<u64>);
+    impl FakeClock {
+        fn tick(&self) -> u64 {
+            let k = self
+                .1
+                .get()
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1);
+            self.1.set(k);
+            let t = self.0.get() + 100 + (k >> 58);
+            self.0.set(t);
+            t
+        }
+    }
+
+    /// Completes every post at once; the "peer" answers each write by
+    /// bumping the mailbox to the sequence number just sent.
+    #[derive(Default)]
+    struct Peer {
+        cqes: VecDeque<Completion>,
+        posted: u64,
+        mailbox: u8,
+    }
+    struct Sq(Rc<RefCell<Peer>>);
+    struct Cq(Rc<RefCell<Peer>>);
+    struct Mb(Rc<RefCell<Peer>>, u8);
+
+    impl SendQueue for Sq {
+        fn post(&mut self, _op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
+            let mut p = self.0.borrow_mut();
+            p.posted += 1;
+            // The peer started, so its answer to our write n is its write n + 1.
+            p.mailbox = (p.posted + 1) as u8;
+            p.cqes.push_back(Completion {
+                wr_id: wrs[0].wr_id,
+                status: WcStatus::SUCCESS,
+                ..Default::default()
+            });
+            Ok(())
+        }
+    }
+    impl CompletionQueue for Cq {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+            match self.0.borrow_mut().cqes.pop_front() {
+                Some(c) => {
+                    out[0] = c;
+                    Ok(1)
+                }
+                None => Ok(0),
+            }
+        }
+    }
+    impl Mailbox for Mb {
+        fn received(&self) -> u8 {
+            self.0.borrow().mailbox
+        }
+        fn stamp(&mut self, seq: u8) {
+            self.1 = seq;
+        }
+    }
+
+    fn cfg(op: Op, initiator: bool) -> LatConfig {
+        LatConfig {
+            op,
+            size: 2,
+            iters: 300,
+            inline: true,
+            initiator,
+            stall_ticks: 1 << 20,
+            end: 0,
+            sample_start: 0,
+            sample_stop: 0,
+            rx_depth: 1,
+        }
+    }
+
+    fn check_stats(tposted: &[u64], rtt: u32) {
+        for perftest in [false, true] {
+            let s = lat_stats(tposted, 1e9, rtt, perftest).unwrap();
+            assert!(s.t_min > 0.0, "{s:?}");
+            assert!(s.t_min <= s.t_typical, "{s:?}");
+            assert!(s.t_typical <= s.t_max, "{s:?}");
+            assert!(s.t_min <= s.t_avg && s.t_avg <= s.t_max, "{s:?}");
+            assert!(s.p99 <= s.p99_9 && s.p99_9 <= s.t_max * 1.0000001, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn write_lat_run_gives_sane_stats() {
+        // The client waits first (perftest: the write-lat server starts).
+        let peer = Rc::new(RefCell::new(Peer {
+            mailbox: 1,
+            ..Default::default()
+        }));
+        let clk = FakeClock(Cell::new(1000), Cell::new(7));
+        let c = cfg(Op::Write, false);
+        let mut tposted = vec![0u64; c.iters as usize];
+        let o = lat::write_lat(
+            &c,
+            &mut Sq(peer.clone()),
+            &mut Cq(peer.clone()),
+            &mut Mb(peer.clone(), 0),
+            &LatTarget::default(),
+            &mut tposted,
+            || clk.tick(),
+        );
+        assert_eq!(o.error, None);
+        assert_eq!(o.iters, c.iters);
+        assert!(tposted.windows(2).all(|w| w[1] > w[0]));
+        check_stats(&tposted, 2);
+    }
+
+    #[test]
+    fn read_lat_run_gives_sane_stats() {
+        let peer = Rc::new(RefCell::new(Peer::default()));
+        let clk = FakeClock(Cell::new(5), Cell::new(99));
+        let c = cfg(Op::Read, true);
+        let mut tposted = vec![0u64; c.iters as usize];
+        let o = lat::rdma_lat(
+            &c,
+            &mut Sq(peer.clone()),
+            &mut Cq(peer.clone()),
+            &LatTarget::default(),
+            &mut tposted,
+            || clk.tick(),
+        );
+        assert_eq!((o.error, o.iters), (None, c.iters));
+        assert_eq!(peer.borrow().posted, c.iters);
+        check_stats(&tposted, 1);
+    }
+
+    /// send-lat's peer: every send we post is answered by one receive
+    /// completion; `recv_posts` counts our reposts.
+    struct Rq(u64);
+    impl crate::post::RecvQueue for Rq {
+        fn post_recv(&mut self, _: u64, _: u64, _: u32, _: u32) -> Result<(), PostError> {
+            self.0 += 1;
+            Ok(())
+        }
+    }
+    /// Receive completions: one per send we posted, plus the starter's
+    /// first message when this side waits first, but never more than the
+    /// peer's iterations (it sends exactly that many).
+    struct Replies(Rc<RefCell<Peer>>, u64, u64, u64);
+    impl CompletionQueue for Replies {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+            let (first, consumed, cap) = (self.1, self.2, self.3);
+            if (self.0.borrow().posted + first).min(cap) <= consumed {
+                return Ok(0);
+            }
+            self.2 += 1;
+            out[0] = Completion {
+                status: WcStatus::SUCCESS,
+                ..Default::default()
+            };
+            Ok(1)
+        }
+    }
+
+    #[test]
+    fn send_lat_both_sides_end_after_iters_and_repost_only_what_is_needed() {
+        for initiator in [true, false] {
+            let peer = Rc::new(RefCell::new(Peer::default()));
+            let clk = FakeClock(Cell::new(1), Cell::new(3));
+            let c = LatConfig {
+                rx_depth: 50,
+                ..cfg(Op::Send, initiator)
+            };
+            let mut tposted = vec![0u64; c.iters as usize];
+            let mut rq = Rq(0);
+            // The waiting side finds the starter's first message already there.
+            let mut rcq = Replies(peer.clone(), u64::from(!initiator), 0, c.iters);
+            let o = lat::send_lat(
+                &c,
+                &mut Sq(peer.clone()),
+                &mut Cq(peer.clone()),
+                &mut rq,
+                &mut rcq,
+                &LatTarget::default(),
+                &mut tposted,
+                || clk.tick(),
+            );
+            assert_eq!(o.error, None, "initiator {initiator}");
+            assert_eq!(o.iters, c.iters);
+            assert_eq!(rq.0, c.iters - c.rx_depth, "reposts");
+            check_stats(&tposted, 2);
+        }
+    }
+
+    #[test]
+    fn write_lat_duration_ends_at_end_not_with_a_stall() {
+        // The peer answers the first 100 writes, then goes quiet (it ended first).
+        let peer = Rc::new(RefCell::new(Peer {
+            mailbox: 1,
+            ..Default::default()
+        }));
+        let clk = FakeClock(Cell::new(0), Cell::new(5));
+        let c = LatConfig {
+            iters: 0,
+            end: 400_000,
+            sample_start: 10_000,
+            sample_stop: 30_000,
+            stall_ticks: 1 << 30,
+            ..cfg(Op::Write, false)
+        };
+        struct Quiet(Rc<RefCell<Peer>>);
+        impl Mailbox for Quiet {
+            fn received(&self) -> u8 {
+                let p = self.0.borrow();
+                if p.posted >= 100 {
+                    p.posted as u8
+                } else {
+                    p.mailbox
+                }
+            }
+            fn stamp(&mut self, _: u8) {}
+        }
+        let o = lat::write_lat(
+            &c,
+            &mut Sq(peer.clone()),
+            &mut Cq(peer.clone()),
+            &mut Quiet(peer.clone()),
+            &LatTarget::default(),
+            &mut [],
+            || clk.tick(),
+        );
+        assert_eq!(o.error, None);
+        assert!(o.t_end >= c.end);
+        assert!(o.measured > 0 && o.measured < o.iters, "{o:?}");
+        assert_eq!(o.iters, 100);
+    }
+
+    #[test]
+    fn stats_need_enough_samples() {
+        assert!(lat_stats(&[1], 1e9, 2, false).is_err());
+        assert!(lat_stats(&[1, 2, 3], 1e9, 2, true).is_err());
+    }
+
+    #[test]
+    fn who_starts_follows_perftest() {
+        let mut p = crate::cli::params::resolve(
+            crate::cli::params::Tool::ALL[4].2,
+            &crate::cli::args::PerfArgs {
+                post: "auto".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(initiator(&p), "write-lat server writes first");
+        p.server = Some("h".into());
+        assert!(!initiator(&p));
+        p.tool = crate::cli::params::Tool::ALL[6].2;
+        assert!(initiator(&p), "send-lat client sends first");
+    }
+}
