@@ -2,6 +2,7 @@
 //! method, plus perftest's buffer geometry and the stop flag.
 
 pub mod bw;
+pub mod duplex;
 pub mod geometry;
 pub mod lat;
 pub mod recv;

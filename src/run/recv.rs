@@ -69,7 +69,7 @@ pub struct RecvOutcome {
 
 /// Post QP `q`'s next receive at its cycling address. `wr_id` = the QP index.
 #[inline(always)]
-fn post_next<R: RecvQueue>(
+pub(crate) fn post_next<R: RecvQueue>(
     rq: &mut R,
     q: usize,
     buf: RecvBuf,
@@ -88,7 +88,7 @@ fn post_next<R: RecvQueue>(
 
 /// Whether QP `c` should get another receive (iterations: never more than it will be sent).
 #[inline(always)]
-const fn wants_more(c: &RxCount, cfg: &RecvConfig) -> bool {
+pub(crate) const fn wants_more(c: &RxCount, cfg: &RecvConfig) -> bool {
     cfg.iters == 0 || c.posted < cfg.iters
 }
 

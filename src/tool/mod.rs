@@ -8,6 +8,7 @@ pub mod compare_table;
 pub mod cpus;
 pub mod devices;
 pub mod direct;
+pub mod duplex;
 pub mod info;
 pub mod landing;
 pub mod lat;
@@ -104,6 +105,7 @@ fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
             rdma_bw::run(p, out).map(|_| ())
         }
         (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out),
+        (Kind::Bw, Verb::Write | Verb::Read | Verb::Send) if p.duplex => duplex::run(p, out),
         (Kind::Lat, _) => lat::run(p, out),
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",

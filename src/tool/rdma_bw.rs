@@ -368,9 +368,9 @@ pub struct SizeRun {
 
 /// The loop outcome and its peak timestamps.
 pub(crate) struct Measured {
-    outcome: BwOutcome,
-    tposted: Vec<u64>,
-    tcompleted: Vec<u64>,
+    pub(crate) outcome: BwOutcome,
+    pub(crate) tposted: Vec<u64>,
+    pub(crate) tcompleted: Vec<u64>,
 }
 
 /// Run one size with post method `S` and poller `C` (monomorphised per

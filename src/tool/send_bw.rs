@@ -31,7 +31,7 @@ use std::time::Duration;
 pub const UD_GRH: u64 = 40;
 
 /// The sizes a UD test may use: perftest clamps `-s` to the MTU and stops `-a` there.
-fn clamp_for_ud(p: &mut Params, mtu: u64) {
+pub(crate) fn clamp_for_ud(p: &mut Params, mtu: u64) {
     if p.conn != Conn::Ud {
         return;
     }
@@ -67,7 +67,7 @@ fn scenario(p: &Params, mtu: u64) -> Scenario {
 }
 
 /// Where the AH of a UD sender points: the peer's LID/GID as the RTR would.
-fn ud_dests(
+pub(crate) fn ud_dests(
     ep: &Endpoint,
     p: &Params,
     res: &Resources,
@@ -82,15 +82,15 @@ fn ud_dests(
 }
 
 /// The server's receive side, kept across sizes.
-struct Receiver {
-    rqs: Vec<VerbsRecv>,
-    bufs: Vec<RecvBuf>,
-    counts: Vec<RxCount>,
-    cfg: Option<RecvConfig>,
+pub(crate) struct Receiver {
+    pub(crate) rqs: Vec<VerbsRecv>,
+    pub(crate) bufs: Vec<RecvBuf>,
+    pub(crate) counts: Vec<RxCount>,
+    pub(crate) cfg: Option<RecvConfig>,
 }
 
 impl Receiver {
-    fn new(res: &Resources, p: &Params) -> Result<Receiver, Fail> {
+    pub(crate) fn new(res: &Resources, p: &Params) -> Result<Receiver, Fail> {
         let ud_off = if p.conn == Conn::Ud {
             // perftest: the GRH goes in the cache line before the payload slot.
             res.geometry.cache_line - UD_GRH
@@ -116,7 +116,7 @@ impl Receiver {
     }
 
     /// perftest `ctx_set_recv_wqes` for `size`: before the barrier.
-    fn prepare(
+    pub(crate) fn prepare(
         &mut self,
         p: &Params,
         res: &Resources,
@@ -202,7 +202,7 @@ impl Receiver {
     }
 }
 
-fn describe_recv(e: RunError, size: u64, cfg: &RecvConfig) -> String {
+pub(crate) fn describe_recv(e: RunError, size: u64, cfg: &RecvConfig) -> String {
     match e {
         RunError::Completion { qp, wc, .. } => format!(
             "receive completion with error on QP {qp}: status {} ({}), vendor error {:#x}, {} bytes; \
@@ -447,7 +447,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
 }
 
 /// The size of the next run in `rest` (the `-s` size when the step has none).
-fn next_size(p: &Params, rest: &[ctrl::Entry]) -> u64 {
+pub(crate) fn next_size(p: &Params, rest: &[ctrl::Entry]) -> u64 {
     rest.iter()
         .find_map(|e| match e.step {
             Step::Run { size } => Some(size.unwrap_or(p.sizes[0])),

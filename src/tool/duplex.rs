@@ -1,0 +1,471 @@
+//! `-b` (bidirectional) write-bw / read-bw / send-bw: walks perftest's duplex
+//! choreography (`ctrl::choreo`: a barrier before each run, for write/read
+//! `-a` one after it, then the report exchange). Both sides' QPs go to RTS and
+//! both sides measure: write/read run the ordinary bw loop on each side;
+//! send runs the combined TX/RX loop (`run::duplex`). Each side prints the
+//! sum of its own and the peer's report (send `-D` exchanges no report and
+//! prints its own row, as perftest does).
+
+use super::info::test_info;
+use super::method::{self, Method};
+use super::rdma_bw::{
+    check_limits, connect, describe, measure_size, qp_targets, qp_type, result, to_text_dest,
+    Measured,
+};
+use super::send_bw::{clamp_for_ud, describe_recv, next_size, ud_dests, Receiver};
+use super::setup::{Endpoint, Resources};
+use super::{Fail, Out};
+use crate::cli::params::{Conn, Mode, Params, Verb};
+use crate::clock::{self, Clock};
+use crate::ctrl::choreo::{Barrier, KeyRound};
+use crate::ctrl::{self, choreography, BwReport, Dest, Role, Scenario, Step, Tool};
+use crate::post::post_send::PostSendQueue;
+use crate::post::verbs_cq::VerbsCq;
+use crate::post::wr_api::{send_ops_flags, WrApiQueue};
+use crate::post::{Completion, SendQueue, WrDesc};
+use crate::report::info::TestInfo;
+use crate::report::{json, stats, text};
+use crate::run::bw::{BwConfig, QpCount};
+use crate::run::duplex::{DuplexConfig, DuplexLoop};
+use crate::run::geometry::Geometry;
+use crate::run::recv::Window;
+use crate::verbs::{Mtu, UdDest};
+use std::time::Duration;
+
+/// The control-protocol scenario of this invocation.
+fn scenario(p: &Params, mtu: u64) -> Result<Scenario, Fail> {
+    let tool = match p.tool.verb {
+        Verb::Write => Tool::WriteBw,
+        Verb::Read => Tool::ReadBw,
+        Verb::Send => Tool::SendBw,
+        Verb::Atomic => {
+            return Err(Fail::new(
+                "atomic-bw -b: not implemented yet in rdmaperf; use stock ib_atomic_bw -b",
+            ))
+        }
+    };
+    Ok(Scenario {
+        tool,
+        role: if p.is_server() {
+            Role::Server
+        } else {
+            Role::Client
+        },
+        duplex: true,
+        mode: if p.all_sizes {
+            ctrl::Mode::AllSizes
+        } else if p.is_duration() {
+            ctrl::Mode::Duration
+        } else {
+            ctrl::Mode::Iterations
+        },
+        num_qps: p.num_qps as usize,
+        ud_mtu: (p.conn == Conn::Ud).then_some(mtu as u32),
+    })
+}
+
+/// Everything after the MTU exchange, built once.
+struct Ready {
+    res: Resources,
+    info: TestInfo,
+    clock: Clock,
+    mtu: u8,
+    my: Vec<Dest>,
+    rem: Vec<Dest>,
+}
+
+fn report_of(size: u64, r: &stats::BwResult) -> BwReport {
+    BwReport {
+        size,
+        iters: r.iters,
+        bw_peak: r.bw_peak,
+        bw_avg: r.bw_avg,
+        msg_rate: r.msg_rate,
+        per_port: None,
+    }
+}
+
+pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
+    if p0.run_infinitely {
+        return Err(Fail::new(format!(
+            "{} -b --run_infinitely: not implemented yet in rdmaperf; use -D, or stock {} -b",
+            p0.tool.name(),
+            p0.tool.perftest_name()
+        )));
+    }
+    if p0.threads > 1 {
+        return Err(Fail::new(format!(
+            "{} -b --threads: the multi-threaded engine is not wired into duplex tests; use -q without --threads",
+            p0.tool.name()
+        )));
+    }
+    let ep = Endpoint::open(p0)?;
+    let local_mtu = Mtu(ep.mtu_enum(p0) as u32).bytes().unwrap_or(1024) as u64;
+    let mut p = p0.clone();
+    clamp_for_ud(&mut p, local_mtu);
+    let p = &p;
+    let steps = choreography(&scenario(p, local_mtu)?);
+    let send = p.tool.verb == Verb::Send;
+    let op = p.op();
+    let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
+    if method == Method::Direct {
+        return Err(Fail::new(format!(
+            "{} -b --post direct: the direct path is not wired into duplex tests yet; use --post wr-api",
+            p.tool.name()
+        )));
+    }
+    let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
+
+    let mut sess = connect(p)?;
+    let mut cb_cl = (0u32, 0u32);
+    let mut ready: Option<Ready> = None;
+    let mut uds: Vec<Option<UdDest>> = Vec::new();
+    let mut receiver: Option<Receiver> = None;
+    let mut report = None;
+    let mut header = false;
+    // The local report of the last run, and the last printed (summed) result.
+    let mut local = BwReport::default();
+    let mut shown = BwReport::default();
+    for (i, e) in steps.iter().enumerate() {
+        if e.waits_for_peer_run {
+            sess.wait_for_peer_run();
+        }
+        match e.step {
+            Step::Versions => {
+                sess.exchange_versions().map_err(Fail::ctrl)?;
+            }
+            Step::SysData => {
+                let page = crate::verbs::mr::page_size() as u32;
+                cb_cl = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
+            }
+            Step::Mtu => {
+                let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
+                let res = Resources::create(&ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?;
+                let clock = Clock::calibrate();
+                let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
+                let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
+                out.print(&text::info_block(&info));
+                let my: Vec<Dest> = (0..res.qps.len()).map(|i| res.dest(&ep, i)).collect();
+                report = p
+                    .json_file
+                    .as_ref()
+                    .map(|f| json::JsonReport::new(f, &info));
+                ready = Some(Ready {
+                    rem: my.clone(),
+                    res,
+                    info,
+                    clock,
+                    mtu,
+                    my,
+                });
+            }
+            _ => {
+                let r = ready
+                    .as_mut()
+                    .ok_or_else(|| Fail::new("internal: no resources"))?;
+                match e.step {
+                    Step::Keys { qp, round } => {
+                        if round == KeyRound::AfterConnect && qp == 0 {
+                            for l in &r.my {
+                                out.print(&text::address_line(
+                                    text::Side::Local,
+                                    &to_text_dest(l),
+                                    &r.info,
+                                ));
+                            }
+                        }
+                        let name = e.step.to_string();
+                        r.rem[qp] = sess.hand_shake_step(&name, &r.my[qp]).map_err(Fail::ctrl)?;
+                        if round == KeyRound::AfterConnect {
+                            out.print(&text::address_line(
+                                text::Side::Remote,
+                                &to_text_dest(&r.rem[qp]),
+                                &r.info,
+                            ));
+                        }
+                    }
+                    Step::Connect => {
+                        // Duplex: both sides send, so both go to RTS.
+                        r.res.connect(&ep, p, r.mtu, &r.rem, true)?;
+                        if send {
+                            receiver = Some(Receiver::new(&r.res, p)?);
+                            uds = ud_dests(&ep, p, &r.res, &r.rem)?;
+                        }
+                    }
+                    Step::Barrier(b) => {
+                        if b == Barrier::BeforeRun {
+                            if !header {
+                                out.print(&text::bw_header(&r.info));
+                                header = true;
+                            }
+                            if let Some(rx) = receiver.as_mut() {
+                                rx.prepare(p, &r.res, next_size(p, &steps[i..]), &r.clock)?;
+                            }
+                        }
+                        let name = e.step.to_string();
+                        sess.hand_shake_step(&name, &r.my[0]).map_err(Fail::ctrl)?;
+                    }
+                    Step::Run { size } => {
+                        let size = size.unwrap_or(p.sizes[0]);
+                        let (row, err) = match receiver.as_mut() {
+                            Some(rx) => send_one(p, r, rx, &uds, method, size)?,
+                            None => rdma_one(p, r, method, size)?,
+                        };
+                        local = report_of(size, &row);
+                        // perftest prints the local row only where no report follows (send -D).
+                        let alone = !steps[i..].iter().any(|e| e.step == Step::BwReport);
+                        if alone || err.is_some() {
+                            out.print(&text::bw_row(&row, &r.info, 0.0));
+                            push_json(&mut report, &row, &r.info, err.as_deref())?;
+                            shown = local;
+                        }
+                        if let Some(e) = err {
+                            r.res.to_err();
+                            out.print(text::RESULT_LINE);
+                            // The peer sees the control connection close.
+                            return Err(Fail::new(e));
+                        }
+                    }
+                    Step::BwReport => {
+                        let theirs = sess.exchange_bw_report(&local).map_err(Fail::ctrl)?;
+                        let mine = stats::BwResult {
+                            size: local.size,
+                            iters: local.iters,
+                            bw_peak: local.bw_peak,
+                            bw_avg: local.bw_avg,
+                            msg_rate: local.msg_rate,
+                            bw_peak_exact: 0.0,
+                        };
+                        let remote = stats::BwResult {
+                            size: theirs.size,
+                            iters: theirs.iters,
+                            bw_peak: theirs.bw_peak,
+                            bw_avg: theirs.bw_avg,
+                            msg_rate: theirs.msg_rate,
+                            bw_peak_exact: 0.0,
+                        };
+                        let sum = mine.sum(&remote);
+                        out.print(&text::bw_row(&sum, &r.info, 0.0));
+                        push_json(&mut report, &sum, &r.info, None)?;
+                        shown = report_of(local.size, &sum);
+                    }
+                    Step::Close => break,
+                    Step::RunForever | Step::Exit | Step::Versions | Step::SysData | Step::Mtu => {
+                        return Err(Fail::new(format!(
+                            "internal: {} -b has no step {} here",
+                            p.tool.name(),
+                            e.step
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
+    out.print(text::RESULT_LINE);
+    // perftest checks --limit_bw/--limit_msgrate against the summed line.
+    let limits = check_limits(p, &shown);
+    sess.close(&r.my[0]).map_err(Fail::ctrl)?;
+    limits
+}
+
+fn push_json(
+    report: &mut Option<json::JsonReport>,
+    row: &stats::BwResult,
+    info: &TestInfo,
+    err: Option<&str>,
+) -> Result<(), Fail> {
+    if let Some(j) = report.as_mut() {
+        let mut rec = json::Record::bw(row, info, 0.0);
+        if let Some(e) = err {
+            rec = rec.with("error", e);
+        }
+        j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// write/read: this side's half of the duplex run is the ordinary bw loop.
+fn rdma_one(
+    p: &Params,
+    r: &Ready,
+    method: Method,
+    size: u64,
+) -> Result<(stats::BwResult, Option<String>), Fail> {
+    let res = &r.res;
+    let targets = qp_targets(&res.geometry, res.mr.addr(), res.mr.lkey(), &r.rem);
+    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+    let run = match method {
+        Method::PostSend => {
+            let mut sqs = res
+                .qps
+                .iter()
+                .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Fail::verbs)?;
+            measure_size(
+                p,
+                &res.geometry,
+                size,
+                &targets,
+                &mut sqs,
+                &mut cq,
+                &r.clock,
+            )?
+        }
+        Method::WrApi => {
+            let mut sqs = res
+                .qps
+                .iter()
+                .map(|qp| WrApiQueue::new(qp, None))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Fail::verbs)?;
+            measure_size(
+                p,
+                &res.geometry,
+                size,
+                &targets,
+                &mut sqs,
+                &mut cq,
+                &r.clock,
+            )?
+        }
+        Method::Direct => return Err(Fail::new("internal: --post direct in a duplex test")),
+    };
+    Ok((run.row, run.error))
+}
+
+/// send: the combined TX/RX loop with post method `method`.
+fn send_one(
+    p: &Params,
+    r: &Ready,
+    rx: &mut Receiver,
+    uds: &[Option<UdDest>],
+    method: Method,
+    size: u64,
+) -> Result<(stats::BwResult, Option<String>), Fail> {
+    let qps = &r.res.qps;
+    match method {
+        Method::PostSend => {
+            let mut sqs = qps
+                .iter()
+                .zip(uds)
+                .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Fail::verbs)?;
+            send_loop(p, r, rx, &mut sqs, size)
+        }
+        Method::WrApi => {
+            let mut sqs = qps
+                .iter()
+                .zip(uds)
+                .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Fail::verbs)?;
+            send_loop(p, r, rx, &mut sqs, size)
+        }
+        Method::Direct => Err(Fail::new("internal: --post direct in a duplex test")),
+    }
+}
+
+/// One size of the duplex SEND loop, monomorphised per post method; the row
+/// is computed with perftest's sender formula from this side's sends
+/// (duration: sends + receives in the window).
+fn send_loop<S: SendQueue>(
+    p: &Params,
+    r: &Ready,
+    rx: &mut Receiver,
+    sqs: &mut [S],
+    size: u64,
+) -> Result<(stats::BwResult, Option<String>), Fail> {
+    let res = &r.res;
+    let clock = &r.clock;
+    let rx_cfg = rx
+        .cfg
+        .take()
+        .ok_or_else(|| Fail::new("internal: receives not posted before the run"))?;
+    let targets = qp_targets(&res.geometry, res.mr.addr(), res.mr.lkey(), &r.rem);
+    let g = Geometry::new(
+        size,
+        res.geometry.cycle_buffer,
+        res.geometry.cache_line,
+        res.geometry.slots,
+    );
+    let nqp = sqs.len();
+    let total = (p.iters * nqp as u64) as usize;
+    let peak_len = if p.no_peak { 0 } else { total };
+    let mut tposted = vec![0u64; peak_len];
+    let mut tcompleted = vec![0u64; peak_len];
+    let mut counts = vec![QpCount::default(); nqp];
+    let mut list = vec![WrDesc::default(); p.post_list as usize];
+    let mut wcs = [Completion::default(); 16];
+    let mut rwcs = [Completion::default(); 16];
+    let mut scq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+    let mut rcq = VerbsCq::new(&res.rcq, 16).map_err(Fail::verbs)?;
+    let secs = |s: u32| clock.cycles_for(Duration::from_secs(s as u64));
+    let window = match p.mode {
+        Mode::Duration { secs: d, margin } => Some(Window {
+            margin: secs(margin),
+            sample_stop: secs(d - margin),
+            end: secs(d),
+        }),
+        Mode::Iterations => None,
+    };
+    let cfg = DuplexConfig {
+        tx: BwConfig {
+            op: p.op(),
+            size: size as u32,
+            iters: p.iters,
+            post_list: p.post_list,
+            tx_depth: p.tx_depth,
+            cq_mod: p.cq_mod,
+            inline: size <= p.inline_size as u64,
+            positions: g.positions(),
+            step: g.step(),
+            stall_ticks: clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
+            cost: false,
+        },
+        rx: rx_cfg,
+        wait_first_rx: p.is_server(),
+        window,
+    };
+    let o = DuplexLoop {
+        cfg,
+        sqs,
+        rqs: &mut rx.rqs,
+        scq: &mut scq,
+        rcq: &mut rcq,
+        targets: &targets,
+        bufs: &rx.bufs,
+        counts: &mut counts,
+        rx_counts: &mut rx.counts,
+        list: &mut list,
+        wcs: &mut wcs,
+        rwcs: &mut rwcs,
+        tposted: &mut tposted,
+        tcompleted: &mut tcompleted,
+        now: clock::now,
+    }
+    .run();
+    let err = o.tx.error.map(|e| {
+        if o.rx_error {
+            return describe_recv(e, size, &rx_cfg);
+        }
+        let d = describe(e, &counts);
+        if d.starts_with("completion with error") {
+            format!(
+                "{d}; for SEND, a remote error usually means the peer's receive buffers are smaller \
+                 than {size} B (give both sides the same -s/-a/-c) or it has no receive posted"
+            )
+        } else {
+            d
+        }
+    });
+    let m = Measured {
+        outcome: o.tx,
+        tposted,
+        tcompleted,
+    };
+    let row = result(p, size, &m, clock)?;
+    Ok((row, err))
+}
