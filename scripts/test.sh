@@ -117,7 +117,9 @@ step fmt cargo fmt --check
 step clippy cargo clippy --all-targets --all-features -- -D warnings \
     -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
 if [ -d benches ] || grep -q '^\[\[bench\]\]' Cargo.toml; then
-    step bench cargo bench --no-run --all-features
+    # Build every bench, then run each once in criterion's test mode (quick; the
+    # timed runs are `cargo bench --all-features`).
+    step bench cargo bench --all-features -- --test
 fi
 
 banner "test: cargo test --all-features ${TEST_ARGS[*]}"
