@@ -85,22 +85,33 @@ impl<M: Mmio> Doorbell<M> {
             // BlueFlame: the whole WQE through the register, padded to whole
             // 64-byte chunks (at least one: bytes > 0); the source follows
             // the ring around its end.
-            let mut i = 0;
-            loop {
-                let src = ring.bb_ptr(last_bb.wrapping_add(i as u16));
-                // SAFETY: `src` is a 64-byte aligned WQEBB of the ring (written
-                // by the caller); `dst + 64 i` stays inside this half of the
-                // register: i · 64 < bytes <= bf_size, so the chunk ends at or
-                // before the half's end (bf_size is a multiple of 64).
+            if bytes <= WQEBB {
+                // One chunk (the common case), without the loop bookkeeping.
+                // SAFETY: the WQE's WQEBB is 64-byte aligned ring memory
+                // written by the caller; 64 <= bf_size (a multiple of 64, and
+                // bytes > 0), so the chunk fits this half of the register.
                 unsafe {
                     self.mmio.write_bf64(
-                        dst.add(i * WQEBB).cast::<u64>(),
-                        src.cast::<[u64; 8]>().cast_const(),
+                        dst.cast::<u64>(),
+                        ring.bb_ptr(last_bb).cast::<[u64; 8]>().cast_const(),
                     )
                 };
-                i += 1;
-                if i * WQEBB >= bytes {
-                    break;
+            } else {
+                let mut i = 0;
+                while i * WQEBB < bytes {
+                    let src = ring.bb_ptr(last_bb.wrapping_add(i as u16));
+                    // SAFETY: `src` is a 64-byte aligned WQEBB of the ring
+                    // (written by the caller); `dst + 64 i` stays inside this
+                    // half of the register: i · 64 < bytes <= bf_size, so the
+                    // chunk ends at or before the half's end (bf_size is a
+                    // multiple of 64).
+                    unsafe {
+                        self.mmio.write_bf64(
+                            dst.add(i * WQEBB).cast::<u64>(),
+                            src.cast::<[u64; 8]>().cast_const(),
+                        )
+                    };
+                    i += 1;
                 }
             }
         } else {
