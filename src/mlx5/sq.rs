@@ -16,7 +16,7 @@ use super::error::DirectError;
 use super::mmio::{HwMmio, Mmio};
 use super::prm::{fm_ce_se, Opcode, MAX_SQ_WQEBBS, MAX_WQE_BYTES, WQEBB};
 use super::progress::{Recorder, SqProgress};
-use super::seg::{AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, RaddrSeg};
+use super::seg::{AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineHdr, RaddrSeg};
 use super::wqe::{inline_ds, shape, store16, FlatCursor, SegWriter, SqRing, WqeCursor, WqeShape};
 use crate::post::{Op, PostError, SendQueue, WrDesc};
 use crate::sys::mlx5dv_qp;
@@ -354,6 +354,53 @@ unsafe fn write_wqe<C: SegWriter>(
     }
 }
 
+/// Writes a WQE with inline data (`wr.inline`, `wr.len != 0`, a WRITE or
+/// SEND) that ends before the ring end: the segments of [`write_wqe`] at
+/// fixed offsets, the payload in one copy.
+///
+/// # Safety
+/// As [`write_wqe`] with a [`FlatCursor`]: `s` is the WR's shape, its WQEBBs
+/// from `bb` are free and end before the ring end, the payload is readable.
+#[inline(always)]
+unsafe fn write_inline_flat(
+    ring: &SqRing,
+    bb: u16,
+    qpn: u32,
+    av: Option<&[u8; 48]>,
+    op: Op,
+    wr: &WrDesc,
+    s: WqeShape,
+) {
+    let fm = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
+    let (opcode, imm) = opcode_imm(op, wr);
+    let (laddr, len) = (wr.laddr as *const u8, wr.len as usize);
+    let p = ring.bb_ptr(bb);
+    // SAFETY: the caller owns the s.ds units from p, contiguous up to the
+    // ring end; ctrl, the AV or raddr segment, the inline header and the
+    // payload are exactly those units; the payload source is readable and
+    // not ring memory.
+    unsafe {
+        store16(
+            p,
+            CtrlSeg::new(bb, opcode, 0, qpn, fm, s.ds, 0, imm).to_bytes(),
+        );
+        let seg = match (op, av) {
+            (Op::Send | Op::SendImm, Some(av)) => {
+                core::ptr::copy_nonoverlapping(av.as_ptr(), p.add(16), 48);
+                p.add(64)
+            }
+            (Op::Send | Op::SendImm, None) => p.add(16),
+            _ => {
+                store16(p.add(16), RaddrSeg::new(wr.raddr, wr.rkey).to_bytes());
+                p.add(32)
+            }
+        };
+        seg.cast::<[u8; 4]>()
+            .write(InlineHdr::new(len as u32).to_bytes());
+        core::ptr::copy_nonoverlapping(laddr, seg.add(4), len);
+    }
+}
+
 /// Writes a one-WQEBB RC WQE without inline data (ds <= 4, so it cannot
 /// wrap): fixed offsets, no cursor. Returns its ds.
 ///
@@ -550,7 +597,7 @@ impl<const UD: bool> ListCtx<'_, UD> {
         // SAFETY: s is shape(op, wr, UD) (same computation as above), its
         // WQEBBs from pi are free (reserved above) and end before the ring
         // end (fits_flat), and the inline source lies in a declared range.
-        unsafe { write_wqe(FlatCursor::new(&self.ring, pi), pi, self.qpn, av, op, wr, s) };
+        unsafe { write_inline_flat(&self.ring, pi, self.qpn, av, op, wr, s) };
         Some((s.ds, s.nbb))
     }
 
