@@ -515,10 +515,17 @@ struct ListCtx<'a, const UD: bool> {
     recorder: Recorder<'a>,
 }
 
+/// The room state of a post list: the consumer index last read and the
+/// WQEBBs free from the current producer index by it.
+struct Room {
+    ci: u16,
+    free: u32,
+}
+
 impl<const UD: bool> ListCtx<'_, UD> {
-    /// Room for `nbb` WQEBBs at `pi`; reloads the shared consumer index into
-    /// `ci` only when the cached one says no (one shared load per "looks
-    /// full" event, io_uring style).
+    /// Room for `nbb` WQEBBs at `pi` (the general path's check); reloads
+    /// the shared consumer index into `ci` only when the cached one says no
+    /// (one shared load per "looks full" event, io_uring style).
     #[inline(always)]
     fn reserve(&self, pi: u16, nbb: u16, ci: &mut u16) -> bool {
         let end = pi.wrapping_add(nbb);
@@ -530,18 +537,45 @@ impl<const UD: bool> ListCtx<'_, UD> {
         true
     }
 
+    /// Free WQEBBs at `pi` by consumer index `ci`, for the fast paths: 0
+    /// when `pi - ci` exceeds the capacity (a consumer index that is not
+    /// behind `pi`), which sends every WR to the general path and its exact
+    /// check. Otherwise `nbb <= free` is the same test as `reserve`'s
+    /// (`pi - ci + nbb` cannot wrap 16 bits: capacity <= 32768, nbb <= 16).
+    #[inline(always)]
+    fn free_at(&self, pi: u16, ci: u16) -> u32 {
+        let cnt = self.ring.wqe_cnt();
+        cnt.saturating_sub(pi.wrapping_sub(ci) as u32)
+    }
+
+    /// The fast paths' room check: a compare and a subtraction per WR while
+    /// the cached count says yes; otherwise reloads the consumer index once.
+    #[inline(always)]
+    fn take(&self, pi: u16, nbb: u16, room: &mut Room) -> bool {
+        let n = nbb as u32;
+        if n > room.free {
+            room.ci = self.progress.ci();
+            room.free = self.free_at(pi, room.ci);
+            if n > room.free {
+                return false;
+            }
+        }
+        room.free -= n;
+        true
+    }
+
     /// The common WRs: checks `wr`, reserves its WQEBBs at `pi`, records it
     /// and writes it; returns its (ds, nbb). `None` (nothing written): any
     /// other WR, or no room, for [`emit_general`](Self::emit_general) to
     /// handle or reject.
     #[inline(always)]
-    fn emit_fast<const K: u8>(&self, wr: &WrDesc, pi: u16, ci: &mut u16) -> Option<(u8, u16)> {
+    fn emit_fast<const K: u8>(&self, wr: &WrDesc, pi: u16, room: &mut Room) -> Option<(u8, u16)> {
         let op = op_of(K);
         let is_send = matches!(op, Op::Send | Op::SendImm);
         if !wr.inline || wr.len == 0 {
             if !UD {
                 // RC without inline data: one WQEBB (ds <= 4).
-                if !self.reserve(pi, 1, ci) {
+                if !self.take(pi, 1, room) {
                     return None;
                 }
                 self.recorder.record(pi, wr.wr_id, 1);
@@ -551,11 +585,9 @@ impl<const UD: bool> ListCtx<'_, UD> {
             }
             if is_send {
                 // UD SEND without inline data: ctrl + AV [+ data].
+                // (nbb <= free <= capacity: no separate size check.)
                 let nbb = 1 + (wr.len != 0) as u16;
-                if nbb as u32 > self.ring.wqe_cnt() {
-                    return None;
-                }
-                if !self.reserve(pi, nbb, ci) {
+                if !self.take(pi, nbb, room) {
                     return None;
                 }
                 self.recorder.record(pi, wr.wr_id, nbb);
@@ -583,13 +615,11 @@ impl<const UD: bool> ListCtx<'_, UD> {
             2
         };
         let s = WqeShape::from_ds(base + inline_ds(wr.len))?;
-        if s.nbb as u32 > self.ring.wqe_cnt()
-            || !self.ring.fits_flat(pi, s.nbb)
-            || !inline_ok(self.ranges, wr.laddr, wr.len)
-        {
+        // (take() below implies s.nbb <= capacity.)
+        if !self.ring.fits_flat(pi, s.nbb) || !inline_ok(self.ranges, wr.laddr, wr.len) {
             return None;
         }
-        if !self.reserve(pi, s.nbb, ci) {
+        if !self.take(pi, s.nbb, room) {
             return None;
         }
         self.recorder.record(pi, wr.wr_id, s.nbb);
@@ -677,13 +707,16 @@ impl<M: Mmio> DirectSq<M> {
         x: &ListCtx<'_, UD>,
         wr: &WrDesc,
         pi: u16,
-        ci: &mut u16,
+        room: &mut Room,
     ) -> Result<(u8, u16), PostError> {
-        if let Some(v) = x.emit_fast::<K>(wr, pi, ci) {
+        if let Some(v) = x.emit_fast::<K>(wr, pi, room) {
             return Ok(v);
         }
-        let (r, c) = self.ctx::<UD>().emit_general(op_of(K), wr, pi, *ci);
-        *ci = c;
+        let (r, ci) = self.ctx::<UD>().emit_general(op_of(K), wr, pi, room.ci);
+        room.ci = ci;
+        if let Ok((_, nbb)) = r {
+            room.free = x.free_at(pi.wrapping_add(nbb), ci);
+        }
         r
     }
 
@@ -707,10 +740,14 @@ impl<M: Mmio> DirectSq<M> {
     fn post_one<const K: u8, const UD: bool>(&mut self, wr: &WrDesc) -> Result<(), PostError> {
         let x = self.ctx::<UD>();
         let start = self.pi;
-        let mut ci = self.ci_cached;
-        let r = self.emit::<K, UD>(&x, wr, start, &mut ci);
+        let ci = self.ci_cached;
+        let mut room = Room {
+            ci,
+            free: x.free_at(start, ci),
+        };
+        let r = self.emit::<K, UD>(&x, wr, start, &mut room);
         let ring = x.ring;
-        self.ci_cached = ci;
+        self.ci_cached = room.ci;
         let (ds, nbb) = r?;
         let pi = start.wrapping_add(nbb);
         self.pi = pi;
@@ -725,7 +762,11 @@ impl<M: Mmio> DirectSq<M> {
     fn post_many<const K: u8, const UD: bool>(&mut self, wrs: &[WrDesc]) -> Result<(), PostError> {
         let x = self.ctx::<UD>();
         let start = self.pi;
-        let mut ci = self.ci_cached;
+        let ci = self.ci_cached;
+        let mut room = Room {
+            ci,
+            free: x.free_at(start, ci),
+        };
         let mut pi = start;
         let mut last_bb = start;
         let mut last_ds = 0u8;
@@ -733,13 +774,16 @@ impl<M: Mmio> DirectSq<M> {
         for wr in wrs {
             // The fast path's (ds, nbb) stay plain scalars; only the general
             // path produces a Result.
-            let (ds, nbb) = match x.emit_fast::<K>(wr, pi, &mut ci) {
+            let (ds, nbb) = match x.emit_fast::<K>(wr, pi, &mut room) {
                 Some(v) => v,
                 None => {
-                    let (r, c) = self.ctx::<UD>().emit_general(op_of(K), wr, pi, ci);
-                    ci = c;
+                    let (r, ci) = self.ctx::<UD>().emit_general(op_of(K), wr, pi, room.ci);
+                    room.ci = ci;
                     match r {
-                        Ok(v) => v,
+                        Ok((ds, nbb)) => {
+                            room.free = x.free_at(pi.wrapping_add(nbb), ci);
+                            (ds, nbb)
+                        }
                         Err(e) => {
                             result = Err(e);
                             break;
@@ -752,7 +796,7 @@ impl<M: Mmio> DirectSq<M> {
             pi = pi.wrapping_add(nbb);
         }
         let ring = x.ring;
-        self.ci_cached = ci;
+        self.ci_cached = room.ci;
         if result.is_err() || wrs.is_empty() {
             return result;
         }
