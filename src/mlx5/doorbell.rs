@@ -80,23 +80,39 @@ impl<M: Mmio> Doorbell<M> {
         self.mmio.store_fence_wc();
         let dst = self.reg.wrapping_add(self.bf_offset as usize);
         let bytes = last_ds as usize * DS_BYTES;
-        if nreq == 1 && self.bf_size != 0 && last_ds > 1 && bytes <= self.bf_size as usize {
+        // (`bf_size != 0` is implied: last_ds > 1 makes bytes > 0.)
+        if nreq == 1 && last_ds > 1 && bytes <= self.bf_size as usize {
             // BlueFlame: the whole WQE through the register, padded to whole
-            // 64-byte chunks; the source follows the ring around its end.
-            let chunks = bytes.div_ceil(WQEBB);
-            let mut i = 0;
-            while i < chunks {
-                let src = ring.bb_ptr(last_bb.wrapping_add(i as u16));
-                // SAFETY: `src` is a 64-byte aligned WQEBB of the ring (written
-                // by the caller); `dst + 64 i` stays inside this half of the
-                // register because chunks · 64 <= bf_size.
+            // 64-byte chunks (at least one: bytes > 0); the source follows
+            // the ring around its end.
+            if bytes <= WQEBB {
+                // One chunk (the common case), without the loop bookkeeping.
+                // SAFETY: the WQE's WQEBB is 64-byte aligned ring memory
+                // written by the caller; 64 <= bf_size (a multiple of 64, and
+                // bytes > 0), so the chunk fits this half of the register.
                 unsafe {
                     self.mmio.write_bf64(
-                        dst.add(i * WQEBB).cast::<u64>(),
-                        src.cast::<[u64; 8]>().cast_const(),
+                        dst.cast::<u64>(),
+                        ring.bb_ptr(last_bb).cast::<[u64; 8]>().cast_const(),
                     )
                 };
-                i += 1;
+            } else {
+                let mut i = 0;
+                while i * WQEBB < bytes {
+                    let src = ring.bb_ptr(last_bb.wrapping_add(i as u16));
+                    // SAFETY: `src` is a 64-byte aligned WQEBB of the ring
+                    // (written by the caller); `dst + 64 i` stays inside this
+                    // half of the register: i · 64 < bytes <= bf_size, so the
+                    // chunk ends at or before the half's end (bf_size is a
+                    // multiple of 64).
+                    unsafe {
+                        self.mmio.write_bf64(
+                            dst.add(i * WQEBB).cast::<u64>(),
+                            src.cast::<[u64; 8]>().cast_const(),
+                        )
+                    };
+                    i += 1;
+                }
             }
         } else {
             // Doorbell: the first 8 bytes of the last ctrl segment, raw, as

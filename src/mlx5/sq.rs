@@ -14,10 +14,10 @@ use std::sync::Arc;
 use super::doorbell::Doorbell;
 use super::error::DirectError;
 use super::mmio::{HwMmio, Mmio};
-use super::prm::{fm_ce_se, Opcode, MAX_SQ_WQEBBS, WQEBB};
-use super::progress::SqProgress;
-use super::seg::{AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, RaddrSeg};
-use super::wqe::{shape, store16, SqRing, WqeCursor, WqeShape};
+use super::prm::{fm_ce_se, Opcode, MAX_SQ_WQEBBS, MAX_WQE_BYTES, WQEBB};
+use super::progress::{Recorder, SqProgress};
+use super::seg::{AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineHdr, RaddrSeg};
+use super::wqe::{inline_ds, shape, store16, FlatCursor, SegWriter, SqRing, WqeCursor, WqeShape};
 use crate::post::{Op, PostError, SendQueue, WrDesc};
 use crate::sys::mlx5dv_qp;
 
@@ -282,6 +282,20 @@ const fn op_of(k: u8) -> Op {
     }
 }
 
+/// The ctrl opcode of `op` and the immediate bytes it carries.
+#[inline(always)]
+fn opcode_imm(op: Op, wr: &WrDesc) -> (Opcode, [u8; 4]) {
+    match op {
+        Op::Write => (Opcode::RDMA_WRITE, [0; 4]),
+        Op::WriteImm => (Opcode::RDMA_WRITE_IMM, wr.imm.to_be_bytes()),
+        Op::Send => (Opcode::SEND, [0; 4]),
+        Op::SendImm => (Opcode::SEND_IMM, wr.imm.to_be_bytes()),
+        Op::Read => (Opcode::RDMA_READ, [0; 4]),
+        Op::FetchAdd => (Opcode::ATOMIC_FA, [0; 4]),
+        Op::CmpSwap => (Opcode::ATOMIC_CS, [0; 4]),
+    }
+}
+
 /// True when `start..start+len` lies inside one of the declared ranges.
 #[inline(always)]
 fn inline_ok(ranges: &[(u64, u64)], start: u64, len: u32) -> bool {
@@ -291,14 +305,15 @@ fn inline_ok(ranges: &[(u64, u64)], start: u64, len: u32) -> bool {
     ranges.iter().any(|&(s, e)| start >= s && end <= e)
 }
 
-/// Writes one WQE at WQEBB `bb`.
+/// Writes one WQE at WQEBB `bb` through cursor `c` (positioned at `bb`).
 ///
 /// # Safety
 /// `s` must be `shape(op, wr, av.is_some())`, its WQEBBs from `bb` must be
-/// free, and an inline payload must be readable.
+/// free, `c` must be valid for them (a [`FlatCursor`] only when they do not
+/// reach the ring end), and an inline payload must be readable.
 #[inline(always)]
-unsafe fn write_wqe(
-    ring: &SqRing,
+unsafe fn write_wqe<C: SegWriter>(
+    mut c: C,
     bb: u16,
     qpn: u32,
     av: Option<&[u8; 48]>,
@@ -307,21 +322,12 @@ unsafe fn write_wqe(
     s: WqeShape,
 ) {
     let fm = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
-    let (opcode, imm) = match op {
-        Op::Write => (Opcode::RDMA_WRITE, [0; 4]),
-        Op::WriteImm => (Opcode::RDMA_WRITE_IMM, wr.imm.to_be_bytes()),
-        Op::Send => (Opcode::SEND, [0; 4]),
-        Op::SendImm => (Opcode::SEND_IMM, wr.imm.to_be_bytes()),
-        Op::Read => (Opcode::RDMA_READ, [0; 4]),
-        Op::FetchAdd => (Opcode::ATOMIC_FA, [0; 4]),
-        Op::CmpSwap => (Opcode::ATOMIC_CS, [0; 4]),
-    };
+    let (opcode, imm) = opcode_imm(op, wr);
     let ctrl = CtrlSeg::new(bb, opcode, 0, qpn, fm, s.ds, 0, imm);
     // SAFETY: the caller owns the s.nbb WQEBBs from bb; the units written
     // below are exactly the s.ds units `shape` counted, and an inline source
     // is readable (caller contract).
     unsafe {
-        let mut c = WqeCursor::new(ring, bb);
         c.put16(ctrl.to_bytes());
         match op {
             Op::Send | Op::SendImm => {
@@ -348,6 +354,53 @@ unsafe fn write_wqe(
     }
 }
 
+/// Writes a WQE with inline data (`wr.inline`, `wr.len != 0`, a WRITE or
+/// SEND) that ends before the ring end: the segments of [`write_wqe`] at
+/// fixed offsets, the payload in one copy.
+///
+/// # Safety
+/// As [`write_wqe`] with a [`FlatCursor`]: `s` is the WR's shape, its WQEBBs
+/// from `bb` are free and end before the ring end, the payload is readable.
+#[inline(always)]
+unsafe fn write_inline_flat(
+    ring: &SqRing,
+    bb: u16,
+    qpn: u32,
+    av: Option<&[u8; 48]>,
+    op: Op,
+    wr: &WrDesc,
+    s: WqeShape,
+) {
+    let fm = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
+    let (opcode, imm) = opcode_imm(op, wr);
+    let (laddr, len) = (wr.laddr as *const u8, wr.len as usize);
+    let p = ring.bb_ptr(bb);
+    // SAFETY: the caller owns the s.ds units from p, contiguous up to the
+    // ring end; ctrl, the AV or raddr segment, the inline header and the
+    // payload are exactly those units; the payload source is readable and
+    // not ring memory.
+    unsafe {
+        store16(
+            p,
+            CtrlSeg::new(bb, opcode, 0, qpn, fm, s.ds, 0, imm).to_bytes(),
+        );
+        let seg = match (op, av) {
+            (Op::Send | Op::SendImm, Some(av)) => {
+                core::ptr::copy_nonoverlapping(av.as_ptr(), p.add(16), 48);
+                p.add(64)
+            }
+            (Op::Send | Op::SendImm, None) => p.add(16),
+            _ => {
+                store16(p.add(16), RaddrSeg::new(wr.raddr, wr.rkey).to_bytes());
+                p.add(32)
+            }
+        };
+        seg.cast::<[u8; 4]>()
+            .write(InlineHdr::new(len as u32).to_bytes());
+        core::ptr::copy_nonoverlapping(laddr, seg.add(4), len);
+    }
+}
+
 /// Writes a one-WQEBB RC WQE without inline data (ds <= 4, so it cannot
 /// wrap): fixed offsets, no cursor. Returns its ds.
 ///
@@ -356,15 +409,7 @@ unsafe fn write_wqe(
 #[inline(always)]
 unsafe fn write_rc_bb(ring: &SqRing, bb: u16, qpn: u32, op: Op, wr: &WrDesc) -> u8 {
     let fm = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
-    let (opcode, imm) = match op {
-        Op::Write => (Opcode::RDMA_WRITE, [0; 4]),
-        Op::WriteImm => (Opcode::RDMA_WRITE_IMM, wr.imm.to_be_bytes()),
-        Op::Send => (Opcode::SEND, [0; 4]),
-        Op::SendImm => (Opcode::SEND_IMM, wr.imm.to_be_bytes()),
-        Op::Read => (Opcode::RDMA_READ, [0; 4]),
-        Op::FetchAdd => (Opcode::ATOMIC_FA, [0; 4]),
-        Op::CmpSwap => (Opcode::ATOMIC_CS, [0; 4]),
-    };
+    let (opcode, imm) = opcode_imm(op, wr);
     let data = (wr.len != 0) as u8;
     let p = ring.bb_ptr(bb);
     // SAFETY: the caller owns WQEBB bb: 64 aligned bytes, of which at most
@@ -419,87 +464,345 @@ unsafe fn write_rc_bb(ring: &SqRing, bb: u16, qpn: u32, op: Op, wr: &WrDesc) -> 
     }
 }
 
+/// Writes a UD SEND without inline data: ctrl + address vector fill WQEBB
+/// `bb` (never wrapping), the data segment, if any, starts WQEBB `bb + 1`
+/// (wherever the ring puts it). Returns its ds.
+///
+/// # Safety
+/// WQEBB `bb`, and `bb + 1` when `wr.len != 0`, must be free; `op` must be a
+/// SEND.
+#[inline(always)]
+unsafe fn write_ud(ring: &SqRing, bb: u16, qpn: u32, av: &[u8; 48], op: Op, wr: &WrDesc) -> u8 {
+    let fm = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
+    let (opcode, imm) = opcode_imm(op, wr);
+    let data = (wr.len != 0) as u8;
+    let ds = 4 + data;
+    let p = ring.bb_ptr(bb);
+    // SAFETY: the caller owns WQEBB bb (64 aligned bytes: ctrl 16 + AV 48)
+    // and, with data, WQEBB bb + 1, whose address bb_ptr wraps; `av` is the
+    // SQ's own array, not ring memory.
+    unsafe {
+        store16(
+            p,
+            CtrlSeg::new(bb, opcode, 0, qpn, fm, ds, 0, imm).to_bytes(),
+        );
+        core::ptr::copy_nonoverlapping(av.as_ptr(), p.add(16), 48);
+        if data != 0 {
+            store16(
+                ring.bb_ptr(bb.wrapping_add(1)),
+                DataSeg::new(wr.len, wr.lkey, wr.laddr).to_bytes(),
+            );
+        }
+    }
+    ds
+}
+
+/// The address vector of an RC queue's context (never written: RC WQEs
+/// have no datagram segment).
+static NO_AV: [u8; 48] = [0; 48];
+
+/// What a post list needs of the SQ, copied into locals once: ring stores
+/// through raw pointers would otherwise force the compiler to reload `self`
+/// after each one. `UD` (the SQ has an address vector) is a const parameter
+/// so the transport is decided once per list, not per WR.
+struct ListCtx<'a, const UD: bool> {
+    ring: SqRing,
+    qpn: u32,
+    /// The SQ's AV when `UD`, else [`NO_AV`].
+    av: &'a [u8; 48],
+    ranges: &'a [(u64, u64)],
+    progress: &'a SqProgress,
+    recorder: Recorder<'a>,
+}
+
+/// The room state of a post list: the consumer index last read and the
+/// WQEBBs free from the current producer index by it.
+struct Room {
+    ci: u16,
+    free: u32,
+}
+
+impl<const UD: bool> ListCtx<'_, UD> {
+    /// Room for `nbb` WQEBBs at `pi` (the general path's check); reloads
+    /// the shared consumer index into `ci` only when the cached one says no
+    /// (one shared load per "looks full" event, io_uring style).
+    #[inline(always)]
+    fn reserve(&self, pi: u16, nbb: u16, ci: &mut u16) -> bool {
+        let end = pi.wrapping_add(nbb);
+        let cnt = self.ring.wqe_cnt();
+        if end.wrapping_sub(*ci) as u32 > cnt {
+            *ci = self.progress.ci();
+            return end.wrapping_sub(*ci) as u32 <= cnt;
+        }
+        true
+    }
+
+    /// Free WQEBBs at `pi` by consumer index `ci`, for the fast paths: 0
+    /// when `pi - ci` exceeds the capacity (a consumer index that is not
+    /// behind `pi`), which sends every WR to the general path and its exact
+    /// check. Otherwise `nbb <= free` is the same test as `reserve`'s
+    /// (`pi - ci + nbb` cannot wrap 16 bits: capacity <= 32768, nbb <= 16).
+    #[inline(always)]
+    fn free_at(&self, pi: u16, ci: u16) -> u32 {
+        let cnt = self.ring.wqe_cnt();
+        cnt.saturating_sub(pi.wrapping_sub(ci) as u32)
+    }
+
+    /// The fast paths' room check: a compare and a subtraction per WR while
+    /// the cached count says yes; otherwise reloads the consumer index once.
+    #[inline(always)]
+    fn take(&self, pi: u16, nbb: u16, room: &mut Room) -> bool {
+        let n = nbb as u32;
+        if n > room.free {
+            room.ci = self.progress.ci();
+            room.free = self.free_at(pi, room.ci);
+            if n > room.free {
+                return false;
+            }
+        }
+        room.free -= n;
+        true
+    }
+
+    /// The common WRs: checks `wr`, reserves its WQEBBs at `pi`, records it
+    /// and writes it; returns its (ds, nbb). `None` (nothing written): any
+    /// other WR, or no room, for [`emit_general`](Self::emit_general) to
+    /// handle or reject.
+    #[inline(always)]
+    fn emit_fast<const K: u8>(&self, wr: &WrDesc, pi: u16, room: &mut Room) -> Option<(u8, u16)> {
+        let op = op_of(K);
+        let is_send = matches!(op, Op::Send | Op::SendImm);
+        if !wr.inline || wr.len == 0 {
+            if !UD {
+                // RC without inline data: one WQEBB (ds <= 4).
+                if !self.take(pi, 1, room) {
+                    return None;
+                }
+                self.recorder.record(pi, wr.wr_id, 1);
+                // SAFETY: WQEBB pi is free (reserved above); RC, no inline.
+                let ds = unsafe { write_rc_bb(&self.ring, pi, self.qpn, op, wr) };
+                return Some((ds, 1));
+            }
+            if is_send {
+                // UD SEND without inline data: ctrl + AV [+ data].
+                // (nbb <= free <= capacity: no separate size check.)
+                let nbb = 1 + (wr.len != 0) as u16;
+                if !self.take(pi, nbb, room) {
+                    return None;
+                }
+                self.recorder.record(pi, wr.wr_id, nbb);
+                // SAFETY: the nbb WQEBBs from pi are free (reserved above);
+                // op is a SEND.
+                let ds = unsafe { write_ud(&self.ring, pi, self.qpn, self.av, op, wr) };
+                return Some((ds, nbb));
+            }
+            return None;
+        }
+        // Inline data in a WQE that ends before the ring end: the same
+        // checks as `shape` (any failing one leaves it to the general path),
+        // then one straight copy.
+        if matches!(op, Op::Read | Op::FetchAdd | Op::CmpSwap) || (UD && !is_send) {
+            return None;
+        }
+        if wr.len as usize > MAX_WQE_BYTES {
+            return None;
+        }
+        let base = if UD {
+            4
+        } else if is_send {
+            1
+        } else {
+            2
+        };
+        let s = WqeShape::from_ds(base + inline_ds(wr.len))?;
+        // (take() below implies s.nbb <= capacity.)
+        if !self.ring.fits_flat(pi, s.nbb) || !inline_ok(self.ranges, wr.laddr, wr.len) {
+            return None;
+        }
+        if !self.take(pi, s.nbb, room) {
+            return None;
+        }
+        self.recorder.record(pi, wr.wr_id, s.nbb);
+        let av = if UD { Some(self.av) } else { None };
+        // SAFETY: s is shape(op, wr, UD) (same computation as above), its
+        // WQEBBs from pi are free (reserved above) and end before the ring
+        // end (fits_flat), and the inline source lies in a declared range.
+        unsafe { write_inline_flat(&self.ring, pi, self.qpn, av, op, wr, s) };
+        Some((s.ds, s.nbb))
+    }
+
+    /// Every WR the fast paths leave: computes the shape, checks it, then
+    /// writes with a flat or a wrapping cursor. Out of line (and so taking
+    /// and returning `ci` by value) to keep the fast paths small.
+    #[inline(never)]
+    fn emit_general(
+        &self,
+        op: Op,
+        wr: &WrDesc,
+        pi: u16,
+        mut ci: u16,
+    ) -> (Result<(u8, u16), PostError>, u16) {
+        let r = self.emit_shaped(op, wr, pi, &mut ci);
+        (r, ci)
+    }
+
+    #[inline(always)]
+    fn emit_shaped(
+        &self,
+        op: Op,
+        wr: &WrDesc,
+        pi: u16,
+        ci: &mut u16,
+    ) -> Result<(u8, u16), PostError> {
+        let s = shape(op, wr, UD)?;
+        let has_inline = wr.inline && wr.len != 0;
+        if s.nbb as u32 > self.ring.wqe_cnt()
+            || (has_inline && !inline_ok(self.ranges, wr.laddr, wr.len))
+        {
+            return Err(PostError::Unsupported);
+        }
+        if !self.reserve(pi, s.nbb, ci) {
+            return Err(PostError::QueueFull);
+        }
+        self.recorder.record(pi, wr.wr_id, s.nbb);
+        let av = if UD { Some(self.av) } else { None };
+        // SAFETY: s is the shape of this WR on this SQ (checked above), its
+        // WQEBBs from pi are free (reserved above), a FlatCursor is used only
+        // when they end before the ring end, and an inline source lies in a
+        // declared readable range.
+        unsafe {
+            if self.ring.fits_flat(pi, s.nbb) {
+                let c = FlatCursor::new(&self.ring, pi);
+                write_wqe(c, pi, self.qpn, av, op, wr, s);
+            } else {
+                let c = WqeCursor::new(&self.ring, pi);
+                write_wqe(c, pi, self.qpn, av, op, wr, s);
+            }
+        }
+        Ok((s.ds, s.nbb))
+    }
+}
+
 impl<M: Mmio> DirectSq<M> {
-    /// One pass over the list: each WQE is checked, given room and written;
-    /// on any failure the producer index rolls back to where the list began
-    /// (nothing was rung and the slots were free, so the list is simply not
-    /// posted: all-or-nothing, like `ibv_wr_abort`). Loop invariants live in
-    /// locals: ring stores through raw pointers would otherwise force the
-    /// compiler to reload `self` after each one.
+    /// The list context for transport `UD` (which must match `self.av`).
+    #[inline(always)]
+    fn ctx<const UD: bool>(&self) -> ListCtx<'_, UD> {
+        let progress = &*self.progress;
+        ListCtx {
+            ring: self.ring,
+            qpn: self.qpn,
+            av: self.av.as_ref().unwrap_or(&NO_AV),
+            ranges: &self.inline_src[..self.n_inline_src.min(MAX_INLINE_SOURCES)],
+            progress,
+            recorder: progress.recorder(),
+        }
+    }
+
+    /// One WR through the context's fast paths, else through the general
+    /// path, which rebuilds its own context from `self` (so `x` never has to
+    /// live in memory).
+    #[inline(always)]
+    fn emit<const K: u8, const UD: bool>(
+        &self,
+        x: &ListCtx<'_, UD>,
+        wr: &WrDesc,
+        pi: u16,
+        room: &mut Room,
+    ) -> Result<(u8, u16), PostError> {
+        if let Some(v) = x.emit_fast::<K>(wr, pi, room) {
+            return Ok(v);
+        }
+        let (r, ci) = self.ctx::<UD>().emit_general(op_of(K), wr, pi, room.ci);
+        room.ci = ci;
+        if let Ok((_, nbb)) = r {
+            room.free = x.free_at(pi.wrapping_add(nbb), ci);
+        }
+        r
+    }
+
+    /// Dispatches on the list length and the transport. On any failure the
+    /// producer index stays where the list began (nothing was rung and the
+    /// slots were free, so the list is simply not posted: all-or-nothing,
+    /// like `ibv_wr_abort`).
     #[inline(always)]
     fn post_list<const K: u8>(&mut self, wrs: &[WrDesc]) -> Result<(), PostError> {
-        let op = op_of(K);
-        let ring = self.ring;
-        let qpn = self.qpn;
-        let wqe_cnt = self.wqe_cnt;
-        let av = self.av.as_ref();
-        let ud = av.is_some();
-        let ranges = &self.inline_src[..self.n_inline_src.min(MAX_INLINE_SOURCES)];
-        let progress = &*self.progress;
-        let recorder = progress.recorder();
+        match (wrs, self.av.is_some()) {
+            ([wr], false) => self.post_one::<K, false>(wr),
+            ([wr], true) => self.post_one::<K, true>(wr),
+            (_, false) => self.post_many::<K, false>(wrs),
+            (_, true) => self.post_many::<K, true>(wrs),
+        }
+    }
+
+    /// A single WR (the BlueFlame case): the steps of `post_many` without
+    /// the loop.
+    #[inline(always)]
+    fn post_one<const K: u8, const UD: bool>(&mut self, wr: &WrDesc) -> Result<(), PostError> {
+        let x = self.ctx::<UD>();
         let start = self.pi;
+        let ci = self.ci_cached;
+        let mut room = Room {
+            ci,
+            free: x.free_at(start, ci),
+        };
+        let r = self.emit::<K, UD>(&x, wr, start, &mut room);
+        let ring = x.ring;
+        self.ci_cached = room.ci;
+        let (ds, nbb) = r?;
+        let pi = start.wrapping_add(nbb);
+        self.pi = pi;
+        // SAFETY: the one WQE up to pi has been written just above.
+        unsafe { self.db.ring(&ring, pi, start, ds, 1) };
+        Ok(())
+    }
+
+    /// One pass over the list: each WQE is checked, given room and written;
+    /// the first failure ends the list unposted.
+    #[inline(always)]
+    fn post_many<const K: u8, const UD: bool>(&mut self, wrs: &[WrDesc]) -> Result<(), PostError> {
+        let x = self.ctx::<UD>();
+        let start = self.pi;
+        let ci = self.ci_cached;
+        let mut room = Room {
+            ci,
+            free: x.free_at(start, ci),
+        };
         let mut pi = start;
-        let mut ci = self.ci_cached;
         let mut last_bb = start;
         let mut last_ds = 0u8;
         let mut result = Ok(());
         for wr in wrs {
-            // Fast path: RC without inline data is one WQEBB (ds <= 4).
-            let has_inline = wr.inline && wr.len != 0;
-            if !ud && !has_inline {
-                let end = pi.wrapping_add(1);
-                if end.wrapping_sub(ci) as u32 > wqe_cnt {
-                    ci = progress.ci();
-                    if end.wrapping_sub(ci) as u32 > wqe_cnt {
-                        result = Err(PostError::QueueFull);
-                        break;
+            // The fast path's (ds, nbb) stay plain scalars; only the general
+            // path produces a Result.
+            let (ds, nbb) = match x.emit_fast::<K>(wr, pi, &mut room) {
+                Some(v) => v,
+                None => {
+                    let (r, ci) = self.ctx::<UD>().emit_general(op_of(K), wr, pi, room.ci);
+                    room.ci = ci;
+                    match r {
+                        Ok((ds, nbb)) => {
+                            room.free = x.free_at(pi.wrapping_add(nbb), ci);
+                            (ds, nbb)
+                        }
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
                     }
                 }
-                recorder.record(pi, wr.wr_id, 1);
-                // SAFETY: WQEBB pi is free (room check above); RC, no inline.
-                last_ds = unsafe { write_rc_bb(&ring, pi, qpn, op, wr) };
-                last_bb = pi;
-                pi = end;
-                continue;
-            }
-            let s = match shape(op, wr, ud) {
-                Ok(s) if s.nbb as u32 > wqe_cnt => Err(PostError::Unsupported),
-                Ok(_) if wr.inline && wr.len != 0 && !inline_ok(ranges, wr.laddr, wr.len) => {
-                    Err(PostError::Unsupported)
-                }
-                other => other,
             };
-            let s = match s {
-                Ok(s) => s,
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            };
-            let end = pi.wrapping_add(s.nbb);
-            if end.wrapping_sub(ci) as u32 > wqe_cnt {
-                ci = progress.ci();
-                if end.wrapping_sub(ci) as u32 > wqe_cnt {
-                    result = Err(PostError::QueueFull);
-                    break;
-                }
-            }
-            recorder.record(pi, wr.wr_id, s.nbb);
-            // SAFETY: s is the shape of this WR on this SQ (checked above),
-            // its WQEBBs pi..end are free (room check above), and an inline
-            // source lies in a declared readable range.
-            unsafe { write_wqe(&ring, pi, qpn, av, op, wr, s) };
             last_bb = pi;
-            last_ds = s.ds;
-            pi = end;
+            last_ds = ds;
+            pi = pi.wrapping_add(nbb);
         }
-        self.ci_cached = ci;
+        let ring = x.ring;
+        self.ci_cached = room.ci;
         if result.is_err() || wrs.is_empty() {
             return result;
         }
         self.pi = pi;
         // SAFETY: every WQE up to pi has been written just above.
-        unsafe { self.db.ring(&self.ring, pi, last_bb, last_ds, wrs.len()) };
+        unsafe { self.db.ring(&ring, pi, last_bb, last_ds, wrs.len()) };
         Ok(())
     }
 }
@@ -508,7 +811,7 @@ impl<M: Mmio> SendQueue for DirectSq<M> {
     /// One post list, one doorbell: BlueFlame for a single WQE that fits
     /// `bf.size`, else an 8-byte doorbell with the last WQE's ctrl bytes.
     /// All-or-nothing: `QueueFull` / `Unsupported` leave nothing posted.
-    #[inline]
+    #[inline(always)]
     fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
         match op {
             Op::Write => self.post_list::<{ k::WRITE }>(wrs),

@@ -113,11 +113,39 @@ impl SqRing {
         let off = ((bb as usize) & (self.wqe_cnt as usize - 1)) << WQEBB_SHIFT;
         self.buf.as_ptr().wrapping_add(off)
     }
+    /// True when WQEBBs `bb..bb+nbb` lie before the ring end, so the WQE can
+    /// be written with a [`FlatCursor`] (no wrap checks).
+    #[inline(always)]
+    pub fn fits_flat(&self, bb: u16, nbb: u16) -> bool {
+        (bb as u32 & (self.wqe_cnt - 1)) + nbb as u32 <= self.wqe_cnt
+    }
     /// The ring's first byte.
     #[inline(always)]
     pub fn start(&self) -> *mut u8 {
         self.buf.as_ptr()
     }
+}
+
+/// Where a WQE's segments go, in order: [`WqeCursor`] (wraps at the ring
+/// end) or [`FlatCursor`] (a WQE known not to reach it).
+pub trait SegWriter {
+    /// Writes one 16-byte unit.
+    ///
+    /// # Safety
+    /// The unit must lie inside the WQE's owned WQEBBs (the caller's shape).
+    unsafe fn put16(&mut self, unit: [u8; 16]);
+    /// Writes a 48-byte segment (the address vector).
+    ///
+    /// # Safety
+    /// As `put16`, for all three units.
+    unsafe fn put48(&mut self, seg: &[u8; 48]);
+    /// Writes an inline segment (4-byte header, `len` payload bytes from
+    /// `src`) and moves to the next 16-byte boundary.
+    ///
+    /// # Safety
+    /// `src..src+len` must be readable and not overlap the ring; the
+    /// `inline_ds(len)` units must lie inside the WQE's owned WQEBBs.
+    unsafe fn put_inline(&mut self, src: *const u8, len: usize);
 }
 
 /// Stores one 16-byte unit as two 8-byte stores (a `[u8; 16]` store gets
@@ -230,6 +258,78 @@ impl WqeCursor {
             let ring = self.end.offset_from(self.start) as usize;
             let off = (self.pos.offset_from(self.start) as usize + adv) & (ring - 1);
             self.pos = self.start.add(off);
+        }
+    }
+}
+
+impl SegWriter for WqeCursor {
+    #[inline(always)]
+    unsafe fn put16(&mut self, unit: [u8; 16]) {
+        // SAFETY: forwarded caller contract.
+        unsafe { WqeCursor::put16(self, unit) }
+    }
+    #[inline(always)]
+    unsafe fn put48(&mut self, seg: &[u8; 48]) {
+        // SAFETY: forwarded caller contract.
+        unsafe { WqeCursor::put48(self, seg) }
+    }
+    #[inline(always)]
+    unsafe fn put_inline(&mut self, src: *const u8, len: usize) {
+        // SAFETY: forwarded caller contract.
+        unsafe { WqeCursor::put_inline(self, src, len) }
+    }
+}
+
+/// Writes one WQE's segments in order into WQEBBs that do not reach the ring
+/// end ([`SqRing::fits_flat`]): no wrap checks, the inline payload is one copy.
+pub struct FlatCursor {
+    pos: *mut u8,
+}
+
+impl FlatCursor {
+    /// A cursor at the start of WQEBB `bb`.
+    ///
+    /// # Safety
+    /// As [`WqeCursor::new`], and `ring.fits_flat(bb, nbb)` must hold for the
+    /// WQE's `nbb`.
+    #[inline(always)]
+    pub unsafe fn new(ring: &SqRing, bb: u16) -> Self {
+        Self {
+            pos: ring.bb_ptr(bb),
+        }
+    }
+}
+
+impl SegWriter for FlatCursor {
+    #[inline(always)]
+    unsafe fn put16(&mut self, unit: [u8; 16]) {
+        // SAFETY: pos is 16-byte aligned inside the WQE's owned WQEBBs, which
+        // end before the ring end (constructor contract).
+        unsafe {
+            store16(self.pos, unit);
+            self.pos = self.pos.add(16);
+        }
+    }
+    #[inline(always)]
+    unsafe fn put48(&mut self, seg: &[u8; 48]) {
+        // SAFETY: as put16, for 48 contiguous owned bytes; `seg` is a
+        // separate array, not ring memory.
+        unsafe {
+            ptr::copy_nonoverlapping(seg.as_ptr(), self.pos, 48);
+            self.pos = self.pos.add(48);
+        }
+    }
+    #[inline(always)]
+    unsafe fn put_inline(&mut self, src: *const u8, len: usize) {
+        // SAFETY: the header and payload lie in the inline_ds(len) owned units
+        // from pos, all before the ring end (no split needed); `src` is
+        // readable for `len` and does not overlap the ring (caller contract).
+        unsafe {
+            self.pos
+                .cast::<[u8; 4]>()
+                .write(InlineHdr::new(len as u32).to_bytes());
+            ptr::copy_nonoverlapping(src, self.pos.add(4), len);
+            self.pos = self.pos.add(inline_ds(len as u32) as usize * DS_BYTES);
         }
     }
 }
