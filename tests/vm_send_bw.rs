@@ -338,7 +338,11 @@ fn threads_are_refused_with_a_reason() {
     let Some(r) = batch() else { return };
     let s = r.single("threads_refused");
     assert_eq!(s.rc, Some(1), "{}", s.out);
-    assert!(s.out.contains("--threads") && s.out.contains("-q"), "{}", s.out);
+    assert!(
+        s.out.contains("--threads") && s.out.contains("-q"),
+        "{}",
+        s.out
+    );
 }
 
 #[test]
