@@ -6,19 +6,17 @@
 //! sum of its own and the peer's report (send `-D` exchanges no report and
 //! prints its own row, as perftest does).
 
-use super::info::test_info;
 use super::method::{self, Method};
 use super::rdma_bw::{
-    check_limits, connect, describe, measure_size, qp_targets, qp_type, result, to_text_dest,
-    Measured,
+    check_limits, connect, describe, measure_size, qp_targets, qp_type, result, Measured,
 };
-use super::send_bw::{clamp_for_ud, describe_recv, next_size, ud_dests, Receiver};
-use super::setup::{Endpoint, Resources};
+use super::send_bw::{clamp_for_ud, describe_recv, next_size, ud_dests, Ready, Receiver};
+use super::setup::Endpoint;
 use super::{Fail, Out};
 use crate::cli::params::{Conn, Mode, Params, Verb};
-use crate::clock::{self, Clock};
-use crate::ctrl::choreo::{Barrier, KeyRound};
-use crate::ctrl::{self, choreography, BwReport, Dest, Role, Scenario, Step, Tool};
+use crate::clock;
+use crate::ctrl::choreo::Barrier;
+use crate::ctrl::{self, choreography, BwReport, Role, Scenario, Step, Tool};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -62,16 +60,6 @@ fn scenario(p: &Params, mtu: u64) -> Result<Scenario, Fail> {
         num_qps: p.num_qps as usize,
         ud_mtu: (p.conn == Conn::Ud).then_some(mtu as u32),
     })
-}
-
-/// Everything after the MTU exchange, built once.
-struct Ready {
-    res: Resources,
-    info: TestInfo,
-    clock: Clock,
-    mtu: u8,
-    my: Vec<Dest>,
-    rem: Vec<Dest>,
 }
 
 fn report_of(size: u64, r: &stats::BwResult) -> BwReport {
@@ -139,25 +127,9 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 cb_cl = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
             }
             Step::Mtu => {
-                let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
-                let res = Resources::create(&ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?;
-                let clock = Clock::calibrate();
-                let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
-                let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
-                out.print(&text::info_block(&info));
-                let my: Vec<Dest> = (0..res.qps.len()).map(|i| res.dest(&ep, i)).collect();
-                report = p
-                    .json_file
-                    .as_ref()
-                    .map(|f| json::JsonReport::new(f, &info));
-                ready = Some(Ready {
-                    rem: my.clone(),
-                    res,
-                    info,
-                    clock,
-                    mtu,
-                    my,
-                });
+                let (r, j) = Ready::at_mtu(&mut sess, &ep, p, cb_cl, flags, method, out)?;
+                ready = Some(r);
+                report = j;
             }
             _ => {
                 let r = ready
@@ -165,24 +137,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                     .ok_or_else(|| Fail::new("internal: no resources"))?;
                 match e.step {
                     Step::Keys { qp, round } => {
-                        if round == KeyRound::AfterConnect && qp == 0 {
-                            for l in &r.my {
-                                out.print(&text::address_line(
-                                    text::Side::Local,
-                                    &to_text_dest(l),
-                                    &r.info,
-                                ));
-                            }
-                        }
-                        let name = e.step.to_string();
-                        r.rem[qp] = sess.hand_shake_step(&name, &r.my[qp]).map_err(Fail::ctrl)?;
-                        if round == KeyRound::AfterConnect {
-                            out.print(&text::address_line(
-                                text::Side::Remote,
-                                &to_text_dest(&r.rem[qp]),
-                                &r.info,
-                            ));
-                        }
+                        r.keys(&mut sess, &e.step, qp, round, out)?;
                     }
                     Step::Connect => {
                         // Duplex: both sides send, so both go to RTS.

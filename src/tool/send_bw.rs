@@ -283,14 +283,82 @@ fn send_one(
     Ok((r, err))
 }
 
-/// Everything after the MTU exchange, built once.
-struct Ready {
-    res: Resources,
-    info: TestInfo,
-    clock: Clock,
-    mtu: u8,
-    my: Vec<Dest>,
-    rem: Vec<Dest>,
+/// Everything after the MTU exchange, built once (send-bw and duplex).
+pub(crate) struct Ready {
+    pub(crate) res: Resources,
+    pub(crate) info: TestInfo,
+    pub(crate) clock: Clock,
+    pub(crate) mtu: u8,
+    pub(crate) my: Vec<Dest>,
+    pub(crate) rem: Vec<Dest>,
+}
+
+impl Ready {
+    /// The choreography's MTU step: exchange the MTU, create the resources,
+    /// print the info block; also opens the JSON report when asked for.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn at_mtu(
+        sess: &mut Session,
+        ep: &Endpoint,
+        p: &Params,
+        cb_cl: (u32, u32),
+        flags: Option<u64>,
+        method: Method,
+        out: Out,
+    ) -> Result<(Ready, Option<json::JsonReport>), Fail> {
+        let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
+        let res = Resources::create(ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?;
+        let clock = Clock::calibrate();
+        let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
+        let info = test_info(p, ep, &res, mtu_bytes, method, &clock);
+        out.print(&text::info_block(&info));
+        let my: Vec<Dest> = (0..res.qps.len()).map(|i| res.dest(ep, i)).collect();
+        let report = p
+            .json_file
+            .as_ref()
+            .map(|f| json::JsonReport::new(f, &info));
+        let ready = Ready {
+            rem: my.clone(),
+            res,
+            info,
+            clock,
+            mtu,
+            my,
+        };
+        Ok((ready, report))
+    }
+
+    /// A key-message step; after connecting, prints the address lines as
+    /// perftest does (all local lines before the first remote one).
+    pub(crate) fn keys(
+        &mut self,
+        sess: &mut Session,
+        step: &Step,
+        qp: usize,
+        round: KeyRound,
+        out: Out,
+    ) -> Result<(), Fail> {
+        if round == KeyRound::AfterConnect && qp == 0 {
+            for l in &self.my {
+                out.print(&text::address_line(
+                    text::Side::Local,
+                    &to_text_dest(l),
+                    &self.info,
+                ));
+            }
+        }
+        self.rem[qp] = sess
+            .hand_shake_step(&step.to_string(), &self.my[qp])
+            .map_err(Fail::ctrl)?;
+        if round == KeyRound::AfterConnect {
+            out.print(&text::address_line(
+                text::Side::Remote,
+                &to_text_dest(&self.rem[qp]),
+                &self.info,
+            ));
+        }
+        Ok(())
+    }
 }
 
 pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
@@ -329,25 +397,9 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 cb_cl = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
             }
             Step::Mtu => {
-                let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
-                let res = Resources::create(&ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?;
-                let clock = Clock::calibrate();
-                let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
-                let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
-                out.print(&text::info_block(&info));
-                let my: Vec<Dest> = (0..res.qps.len()).map(|i| res.dest(&ep, i)).collect();
-                report = p
-                    .json_file
-                    .as_ref()
-                    .map(|f| json::JsonReport::new(f, &info));
-                ready = Some(Ready {
-                    rem: my.clone(),
-                    res,
-                    info,
-                    clock,
-                    mtu,
-                    my,
-                });
+                let (r, j) = Ready::at_mtu(&mut sess, &ep, p, cb_cl, flags, method, out)?;
+                ready = Some(r);
+                report = j;
             }
             _ => {
                 let r = ready
@@ -355,26 +407,9 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                     .ok_or_else(|| Fail::new("internal: no resources"))?;
                 match e.step {
                     Step::Keys { qp, round } => {
-                        if round == KeyRound::AfterConnect && qp == 0 {
-                            for l in &r.my {
-                                out.print(&text::address_line(
-                                    text::Side::Local,
-                                    &to_text_dest(l),
-                                    &r.info,
-                                ));
-                            }
-                        }
-                        let name = e.step.to_string();
-                        r.rem[qp] = sess.hand_shake_step(&name, &r.my[qp]).map_err(Fail::ctrl)?;
-                        if round == KeyRound::AfterConnect {
-                            out.print(&text::address_line(
-                                text::Side::Remote,
-                                &to_text_dest(&r.rem[qp]),
-                                &r.info,
-                            ));
-                            if qp + 1 == r.my.len() {
-                                out.print(&text::bw_header(&r.info));
-                            }
+                        r.keys(&mut sess, &e.step, qp, round, out)?;
+                        if round == KeyRound::AfterConnect && qp + 1 == r.my.len() {
+                            out.print(&text::bw_header(&r.info));
                         }
                     }
                     Step::Connect => {
