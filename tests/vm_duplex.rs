@@ -164,27 +164,7 @@ fn script() -> String {
 
 fn batch() -> Option<&'static vm::BatchResult> {
     static BATCH: OnceLock<vm::BatchResult> = OnceLock::new();
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
-        return None;
-    }
-    let r = BATCH.get_or_init(|| {
-        let r = vm::Batch::new()
-            .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-            .timeout_s(900)
-            .run(&script());
-        println!(
-            "vm: status {} boot {:?} s, script {:?} s, total {:.1} s",
-            r.status, r.boot_s, r.script_s, r.total_s
-        );
-        r
-    });
-    assert_eq!(
-        r.status, 0,
-        "the VM batch did not finish (124: VM timeout, 125: VM failed):\n{}",
-        r.console
-    );
-    Some(r)
+    vm::shared_batch(&BATCH, env!("CARGO_BIN_EXE_rdmaperf"), 900, script)
 }
 
 /// One BW result row: #bytes, #iterations, peak, average, msg rate.

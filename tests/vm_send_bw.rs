@@ -175,41 +175,10 @@ fn script() -> String {
 /// The shared batch, or `None` (after printing SKIPPED) when the VM cannot run here.
 fn batch() -> Option<&'static vm::BatchResult> {
     static BATCH: OnceLock<vm::BatchResult> = OnceLock::new();
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
-        return None;
-    }
-    let r = BATCH.get_or_init(|| {
-        let r = vm::Batch::new()
-            .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-            .timeout_s(1500)
-            .run(&script());
-        println!(
-            "vm: status {} boot {:?} s, script {:?} s, total {:.1} s",
-            r.status, r.boot_s, r.script_s, r.total_s
-        );
-        r
-    });
-    assert_eq!(
-        r.status, 0,
-        "the VM batch did not finish (124: VM timeout, 125: VM failed):\n{}",
-        r.console
-    );
-    Some(r)
+    vm::shared_batch(&BATCH, env!("CARGO_BIN_EXE_rdmaperf"), 1500, script)
 }
 
-/// The `(#bytes, #iterations)` of every perftest BW result row: a line of at least 5 numbers.
-fn result_rows(out: &str) -> Vec<(u64, u64)> {
-    out.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 5 || !f.iter().all(|x| x.parse::<f64>().is_ok()) {
-                return None;
-            }
-            Some((f[0].parse().ok()?, f[1].parse().ok()?))
-        })
-        .collect()
-}
+use vm::bw_result_rows as result_rows;
 
 #[test]
 fn parses_result_rows() {

@@ -314,3 +314,46 @@ impl BatchResult {
         )
     }
 }
+
+/// The one VM boot a test file shares between its tests: boots on first use
+/// with `script()`, then hands every caller the same result. `None` (after
+/// printing SKIPPED with the reason) when the VM cannot run here; a batch
+/// that did not finish fails the caller.
+pub fn shared_batch(
+    cell: &'static OnceLock<BatchResult>,
+    bin: &str,
+    timeout_s: u64,
+    script: impl FnOnce() -> String,
+) -> Option<&'static BatchResult> {
+    if let Err(why) = available() {
+        println!("SKIPPED: {why}");
+        return None;
+    }
+    let r = cell.get_or_init(|| {
+        let r = Batch::new().bin(bin).timeout_s(timeout_s).run(&script());
+        println!(
+            "vm: status {} boot {:?} s, script {:?} s, total {:.1} s",
+            r.status, r.boot_s, r.script_s, r.total_s
+        );
+        r
+    });
+    assert_eq!(
+        r.status, 0,
+        "the VM batch did not finish (124: VM timeout, 125: VM failed):\n{}",
+        r.console
+    );
+    Some(r)
+}
+
+/// The `(#bytes, #iterations)` of every perftest BW result row: a line of at least 5 numbers.
+pub fn bw_result_rows(out: &str) -> Vec<(u64, u64)> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 5 || !f.iter().all(|x| x.parse::<f64>().is_ok()) {
+                return None;
+            }
+            Some((f[0].parse().ok()?, f[1].parse().ok()?))
+        })
+        .collect()
+}
