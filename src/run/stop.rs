@@ -1,10 +1,35 @@
 //! Ctrl-C / SIGTERM: the first signal asks the loops to stop (they poll a flag,
-//! no syscall), the second exits at once.
+//! no syscall), a second one at least [`REPEAT_NS`] later exits at once.
 
-use core::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// CLOCK_MONOTONIC time of the first signal, in ns.
+static FIRST_NS: AtomicU64 = AtomicU64::new(0);
+
+/// A signal closer than this to the first is the same request delivered twice,
+/// not the user pressing Ctrl-C again: GNU `timeout` (and mpirun-style
+/// wrappers) forward a signal to the child *and* to its process group, so the
+/// child often gets two SIGINTs microseconds apart. Exiting on that second
+/// copy would throw away the partial result the first one asked for.
+pub const REPEAT_NS: u64 = 500_000_000;
+
+/// Whether a signal at `now_ns` after a first one at `first_ns` means "exit now".
+#[inline]
+pub const fn is_repeat(first_ns: u64, now_ns: u64) -> bool {
+    now_ns.saturating_sub(first_ns) >= REPEAT_NS
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime is async-signal-safe and writes only `ts`, a valid local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 /// Control sockets to shut down on the first signal (two: a loopback run has
 /// a server and a client session in one process). -1 = empty.
 static SOCKETS: [AtomicI32; 2] = [AtomicI32::new(-1), AtomicI32::new(-1)];
@@ -57,11 +82,17 @@ pub fn request() {
 }
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    // Async-signal-safe: atomics and _exit only.
+    // Async-signal-safe: atomics, clock_gettime, shutdown and _exit only.
+    let now = monotonic_ns();
     if STOP.swap(true, Ordering::Relaxed) {
-        // SAFETY: _exit is async-signal-safe; a second signal means "now".
-        unsafe { libc::_exit(128 + sig) };
+        if is_repeat(FIRST_NS.load(Ordering::Relaxed), now) {
+            // SAFETY: _exit is async-signal-safe; a repeated signal means "now".
+            unsafe { libc::_exit(128 + sig) };
+        }
+        // A duplicate delivery of the first request: already being handled.
+        return;
     }
+    FIRST_NS.store(now, Ordering::Relaxed);
     SIGNAL.store(sig, Ordering::Relaxed);
     for slot in &SOCKETS {
         let fd = slot.load(Ordering::Acquire);
@@ -92,5 +123,23 @@ pub fn exit_status() -> Option<i32> {
     match signal() {
         0 => None,
         s => Some(128 + s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_signal_exits_only_when_it_is_a_new_request() {
+        let t0 = 1_000_000_000_000;
+        // timeout(1) delivering the same SIGINT to the child and its group.
+        assert!(!is_repeat(t0, t0 + 20_000));
+        assert!(!is_repeat(t0, t0 + REPEAT_NS - 1));
+        // The user pressing Ctrl-C again.
+        assert!(is_repeat(t0, t0 + REPEAT_NS));
+        assert!(is_repeat(t0, t0 + 3_000_000_000));
+        // A stop requested by code (first_ns 0), then a signal: exit.
+        assert!(is_repeat(0, t0));
     }
 }
