@@ -9,12 +9,13 @@
 #       would otherwise wait forever). Returns 0 iff both sides exited 0.
 #   single NAME 'CMD'       runs one command -> $RESULTS/NAME.{out,rc}
 #   wait_port PORT [PID]    waits until a TCP listener on PORT shows (gives up when PID exits)
+#   wait_cm_port PORT [PID] the same for an rdma_cm listener (-R servers)
 #
 # Knobs (set in the case script before use): PAIR_TIMEOUT (s per side, default 120),
 # PAIR_BEFORE_CLIENT (a command eval'ed once the server listens, before the client starts;
 # e.g. a relay that the client then connects to),
 # PAIR_PORT (first port, default 18515), PAIR_GRACE (1), PAIR_CM_WAIT (3: rdma_cm servers,
-# perftest -R/-z, do not listen on TCP, so the client starts after this fixed wait),
+# perftest -R/-z, do not listen on TCP; used only when the `rdma` tool is missing),
 # WAIT_PORT_TIMEOUT (30).
 
 : "${RESULTS:?vm-lib.sh: RESULTS is not set; run this inside scripts/rxe-vm.sh}"
@@ -43,6 +44,26 @@ wait_port() {
     done
 }
 
+# Like wait_port for an rdma_cm listener (perftest/rdmaperf -R listen through the RDMA CM,
+# not TCP): `rdma res show cm_id` lists it; without the rdma tool, a fixed PAIR_CM_WAIT.
+wait_cm_port() {
+    local port=$1 pid=${2:-} deadline
+    if ! command -v rdma >/dev/null; then sleep "$PAIR_CM_WAIT"; return 0; fi
+    deadline=$(awk "BEGIN{print $(_vm_now) + $WAIT_PORT_TIMEOUT}")
+    while :; do
+        rdma res show cm_id 2>/dev/null | grep -q "state LISTEN .*src-addr [0-9.]*:$port\b" && return 0
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+            echo "wait_cm_port: process $pid exited before port $port listened" >&2
+            return 1
+        fi
+        if awk "BEGIN{exit !($(_vm_now) > $deadline)}"; then
+            echo "wait_cm_port: no rdma_cm listener on port $port after ${WAIT_PORT_TIMEOUT}s" >&2
+            return 1
+        fi
+        sleep 0.05
+    done
+}
+
 # Starts one side in the background: its pid in $_vm_pid. Line-buffered so a killed side
 # still leaves its output.
 _vm_start() { # NAME SIDE CMD
@@ -63,8 +84,10 @@ pair() {
     _vm_next_port=$((_vm_next_port + 1))
     t0=$(_vm_now)
     _vm_start "$name" server "$scmd"; spid=$_vm_pid
-    case " $scmd " in
-        *" -R "*|*" --rdma_cm "*|*" -z "*|*" --comm_rdma_cm "*) sleep "$PAIR_CM_WAIT" ;;
+    # Variables in the command ($O ...) are expanded to look for the rdma_cm flags.
+    case " $(eval echo "$scmd") " in
+        *" -R "*|*" --rdma_cm "*|*" -z "*|*" --comm_rdma_cm "*)
+            wait_cm_port "$PORT" "$spid" 2>>"$RESULTS/$name.server.out" ;;
         *) wait_port "$PORT" "$spid" 2>>"$RESULTS/$name.server.out" ;;
     esac
     if [ -n "${PAIR_BEFORE_CLIENT:-}" ]; then eval "$PAIR_BEFORE_CLIENT"; fi

@@ -578,6 +578,17 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         }
         post = PostChoice::PostSend;
     }
+    if a.rdma_cm && conn == Conn::Uc {
+        return Err(rule(
+            "-R: UC is not supported in librdmacm; use -c RC with -R, or drop -R for UC",
+        ));
+    }
+    if a.rdma_cm && post == PostChoice::Direct {
+        return Err(rule(
+            "-R with --post direct: the direct path's mlx5dv QPs are connected by key messages \
+             only; use --post wr-api or post-send with -R",
+        ));
+    }
     if a.loopback && a.server.is_some() {
         return Err(rule(
             "--loopback runs both ends itself; drop the server name",
@@ -672,6 +683,26 @@ mod tests {
         assert_eq!(p.cq_mod, 1);
         assert_eq!(p.port, 18515);
         assert!(p.is_server());
+    }
+
+    #[test]
+    fn rdma_cm_rules() {
+        let with = |conn: &str, post: &str| {
+            resolve(
+                WRITE_BW,
+                &PerfArgs {
+                    rdma_cm: true,
+                    connection: Some(conn.into()),
+                    post: post.into(),
+                    ..args()
+                },
+            )
+        };
+        assert!(with("RC", "auto").unwrap().rdma_cm);
+        let e = with("UC", "auto").unwrap_err();
+        assert!(e.contains("UC is not supported in librdmacm"), "{e}");
+        let e = with("RC", "direct").unwrap_err();
+        assert!(e.contains("-R with --post direct"), "{e}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::cm_link::CmLink;
 use super::error::{CtrlError, Dir};
 
 /// perftest's default control port (`-p`).
@@ -121,10 +122,18 @@ impl Listener {
     }
 }
 
+/// What carries the messages: perftest's TCP socket, or (`-R`) an RC QP
+/// connected by the RDMA CM.
+#[derive(Debug)]
+enum Io {
+    Tcp(TcpStream),
+    Cm(Box<CmLink>),
+}
+
 /// One control connection: lock-step exchanges of fixed-size messages.
 #[derive(Debug)]
 pub struct Channel {
-    stream: TcpStream,
+    io: Io,
     peer: SocketAddr,
     role: Role,
     step_timeout: Option<Duration>,
@@ -135,7 +144,7 @@ impl Channel {
         // Lock-step small messages: never let Nagle hold one back.
         stream.set_nodelay(true)?;
         Ok(Channel {
-            stream,
+            io: Io::Tcp(stream),
             peer,
             role,
             step_timeout: Some(DEFAULT_STEP_TIMEOUT),
@@ -198,11 +207,42 @@ impl Channel {
         }
     }
 
+    /// A control link over rdma_cm (`-R`), as the client or the server.
+    pub fn from_cm(link: CmLink, role: Role) -> Channel {
+        Channel {
+            peer: link.peer(),
+            io: Io::Cm(Box::new(link)),
+            role,
+            step_timeout: Some(DEFAULT_STEP_TIMEOUT),
+        }
+    }
+
+    /// Whether messages go over rdma_cm (then key messages are binary).
+    pub fn is_cm(&self) -> bool {
+        matches!(self.io, Io::Cm(_))
+    }
+
+    /// rdma_cm only: the size of the next message (waiting for it).
+    pub fn next_message_len(
+        &mut self,
+        step: &str,
+        timeout: Option<Duration>,
+    ) -> Result<Option<usize>, CtrlError> {
+        match &mut self.io {
+            Io::Cm(l) => l.next_len(step, timeout).map(Some),
+            Io::Tcp(_) => Ok(None),
+        }
+    }
+
     /// The connected socket, so a signal handler can shut it down (which
-    /// makes a blocked read or write return at once).
+    /// makes a blocked read or write return at once); -1 over rdma_cm (its
+    /// waits poll the stop flag instead).
     pub fn raw_fd(&self) -> std::os::fd::RawFd {
         use std::os::fd::AsRawFd;
-        self.stream.as_raw_fd()
+        match &self.io {
+            Io::Tcp(s) => s.as_raw_fd(),
+            Io::Cm(_) => -1,
+        }
     }
 
     /// Client or server.
@@ -227,7 +267,10 @@ impl Channel {
 
     /// Writes one whole message (one `write` call for these sizes).
     pub fn send(&mut self, step: &str, msg: &[u8]) -> Result<(), CtrlError> {
-        let stream = &mut self.stream;
+        let stream = match &mut self.io {
+            Io::Tcp(s) => s,
+            Io::Cm(l) => return l.send(step, msg, self.step_timeout),
+        };
         let r = stream
             .set_write_timeout(self.step_timeout)
             .and_then(|()| stream.write_all(msg));
@@ -241,7 +284,7 @@ impl Channel {
                 expected: msg.len(),
                 bytes: Box::default(),
             },
-            _ => self.io_err(Dir::Writing, step, e),
+            _ => io_err(self.peer, Dir::Writing, step, e),
         })
     }
 
@@ -273,6 +316,11 @@ impl Channel {
         total: usize,
         timeout: Option<Duration>,
     ) -> Result<(), CtrlError> {
+        let peer = self.peer;
+        let stream = match &mut self.io {
+            Io::Tcp(s) => s,
+            Io::Cm(l) => return l.recv_more(step, buf, total, timeout),
+        };
         let deadline = timeout.map(|t| (Instant::now() + t, t));
         let mut chunk = [0u8; 512];
         while buf.len() < total {
@@ -281,21 +329,21 @@ impl Channel {
                 Some((at, waited)) => {
                     let left = at.saturating_duration_since(Instant::now());
                     if left.is_zero() {
-                        return Err(self.timeout_err(step, buf, total, waited));
+                        return Err(timeout_err(peer, step, buf, total, waited));
                     }
                     Some(left)
                 }
             };
-            if let Err(e) = self.stream.set_read_timeout(read_timeout) {
-                return Err(self.io_err(Dir::Reading, step, e));
+            if let Err(e) = stream.set_read_timeout(read_timeout) {
+                return Err(io_err(peer, Dir::Reading, step, e));
             }
             let want = (total - buf.len()).min(chunk.len());
-            match self.stream.read(&mut chunk[..want]) {
+            match stream.read(&mut chunk[..want]) {
                 Ok(0) => {
                     return Err(CtrlError::PeerClosed {
                         dir: Dir::Reading,
                         step: step.to_owned(),
-                        peer: self.peer,
+                        peer,
                         got: buf.len(),
                         expected: total,
                         bytes: buf.as_slice().into(),
@@ -305,9 +353,9 @@ impl Channel {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     let waited = deadline.map_or(Duration::ZERO, |d| d.1);
-                    return Err(self.timeout_err(step, buf, total, waited));
+                    return Err(timeout_err(peer, step, buf, total, waited));
                 }
-                Err(e) => return Err(self.io_err(Dir::Reading, step, e)),
+                Err(e) => return Err(io_err(peer, Dir::Reading, step, e)),
             }
         }
         Ok(())
@@ -350,21 +398,29 @@ impl Channel {
     /// [`DRAIN_WAIT`] passes, so neither side's close turns into a reset.
     /// Errors are ignored: the close handshake before this already synced both
     /// sides. Returns the drained bytes.
-    pub fn finish(mut self, trailer: Option<&[u8]>) -> Vec<u8> {
+    pub fn finish(self, trailer: Option<&[u8]>) -> Vec<u8> {
+        let mut stream = match self.io {
+            Io::Tcp(s) => s,
+            Io::Cm(l) => {
+                // No trailer over rdma_cm (perftest sends none there).
+                l.finish();
+                return Vec::new();
+            }
+        };
         if let Some(t) = trailer {
-            let _ = self.stream.set_write_timeout(Some(DRAIN_WAIT));
-            let _ = self.stream.write_all(t);
+            let _ = stream.set_write_timeout(Some(DRAIN_WAIT));
+            let _ = stream.write_all(t);
         }
-        let _ = self.stream.shutdown(Shutdown::Write);
+        let _ = stream.shutdown(Shutdown::Write);
         let mut drained = Vec::new();
         let start = Instant::now();
         let mut chunk = [0u8; 64];
         while drained.len() < 4096 {
             let left = DRAIN_WAIT.saturating_sub(start.elapsed());
-            if left.is_zero() || self.stream.set_read_timeout(Some(left)).is_err() {
+            if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
                 break;
             }
-            match self.stream.read(&mut chunk) {
+            match stream.read(&mut chunk) {
                 Ok(0) => break,
                 Ok(n) => drained.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -373,37 +429,42 @@ impl Channel {
         }
         drained
     }
+}
 
-    fn timeout_err(&self, step: &str, buf: &[u8], total: usize, waited: Duration) -> CtrlError {
-        CtrlError::Timeout {
-            dir: Dir::Reading,
-            step: step.to_owned(),
-            peer: self.peer,
-            waited,
-            got: buf.len(),
-            expected: total,
-            bytes: buf.into(),
-        }
+fn timeout_err(
+    peer: SocketAddr,
+    step: &str,
+    buf: &[u8],
+    total: usize,
+    waited: Duration,
+) -> CtrlError {
+    CtrlError::Timeout {
+        dir: Dir::Reading,
+        step: step.to_owned(),
+        peer,
+        waited,
+        got: buf.len(),
+        expected: total,
+        bytes: buf.into(),
     }
+}
 
-    fn io_err(&self, dir: Dir, step: &str, source: io::Error) -> CtrlError {
-        let step = step.to_owned();
-        let peer = self.peer;
-        match source.kind() {
-            ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
-                CtrlError::PeerGone {
-                    dir,
-                    step,
-                    peer,
-                    source,
-                }
-            }
-            _ => CtrlError::Io {
+fn io_err(peer: SocketAddr, dir: Dir, step: &str, source: io::Error) -> CtrlError {
+    let step = step.to_owned();
+    match source.kind() {
+        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
+            CtrlError::PeerGone {
                 dir,
                 step,
                 peer,
                 source,
-            },
+            }
         }
+        _ => CtrlError::Io {
+            dir,
+            step,
+            peer,
+            source,
+        },
     }
 }

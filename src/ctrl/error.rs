@@ -135,6 +135,14 @@ pub enum CtrlError {
         source: WireError,
     },
 
+    /// Setting up the rdma_cm control connection (`-R`) failed.
+    #[error("rdma_cm control connection ({step}, {peer}): {detail}")]
+    Cm {
+        step: String,
+        peer: String,
+        detail: String,
+    },
+
     /// A local value that cannot be sent (programming or configuration error).
     #[error("cannot send {step}: {source}")]
     Local { step: String, source: WireError },

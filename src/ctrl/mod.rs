@@ -13,6 +13,7 @@
 
 pub mod channel;
 pub mod choreo;
+pub mod cm_link;
 pub mod error;
 pub mod session;
 pub mod wire;

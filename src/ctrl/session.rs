@@ -26,6 +26,8 @@ pub struct Session {
     /// The next read waits for the peer's measurement run.
     peer_run_pending: bool,
     peer_run_timeout: Option<Duration>,
+    /// Carried in binary key messages only (`-R`).
+    gid_index: u32,
 }
 
 impl Session {
@@ -39,6 +41,7 @@ impl Session {
             hand_shakes: 0,
             peer_run_pending: false,
             peer_run_timeout: None,
+            gid_index: 0,
         }
     }
 
@@ -191,6 +194,9 @@ impl Session {
     /// `Display` of a [`super::choreo::Step`].
     pub fn hand_shake_step(&mut self, step: &str, my: &Dest) -> Result<Dest, CtrlError> {
         self.hand_shakes += 1;
+        if self.channel.is_cm() {
+            return self.hand_shake_bin(step, my);
+        }
         let out = wire::encode_key(my).map_err(|source| CtrlError::Local {
             step: step.to_owned(),
             source,
@@ -207,6 +213,37 @@ impl Session {
                 Ok(theirs)
             }
         }
+    }
+
+    /// Over rdma_cm the key message is perftest's binary struct (56 bytes; 64
+    /// from a 6.29 peer, told apart by the message's own length).
+    fn hand_shake_bin(&mut self, step: &str, my: &Dest) -> Result<Dest, CtrlError> {
+        let out = wire::encode_key_bin(my, self.gid_index);
+        let timeout = self.read_timeout();
+        let recv = |s: &mut Session| -> Result<Dest, CtrlError> {
+            let len = s
+                .channel
+                .next_message_len(step, timeout)?
+                .unwrap_or(wire::KEY_LEN_BIN);
+            let got = s.channel.recv_timeout(step, len, timeout)?;
+            wire::decode_key_bin(&got).map_err(|e| s.protocol(step, e))
+        };
+        match self.role() {
+            Role::Client => {
+                self.channel.send(step, &out)?;
+                recv(self)
+            }
+            Role::Server => {
+                let theirs = recv(self)?;
+                self.channel.send(step, &out)?;
+                Ok(theirs)
+            }
+        }
+    }
+
+    /// The GID index sent in binary (rdma_cm) key messages.
+    pub fn set_gid_index(&mut self, i: u32) {
+        self.gid_index = i;
     }
 
     fn recv_key(

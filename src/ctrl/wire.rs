@@ -432,6 +432,66 @@ pub fn encode_key(d: &Dest) -> Result<Vec<u8>, WireError> {
     Ok(out)
 }
 
+/// rdma_cm (`-R`) key message: perftest sends `struct pingpong_dest` itself,
+/// integers big-endian, GID raw: `{lid, out_reads, qpn, psn, rkey, pad4,
+/// vaddr, gid[16], srqn, gid_index}` = 56 bytes (4.5 .. 6.28).
+pub const KEY_LEN_BIN: usize = 56;
+/// perftest 6.29 added `u64 tail_markers_vaddr` after vaddr: 64 bytes, GID at 40.
+pub const KEY_LEN_BIN_629: usize = 64;
+
+/// Encodes the 56-byte binary key message (the form every stock release
+/// before 6.29 reads; we advertise 6.27).
+pub fn encode_key_bin(d: &Dest, gid_index: u32) -> [u8; KEY_LEN_BIN] {
+    let mut b = [0u8; KEY_LEN_BIN];
+    b[0..4].copy_from_slice(&u32::from(d.lid).to_be_bytes());
+    b[4..8].copy_from_slice(&d.out_reads.to_be_bytes());
+    b[8..12].copy_from_slice(&d.qpn.to_be_bytes());
+    b[12..16].copy_from_slice(&d.psn.to_be_bytes());
+    b[16..20].copy_from_slice(&d.rkey.to_be_bytes());
+    b[24..32].copy_from_slice(&d.vaddr.to_be_bytes());
+    b[32..48].copy_from_slice(&d.gid.unwrap_or([0; 16]));
+    b[48..52].copy_from_slice(&d.srqn.to_be_bytes());
+    b[52..56].copy_from_slice(&gid_index.to_be_bytes());
+    b
+}
+
+/// Decodes a binary key message of 56 bytes, or 64 from a 6.29 peer (its GID
+/// sits 8 bytes later). Like perftest, srqn and gid_index are not decoded.
+pub fn decode_key_bin(b: &[u8]) -> Result<Dest, WireError> {
+    let gid_at = match b.len() {
+        KEY_LEN_BIN => 32,
+        KEY_LEN_BIN_629 => 40,
+        n => {
+            let hint = if n == KEY_LEN || n == KEY_LEN_GID {
+                " — that is the TCP text form: the peer is not using -R; give -R on both sides"
+            } else {
+                " — the peer is not speaking perftest's rdma_cm key format (same tool and -R on \
+                 both sides?)"
+            };
+            return Err(WireError::new(
+                "key message (rdma_cm)",
+                format!("expected {KEY_LEN_BIN} or {KEY_LEN_BIN_629} bytes, got {n}{hint}"),
+                b,
+            ));
+        }
+    };
+    let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let mut vaddr = [0u8; 8];
+    vaddr.copy_from_slice(&b[24..32]);
+    let mut gid = [0u8; 16];
+    gid.copy_from_slice(&b[gid_at..gid_at + 16]);
+    Ok(Dest {
+        lid: u32_at(0) as u16,
+        out_reads: u32_at(4),
+        qpn: u32_at(8),
+        psn: u32_at(12),
+        rkey: u32_at(16),
+        vaddr: u64::from_be_bytes(vaddr),
+        gid: Some(gid),
+        srqn: 0,
+    })
+}
+
 /// A cursor over a key message that parses fixed-width hex fields.
 struct KeyParser<'a> {
     b: &'a [u8],
@@ -717,6 +777,41 @@ pub fn encode_bw_report(r: &BwReport, peer: &PeerVersion) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn binary_key_layout_is_perftests_struct() {
+        let d = Dest {
+            lid: 0x12,
+            out_reads: 16,
+            qpn: 0x00ab_cdef,
+            psn: 0x0012_3456,
+            rkey: 0xdead_beef,
+            vaddr: 0x0000_5555_0000_1000,
+            gid: Some([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xfe, 0, 7, 1]),
+            srqn: 0,
+        };
+        let b = encode_key_bin(&d, 1);
+        assert_eq!(b.len(), 56);
+        assert_eq!(&b[0..4], &[0, 0, 0, 0x12]);
+        assert_eq!(&b[8..12], &[0, 0xab, 0xcd, 0xef]);
+        assert_eq!(&b[16..20], &[0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(&b[20..24], &[0; 4], "padding before the u64");
+        assert_eq!(&b[24..32], &[0, 0, 0x55, 0x55, 0, 0, 0x10, 0]);
+        assert_eq!(b[32], 0xfe);
+        assert_eq!(&b[52..56], &[0, 0, 0, 1], "gid_index");
+        assert_eq!(decode_key_bin(&b).unwrap(), d);
+        // A 6.29 peer: 8 more bytes (tail_markers_vaddr) before the GID.
+        let mut b629 = [0u8; 64];
+        b629[..32].copy_from_slice(&b[..32]);
+        b629[40..56].copy_from_slice(&b[32..48]);
+        assert_eq!(decode_key_bin(&b629).unwrap(), d);
+        // The TCP text form is named as such.
+        let e = decode_key_bin(&[b'0'; KEY_LEN_GID])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not using -R"), "{e}");
+    }
+
     use super::*;
     use proptest::prelude::*;
 

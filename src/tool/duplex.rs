@@ -104,7 +104,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     }
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
 
-    let mut sess = connect(p)?;
+    let mut sess = connect(p, &ep)?;
     let mut cb_cl = (0u32, 0u32);
     let mut ready: Option<Ready> = None;
     let mut uds: Vec<Option<UdDest>> = Vec::new();

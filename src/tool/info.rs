@@ -90,6 +90,8 @@ pub fn test_info(
             ("Post method".into(), method.name().into()),
             ("Clock".into(), clock.to_string()),
         ],
+        rdma_cm_qps: p.rdma_cm,
+        rdma_cm_exchange: p.rdma_cm,
         ..TestInfo::default()
     }
 }

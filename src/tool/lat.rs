@@ -76,9 +76,10 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
 
-    let mut sess = connect(p)?;
+    let mut sess = connect(p, &ep)?;
     let (cb, cl, mtu) = super::rdma_bw::preamble(&mut sess, &ep, p)?;
     let res = Resources::create(&ep, p, cb, cl, flags)?;
+    let _cm = super::cm_data::connect_qps(&mut sess, &ep, p, &res)?;
     let clock = Clock::calibrate();
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
     let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);

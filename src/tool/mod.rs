@@ -3,6 +3,7 @@
 //! tear down. (The design card's map has no home for this glue; it sits between
 //! `ctrl` (protocol), `run` (loops) and `report` (output), so it gets its own.)
 
+pub mod cm_data;
 pub mod compare;
 pub mod compare_table;
 pub mod cpus;
@@ -77,8 +78,10 @@ fn not_implemented(p: &Params) -> Option<&'static str> {
             "-e (completion events): not implemented in rdmaperf yet; drop -e (rdmaperf polls)",
         );
     }
-    if p.rdma_cm {
-        return Some("-R (rdma_cm): not implemented in rdmaperf yet; drop -R (the TCP control channel is used)");
+    if p.rdma_cm && p.conn == crate::cli::params::Conn::Ud {
+        return Some(
+            "-R with -c UD: not implemented in rdmaperf yet (UD over rdma_cm needs SIDR); drop -R or use -c RC",
+        );
     }
     if p.mr_per_qp {
         return Some(

@@ -3,6 +3,7 @@
 //! barrier, report exchange, close), the bw loop with the chosen post method,
 //! and the report.
 
+use super::cm_data;
 use super::direct;
 use super::info::test_info;
 use super::method::{self, Method};
@@ -12,7 +13,8 @@ use super::threads_bw;
 use super::{landing, Fail, Out};
 use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
-use crate::ctrl::{BwReport, Channel, Dest, Listener, Session};
+use crate::ctrl::cm_link::CmLink;
+use crate::ctrl::{BwReport, Channel, Dest, Listener, Role, Session};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -24,9 +26,30 @@ use crate::run::stop;
 use crate::verbs::QpType;
 use std::time::Duration;
 
-/// Open the control connection and do the common preamble.
-pub fn connect(p: &Params) -> Result<Session, Fail> {
+/// Open the control connection: TCP, or (`-R`) an RC QP connected by the
+/// RDMA CM on `ep`'s device.
+pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
     let t = Duration::from_secs(p.ctrl_timeout_s);
+    if p.rdma_cm {
+        let (link, role) = match &p.server {
+            Some(host) => (
+                CmLink::connect(&ep.ctx, p.ib_port, host, p.port, t, stop::requested),
+                Role::Client,
+            ),
+            None => {
+                let accept = if p.loopback { Some(t) } else { None };
+                (
+                    CmLink::accept(&ep.ctx, p.ib_port, p.port, accept, stop::requested),
+                    Role::Server,
+                )
+            }
+        };
+        let mut ch = Channel::from_cm(link.map_err(Fail::ctrl)?, role);
+        ch.set_step_timeout(Some(t));
+        let mut sess = Session::new(ch);
+        sess.set_gid_index(ep.gid.map_or(0, |g| g.0));
+        return Ok(sess);
+    }
     let ch = match &p.server {
         Some(host) => Channel::connect(host, p.port, t).map_err(Fail::ctrl)?,
         None => {
@@ -116,13 +139,14 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
 
-    let mut sess = connect(p)?;
+    let mut sess = connect(p, &ep)?;
     let (cb, cl, mtu) = preamble(&mut sess, &ep, p)?;
     let res = if method == Method::Direct {
         Resources::create_direct(&ep, p, cb, cl)?
     } else {
         Resources::create(&ep, p, cb, cl, flags)?
     };
+    let _cm = cm_data::connect_qps(&mut sess, &ep, p, &res)?;
     let clock = Clock::calibrate();
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
     let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);

@@ -291,6 +291,8 @@ pub(crate) struct Ready {
     pub(crate) mtu: u8,
     pub(crate) my: Vec<Dest>,
     pub(crate) rem: Vec<Dest>,
+    /// `-R`: the data QPs' CM ids, kept for the run.
+    pub(crate) _cm: Option<super::cm_data::CmQps>,
 }
 
 impl Ready {
@@ -308,6 +310,7 @@ impl Ready {
     ) -> Result<(Ready, Option<json::JsonReport>), Fail> {
         let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
         let res = Resources::create(ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?;
+        let cm = super::cm_data::connect_qps(sess, ep, p, &res)?;
         let clock = Clock::calibrate();
         let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
         let info = test_info(p, ep, &res, mtu_bytes, method, &clock);
@@ -319,6 +322,7 @@ impl Ready {
             .map(|f| json::JsonReport::new(f, &info));
         let ready = Ready {
             rem: my.clone(),
+            _cm: cm,
             res,
             info,
             clock,
@@ -377,7 +381,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
     let steps = choreography(&scenario(p, local_mtu));
 
-    let mut sess: Session = connect(p)?;
+    let mut sess: Session = connect(p, &ep)?;
     let mut cb_cl = (0u32, 0u32);
     let mut ready: Option<Ready> = None;
     let mut uds: Vec<Option<UdDest>> = Vec::new();

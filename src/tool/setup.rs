@@ -303,6 +303,10 @@ impl Resources {
         remote: &[Dest],
         rts: bool,
     ) -> Result<(), Fail> {
+        if p.rdma_cm {
+            // -R: the CM connected the QPs already (tool::cm_data).
+            return Ok(());
+        }
         let path_mtu = Mtu(mtu as u32);
         for i in 0..self.num_qps() {
             let qp = self.qp_ctl(i);

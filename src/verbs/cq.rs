@@ -94,6 +94,13 @@ impl Cq {
         self.channel.is_some()
     }
 
+    /// The completion channel's fd (readable when an event is pending), to
+    /// bound a wait with poll(2) before [`Cq::wait_event`].
+    pub fn channel_fd(&self) -> Option<std::os::fd::RawFd> {
+        // SAFETY: the channel is live while self is; `fd` is set at creation.
+        self.channel.map(|ch| unsafe { ch.as_ref().fd })
+    }
+
     /// Arms the CQ for one completion event.
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
         // SAFETY: the CQ is live. (ibv_req_notify_cq is an inline calling the

@@ -7,6 +7,7 @@
 //! and the direct mlx5 path take raw pointers from these objects once.
 
 pub mod ah;
+pub mod cm;
 pub mod context;
 pub mod cq;
 pub mod device;

@@ -376,6 +376,19 @@ impl Qp {
         Ok(())
     }
 
+    /// Applies attributes computed elsewhere (the RDMA CM's
+    /// `rdma_init_qp_attr`, see [`super::cm`]); `what` names the transition.
+    pub fn apply(&self, verb: &'static str, mut attr: sys::ibv_qp_attr, mask: u32) -> Result<()> {
+        self.modify(verb, &mut attr, mask, || {
+            format!(
+                "{} QP {:#08x}: the attributes came from the RDMA CM (mask {mask:#x}); check \
+                 the route to the peer",
+                self.qp_type.name(),
+                self.qpn()
+            )
+        })
+    }
+
     pub fn to_init(&self, a: &InitAttr) -> Result<()> {
         let (mut attr, mask) = build_init(self.qp_type, a);
         self.modify("ibv_modify_qp(RESET->INIT)", &mut attr, mask, || {

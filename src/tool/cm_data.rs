@@ -1,0 +1,95 @@
+//! `-R`: the data QPs connected by the RDMA CM instead of by the key
+//! messages (perftest `create_rdma_cm_connection`): a hand_shake, the client
+//! connects QP after QP to the server's `-p` port while the server accepts as
+//! many requests, a hand_shake. The CM sets each QP's path, PSNs and
+//! timeouts (`rdma_init_qp_attr`); the key messages that follow carry only the
+//! rkeys and addresses.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::setup::{Endpoint, Resources};
+use super::Fail;
+use crate::cli::params::Params;
+use crate::cli::params::Verb;
+use crate::ctrl::cm_link::{self, Cancel};
+use crate::ctrl::{Dest, Session};
+use crate::run::stop;
+use crate::verbs::cm::{CmId, EventChannel};
+
+/// The CM ids of the data QPs: kept for the run (dropping one disconnects).
+pub struct CmQps {
+    ids: Vec<CmId>,
+    _ch: Arc<EventChannel>,
+}
+
+impl Drop for CmQps {
+    fn drop(&mut self) {
+        for id in &self.ids {
+            id.disconnect();
+        }
+    }
+}
+
+const CANCEL: Cancel = stop::requested;
+
+/// Connects every QP of `res` through the CM (no-op without `-R`).
+pub fn connect_qps(
+    sess: &mut Session,
+    ep: &Endpoint,
+    p: &Params,
+    res: &Resources,
+) -> Result<Option<CmQps>, Fail> {
+    if !p.rdma_cm {
+        return Ok(None);
+    }
+    // perftest syncs before and after, with a key message of zeros.
+    let blank = Dest {
+        gid: Some([0; 16]),
+        ..Dest::default()
+    };
+    sess.hand_shake_step("rdma_cm sync before connecting the QPs", &blank)
+        .map_err(Fail::ctrl)?;
+    let ch = EventChannel::new().map_err(Fail::verbs)?;
+    let timeout = Duration::from_secs(p.ctrl_timeout_s);
+    // perftest asks for outstanding reads only in READ/ATOMIC tests.
+    let out_reads = match p.tool.verb {
+        Verb::Read | Verb::Atomic => res.out_reads.min(255) as u8,
+        _ => 0,
+    };
+    let mut ids = Vec::with_capacity(res.qps.len());
+    match &p.server {
+        Some(host) => {
+            let dst = cm_link::resolve_v4(host, p.port).map_err(Fail::ctrl)?;
+            for qp in &res.qps {
+                let until = Instant::now() + timeout;
+                let param = cm_link::conn_param(qp.qpn(), out_reads);
+                let id = cm_link::connect_id(&ch, &ep.ctx, dst, until, CANCEL, param)
+                    .map_err(Fail::ctrl)?;
+                cm_link::to_rts(&id, qp, "data QP", host).map_err(Fail::ctrl)?;
+                id.establish().map_err(Fail::verbs)?;
+                ids.push(id);
+            }
+        }
+        None => {
+            let here = format!("port {}", p.port);
+            let listen = CmId::new(&ch).map_err(Fail::verbs)?;
+            listen
+                .listen(p.port, res.qps.len() as i32)
+                .map_err(Fail::verbs)?;
+            for qp in &res.qps {
+                let until = Some(Instant::now() + timeout);
+                let id =
+                    cm_link::next_request(&listen, until, CANCEL, p.port).map_err(Fail::ctrl)?;
+                cm_link::check_device(&id, &ep.ctx, &here).map_err(Fail::ctrl)?;
+                cm_link::to_rts(&id, qp, "data QP", &here).map_err(Fail::ctrl)?;
+                id.accept(&cm_link::conn_param(qp.qpn(), out_reads))
+                    .map_err(Fail::verbs)?;
+                ids.push(id);
+            }
+        }
+    }
+    sess.hand_shake_step("rdma_cm sync after connecting the QPs", &blank)
+        .map_err(Fail::ctrl)?;
+    Ok(Some(CmQps { ids, _ch: ch }))
+}
