@@ -9,6 +9,7 @@ pub mod cpus;
 pub mod devices;
 pub mod direct;
 pub mod duplex;
+pub mod infinite;
 pub mod info;
 pub mod landing;
 pub mod lat;
@@ -85,8 +86,8 @@ fn not_implemented(p: &Params) -> Option<&'static str> {
             "--mr_per_qp: not implemented in rdmaperf yet; drop it (one MR serves all QPs)",
         );
     }
-    if p.run_infinitely {
-        return Some("--run_infinitely: not implemented in rdmaperf yet; use -D");
+    if p.run_infinitely && (p.tool.verb == Verb::Send || p.duplex || p.threads > 1) {
+        return Some("--run_infinitely: rdmaperf runs it for write-bw, read-bw and atomic-bw (one thread, without -b) so far; use -D for send-bw, -b or --threads");
     }
     None
 }

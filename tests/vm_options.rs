@@ -1,0 +1,131 @@
+//! perftest options beyond the basics, in the soft-RoCE VM (one boot for the
+//! file): `--run_infinitely` (period rows until SIGINT, exit 130, the peer
+//! ends with a message), against rdmaperf and stock perftest 4.5.
+
+mod common;
+use common::vm;
+use std::sync::OnceLock;
+
+static BATCH: OnceLock<vm::BatchResult> = OnceLock::new();
+
+/// Shell helper `inf NAME SERVER CLIENT`: server in the background, client
+/// started 'exec'-style so SIGINT reaches the tool itself; SIGINT 7 s in.
+const SCRIPT: &str = r#"
+O="-d rxe0 -x 0 -F -s 64"
+P=18700
+inf() {
+    P=$((P + 1)); export PORT=$P
+    ( eval "exec timeout 60 $2" ) > $RESULTS/$1.srv 2>&1 & S=$!
+    wait_port $P $S
+    ( eval "exec $3" ) > $RESULTS/$1.cli 2>&1 & C=$!
+    sleep 7; kill -INT $C; wait $C; echo $? > $RESULTS/$1.crc
+    wait $S; echo $? > $RESULTS/$1.src
+}
+R=$RDMAPERF_BIN
+inf inf_rr "$R write-bw $O -p \$PORT --run_infinitely -D 2" \
+    "$R write-bw $O -p \$PORT --run_infinitely -D 2 --out_json --out_json_file=$RESULTS/inf_rr.json 127.0.0.1"
+inf inf_rs "ib_write_bw $O -p \$PORT --run_infinitely -D 2" \
+    "$R write-bw $O -p \$PORT --run_infinitely -D 2 127.0.0.1"
+inf inf_sr "$R write-bw $O -p \$PORT --run_infinitely -D 2" \
+    "ib_write_bw $O -p \$PORT --run_infinitely -D 2 127.0.0.1"
+"#;
+
+fn batch() -> Option<&'static vm::BatchResult> {
+    vm::shared_batch(&BATCH, env!("CARGO_BIN_EXE_rdmaperf"), 600, || {
+        SCRIPT.to_string()
+    })
+}
+
+struct Case {
+    cli: String,
+    srv: String,
+    crc: i32,
+    src: i32,
+}
+
+fn case(r: &vm::BatchResult, name: &str) -> Case {
+    let f = |ext: &str| r.file(&format!("{name}.{ext}")).unwrap_or("").to_string();
+    let rc = |ext: &str| f(ext).trim().parse().unwrap_or(-1);
+    let c = Case {
+        cli: f("cli"),
+        srv: f("srv"),
+        crc: rc("crc"),
+        src: rc("src"),
+    };
+    println!(
+        "== {name}: client rc {} server rc {}\n--- client\n{}\n--- server\n{}",
+        c.crc,
+        c.srv_rc_str(),
+        c.cli,
+        c.srv
+    );
+    c
+}
+
+impl Case {
+    fn srv_rc_str(&self) -> String {
+        self.src.to_string()
+    }
+}
+
+/// Rows of 64-byte results with a positive message count.
+fn period_rows(out: &str) -> usize {
+    vm::bw_result_rows(out)
+        .iter()
+        .filter(|(size, iters)| *size == 64 && *iters > 0)
+        .count()
+}
+
+#[test]
+fn run_infinitely_rdmaperf_both_sides() {
+    let Some(r) = batch() else { return };
+    let c = case(r, "inf_rr");
+    // -D 2 and SIGINT 7 s in: periods end at 2, 4, 6 s.
+    assert!(
+        period_rows(&c.cli) >= 2,
+        "at least 2 period rows:\n{}",
+        c.cli
+    );
+    assert_eq!(c.crc, 130, "client exits 130 on SIGINT:\n{}", c.cli);
+    assert!(c.cli.contains("interrupted"), "{}", c.cli);
+    assert!(
+        c.src != 0 && c.src != 124 && c.srv.contains("rdmaperf write-bw:"),
+        "server ends (not a hang) with a message when the client goes:\n{}",
+        c.srv
+    );
+    let json = r.file("inf_rr.json").unwrap_or("");
+    let v: serde_json::Value = serde_json::from_str(json)
+        .unwrap_or_else(|e| panic!("--out_json file is not JSON ({e}):\n{json}"));
+    let results = v["results"].as_array().expect("results array");
+    assert!(results.len() >= 2, "one record per period:\n{json}");
+    assert_eq!(results[0]["period"], 0);
+    assert_eq!(results[1]["period"], 1);
+}
+
+#[test]
+fn run_infinitely_rdmaperf_client_stock_server() {
+    let Some(r) = batch() else { return };
+    let c = case(r, "inf_rs");
+    assert!(period_rows(&c.cli) >= 2, "{}", c.cli);
+    assert_eq!(c.crc, 130, "{}", c.cli);
+    // Stock server waits in its hand_shake and fails when the client goes.
+    assert!(
+        c.src != 0 && c.src != 124,
+        "stock server must end, not hang (rc {}):\n{}",
+        c.src,
+        c.srv
+    );
+}
+
+#[test]
+fn run_infinitely_stock_client_rdmaperf_server() {
+    let Some(r) = batch() else { return };
+    let c = case(r, "inf_sr");
+    // Stock perftest prints a row per period and dies on SIGINT (no handler).
+    assert!(period_rows(&c.cli) >= 2, "{}", c.cli);
+    assert!(
+        c.src != 0 && c.src != 124 && c.srv.contains("rdmaperf write-bw:"),
+        "rdmaperf server ends with a message when the stock client dies:\n{}",
+        c.srv
+    );
+}
