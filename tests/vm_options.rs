@@ -1,6 +1,7 @@
 //! perftest options beyond the basics, in the soft-RoCE VM (one boot for the
 //! file): `--run_infinitely` (period rows until SIGINT, exit 130, the peer
-//! ends with a message), against rdmaperf and stock perftest 4.5.
+//! ends with a message) and `-e` (completion events), against rdmaperf and
+//! stock perftest 4.5.
 
 mod common;
 use common::vm;
@@ -9,7 +10,8 @@ use std::sync::OnceLock;
 static BATCH: OnceLock<vm::BatchResult> = OnceLock::new();
 
 /// Shell helper `inf NAME SERVER CLIENT`: server in the background, client
-/// started 'exec'-style so SIGINT reaches the tool itself; SIGINT 7 s in.
+/// started 'exec'-style (line-buffered) so SIGINT reaches the tool itself;
+/// SIGINT 7 s in (10 s for stock perftest, slower to start under TCG).
 const SCRIPT: &str = r#"
 O="-d rxe0 -x 0 -F -s 64"
 P=18700
@@ -17,8 +19,8 @@ inf() {
     P=$((P + 1)); export PORT=$P
     ( eval "exec timeout 60 $2" ) > $RESULTS/$1.srv 2>&1 & S=$!
     wait_port $P $S
-    ( eval "exec $3" ) > $RESULTS/$1.cli 2>&1 & C=$!
-    sleep 7; kill -INT $C; wait $C; echo $? > $RESULTS/$1.crc
+    ( eval "exec stdbuf -oL -eL $3" ) > $RESULTS/$1.cli 2>&1 & C=$!
+    sleep ${4:-7}; kill -INT $C; wait $C; echo $? > $RESULTS/$1.crc
     wait $S; echo $? > $RESULTS/$1.src
 }
 R=$RDMAPERF_BIN
@@ -27,7 +29,14 @@ inf inf_rr "$R write-bw $O -p \$PORT --run_infinitely -D 2" \
 inf inf_rs "ib_write_bw $O -p \$PORT --run_infinitely -D 2" \
     "$R write-bw $O -p \$PORT --run_infinitely -D 2 127.0.0.1"
 inf inf_sr "$R write-bw $O -p \$PORT --run_infinitely -D 2" \
-    "ib_write_bw $O -p \$PORT --run_infinitely -D 2 127.0.0.1"
+    "ib_write_bw $O -p \$PORT --run_infinitely -D 2 127.0.0.1" 10
+# -e: completion events (read/send/atomic; perftest refuses WRITE and -D).
+E="$O -e -n 1000"
+pair e_read_rr "$R read-bw $E -p \$PORT" "$R read-bw $E -p \$PORT 127.0.0.1"
+pair e_send_rr "$R send-bw $E -p \$PORT" "$R send-bw $E -p \$PORT 127.0.0.1"
+pair e_slat_rr "$R send-lat $E -p \$PORT" "$R send-lat $E -p \$PORT 127.0.0.1"
+pair e_read_rs "ib_read_bw $E -p \$PORT" "$R read-bw $E -p \$PORT 127.0.0.1"
+pair e_read_sr "$R read-bw $E -p \$PORT" "ib_read_bw $E -p \$PORT 127.0.0.1"
 "#;
 
 fn batch() -> Option<&'static vm::BatchResult> {
@@ -128,4 +137,69 @@ fn run_infinitely_stock_client_rdmaperf_server() {
         "rdmaperf server ends with a message when the stock client dies:\n{}",
         c.srv
     );
+}
+
+fn events_pair(name: &str, rdmaperf_client: bool) {
+    let Some(r) = batch() else { return };
+    let pr = r.pair(name);
+    println!(
+        "--- server\n{}\n--- client\n{}",
+        pr.server.out, pr.client.out
+    );
+    pr.assert_ok();
+    let (ours, _) = if rdmaperf_client {
+        (&pr.client.out, &pr.server.out)
+    } else {
+        (&pr.server.out, &pr.client.out)
+    };
+    assert!(
+        ours.contains(" Test with events. Using rxe0_comp0\n"),
+        "info block names events like perftest:\n{ours}"
+    );
+    let rows = vm::bw_result_rows(&pr.client.out);
+    assert_eq!(
+        rows,
+        vec![(64, 1000)],
+        "one 64 B row of 1000 messages:\n{}",
+        pr.client.out
+    );
+}
+
+#[test]
+fn events_read_bw_rdmaperf_both_sides() {
+    events_pair("e_read_rr", true);
+}
+
+#[test]
+fn events_send_bw_rdmaperf_both_sides() {
+    events_pair("e_send_rr", true);
+}
+
+#[test]
+fn events_read_bw_rdmaperf_client_stock_server() {
+    events_pair("e_read_rs", true);
+}
+
+#[test]
+fn events_read_bw_stock_client_rdmaperf_server() {
+    events_pair("e_read_sr", false);
+}
+
+#[test]
+fn events_send_lat_rdmaperf_both_sides() {
+    let Some(r) = batch() else { return };
+    let pr = r.pair("e_slat_rr");
+    pr.assert_ok();
+    assert!(pr
+        .client
+        .out
+        .contains(" Test with events. Using rxe0_comp0\n"));
+    // The latency row: 64 B, 1000 iterations.
+    let row = pr
+        .client
+        .out
+        .lines()
+        .find(|l| l.split_whitespace().take(2).collect::<Vec<_>>() == ["64", "1000"])
+        .unwrap_or_else(|| panic!("no 64 B x 1000 latency row:\n{}", pr.client.out));
+    println!("{row}");
 }

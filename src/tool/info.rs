@@ -90,6 +90,8 @@ pub fn test_info(
             ("Post method".into(), method.name().into()),
             ("Clock".into(), clock.to_string()),
         ],
+        // perftest: " Test with events. Using <dev>_comp<eq_num>", eq_num 0 without -X.
+        events: p.use_event.then_some(0),
         ..TestInfo::default()
     }
 }

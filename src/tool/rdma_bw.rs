@@ -14,6 +14,7 @@ use super::{landing, Fail, Out};
 use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
 use crate::ctrl::{BwReport, Channel, Dest, Listener, Session};
+use crate::post::event_cq::EventCq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -235,7 +236,12 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
                         .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(Fail::verbs)?;
-                    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+                    let mut cq = EventCq::new(
+                        VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
+                        &res.cq,
+                        p.use_event,
+                    )
+                    .map_err(Fail::verbs)?;
                     infinite::with_printer(p, &info, &clock, size, out, &mut report, |per| {
                         measure_size_periods(
                             p,
@@ -256,7 +262,12 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
                         .map(|qp| WrApiQueue::new(qp, None))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(Fail::verbs)?;
-                    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+                    let mut cq = EventCq::new(
+                        VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
+                        &res.cq,
+                        p.use_event,
+                    )
+                    .map_err(Fail::verbs)?;
                     infinite::with_printer(p, &info, &clock, size, out, &mut report, |per| {
                         measure_size_periods(
                             p,
