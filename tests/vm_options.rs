@@ -1,7 +1,7 @@
 //! perftest options beyond the basics, in the soft-RoCE VM (one boot for the
 //! file): `--run_infinitely` (period rows until SIGINT, exit 130, the peer
-//! ends with a message) and `-e` (completion events), against rdmaperf and
-//! stock perftest 4.5.
+//! ends with a message), `-e` (completion events) and atomic-bw `-b`,
+//! against rdmaperf and stock perftest 4.5.
 
 mod common;
 use common::vm;
@@ -37,6 +37,11 @@ pair e_send_rr "$R send-bw $E -p \$PORT" "$R send-bw $E -p \$PORT 127.0.0.1"
 pair e_slat_rr "$R send-lat $E -p \$PORT" "$R send-lat $E -p \$PORT 127.0.0.1"
 pair e_read_rs "ib_read_bw $E -p \$PORT" "$R read-bw $E -p \$PORT 127.0.0.1"
 pair e_read_sr "$R read-bw $E -p \$PORT" "ib_read_bw $E -p \$PORT 127.0.0.1"
+# atomic-bw -b (stock 4.5 allows it): both sides send atomics.
+A="-d rxe0 -x 0 -F -b -n 1000"
+pair ab_rr "$R atomic-bw $A -p \$PORT" "$R atomic-bw $A -p \$PORT 127.0.0.1"
+pair ab_rs "ib_atomic_bw $A -p \$PORT" "$R atomic-bw $A -p \$PORT 127.0.0.1"
+pair ab_sr "$R atomic-bw $A -p \$PORT" "ib_atomic_bw $A -p \$PORT 127.0.0.1"
 "#;
 
 fn batch() -> Option<&'static vm::BatchResult> {
@@ -202,4 +207,39 @@ fn events_send_lat_rdmaperf_both_sides() {
         .find(|l| l.split_whitespace().take(2).collect::<Vec<_>>() == ["64", "1000"])
         .unwrap_or_else(|| panic!("no 64 B x 1000 latency row:\n{}", pr.client.out));
     println!("{row}");
+}
+
+fn atomic_duplex(name: &str) {
+    let Some(r) = batch() else { return };
+    let pr = r.pair(name);
+    println!(
+        "--- server\n{}\n--- client\n{}",
+        pr.server.out, pr.client.out
+    );
+    pr.assert_ok();
+    for (side, out) in [("server", &pr.server.out), ("client", &pr.client.out)] {
+        assert!(
+            out.contains("Bidirectional BW Test"),
+            "{side} banner:\n{out}"
+        );
+        let rows = vm::bw_result_rows(out);
+        assert_eq!(rows.len(), 1, "{side}: one result row:\n{out}");
+        assert_eq!(rows[0].0, 8, "{side}: 8-byte atomics:\n{out}");
+        assert!(rows[0].1 >= 1000, "{side}: #iterations:\n{out}");
+    }
+}
+
+#[test]
+fn atomic_bw_duplex_rdmaperf_both_sides() {
+    atomic_duplex("ab_rr");
+}
+
+#[test]
+fn atomic_bw_duplex_rdmaperf_client_stock_server() {
+    atomic_duplex("ab_rs");
+}
+
+#[test]
+fn atomic_bw_duplex_stock_client_rdmaperf_server() {
+    atomic_duplex("ab_sr");
 }

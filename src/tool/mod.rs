@@ -73,9 +73,9 @@ impl Out {
 /// Flags rdmaperf parses (perftest's) but does not implement yet: refused with
 /// a clear message rather than silently ignored.
 fn not_implemented(p: &Params) -> Option<&'static str> {
-    if p.use_event {
+    if p.use_event && (p.duplex || p.threads > 1) {
         return Some(
-            "-e (completion events): not implemented in rdmaperf yet; drop -e (rdmaperf polls)",
+            "-e (completion events) with -b or --threads: not implemented in rdmaperf yet; drop -e (rdmaperf polls) or -b/--threads",
         );
     }
     if p.rdma_cm {
@@ -106,7 +106,7 @@ fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
             rdma_bw::run(p, out).map(|_| ())
         }
         (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out),
-        (Kind::Bw, Verb::Write | Verb::Read | Verb::Send) if p.duplex => duplex::run(p, out),
+        (Kind::Bw, _) if p.duplex => duplex::run(p, out),
         (Kind::Lat, _) => lat::run(p, out),
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
