@@ -78,6 +78,7 @@ mod with_model {
             tposted: &mut [],
             tcompleted: &mut [],
             deadlines: None,
+            periods: None,
             now: rdmaperf::clock::now,
         }
         .run();

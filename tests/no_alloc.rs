@@ -256,6 +256,7 @@ mod with_model {
                 tposted: &mut [],
                 tcompleted: &mut [],
                 deadlines: None,
+                periods: None,
                 now: rdmaperf::clock::now,
             };
             if marker {

@@ -5,6 +5,7 @@
 //! - `ibv_post_send` (legacy verbs) and the WR API (`ibv_wr_*`): `verbs`-backed.
 //! - `direct`: WQEs written into the mlx5 SQ ring by `crate::mlx5`.
 
+pub mod event_cq;
 pub mod post_send;
 pub mod verbs_cq;
 pub mod wc;

@@ -7,6 +7,7 @@
 //! the WRs before it, whatever cq_mod is), and the duration state machine runs
 //! on clock deadlines checked in the loop instead of SIGALRM.
 
+use super::period::{PeriodClock, PeriodLog};
 use super::stop;
 use crate::post::{Completion, CompletionQueue, Op, PostError, SendQueue, WcStatus, WrDesc};
 
@@ -130,6 +131,8 @@ pub struct BwLoop<'a, S, C, F> {
     pub tposted: &'a mut [u64],
     pub tcompleted: &'a mut [u64],
     pub deadlines: Option<Deadlines>,
+    /// `--run_infinitely`: publish a period row every `period_ticks` (None otherwise).
+    pub periods: Option<&'a PeriodLog>,
     pub now: F,
 }
 
@@ -158,12 +161,20 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
         let t0 = (self.now)();
         out.t_start = t0;
         let mut last_progress = t0;
+        let mut period = self
+            .periods
+            .map(|l| (l, PeriodClock::new(t0, l.period_ticks())));
         'run: loop {
             if stop::requested() {
                 out.error = Some(RunError::Interrupted);
                 break;
             }
             let t = (self.now)();
+            if let Some((log, clock)) = period.as_mut() {
+                if let Some(s) = clock.tick(t, out.completed) {
+                    log.publish(&s);
+                }
+            }
             if let Some(d) = self.deadlines {
                 if phase == Phase::Warmup && t >= d.sample_start {
                     phase = Phase::Sample;

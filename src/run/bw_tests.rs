@@ -114,6 +114,7 @@ fn run(c: BwConfig, nic: Rc<RefCell<Nic>>, peak: bool) -> (BwOutcome, Vec<u64>) 
         tposted: &mut tp,
         tcompleted: &mut tc,
         deadlines: None,
+        periods: None,
         now: || {
             tick.set(tick.get() + 1);
             tick.get()
@@ -232,6 +233,7 @@ fn stall_is_reported() {
         tposted: &mut [],
         tcompleted: &mut [],
         deadlines: None,
+        periods: None,
         now: || {
             tick.set(tick.get() + 1);
             tick.get()
@@ -247,4 +249,58 @@ fn stall_is_reported() {
         }) => {}
         other => panic!("expected a stall, got {other:?}"),
     }
+}
+
+#[test]
+fn run_infinitely_publishes_one_period_per_boundary() {
+    use crate::run::period::PeriodLog;
+    let nic = Rc::new(RefCell::new(Nic::default()));
+    let mut sqs = vec![MockSq(nic.clone())];
+    let mut cq = MockCq(nic);
+    let targets = [QpTarget::default()];
+    let mut counts = [QpCount::default()];
+    let mut list = vec![WrDesc::default(); 1];
+    let mut wcs = vec![Completion::default(); 16];
+    let tick = std::cell::Cell::new(0u64);
+    // Periods of 1000 ticks; the run ends (like a stop would) at tick 3500.
+    let log = PeriodLog::new(1000);
+    let out = BwLoop {
+        cfg: cfg(0, 1, 4),
+        sqs: &mut sqs,
+        cq: &mut cq,
+        targets: &targets,
+        counts: &mut counts,
+        list: &mut list,
+        wcs: &mut wcs,
+        tposted: &mut [],
+        tcompleted: &mut [],
+        deadlines: Some(Deadlines {
+            sample_start: 0,
+            sample_stop: 3500,
+            end: 3500,
+        }),
+        periods: Some(&log),
+        now: || {
+            tick.set(tick.get() + 1);
+            tick.get()
+        },
+    }
+    .run();
+    let mut seen = 0;
+    let rows: Vec<_> = std::iter::from_fn(|| log.next(&mut seen)).collect();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r.index, i as u64);
+        assert!(r.messages > 0 && r.t_end > r.t_start);
+        if i > 0 {
+            assert_eq!(r.t_start, rows[i - 1].t_end);
+        }
+    }
+    // The periods account for every message completed up to the last boundary.
+    let sum: u64 = rows.iter().map(|r| r.messages).sum();
+    assert!(
+        sum <= out.completed && out.completed - sum < 1000,
+        "{sum} vs {}",
+        out.completed
+    );
 }

@@ -15,7 +15,7 @@
 use super::bw::{signaled, wr_id, BwConfig, BwOutcome, QpCount, QpTarget, RunError};
 use super::recv::{post_next, wants_more, RecvBuf, RecvConfig, RxCount, Window};
 use super::stop;
-use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WcStatus, WrDesc};
+use crate::post::{Completion, CompletionQueue, Op, RecvQueue, SendQueue, WcStatus, WrDesc};
 
 /// `wr_id` layout of [`wr_id`]: QP index above bit 48, 1-based sequence below.
 const QP_SHIFT: u32 = 48;
@@ -158,7 +158,8 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
                                 raddr: tg.raddr,
                                 rkey: tg.rkey,
                                 imm: 0,
-                                swap_add: 0,
+                                // perftest's atomics: FETCH_AND_ADD adds 1, CMP_AND_SWAP 0/0.
+                                swap_add: u64::from(tx.op == Op::FetchAdd),
                                 compare: 0,
                                 signaled: signaled(k, j, &tx),
                                 inline: tx.inline,

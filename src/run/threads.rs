@@ -79,6 +79,7 @@ pub fn run<F: QueueFactory, N: Fn() -> u64 + Sync>(
                         tposted: &mut [],
                         tcompleted: &mut [],
                         deadlines,
+                        periods: None,
                         now,
                     }
                     .run();

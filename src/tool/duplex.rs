@@ -36,11 +36,7 @@ fn scenario(p: &Params, mtu: u64) -> Result<Scenario, Fail> {
         Verb::Write => Tool::WriteBw,
         Verb::Read => Tool::ReadBw,
         Verb::Send => Tool::SendBw,
-        Verb::Atomic => {
-            return Err(Fail::new(
-                "atomic-bw -b: not implemented yet in rdmaperf; use stock ib_atomic_bw -b",
-            ))
-        }
+        Verb::Atomic => Tool::AtomicBw,
     };
     Ok(Scenario {
         tool,
@@ -423,4 +419,32 @@ fn send_loop<S: SendQueue>(
     };
     let row = result(p, size, &m, clock)?;
     Ok((row, err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::args::PerfArgs;
+    use crate::cli::params::{resolve, Kind, Tool as PTool};
+
+    #[test]
+    fn atomic_bw_duplex_uses_perftests_atomic_choreography() {
+        let a = PerfArgs {
+            post: "auto".into(),
+            timeout: 30,
+            cq_timeout: 10,
+            bidirectional: true,
+            server: Some("127.0.0.1".into()),
+            ..Default::default()
+        };
+        let tool = PTool {
+            verb: Verb::Atomic,
+            kind: Kind::Bw,
+        };
+        let p = resolve(tool, &a).unwrap();
+        let s = scenario(&p, 1024).unwrap();
+        assert_eq!(s.tool, Tool::AtomicBw);
+        assert!(s.duplex);
+        assert_eq!(s.role, Role::Client);
+    }
 }

@@ -92,6 +92,8 @@ pub fn test_info(
         ],
         rdma_cm_qps: p.rdma_cm,
         rdma_cm_exchange: p.rdma_cm,
+        // perftest: " Test with events. Using <dev>_comp<eq_num>", eq_num 0 without -X.
+        events: p.use_event.then_some(0),
         ..TestInfo::default()
     }
 }

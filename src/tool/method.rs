@@ -36,6 +36,8 @@ pub fn direct_wired(p: &Params) -> bool {
         && matches!(p.tool.verb, Verb::Write | Verb::Read | Verb::Atomic)
         && !p.duplex
         && matches!(p.conn, Conn::Rc | Conn::Uc)
+        // -e sleeps on the verbs CQ's completion channel; the direct poller has none.
+        && !p.use_event
 }
 
 /// What is known about the device and tool when choosing.

@@ -10,6 +10,7 @@ pub mod cpus;
 pub mod devices;
 pub mod direct;
 pub mod duplex;
+pub mod infinite;
 pub mod info;
 pub mod landing;
 pub mod lat;
@@ -73,9 +74,9 @@ impl Out {
 /// Flags rdmaperf parses (perftest's) but does not implement yet: refused with
 /// a clear message rather than silently ignored.
 fn not_implemented(p: &Params) -> Option<&'static str> {
-    if p.use_event {
+    if p.use_event && (p.duplex || p.threads > 1) {
         return Some(
-            "-e (completion events): not implemented in rdmaperf yet; drop -e (rdmaperf polls)",
+            "-e (completion events) with -b or --threads: not implemented in rdmaperf yet; drop -e (rdmaperf polls) or -b/--threads",
         );
     }
     if p.rdma_cm && p.conn == crate::cli::params::Conn::Ud {
@@ -88,8 +89,8 @@ fn not_implemented(p: &Params) -> Option<&'static str> {
             "--mr_per_qp: not implemented in rdmaperf yet; drop it (one MR serves all QPs)",
         );
     }
-    if p.run_infinitely {
-        return Some("--run_infinitely: not implemented in rdmaperf yet; use -D");
+    if p.run_infinitely && (p.tool.verb == Verb::Send || p.duplex || p.threads > 1) {
+        return Some("--run_infinitely: rdmaperf runs it for write-bw, read-bw and atomic-bw (one thread, without -b) so far; use -D for send-bw, -b or --threads");
     }
     None
 }
@@ -108,7 +109,7 @@ fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
             rdma_bw::run(p, out).map(|_| ())
         }
         (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out),
-        (Kind::Bw, Verb::Write | Verb::Read | Verb::Send) if p.duplex => duplex::run(p, out),
+        (Kind::Bw, _) if p.duplex => duplex::run(p, out),
         (Kind::Lat, _) => lat::run(p, out),
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",

@@ -5,6 +5,7 @@
 
 use super::cm_data;
 use super::direct;
+use super::infinite;
 use super::info::test_info;
 use super::method::{self, Method};
 use super::progress;
@@ -15,6 +16,7 @@ use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
 use crate::ctrl::cm_link::CmLink;
 use crate::ctrl::{BwReport, Channel, Dest, Listener, Role, Session};
+use crate::post::event_cq::EventCq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -234,8 +236,10 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     for (i, &size) in p.sizes.iter().enumerate() {
         progress::sweep(i, p.sizes.len(), size);
         let ticker = match p.mode {
-            Mode::Duration { secs, .. } => progress::Ticker::start(secs as u64),
-            Mode::Iterations => None,
+            Mode::Duration { secs, .. } if !p.run_infinitely => {
+                progress::Ticker::start(secs as u64)
+            }
+            _ => None,
         };
         let mut per_thread = None;
         let run = if let Some(w) = &workers {
@@ -256,8 +260,24 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
                         .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(Fail::verbs)?;
-                    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
-                    measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, &clock)?
+                    let mut cq = EventCq::new(
+                        VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
+                        &res.cq,
+                        p.use_event,
+                    )
+                    .map_err(Fail::verbs)?;
+                    infinite::with_printer(p, &info, &clock, size, out, &mut report, |per| {
+                        measure_size_periods(
+                            p,
+                            &res.geometry,
+                            size,
+                            &targets,
+                            &mut sqs,
+                            &mut cq,
+                            &clock,
+                            per,
+                        )
+                    })??
                 }
                 Method::WrApi => {
                     let mut sqs = res
@@ -266,28 +286,50 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
                         .map(|qp| WrApiQueue::new(qp, None))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(Fail::verbs)?;
-                    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
-                    measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, &clock)?
+                    let mut cq = EventCq::new(
+                        VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
+                        &res.cq,
+                        p.use_event,
+                    )
+                    .map_err(Fail::verbs)?;
+                    infinite::with_printer(p, &info, &clock, size, out, &mut report, |per| {
+                        measure_size_periods(
+                            p,
+                            &res.geometry,
+                            size,
+                            &targets,
+                            &mut sqs,
+                            &mut cq,
+                            &clock,
+                            per,
+                        )
+                    })??
                 }
                 Method::Direct => {
                     let q = dq
                         .as_mut()
                         .ok_or_else(|| Fail::new("--post direct: queues not opened (internal)"))?;
-                    direct::run_size(
-                        p,
-                        &res.geometry,
-                        size,
-                        &targets,
-                        &mut q.sqs,
-                        &mut q.cq,
-                        &clock,
-                    )?
+                    infinite::with_printer(p, &info, &clock, size, out, &mut report, |per| {
+                        measure_size_periods(
+                            p,
+                            &res.geometry,
+                            size,
+                            &targets,
+                            &mut q.sqs,
+                            &mut q.cq,
+                            &clock,
+                            per,
+                        )
+                    })??
                 }
             }
         };
         drop(ticker);
         let r = &run.row;
-        out.print(&text::bw_row(r, &info, 0.0));
+        if !p.run_infinitely {
+            // --run_infinitely printed its period rows; no whole-run row (perftest neither).
+            out.print(&text::bw_row(r, &info, 0.0));
+        }
         let o = &run.outcome;
         let cost = (o.post_calls > 0).then(|| {
             let per_call = clock.nanos(o.post_ticks) / o.post_calls as f64;
@@ -301,7 +343,7 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
             ns_per_call: cost.map_or(0.0, |c| c.1),
             ns_per_wr: cost.map_or(0.0, |c| c.2),
         });
-        if let Some(j) = report.as_mut() {
+        if let Some(j) = report.as_mut().filter(|_| !p.run_infinitely) {
             let mut rec = json::Record::bw(r, &info, 0.0);
             if let Some((_, call, wr)) = cost {
                 rec = rec
@@ -408,6 +450,22 @@ pub(crate) fn measure_size<S: SendQueue, C: CompletionQueue>(
     cq: &mut C,
     clock: &Clock,
 ) -> Result<SizeRun, Fail> {
+    measure_size_periods(p, base, size, targets, sqs, cq, clock, None)
+}
+
+/// [`measure_size`], publishing `--run_infinitely` periods into `periods`
+/// (then the run has no end but a stop request).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
+    p: &Params,
+    base: &Geometry,
+    size: u64,
+    targets: &[QpTarget],
+    sqs: &mut [S],
+    cq: &mut C,
+    clock: &Clock,
+    periods: Option<&crate::run::period::PeriodLog>,
+) -> Result<SizeRun, Fail> {
     if targets.len() != sqs.len() {
         return Err(Fail::new(format!(
             "internal: {} send queues for {} targets; report this",
@@ -424,7 +482,10 @@ pub(crate) fn measure_size<S: SendQueue, C: CompletionQueue>(
     let mut list = vec![WrDesc::default(); p.post_list as usize];
     let mut wcs = [Completion::default(); 16];
     let start = clock::now();
-    let deadlines = deadlines(p, clock, start);
+    let deadlines = match periods {
+        Some(_) => Some(infinite::endless(start)),
+        None => deadlines(p, clock, start),
+    };
     let cfg = bw_config(p, size, &g, clock);
     let outcome = BwLoop {
         cfg,
@@ -437,6 +498,7 @@ pub(crate) fn measure_size<S: SendQueue, C: CompletionQueue>(
         tposted: &mut tposted,
         tcompleted: &mut tcompleted,
         deadlines,
+        periods,
         now: clock::now,
     }
     .run();

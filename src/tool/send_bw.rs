@@ -15,6 +15,7 @@ use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
 use crate::ctrl::{self, choreography, BwReport, Dest, Role, Scenario, Session, Step, Tool};
+use crate::post::event_cq::EventCq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -164,7 +165,12 @@ impl Receiver {
             .cfg
             .take()
             .ok_or_else(|| Fail::new("internal: receives not posted before the run"))?;
-        let mut cq = VerbsCq::new(&res.rcq, 16).map_err(Fail::verbs)?;
+        let mut cq = EventCq::new(
+            VerbsCq::new(&res.rcq, 16).map_err(Fail::verbs)?,
+            &res.rcq,
+            p.use_event,
+        )
+        .map_err(Fail::verbs)?;
         let mut wcs = [Completion::default(); 16];
         let o = RecvLoop {
             cfg,
@@ -247,7 +253,12 @@ fn send_one(
                 .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+            let mut cq = EventCq::new(
+            VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
+            &res.cq,
+            p.use_event,
+        )
+        .map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::WrApi => {
@@ -258,7 +269,12 @@ fn send_one(
                 .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+            let mut cq = EventCq::new(
+            VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
+            &res.cq,
+            p.use_event,
+        )
+        .map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::Direct => {

@@ -207,9 +207,9 @@ impl Resources {
         let pd = Pd::new(&ep.ctx).map_err(Fail::verbs)?;
         let mr = Mr::new(&pd, buf, access_for(p.tool.verb)).map_err(Fail::verbs)?;
         let depth = (p.tx_depth * p.num_qps).max(p.rx_depth * p.num_qps).max(1);
-        let cq = Cq::new(&ep.ctx, depth, false).map_err(Fail::verbs)?;
+        let cq = Cq::new(&ep.ctx, depth, p.use_event).map_err(Fail::verbs)?;
         let rcq = if p.tool.verb == Verb::Send {
-            Cq::new(&ep.ctx, p.rx_depth * p.num_qps, false).map_err(Fail::verbs)?
+            Cq::new(&ep.ctx, p.rx_depth * p.num_qps, p.use_event).map_err(Fail::verbs)?
         } else {
             cq.clone()
         };

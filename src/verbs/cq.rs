@@ -116,6 +116,40 @@ impl Cq {
         Ok(())
     }
 
+    /// Waits up to `timeout_ms` for the channel to deliver an event for this
+    /// CQ and acks it: true if one came. poll(2) on the channel fd first, so a
+    /// stop request (Ctrl-C) is seen within the timeout instead of blocking in
+    /// `ibv_get_cq_event`. Re-arm with [`Cq::req_notify`] before polling again.
+    pub fn wait_event_for(&self, timeout_ms: i32) -> Result<bool> {
+        let Some(ch) = self.channel else {
+            return self.wait_event().map(|()| true);
+        };
+        // SAFETY: `ch` is live while `self` is; `fd` is set at creation.
+        let fd = unsafe { ch.as_ref().fd };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, count 1.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if n < 0 {
+            let e = last_errno();
+            if e == libc::EINTR {
+                return Ok(false);
+            }
+            return Err(VerbsError::new(
+                "poll",
+                e,
+                "waiting on the completion channel failed; run without -e/--events",
+            ));
+        }
+        if n == 0 || pfd.revents & libc::POLLIN == 0 {
+            return Ok(false);
+        }
+        self.wait_event().map(|()| true)
+    }
+
     /// Blocks until the channel delivers an event for this CQ, and acks it.
     /// Re-arm with [`Cq::req_notify`] before polling again.
     pub fn wait_event(&self) -> Result<()> {

@@ -1,0 +1,67 @@
+//! `-e/--events`: a [`CompletionQueue`] that sleeps on the CQ's completion
+//! channel before polling, so the loops (bw, recv, lat) run unchanged.
+//!
+//! perftest's order: arm the CQ once before the run; then before each poll
+//! wait for an event, ack it, re-arm, poll. Two differences, both about not
+//! hanging: after a poll that filled the whole batch the next poll goes
+//! straight to the CQ (there may be more entries than the batch, and no new
+//! event will come for them — perftest's known `-e` hang), and the wait is a
+//! poll(2) on the channel fd with a timeout, so Ctrl-C and the loops' stall
+//! detection still work. Without events it is a pass-through (one branch).
+
+use std::sync::Arc;
+
+use super::{Completion, CompletionQueue, PostError};
+use crate::verbs::{Cq, VerbsError};
+
+/// How long one wait blocks before the loop gets control back (stop flag, stall check).
+pub const WAIT_MS: i32 = 100;
+
+/// Completion events in front of a poller `C` of the same CQ.
+pub struct EventCq<C> {
+    inner: C,
+    cq: Option<Arc<Cq>>,
+    need_wait: bool,
+}
+
+impl<C: CompletionQueue> EventCq<C> {
+    /// With `events` (the CQ must have a channel), arms the CQ now; without, a pass-through.
+    pub fn new(inner: C, cq: &Arc<Cq>, events: bool) -> Result<Self, VerbsError> {
+        if events {
+            if !cq.has_channel() {
+                return Err(VerbsError::new(
+                    "ibv_req_notify_cq",
+                    0,
+                    "-e: this CQ was created without a completion channel (internal); report this",
+                ));
+            }
+            cq.req_notify(false)?;
+        }
+        Ok(EventCq {
+            inner,
+            cq: events.then(|| Arc::clone(cq)),
+            need_wait: true,
+        })
+    }
+}
+
+impl<C: CompletionQueue> CompletionQueue for EventCq<C> {
+    #[inline]
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        let Some(cq) = &self.cq else {
+            return self.inner.poll(out);
+        };
+        if self.need_wait {
+            let got = cq
+                .wait_event_for(WAIT_MS)
+                .map_err(|e| PostError::Errno(e.errno))?;
+            if got {
+                cq.req_notify(false)
+                    .map_err(|e| PostError::Errno(e.errno))?;
+            }
+        }
+        let n = self.inner.poll(out)?;
+        self.need_wait = n < out.len();
+        Ok(n)
+    }
+}
