@@ -23,7 +23,7 @@ mod with_model {
     use rdmaperf::run::geometry::Geometry;
     use rdmaperf::tool::direct;
     use rdmaperf::tool::landing;
-    use rdmaperf::tool::rdma_bw::{qp_targets, SizeRun};
+    use rdmaperf::tool::rdma_bw::{qp_targets_shared, SizeRun};
     use std::sync::OnceLock;
 
     const PAGE: u64 = 4096;
@@ -106,7 +106,7 @@ mod with_model {
             rkey: if wrong_rkey { rk.rkey ^ 0x100 } else { rk.rkey },
             ..Dest::default()
         };
-        let targets = qp_targets(&base, local.as_ptr() as u64, lk.lkey, &[peer]);
+        let targets = qp_targets_shared(&base, local.as_ptr() as u64, lk.lkey, &[peer]);
         let mut sqs = [sq];
         model.start();
         let mut runs = Vec::new();

@@ -42,6 +42,15 @@ A="-d rxe0 -x 0 -F -b -n 1000"
 pair ab_rr "$R atomic-bw $A -p \$PORT" "$R atomic-bw $A -p \$PORT 127.0.0.1"
 pair ab_rs "ib_atomic_bw $A -p \$PORT" "$R atomic-bw $A -p \$PORT 127.0.0.1"
 pair ab_sr "$R atomic-bw $A -p \$PORT" "ib_atomic_bw $A -p \$PORT 127.0.0.1"
+# --mr_per_qp: one buffer and MR per QP; the landing check reads each QP's own MR.
+M="$O -q 2 -n 500 --mr_per_qp"
+pair m_write_rr "$R write-bw $M --check-landing -p \$PORT" "$R write-bw $M -p \$PORT 127.0.0.1"
+pair m_write_rs "ib_write_bw $M -p \$PORT" "$R write-bw $M -p \$PORT 127.0.0.1"
+pair m_write_sr "$R write-bw $M -p \$PORT" "ib_write_bw $M -p \$PORT 127.0.0.1"
+pair m_read_rr "$R read-bw $M -p \$PORT" "$R read-bw $M -p \$PORT 127.0.0.1"
+pair m_send_rr "$R send-bw $M -p \$PORT" "$R send-bw $M -p \$PORT 127.0.0.1"
+pair m_send_rs "ib_send_bw $M -p \$PORT" "$R send-bw $M -p \$PORT 127.0.0.1"
+pair m_send_sr "$R send-bw $M -p \$PORT" "ib_send_bw $M -p \$PORT 127.0.0.1"
 "#;
 
 fn batch() -> Option<&'static vm::BatchResult> {
@@ -242,4 +251,60 @@ fn atomic_bw_duplex_rdmaperf_client_stock_server() {
 #[test]
 fn atomic_bw_duplex_stock_client_rdmaperf_server() {
     atomic_duplex("ab_sr");
+}
+
+/// `--mr_per_qp -q 2 -n 500`: both ends agree on one row of 64 B x 1000
+/// (perftest counts both QPs' messages).
+fn mr_per_qp(name: &str) {
+    let Some(r) = batch() else { return };
+    let pr = r.pair(name);
+    pr.assert_ok();
+    for (side, out) in [("server", &pr.server.out), ("client", &pr.client.out)] {
+        assert_eq!(
+            vm::bw_result_rows(out),
+            vec![(64, 1000)],
+            "{name} {side}: one row of 64 B x 1000:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn mr_per_qp_write_bw_rdmaperf_both_sides_landing_checked() {
+    mr_per_qp("m_write_rr");
+    let Some(r) = batch() else { return };
+    let srv = r.pair("m_write_rr").server.out;
+    assert!(
+        srv.contains("landing"),
+        "the server ran its landing check:\n{srv}"
+    );
+}
+
+#[test]
+fn mr_per_qp_write_bw_rdmaperf_client_stock_server() {
+    mr_per_qp("m_write_rs");
+}
+
+#[test]
+fn mr_per_qp_write_bw_stock_client_rdmaperf_server() {
+    mr_per_qp("m_write_sr");
+}
+
+#[test]
+fn mr_per_qp_read_bw_rdmaperf_both_sides() {
+    mr_per_qp("m_read_rr");
+}
+
+#[test]
+fn mr_per_qp_send_bw_rdmaperf_both_sides() {
+    mr_per_qp("m_send_rr");
+}
+
+#[test]
+fn mr_per_qp_send_bw_rdmaperf_client_stock_server() {
+    mr_per_qp("m_send_rs");
+}
+
+#[test]
+fn mr_per_qp_send_bw_stock_client_rdmaperf_server() {
+    mr_per_qp("m_send_sr");
 }

@@ -244,7 +244,7 @@ fn rdma_one(
     size: u64,
 ) -> Result<(stats::BwResult, Option<String>), Fail> {
     let res = &r.res;
-    let targets = qp_targets(&res.geometry, res.mr.addr(), res.mr.lkey(), &r.rem);
+    let targets = qp_targets(res, &r.rem);
     let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
     let run = match method {
         Method::PostSend => {
@@ -335,7 +335,7 @@ fn send_loop<S: SendQueue>(
         .cfg
         .take()
         .ok_or_else(|| Fail::new("internal: receives not posted before the run"))?;
-    let targets = qp_targets(&res.geometry, res.mr.addr(), res.mr.lkey(), &r.rem);
+    let targets = qp_targets(res, &r.rem);
     let g = Geometry::new(
         size,
         res.geometry.cycle_buffer,

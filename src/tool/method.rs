@@ -38,6 +38,10 @@ pub fn direct_wired(p: &Params) -> bool {
         && matches!(p.conn, Conn::Rc | Conn::Uc)
         // -e sleeps on the verbs CQ's completion channel; the direct poller has none.
         && !p.use_event
+        // The direct SQ is given one buffer (the shared MR) to post from.
+        && !p.mr_per_qp
+        // -R connects the verbs QPs through the CM.
+        && !p.rdma_cm
 }
 
 /// What is known about the device and tool when choosing.

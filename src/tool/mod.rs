@@ -84,10 +84,8 @@ fn not_implemented(p: &Params) -> Option<&'static str> {
             "-R with -c UD: not implemented in rdmaperf yet (UD over rdma_cm needs SIDR); drop -R or use -c RC",
         );
     }
-    if p.mr_per_qp {
-        return Some(
-            "--mr_per_qp: not implemented in rdmaperf yet; drop it (one MR serves all QPs)",
-        );
+    if p.mr_per_qp && p.tool.kind == crate::cli::params::Kind::Lat {
+        return Some("--mr_per_qp: latency tests use one QP; drop --mr_per_qp");
     }
     if p.run_infinitely && (p.tool.verb == Verb::Send || p.duplex || p.threads > 1) {
         return Some("--run_infinitely: rdmaperf runs it for write-bw, read-bw and atomic-bw (one thread, without -b) so far; use -D for send-bw, -b or --threads");

@@ -217,7 +217,7 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     } else {
         None
     };
-    let targets = qp_targets(&res.geometry, res.mr.addr(), res.mr.lkey(), &rem);
+    let targets = qp_targets(&res, &rem);
     let mut report = p
         .json_file
         .as_ref()
@@ -411,7 +411,8 @@ pub(crate) fn to_text_dest(d: &Dest) -> text::Dest {
 
 /// Each QP's addressing: our send half (perftest geometry of the largest
 /// size) and the peer's advertised buffer.
-pub fn qp_targets(g: &Geometry, mr_addr: u64, lkey: u32, rem: &[Dest]) -> Vec<QpTarget> {
+/// Targets for QPs that share one buffer at `mr_addr` laid out by `g`.
+pub fn qp_targets_shared(g: &Geometry, mr_addr: u64, lkey: u32, rem: &[Dest]) -> Vec<QpTarget> {
     rem.iter()
         .enumerate()
         .map(|(i, r)| QpTarget {
@@ -419,6 +420,23 @@ pub fn qp_targets(g: &Geometry, mr_addr: u64, lkey: u32, rem: &[Dest]) -> Vec<Qp
             lkey,
             raddr: r.vaddr,
             rkey: r.rkey,
+        })
+        .collect()
+}
+
+/// Each QP's target: where it sends from (its MR, see
+/// [`Resources::qp_mem`]) and the peer's address and rkey for it.
+pub fn qp_targets(res: &Resources, rem: &[Dest]) -> Vec<QpTarget> {
+    rem.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let (mr, gi) = res.qp_mem(i);
+            QpTarget {
+                laddr: mr.addr() + res.geometry.send_offset(gi),
+                lkey: mr.lkey(),
+                raddr: r.vaddr,
+                rkey: r.rkey,
+            }
         })
         .collect()
 }
@@ -609,10 +627,11 @@ fn check_landing(p: &Params, res: &Resources, client_iters: u64) -> Result<(), F
         res.geometry.cache_line,
         res.geometry.slots,
     );
-    let buf = res.mr.buf().map(|b| b.as_slice()).unwrap_or(&[]);
     let mut all_ok = true;
     for q in 0..res.num_qps() as u64 {
-        let off = res.geometry.recv_offset(q) as usize;
+        let (mr, gi) = res.qp_mem(q as usize);
+        let buf = mr.buf().map(|b| b.as_slice()).unwrap_or(&[]);
+        let off = res.geometry.recv_offset(gi) as usize;
         let region = &buf[off..off + res.geometry.slot as usize];
         let msgs = if p.is_duration() {
             u64::MAX

@@ -105,10 +105,13 @@ impl Receiver {
                 .map(VerbsRecv::new)
                 .collect::<Result<_, _>>()
                 .map_err(Fail::verbs)?,
-            bufs: (0..res.qps.len() as u64)
-                .map(|q| RecvBuf {
-                    addr: res.mr.addr() + res.geometry.recv_offset(q) + ud_off,
-                    lkey: res.mr.lkey(),
+            bufs: (0..res.qps.len())
+                .map(|q| {
+                    let (mr, gi) = res.qp_mem(q);
+                    RecvBuf {
+                        addr: mr.addr() + res.geometry.recv_offset(gi) + ud_off,
+                        lkey: mr.lkey(),
+                    }
                 })
                 .collect(),
             counts: vec![RxCount::default(); res.qps.len()],
@@ -243,7 +246,7 @@ fn send_one(
     size: u64,
     clock: &Clock,
 ) -> Result<(stats::BwResult, Option<String>), Fail> {
-    let targets = qp_targets(&res.geometry, res.mr.addr(), res.mr.lkey(), rem);
+    let targets = qp_targets(res, rem);
     let run = match method {
         Method::PostSend => {
             let mut sqs = res

@@ -78,8 +78,12 @@ pub fn access_for(verb: Verb) -> Access {
 
 /// Buffers, CQ and QPs of one side.
 pub struct Resources {
+    /// The buffer layout of `mr` (of each MR with `--mr_per_qp`, then for one QP).
     pub geometry: Geometry,
+    /// The shared buffer's MR; with `--mr_per_qp`, QP 0's.
     pub mr: Mr,
+    /// `--mr_per_qp`: the MRs of QPs 1.. (perftest: one buffer and MR per QP).
+    pub qp_mrs: Vec<Mr>,
     pub cq: Arc<Cq>,
     pub rcq: Arc<Cq>,
     /// `--threads N` (client): one send CQ per worker thread; QP i completes on
@@ -191,21 +195,31 @@ impl Resources {
         maker: QpMaker,
     ) -> Result<Resources, Fail> {
         let size = p.max_size();
-        let geometry = Geometry::new(size, cycle_buffer, cache_line, p.num_qps as u64);
+        // --mr_per_qp: one buffer of one QP's layout per QP (perftest allocates
+        // `buf[i]` the size of a single QP's halves).
+        let per_qp = p.mr_per_qp && p.num_qps > 1;
+        let slots = if per_qp { 1 } else { p.num_qps as u64 };
+        let geometry = Geometry::new(size, cycle_buffer, cache_line, slots);
         let ud_extra = if p.conn == Conn::Ud { cache_line } else { 0 };
-        let mut buf = AlignedBuf::with_align(
-            (geometry.total() + ud_extra) as usize,
-            cycle_buffer as usize,
-        )
-        .map_err(Fail::verbs)?;
-        if !p.is_server() || p.duplex {
-            // The client's send halves carry rdmaperf's pattern (see landing.rs);
-            // the remote-accessible halves stay zero so a server can check landings.
-            let send_len = (geometry.slot * geometry.slots) as usize;
-            super::landing::fill_pattern(&mut buf.as_mut_slice()[..send_len]);
-        }
         let pd = Pd::new(&ep.ctx).map_err(Fail::verbs)?;
-        let mr = Mr::new(&pd, buf, access_for(p.tool.verb)).map_err(Fail::verbs)?;
+        let n_mrs = if per_qp { p.num_qps as usize } else { 1 };
+        let mut mrs = Vec::with_capacity(n_mrs);
+        for _ in 0..n_mrs {
+            let mut buf = AlignedBuf::with_align(
+                (geometry.total() + ud_extra) as usize,
+                cycle_buffer as usize,
+            )
+            .map_err(Fail::verbs)?;
+            if !p.is_server() || p.duplex {
+                // The client's send halves carry rdmaperf's pattern (see landing.rs);
+                // the remote-accessible halves stay zero so a server can check landings.
+                let send_len = (geometry.slot * geometry.slots) as usize;
+                super::landing::fill_pattern(&mut buf.as_mut_slice()[..send_len]);
+            }
+            mrs.push(Mr::new(&pd, buf, access_for(p.tool.verb)).map_err(Fail::verbs)?);
+        }
+        let mr = mrs.remove(0);
+        let qp_mrs = mrs;
         let depth = (p.tx_depth * p.num_qps).max(p.rx_depth * p.num_qps).max(1);
         let cq = Cq::new(&ep.ctx, depth, p.use_event).map_err(Fail::verbs)?;
         let rcq = if p.tool.verb == Verb::Send {
@@ -269,6 +283,7 @@ impl Resources {
         Ok(Resources {
             geometry,
             mr,
+            qp_mrs,
             cq,
             rcq,
             thread_cqs,
@@ -280,15 +295,26 @@ impl Resources {
         })
     }
 
+    /// QP `i`'s memory: its MR and its index in that MR's geometry (`i` in
+    /// the shared buffer; 0 in its own with `--mr_per_qp`).
+    pub fn qp_mem(&self, i: usize) -> (&Mr, u64) {
+        match i.checked_sub(1).and_then(|j| self.qp_mrs.get(j)) {
+            Some(mr) => (mr, 0),
+            None if self.qp_mrs.is_empty() => (&self.mr, i as u64),
+            None => (&self.mr, 0),
+        }
+    }
+
     /// Our key message for QP `i` (perftest `set_up_connection`).
     pub fn dest(&self, ep: &Endpoint, i: usize) -> Dest {
+        let (mr, gi) = self.qp_mem(i);
         Dest {
             lid: ep.port.lid,
             out_reads: self.out_reads,
             qpn: self.qp_ctl(i).qpn(),
             psn: self.psns[i],
-            rkey: self.mr.rkey(),
-            vaddr: self.mr.addr() + self.geometry.recv_offset(i as u64),
+            rkey: mr.rkey(),
+            vaddr: mr.addr() + self.geometry.recv_offset(gi),
             gid: ep.gid.map(|g| g.1),
             srqn: 0,
         }
