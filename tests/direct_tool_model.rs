@@ -334,4 +334,70 @@ mod with_model {
         assert!(ran.stats.error_cqes >= 1);
         assert!(recv_region(&ran.remote, &ran.base).iter().all(|&b| b == 0));
     }
+
+    /// `compare` on the queue model: the direct path is the one method the
+    /// model can run; the verbs methods are listed with the reason. Checks
+    /// the interleaved repetitions and the JSON (parsed back).
+    #[test]
+    fn compare_on_the_model_runs_direct_and_lists_the_verbs_methods() {
+        use rdmaperf::cli::params::PostChoice;
+        use rdmaperf::tool::compare::{compare_with, Unsupported};
+        use rdmaperf::tool::rdma_bw::SizeSummary;
+        let mut p = params("write-bw --post direct -n 400 -s 64");
+        let json = std::env::temp_dir().join(format!("rdmaperf-compare-{}.json", std::process::id()));
+        p.json_file = Some(json.clone());
+        let why = "the queue model has no verbs provider: it models mlx5 queues only";
+        let unsupported = [
+            Unsupported {
+                method: "wr-api",
+                reason: why.into(),
+            },
+            Unsupported {
+                method: "post-send",
+                reason: why.into(),
+            },
+        ];
+        let mut reps_run = 0;
+        compare_with(
+            &p,
+            3,
+            "queue-model",
+            &[(PostChoice::Direct, "direct")],
+            &unsupported,
+            |q| {
+                assert_eq!(q.post, PostChoice::Direct);
+                assert!(q.json_file.is_none(), "a repetition must not write the report");
+                reps_run += 1;
+                let ran = run(q, false, |_, _, _, _| {}, |_, _, _, _, _| {});
+                assert_complete(q, &ran.runs[0]);
+                Ok(SizeSummary::of(q, 64, &ran.runs[0], "direct", clock()))
+            },
+        )
+        .unwrap();
+        assert_eq!(reps_run, 3);
+        let text = std::fs::read_to_string(&json).unwrap();
+        let _ = std::fs::remove_file(&json);
+        let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(j["test"], "write-bw");
+        assert_eq!(j["device"], "queue-model");
+        assert_eq!(j["reps"], 3);
+        let samples = j["samples"].as_array().unwrap();
+        assert_eq!(samples.len(), 3);
+        for (i, s) in samples.iter().enumerate() {
+            assert_eq!(s["method"], "direct");
+            assert_eq!(s["rep"], i as u64);
+            assert!(s["mpps"].as_f64().unwrap() > 0.0, "{s}");
+            assert!(s["ns_per_call"].as_f64().unwrap() > 0.0, "{s}");
+        }
+        let summary = j["summary"].as_array().unwrap();
+        assert_eq!(summary.len(), 1);
+        assert_eq!(summary[0]["method"], "direct");
+        assert_eq!(summary[0]["reps"], 3);
+        // No post-send run: no ratio to it.
+        assert!(summary[0]["ratio_to_post_send"].is_null());
+        let unsup = j["unsupported"].as_array().unwrap();
+        assert_eq!(unsup.len(), 2);
+        assert!(unsup.iter().all(|u| u["reason"] == why));
+        assert_eq!(j["units"]["mpps"], "Mpps");
+    }
 }

@@ -3,9 +3,11 @@
 //! this host (loopback), so every repetition gets a fresh session without a
 //! cooperating remote process.
 
-use super::compare_table::{schedule, summarize, table, Sample, Unsupported};
+pub use super::compare_table::Unsupported;
+use super::compare_table::{schedule, summarize, table, Sample};
 use super::method;
 use super::setup::Endpoint;
+use super::rdma_bw::SizeSummary;
 use super::{loopback_with, rdma_bw, Fail, Out};
 use crate::cli::params::{Conn, Params, PostChoice};
 use crate::run::stop;
@@ -84,6 +86,26 @@ fn compare(p: &Params, reps: u32) -> Result<(), Fail> {
     }
     let device = ep.ctx.name().to_string();
     drop(ep);
+    compare_with(p, reps, &device, &runnable, &unsupported, |q| {
+        let sums = loopback_with(q, Out { quiet: true }, rdma_bw::run)?;
+        sums.into_iter()
+            .next()
+            .ok_or_else(|| Fail::new("the run produced no result"))
+    })
+}
+
+/// The comparison proper, given which methods can run and a way to run one
+/// repetition of `p` with `p.post` set (a loopback run on a device; the
+/// direct path on the queue model in tests): interleaved repetitions,
+/// medians, the table on stdout and JSON when asked for.
+pub fn compare_with(
+    p: &Params,
+    reps: u32,
+    device: &str,
+    runnable: &[(PostChoice, &'static str)],
+    unsupported: &[Unsupported],
+    mut run_one: impl FnMut(&Params) -> Result<SizeSummary, Fail>,
+) -> Result<(), Fail> {
     let names: Vec<&'static str> = runnable.iter().map(|m| m.1).collect();
     let mut samples = Vec::new();
     for (rep, name) in schedule(&names, reps) {
@@ -104,12 +126,7 @@ fn compare(p: &Params, reps: u32) -> Result<(), Fail> {
             rep + 1,
             reps
         );
-        let sums = loopback_with(&q, Out { quiet: true }, rdma_bw::run)?;
-        let Some(s) = sums.first() else {
-            return Err(Fail::new(format!(
-                "--post {name}: the run produced no result"
-            )));
-        };
+        let s = run_one(&q).map_err(|f| Fail::new(format!("--post {name}: {}", f.msg)))?;
         samples.push(Sample {
             method: name,
             rep,
@@ -136,16 +153,16 @@ fn compare(p: &Params, reps: u32) -> Result<(), Fail> {
             String::new()
         }
     );
-    print!("{}", table(&rows, &unsupported, bw_unit));
+    print!("{}", table(&rows, unsupported, bw_unit));
     if let Some(path) = &p.json_file {
         let j = JsonOut {
             test: p.tool.name(),
-            device,
+            device: device.to_string(),
             size: p.sizes[0],
             reps,
             samples: &samples,
             summary: rows,
-            unsupported: &unsupported,
+            unsupported,
             units: Units {
                 mpps: "Mpps",
                 bw: bw_unit,

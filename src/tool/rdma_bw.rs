@@ -134,6 +134,26 @@ pub struct SizeSummary {
     pub ns_per_wr: f64,
 }
 
+impl SizeSummary {
+    /// The summary of one size's run; the post cost is 0 when it was not
+    /// measured (`--no-cost`).
+    pub fn of(p: &Params, size: u64, run: &SizeRun, method: &'static str, clock: &Clock) -> Self {
+        let o = &run.outcome;
+        let per_call = if o.post_calls > 0 {
+            clock.nanos(o.post_ticks) / o.post_calls as f64
+        } else {
+            0.0
+        };
+        SizeSummary {
+            size,
+            result: run.row,
+            method,
+            ns_per_call: per_call,
+            ns_per_wr: per_call / p.post_list.max(1) as f64,
+        }
+    }
+}
+
 /// Runs one side; the client returns what it measured per size (the server nothing).
 pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     let ep = Endpoint::open(p)?;
@@ -330,19 +350,11 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
             // --run_infinitely printed its period rows; no whole-run row (perftest neither).
             out.print(&text::bw_row(r, &info, 0.0));
         }
-        let o = &run.outcome;
-        let cost = (o.post_calls > 0).then(|| {
-            let per_call = clock.nanos(o.post_ticks) / o.post_calls as f64;
-            (size, per_call, per_call / p.post_list as f64)
-        });
+        let summary = SizeSummary::of(p, size, &run, method.name(), &clock);
+        let cost = (run.outcome.post_calls > 0)
+            .then_some((size, summary.ns_per_call, summary.ns_per_wr));
         costs.extend(cost);
-        summaries.push(SizeSummary {
-            size,
-            result: *r,
-            method: method.name(),
-            ns_per_call: cost.map_or(0.0, |c| c.1),
-            ns_per_wr: cost.map_or(0.0, |c| c.2),
-        });
+        summaries.push(summary);
         if let Some(j) = report.as_mut().filter(|_| !p.run_infinitely) {
             let mut rec = json::Record::bw(r, &info, 0.0);
             if let Some((_, call, wr)) = cost {
