@@ -7,73 +7,10 @@
 //!
 //! `cargo run --release --features model --example model_threads [-- MESSAGES]`
 
-use rdmaperf::mlx5::{DirectCq, DirectSq, HwMmio};
-use rdmaperf::model::{Access, Model, ModelConfig};
-use rdmaperf::post::{Completion, CompletionQueue, Op, PostError};
-use rdmaperf::run::bw::{BwConfig, QpTarget};
-use rdmaperf::run::threads::{aggregate, run, QueueFactory, Worker};
-
-const BUF: usize = 1 << 16;
-
-/// The CQ side of one worker: owns the model and the buffers it reads/writes.
-struct ModelCq {
-    cq: DirectCq,
-    model: Model,
-    _bufs: (Box<[u8]>, Box<[u8]>),
-}
-
-impl CompletionQueue for ModelCq {
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-        self.model.step_dbrec();
-        self.cq.poll(out)
-    }
-}
-
-struct Factory;
-
-impl QueueFactory for Factory {
-    type Sq = DirectSq<HwMmio>;
-    type Cq = ModelCq;
-    fn build(
-        &self,
-        _t: usize,
-        qps: &[usize],
-    ) -> Result<(Vec<Self::Sq>, ModelCq, Vec<QpTarget>), String> {
-        assert_eq!(qps.len(), 1, "one model QP per worker");
-        let model = Model::new(ModelConfig {
-            wqe_cnt: 256,
-            cqe_cnt: 64,
-            record_history: false,
-            ..Default::default()
-        })?;
-        let (sq, cq) = model.pair_with(HwMmio)?;
-        let mut local = vec![7u8; BUF].into_boxed_slice();
-        let mut remote = vec![0u8; BUF].into_boxed_slice();
-        // SAFETY: the buffers move into ModelCq together with the model and
-        // live as long as it does.
-        let (lk, rk) = unsafe {
-            (
-                model.register(local.as_mut_ptr(), BUF, Access::ALL),
-                model.register(remote.as_mut_ptr(), BUF, Access::ALL),
-            )
-        };
-        let target = QpTarget {
-            laddr: local.as_ptr() as u64,
-            lkey: lk.lkey,
-            raddr: remote.as_ptr() as u64,
-            rkey: rk.rkey,
-        };
-        Ok((
-            vec![sq],
-            ModelCq {
-                cq,
-                model,
-                _bufs: (local, remote),
-            },
-            vec![target],
-        ))
-    }
-}
+use rdmaperf::model::workers::ModelWorkers;
+use rdmaperf::post::Op;
+use rdmaperf::run::bw::BwConfig;
+use rdmaperf::run::threads::{aggregate, run, Worker};
 
 fn main() {
     let messages: u64 = std::env::args()
@@ -107,7 +44,14 @@ fn main() {
                 stall_ticks: clock.cycles_for(std::time::Duration::from_secs(10)),
                 cost: true,
             };
-            let outs = run(&Factory, &workers, cfg, None, &rdmaperf::clock::now).expect("run");
+            let outs = run(
+                &ModelWorkers::default(),
+                &workers,
+                cfg,
+                None,
+                &rdmaperf::clock::now,
+            )
+            .expect("run");
             for o in &outs {
                 assert!(o.outcome.error.is_none(), "{:?}", o.outcome.error);
             }

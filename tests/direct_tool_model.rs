@@ -344,7 +344,8 @@ mod with_model {
         use rdmaperf::tool::compare::{compare_with, Unsupported};
         use rdmaperf::tool::rdma_bw::SizeSummary;
         let mut p = params("write-bw --post direct -n 400 -s 64");
-        let json = std::env::temp_dir().join(format!("rdmaperf-compare-{}.json", std::process::id()));
+        let json =
+            std::env::temp_dir().join(format!("rdmaperf-compare-{}.json", std::process::id()));
         p.json_file = Some(json.clone());
         let why = "the queue model has no verbs provider: it models mlx5 queues only";
         let unsupported = [
@@ -366,7 +367,10 @@ mod with_model {
             &unsupported,
             |q| {
                 assert_eq!(q.post, PostChoice::Direct);
-                assert!(q.json_file.is_none(), "a repetition must not write the report");
+                assert!(
+                    q.json_file.is_none(),
+                    "a repetition must not write the report"
+                );
                 reps_run += 1;
                 let ran = run(q, false, |_, _, _, _| {}, |_, _, _, _, _| {});
                 assert_complete(q, &ran.runs[0]);

@@ -43,6 +43,7 @@ mod decode;
 mod mem;
 mod mmio;
 mod nic;
+pub mod workers;
 
 use std::any::Any;
 use std::collections::VecDeque;

@@ -6,8 +6,8 @@
 pub use super::compare_table::Unsupported;
 use super::compare_table::{schedule, summarize, table, Sample};
 use super::method;
-use super::setup::Endpoint;
 use super::rdma_bw::SizeSummary;
+use super::setup::Endpoint;
 use super::{loopback_with, rdma_bw, Fail, Out};
 use crate::cli::params::{Conn, Params, PostChoice};
 use crate::run::stop;

@@ -351,8 +351,8 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
             out.print(&text::bw_row(r, &info, 0.0));
         }
         let summary = SizeSummary::of(p, size, &run, method.name(), &clock);
-        let cost = (run.outcome.post_calls > 0)
-            .then_some((size, summary.ns_per_call, summary.ns_per_wr));
+        let cost =
+            (run.outcome.post_calls > 0).then_some((size, summary.ns_per_call, summary.ns_per_wr));
         costs.extend(cost);
         summaries.push(summary);
         if let Some(j) = report.as_mut().filter(|_| !p.run_infinitely) {
