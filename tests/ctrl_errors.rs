@@ -252,7 +252,7 @@ fn client_retries_until_the_server_is_up() {
         s.exchange_versions().unwrap();
     });
     let mut c = client(port);
-    assert_eq!(c.exchange_versions().unwrap().text, "6.27");
+    assert_eq!(c.exchange_versions().unwrap().text, "6.27-rs");
     h.join().unwrap();
 }
 

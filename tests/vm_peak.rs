@@ -24,7 +24,17 @@ OS="-d rxe0 -x 0 -F"
 single compare "$RDMAPERF_BIN compare write-bw $O -s 64 -n 300 --reps 2 --out_json_file=$RESULTS/compare.json"
 single threads "$RDMAPERF_BIN write-bw --loopback $O -s 64 -n 300 --threads 2 --out_json_file=$RESULTS/threads.json"
 single read_threads "$RDMAPERF_BIN read-bw --loopback $O -s 64 -n 200 -q 4 --threads 2"
-pair stock "ib_write_bw $OS -q 2 -n 300 -s 64 -p \$PORT" "$RDMAPERF_BIN write-bw $O -q 2 -n 300 -s 64 --threads 2 -p \$PORT 127.0.0.1"
+# Against stock perftest: one stock server per thread, thread i on port 18700+i.
+for i in 0 1; do
+  ib_write_bw $OS -q 1 -n 300 -s 64 -p $((18700 + i)) > $RESULTS/stock.server$i.out 2>&1 &
+  eval "S$i=\$!"
+done
+wait_port 18700 $S0; wait_port 18701 $S1
+timeout 120 $RDMAPERF_BIN write-bw $O -q 2 -n 300 -s 64 --threads 2 -p 18700 \
+  --out_json_file=$RESULTS/stock.json 127.0.0.1 > $RESULTS/stock.client.out 2>&1
+echo $? > $RESULTS/stock.client.rc
+wait $S0; echo $? > $RESULTS/stock.server0.rc
+wait $S1; echo $? > $RESULTS/stock.server1.rc
 "#;
     let r = vm::Batch::new()
         .bin(env!("CARGO_BIN_EXE_rdmaperf"))
@@ -84,24 +94,30 @@ pair stock "ib_write_bw $OS -q 2 -n 300 -s 64 -p \$PORT" "$RDMAPERF_BIN write-bw
     assert_eq!(row_iters(&rt.out, "65536"), None);
     assert_eq!(row_iters(&rt.out, "64"), Some(800), "{}", rt.out);
 
-    let p = r.pair("stock");
-    assert_eq!(
-        (p.server.rc, p.client.rc),
-        (Some(0), Some(0)),
-        "server:\n{}\nclient:\n{}",
-        p.server.out,
-        p.client.out
+    let client = r.file("stock.client.out").unwrap_or("").to_string();
+    let rc = |f: &str| r.file(f).map(|s| s.trim().to_string());
+    println!("stock client:\n{client}");
+    assert_eq!(rc("stock.client.rc").as_deref(), Some("0"), "{client}");
+    assert!(
+        client.contains("port 18700 with -q 1, port 18701 with -q 1"),
+        "the client says which stock server each thread uses:\n{client}"
     );
-    assert_eq!(
-        row_iters(&p.client.out, "64"),
-        Some(600),
-        "{}",
-        p.client.out
-    );
-    assert_eq!(
-        row_iters(&p.server.out, "64"),
-        Some(600),
-        "{}",
-        p.server.out
-    );
+    // The sum of both threads; each stock server saw its own 300.
+    assert_eq!(row_iters(&client, "64"), Some(600), "{client}");
+    for i in 0..2 {
+        let out = r.file(&format!("stock.server{i}.out")).unwrap_or("");
+        assert_eq!(
+            rc(&format!("stock.server{i}.rc")).as_deref(),
+            Some("0"),
+            "{out}"
+        );
+        assert_eq!(row_iters(out, "64"), Some(300), "server {i}:\n{out}");
+    }
+    let j: Value =
+        serde_json::from_str(r.file("stock.json").expect("stock.json")).expect("valid JSON");
+    let th = j["results"]["threads"]
+        .as_array()
+        .or_else(|| j["results"][0]["threads"].as_array())
+        .expect("per-thread records in the JSON");
+    assert_eq!(th.len(), 2, "{j}");
 }

@@ -8,7 +8,7 @@
 //!   `hand_shake`, `exchange_bw_report`, `close`).
 //! - [`choreo`]: which steps each tool runs, in which order, per role and mode.
 //!
-//! We advertise version "6.27", so stock perftest 4.5 (6.06) and master (6.29)
+//! We advertise version "6.27-rs" (`atof` reads 6.27), so stock perftest 4.5 (6.06) and master (6.29)
 //! both speak the 4.5 protocol with us (no master parameter negotiation).
 
 pub mod channel;

@@ -11,8 +11,12 @@ use std::fmt;
 /// The version we advertise. perftest compares versions with `atof`: at
 /// least 5.70 passes its compatibility check, below 6.28 keeps master's
 /// `negotiate_params` blob off, so 4.5 (6.06) and master (6.29) both talk to us
-/// exactly as they talk to 4.5.
-pub const OUR_VERSION: &str = "6.27";
+/// exactly as they talk to 4.5. The "-rs" suffix (invisible to `atof`) tells
+/// an rdmaperf peer from stock perftest (e.g. `--threads` then keeps one
+/// control connection for all threads instead of one stock server per thread).
+pub const OUR_VERSION: &str = "6.27-rs";
+/// The suffix that marks an rdmaperf peer's version.
+pub const RDMAPERF_MARK: &str = "-rs";
 /// `char version[MAX_VERSION]`, NUL padded.
 pub const VERSION_LEN: usize = 16;
 /// perftest's `check_version_compatibility` refuses peers below this.
@@ -145,6 +149,10 @@ impl PeerVersion {
             text: text.to_owned(),
             value,
         })
+    }
+    /// The peer is rdmaperf (its version carries [`RDMAPERF_MARK`]), not stock perftest.
+    pub fn is_rdmaperf(&self) -> bool {
+        self.text.ends_with(RDMAPERF_MARK)
     }
     /// `check_sys_data` exchanges cycle_buffer and cache line (>= 5.32).
     pub fn has_sysdata(&self) -> bool {
@@ -822,8 +830,12 @@ mod tests {
     #[test]
     fn version_encodes_nul_padded() {
         let b = encode_version(OUR_VERSION).unwrap();
-        assert_eq!(&b[..4], b"6.27");
-        assert_eq!(&b[4..], &[0u8; 12]);
+        assert_eq!(&b[..8], b"6.27-rs\0");
+        let v = decode_version(&b).unwrap();
+        assert!((v.value - 6.27).abs() < 1e-9, "atof must still read 6.27");
+        assert!(v.is_rdmaperf());
+        assert!(!PeerVersion::from_text("6.06").unwrap().is_rdmaperf());
+        assert_eq!(&b[7..], &[0u8; 9]);
         assert!(encode_version("0123456789abcdef").is_err());
         assert!(encode_version("6.2\x007").is_err());
     }

@@ -120,7 +120,7 @@ pub struct BwInput<'a> {
 }
 
 /// One bandwidth result line.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BwResult {
     /// Message size in bytes.
     pub size: u64,

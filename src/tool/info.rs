@@ -18,6 +18,27 @@ pub fn test_info(
     method: Method,
     clock: &Clock,
 ) -> TestInfo {
+    TestInfo {
+        device: ep.ctx.name().to_string(),
+        wr_api: method == Method::WrApi,
+        mtu: mtu_bytes,
+        link: if ep.port.link_layer == VLink::ETHERNET {
+            LinkLayer::Ethernet
+        } else {
+            LinkLayer::Ib
+        },
+        gid_index: ep.gid.map(|g| g.0 as i32),
+        out_reads: res.out_reads,
+        extra: vec![
+            ("Post method".into(), method.name().into()),
+            ("Clock".into(), clock.to_string()),
+        ],
+        ..params_info(p)
+    }
+}
+
+/// The part of [`TestInfo`] that follows from the parameters alone.
+pub fn params_info(p: &Params) -> TestInfo {
     let verb = match (p.tool.verb, p.with_imm) {
         (PVerb::Write, false) => Verb::Write,
         (PVerb::Write, true) => Verb::WriteImm,
@@ -48,7 +69,6 @@ pub fn test_info(
         },
         duplex: p.duplex,
         post_list: p.post_list,
-        device: ep.ctx.name().to_string(),
         num_qps: p.num_qps,
         transport: Transport::Ib,
         connection: match p.conn {
@@ -56,20 +76,11 @@ pub fn test_info(
             Conn::Uc => Connection::Uc,
             Conn::Ud => Connection::Ud,
         },
-        wr_api: method == Method::WrApi,
         tx_depth: p.tx_depth,
         rx_depth: p.rx_depth,
         cq_mod: p.cq_mod,
         cqe_poll: CqePoll::Fixed(16),
-        mtu: mtu_bytes,
-        link: if ep.port.link_layer == VLink::ETHERNET {
-            LinkLayer::Ethernet
-        } else {
-            LinkLayer::Ib
-        },
-        gid_index: ep.gid.map(|g| g.0 as i32),
         inline_size: p.inline_size,
-        out_reads: res.out_reads,
         size: p.max_size(),
         all_sizes: p.all_sizes,
         iters: p.iters,
@@ -86,10 +97,6 @@ pub fn test_info(
             Some(OutputKind::MessageRate) => OutputMode::MessageRate,
             Some(OutputKind::Latency) => OutputMode::Latency,
         },
-        extra: vec![
-            ("Post method".into(), method.name().into()),
-            ("Clock".into(), clock.to_string()),
-        ],
         rdma_cm_qps: p.rdma_cm,
         rdma_cm_exchange: p.rdma_cm,
         // perftest: " Test with events. Using <dev>_comp<eq_num>", eq_num 0 without -X.

@@ -20,6 +20,7 @@ pub mod rdma_bw;
 pub mod send_bw;
 pub mod setup;
 pub mod threads_bw;
+pub mod threads_stock;
 
 use crate::cli::params::{Kind, Params, Verb};
 use crate::run::stop;

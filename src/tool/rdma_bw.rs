@@ -11,6 +11,7 @@ use super::method::{self, Method};
 use super::progress;
 use super::setup::{Endpoint, Resources};
 use super::threads_bw;
+use super::threads_stock;
 use super::{landing, Fail, Out};
 use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
@@ -78,7 +79,10 @@ pub(crate) fn preamble(
     ep: &Endpoint,
     p: &Params,
 ) -> Result<(u64, u64, u8), Fail> {
-    sess.exchange_versions().map_err(Fail::ctrl)?;
+    // Already done when the caller had to know the peer first (--threads).
+    if sess.peer_version().is_none() {
+        sess.exchange_versions().map_err(Fail::ctrl)?;
+    }
     let page = crate::verbs::mr::page_size() as u32;
     let (cb, cl) = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
     let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
@@ -157,12 +161,32 @@ impl SizeSummary {
 /// Runs one side; the client returns what it measured per size (the server nothing).
 pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     let ep = Endpoint::open(p)?;
-    let op = p.op();
-    let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
-    let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
-
+    let method = method::resolve(&ep.ctx, p, qp_type(p), &[p.op()])?;
     let mut sess = connect(p, &ep)?;
-    let (cb, cl, mtu) = preamble(&mut sess, &ep, p)?;
+    if p.threads > 1 && !p.is_server() {
+        // Against stock perftest, thread i talks to its own server on port
+        // p+i (one stock process per port, as NVIDIA's scripts run them);
+        // between two rdmaperf ends one connection carries every thread.
+        let peer = sess.exchange_versions().map_err(Fail::ctrl)?;
+        if !peer.is_rdmaperf() {
+            return threads_stock::run(p, out, &ep, method, sess);
+        }
+    }
+    run_session(p, out, &ep, method, sess)
+}
+
+/// [`run`] on an open control session (versions possibly exchanged).
+pub(crate) fn run_session(
+    p: &Params,
+    out: Out,
+    ep: &Endpoint,
+    method: Method,
+    mut sess: Session,
+) -> Result<Vec<SizeSummary>, Fail> {
+    let ep = ep;
+    let op = p.op();
+    let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
+    let (cb, cl, mtu) = preamble(&mut sess, ep, p)?;
     let res = if method == Method::Direct {
         Resources::create_direct(&ep, p, cb, cl)?
     } else {

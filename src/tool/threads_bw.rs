@@ -1,8 +1,9 @@
 //! `--threads N` on the bw client: the QPs are spread round-robin over N
 //! worker threads; each thread builds its own send queues and polls its own CQ
 //! (created per thread in `setup`), pinned to its core (`--cpus`, else the
-//! device's NUMA-local cores). One control connection carries all QPs, so the
-//! peer (rdmaperf or stock perftest with the same `-q`) sees an ordinary run.
+//! device's NUMA-local cores). One control connection carries all QPs: this
+//! is the mode between two rdmaperf ends (against stock perftest, see
+//! `threads_stock`: one stock server per thread).
 
 use super::cpus;
 use super::method::Method;
