@@ -183,27 +183,26 @@ pub(crate) fn run_session(
     method: Method,
     mut sess: Session,
 ) -> Result<Vec<SizeSummary>, Fail> {
-    let ep = ep;
     let op = p.op();
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
     let (cb, cl, mtu) = preamble(&mut sess, ep, p)?;
     let res = if method == Method::Direct {
-        Resources::create_direct(&ep, p, cb, cl)?
+        Resources::create_direct(ep, p, cb, cl)?
     } else {
-        Resources::create(&ep, p, cb, cl, flags)?
+        Resources::create(ep, p, cb, cl, flags)?
     };
-    let _cm = cm_data::connect_qps(&mut sess, &ep, p, &res)?;
+    let _cm = cm_data::connect_qps(&mut sess, ep, p, &res)?;
     let clock = Clock::calibrate();
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
-    let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
+    let info = test_info(p, ep, &res, mtu_bytes, method, &clock);
     out.print(&text::info_block(&info));
 
-    let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(&ep, i)).collect();
+    let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(ep, i)).collect();
     let mut rem = Vec::with_capacity(my.len());
     for d in &my {
         rem.push(sess.hand_shake(d).map_err(Fail::ctrl)?);
     }
-    res.connect(&ep, p, mtu, &rem, !p.is_server())?;
+    res.connect(ep, p, mtu, &rem, !p.is_server())?;
     for (i, d) in my.iter().enumerate() {
         rem[i] = sess.hand_shake(d).map_err(Fail::ctrl)?;
     }
