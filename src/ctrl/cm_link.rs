@@ -103,6 +103,32 @@ fn parts(ctx: &Arc<Context>, port_num: u8, peer: &str) -> Result<Parts, CtrlErro
 /// min_rnr_timer 12; we put it in RTR directly).
 pub fn to_rts(id: &CmId, qp: &Qp, step: &str, peer: &str) -> Result<(), CtrlError> {
     let e = |x: crate::verbs::VerbsError| cm_err(step, peer, x);
+    if id.is_ud() {
+        // UD, as librdmacm does it: the CM's INIT attributes (its Q_Key,
+        // RDMA_UDP_QKEY, is what the peer sends with) by INIT->INIT, then
+        // RTR with the state alone and RTS with sq_psn 0.
+        let (init, mask) = id.qp_attr(sys::IBV_QPS_INIT).map_err(e)?;
+        qp.apply("ibv_modify_qp(INIT->INIT, rdma_cm qkey)", init, mask)
+            .map_err(e)?;
+        let rtr = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_RTR,
+            ..Default::default()
+        };
+        qp.apply("ibv_modify_qp(INIT->RTR, UD)", rtr, sys::IBV_QP_STATE)
+            .map_err(e)?;
+        let rts = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_RTS,
+            sq_psn: 0,
+            ..Default::default()
+        };
+        return qp
+            .apply(
+                "ibv_modify_qp(RTR->RTS, UD)",
+                rts,
+                sys::IBV_QP_STATE | sys::IBV_QP_SQ_PSN,
+            )
+            .map_err(e);
+    }
     let (mut rtr, mut mask) = id.qp_attr(sys::IBV_QPS_RTR).map_err(e)?;
     rtr.min_rnr_timer = 12;
     mask |= sys::IBV_QP_MIN_RNR_TIMER;
@@ -176,8 +202,9 @@ enum Attempt {
 
 /// Client side: resolve, connect with `param`, retrying until `deadline`
 /// while the server is not listening yet (REJECTED/UNREACHABLE), as perftest
-/// retries. Returns the id after CONNECT_RESPONSE: move the QP to RTS, then
-/// [`CmId::establish`].
+/// retries. RC (`ud` false): returns after CONNECT_RESPONSE — move the QP
+/// to RTS, then [`CmId::establish`]. UD: returns after ESTABLISHED, whose
+/// event carries the peer's address ([`cm::UdParam`]).
 pub fn connect_id(
     ch: &Arc<EventChannel>,
     ctx: &Context,
@@ -185,13 +212,14 @@ pub fn connect_id(
     deadline: Instant,
     cancel: Cancel,
     param: ConnParam,
-) -> Result<CmId, CtrlError> {
+    ud: bool,
+) -> Result<(CmId, cm::CmEvent), CtrlError> {
     let peer = dst.to_string();
     let start = Instant::now();
     loop {
-        let id = CmId::new(ch).map_err(|e| cm_err("rdma_create_id", &peer, e))?;
+        let id = CmId::with_ps(ch, ud).map_err(|e| cm_err("rdma_create_id", &peer, e))?;
         match attempt(&id, ctx, dst, deadline, cancel, &param) {
-            Ok(()) => return Ok(id),
+            Ok(ev) => return Ok((id, ev)),
             Err(Attempt::Refused(_)) if Instant::now() + RETRY_PAUSE < deadline => {
                 drop(id);
                 std::thread::sleep(RETRY_PAUSE);
@@ -216,16 +244,17 @@ fn attempt(
     deadline: Instant,
     cancel: Cancel,
     param: &ConnParam,
-) -> Result<(), Attempt> {
+) -> Result<cm::CmEvent, Attempt> {
     let peer = dst.to_string();
     let fail = |step: &str, e: &dyn std::fmt::Display| Attempt::Fail(cm_err(step, &peer, e));
     let wait = |want: CmEventType| match cm::expect(id, want, deadline, &cancel) {
-        Ok(_) => Ok(()),
+        Ok(ev) => Ok(ev),
         Err(CmWaitError::Unexpected { got, .. }) if got.kind.is_refusal() => {
             Err(Attempt::Refused(got))
         }
         Err(e) => {
-            let hint = if want == CmEventType::CONNECT_RESPONSE {
+            let hint = if want == CmEventType::CONNECT_RESPONSE || want == CmEventType::ESTABLISHED
+            {
                 ""
             } else {
                 " — give the server's IPv4 address on the RDMA netdev (rdma_cm cannot route \
@@ -246,7 +275,12 @@ fn attempt(
         .map_err(|e| fail("route", &e))?;
     wait(CmEventType::ROUTE_RESOLVED)?;
     id.connect(param).map_err(|e| fail("connect", &e))?;
-    wait(CmEventType::CONNECT_RESPONSE)
+    // UD (SIDR): the reply arrives as ESTABLISHED, with the peer's address.
+    wait(if id.is_ud() {
+        CmEventType::ESTABLISHED
+    } else {
+        CmEventType::CONNECT_RESPONSE
+    })
 }
 
 /// Server side: listen on `port` and take one connect request; the listening
@@ -309,7 +343,7 @@ impl CmLink {
         let p = parts(ctx, port_num, &peer)?;
         let qpn = p.qp.qpn();
         let until = Instant::now() + deadline.max(Duration::from_secs(2));
-        let id = connect_id(&ch, ctx, dst, until, cancel, conn_param(qpn, 0))?;
+        let (id, _) = connect_id(&ch, ctx, dst, until, cancel, conn_param(qpn, 0), false)?;
         to_rts(&id, &p.qp, "connect", &peer)?;
         id.establish().map_err(|e| cm_err("establish", &peer, e))?;
         CmLink::finish_setup(p, id, SocketAddr::V4(dst), cancel)

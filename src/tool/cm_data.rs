@@ -11,21 +11,25 @@ use std::time::{Duration, Instant};
 use super::setup::{Endpoint, Resources};
 use super::Fail;
 use crate::cli::params::Params;
-use crate::cli::params::Verb;
+use crate::cli::params::{Conn, Verb};
 use crate::ctrl::cm_link::{self, Cancel};
 use crate::ctrl::{Dest, Session};
 use crate::run::stop;
 use crate::verbs::cm::{CmId, EventChannel};
+use crate::verbs::{Ah, UdDest};
 
 /// The CM ids of the data QPs: kept for the run (dropping one disconnects).
 pub struct CmQps {
     ids: Vec<CmId>,
     _ch: Arc<EventChannel>,
+    /// UD client: where each QP sends, from the CM's replies (the peer's QPN,
+    /// its Q_Key and the address vector); empty otherwise.
+    pub ud: Vec<UdDest>,
 }
 
 impl Drop for CmQps {
     fn drop(&mut self) {
-        for id in &self.ids {
+        for id in self.ids.iter().filter(|id| !id.is_ud()) {
             id.disconnect();
         }
     }
@@ -57,23 +61,35 @@ pub fn connect_qps(
         Verb::Read | Verb::Atomic => res.out_reads.min(255) as u8,
         _ => 0,
     };
+    let ud = p.conn == Conn::Ud;
     let mut ids = Vec::with_capacity(res.qps.len());
+    let mut uds = Vec::new();
     match &p.server {
         Some(host) => {
             let dst = cm_link::resolve_v4(host, p.port).map_err(Fail::ctrl)?;
             for qp in &res.qps {
                 let until = Instant::now() + timeout;
                 let param = cm_link::conn_param(qp.qpn(), out_reads);
-                let id = cm_link::connect_id(&ch, &ep.ctx, dst, until, CANCEL, param)
+                let (id, ev) = cm_link::connect_id(&ch, &ep.ctx, dst, until, CANCEL, param, ud)
                     .map_err(Fail::ctrl)?;
                 cm_link::to_rts(&id, qp, "data QP", host).map_err(Fail::ctrl)?;
-                id.establish().map_err(Fail::verbs)?;
+                match ev.ud {
+                    Some(u) => uds.push(UdDest {
+                        ah: Ah::from_raw(&res.pd, u.ah_attr).map_err(Fail::verbs)?,
+                        remote_qpn: u.qp_num,
+                        remote_qkey: u.qkey,
+                    }),
+                    None if ud => return Err(Fail::new(
+                        "rdma_cm: the UD reply carried no address; is the peer using -c UD too?",
+                    )),
+                    None => id.establish().map_err(Fail::verbs)?,
+                }
                 ids.push(id);
             }
         }
         None => {
             let here = format!("port {}", p.port);
-            let listen = CmId::new(&ch).map_err(Fail::verbs)?;
+            let listen = CmId::with_ps(&ch, ud).map_err(Fail::verbs)?;
             listen
                 .listen(p.port, res.qps.len() as i32)
                 .map_err(Fail::verbs)?;
@@ -91,5 +107,9 @@ pub fn connect_qps(
     }
     sess.hand_shake_step("rdma_cm sync after connecting the QPs", &blank)
         .map_err(Fail::ctrl)?;
-    Ok(Some(CmQps { ids, _ch: ch }))
+    Ok(Some(CmQps {
+        ids,
+        _ch: ch,
+        ud: uds,
+    }))
 }

@@ -80,9 +80,12 @@ fn not_implemented(p: &Params) -> Option<&'static str> {
             "-e (completion events) with -b or --threads: not implemented in rdmaperf yet; drop -e (rdmaperf polls) or -b/--threads",
         );
     }
-    if p.rdma_cm && p.conn == crate::cli::params::Conn::Ud {
+    if p.rdma_cm
+        && p.conn == crate::cli::params::Conn::Ud
+        && (p.duplex || p.tool.kind == crate::cli::params::Kind::Lat)
+    {
         return Some(
-            "-R with -c UD: not implemented in rdmaperf yet (UD over rdma_cm needs SIDR); drop -R or use -c RC",
+            "-R with -c UD: rdmaperf runs it for unidirectional send-bw only so far (latency and -b need the peers' QPNs sent over the UD QPs); drop -R or -b, or use -c RC",
         );
     }
     if p.mr_per_qp && p.tool.kind == crate::cli::params::Kind::Lat {

@@ -311,7 +311,7 @@ pub(crate) struct Ready {
     pub(crate) my: Vec<Dest>,
     pub(crate) rem: Vec<Dest>,
     /// `-R`: the data QPs' CM ids, kept for the run.
-    pub(crate) _cm: Option<super::cm_data::CmQps>,
+    pub(crate) cm: Option<super::cm_data::CmQps>,
 }
 
 impl Ready {
@@ -341,7 +341,7 @@ impl Ready {
             .map(|f| json::JsonReport::new(f, &info));
         let ready = Ready {
             rem: my.clone(),
-            _cm: cm,
+            cm,
             res,
             info,
             clock,
@@ -440,7 +440,11 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                         if p.is_server() {
                             receiver = Some(Receiver::new(&r.res, p)?);
                         } else {
-                            uds = ud_dests(&ep, p, &r.res, &r.rem)?;
+                            uds = match r.cm.as_ref().filter(|c| !c.ud.is_empty()) {
+                                // -R UD: the CM's replies say where to send.
+                                Some(c) => c.ud.iter().cloned().map(Some).collect(),
+                                None => ud_dests(&ep, p, &r.res, &r.rem)?,
+                            };
                         }
                     }
                     Step::Barrier(b) => {

@@ -75,7 +75,34 @@ unsafe impl Sync for Ah {}
 
 impl Ah {
     pub fn new(pd: &Arc<Pd>, attr: &AhAttr) -> Result<Arc<Ah>> {
-        let mut raw = attr.to_raw();
+        Self::create(pd, attr.to_raw(), || {
+            format!(
+                "address handle to LID {:#x} port {} {}; on RoCE a GID is required and the \
+                     source GID index must exist (-x)",
+                attr.dlid,
+                attr.port,
+                match attr.grh {
+                    Some(g) => format!("via sgid_index {}", g.sgid_index),
+                    None => "without GRH".to_string(),
+                }
+            )
+        })
+    }
+
+    /// An AH from an address vector computed elsewhere (the RDMA CM's UD
+    /// reply, see [`super::cm::UdParam`]).
+    pub fn from_raw(pd: &Arc<Pd>, attr: sys::ibv_ah_attr) -> Result<Arc<Ah>> {
+        Self::create(pd, attr, || {
+            "the address vector came from the RDMA CM's UD reply; check the route to the peer"
+                .to_string()
+        })
+    }
+
+    fn create(
+        pd: &Arc<Pd>,
+        mut raw: sys::ibv_ah_attr,
+        hint: impl FnOnce() -> String,
+    ) -> Result<Arc<Ah>> {
         // SAFETY: the PD is live; `raw` is a valid, fully initialised attr.
         let ah = unsafe { sys::ibv_create_ah(pd.raw(), &mut raw) };
         match NonNull::new(ah) {
@@ -83,20 +110,7 @@ impl Ah {
                 ah,
                 pd: Arc::clone(pd),
             })),
-            None => Err(VerbsError::new(
-                "ibv_create_ah",
-                last_errno(),
-                format!(
-                    "address handle to LID {:#x} port {} {}; on RoCE a GID is required and the \
-                     source GID index must exist (-x)",
-                    attr.dlid,
-                    attr.port,
-                    match attr.grh {
-                        Some(g) => format!("via sgid_index {}", g.sgid_index),
-                        None => "without GRH".to_string(),
-                    }
-                ),
-            )),
+            None => Err(VerbsError::new("ibv_create_ah", last_errno(), hint())),
         }
     }
 

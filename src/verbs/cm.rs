@@ -51,6 +51,25 @@ impl CmEventType {
     }
 }
 
+/// What a UD (RDMA_PS_UDP) connection's ESTABLISHED event carries: where to
+/// send (the address vector, the peer's QPN and Q_Key).
+#[derive(Clone, Copy)]
+pub struct UdParam {
+    pub qp_num: u32,
+    pub qkey: u32,
+    pub ah_attr: sys::ibv_ah_attr,
+}
+
+impl std::fmt::Debug for UdParam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "UdParam {{ qp_num: {:#x}, qkey: {:#x} }}",
+            self.qp_num, self.qkey
+        )
+    }
+}
+
 /// One CM event, copied out and already acked (so ids can be destroyed at any
 /// time: `rdma_destroy_id` waits for unacked events).
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +77,8 @@ pub struct CmEvent {
     pub kind: CmEventType,
     /// Event status (errno-like; for REJECTED the IB reject reason).
     pub status: i32,
+    /// ESTABLISHED on a UD id: the peer's address.
+    pub ud: Option<UdParam>,
     /// The id the event is for; for CONNECT_REQUEST a new id we now own
     /// (take it with [`CmId::from_request`]).
     id: *mut sys::rdma_cm_id,
@@ -140,10 +161,24 @@ impl EventChannel {
         // SAFETY: rdma_get_cm_event succeeded, so `ev` points to a live event
         // until it is acked just below.
         let out = unsafe {
+            let kind = CmEventType((*ev).event);
+            let id = (*ev).id;
+            // The union holds `ud` for events of UD ids (librdmacm fills it
+            // from the SIDR reply).
+            let is_ud = !id.is_null() && (*id).ps == sys::RDMA_PS_UDP;
+            let ud = (is_ud && kind == CmEventType::ESTABLISHED).then(|| {
+                let u = (*ev).param.ud;
+                UdParam {
+                    qp_num: u.qp_num,
+                    qkey: u.qkey,
+                    ah_attr: u.ah_attr,
+                }
+            });
             CmEvent {
-                kind: CmEventType((*ev).event),
+                kind,
                 status: (*ev).status,
-                id: (*ev).id,
+                ud,
+                id,
             }
         };
         // SAFETY: acked exactly once; nothing reads `ev` afterwards.
@@ -214,7 +249,7 @@ impl ConnParam {
     }
 }
 
-/// One `rdma_cm_id` (RDMA_PS_TCP: reliable connections). Destroyed on drop.
+/// One `rdma_cm_id` (RDMA_PS_TCP for RC, RDMA_PS_UDP for UD). Destroyed on drop.
 pub struct CmId {
     id: NonNull<sys::rdma_cm_id>,
     ch: Arc<EventChannel>,
@@ -245,11 +280,19 @@ fn sockaddr_in(a: SocketAddrV4) -> libc::sockaddr_in {
 
 impl CmId {
     pub fn new(ch: &Arc<EventChannel>) -> Result<CmId> {
+        Self::with_ps(ch, false)
+    }
+
+    /// An id for RC (`ud` false: RDMA_PS_TCP) or UD (RDMA_PS_UDP, SIDR) QPs.
+    pub fn with_ps(ch: &Arc<EventChannel>, ud: bool) -> Result<CmId> {
+        let ps = if ud {
+            sys::RDMA_PS_UDP
+        } else {
+            sys::RDMA_PS_TCP
+        };
         let mut id: *mut sys::rdma_cm_id = std::ptr::null_mut();
         // SAFETY: the channel is live; `id` is a valid out-pointer.
-        let ret = unsafe {
-            sys::rdma_create_id(ch.raw(), &mut id, std::ptr::null_mut(), sys::RDMA_PS_TCP)
-        };
+        let ret = unsafe { sys::rdma_create_id(ch.raw(), &mut id, std::ptr::null_mut(), ps) };
         match NonNull::new(id) {
             Some(id) if ret == 0 => Ok(CmId {
                 id,
@@ -393,6 +436,12 @@ impl CmId {
                     .into_owned()
             })
         }
+    }
+
+    /// Whether the id is for UD QPs (RDMA_PS_UDP).
+    pub fn is_ud(&self) -> bool {
+        // SAFETY: the id is live; `ps` is set at creation.
+        unsafe { self.id.as_ref().ps == sys::RDMA_PS_UDP }
     }
 
     /// The peer's IPv4 address and port (after a connect request or address
