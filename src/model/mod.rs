@@ -263,7 +263,7 @@ impl Model {
         if cfg
             .qpn
             .checked_add(cfg.qps - 1)
-            .is_none_or(|q| q > 0x00ff_ffff)
+            .map_or(true, |q| q > 0x00ff_ffff)
         {
             return Err(format!(
                 "model: qpn {:#x} + {} QPs exceeds 24 bits",

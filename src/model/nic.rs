@@ -382,11 +382,11 @@ impl Nic {
         let mut blocked = vec![false; self.qps.len()];
         loop {
             let mut progressed = false;
-            for q in 0..self.qps.len() {
+            for (q, blocked) in blocked.iter_mut().enumerate() {
                 if self.cq_overrun {
                     return n;
                 }
-                if blocked[q] || self.qps[q].exec_pi == self.qps[q].rung_pi {
+                if *blocked || self.qps[q].exec_pi == self.qps[q].rung_pi {
                     continue;
                 }
                 match self.attempt(mem, cfg, q) {
@@ -394,7 +394,7 @@ impl Nic {
                         n += 1;
                         progressed = true;
                     }
-                    Attempt::Blocked => blocked[q] = true,
+                    Attempt::Blocked => *blocked = true,
                 }
             }
             if !progressed {
