@@ -173,6 +173,7 @@ impl Case {
             qpn: QPN,
             transport: self.transport(),
             record_history: false,
+            ..ModelConfig::default()
         })
         .expect("model config")
     }

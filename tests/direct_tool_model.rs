@@ -39,6 +39,7 @@ mod with_model {
             Command::WriteBw(a) => (Verb::Write, a),
             Command::ReadBw(a) => (Verb::Read, a),
             Command::AtomicBw(a) => (Verb::Atomic, a),
+            Command::SendBw(a) => (Verb::Send, a),
             _ => panic!("{cmdline}: not a direct bw tool"),
         };
         let tool = Tool {
@@ -403,5 +404,120 @@ mod with_model {
         assert_eq!(unsup.len(), 2);
         assert!(unsup.iter().all(|u| u["reason"] == why));
         assert_eq!(j["units"]["mpps"], "Mpps");
+    }
+
+    /// send-bw's client loop (`run_size`, the function the tool's direct
+    /// path calls; send-bw itself is not wired to `--post direct` yet) on a
+    /// model QP whose peer keeps `-r` receives posted and reposts each as it
+    /// completes (rnr_retry 7: a SEND without a receive waits, as perftest's
+    /// QPs do). Returns the run and the receives the peer saw (count, first
+    /// message's bytes, any bad completion).
+    fn run_send(p: &Params) -> (SizeRun, u64, Vec<u8>, Vec<String>, NicStats) {
+        let size = p.sizes[0];
+        let base = Geometry::new(p.max_size(), PAGE, CACHE_LINE, 1);
+        let mut local: Box<[u8]> = vec![0u8; base.total() as usize].into();
+        landing::fill_pattern(&mut local[..(base.slot * base.slots) as usize]);
+        let depth = p.rx_depth as usize;
+        let mut rx = vec![0u8; depth * size as usize];
+        let mut model = Model::new(ModelConfig {
+            wqe_cnt: (p.tx_depth * 4).next_power_of_two(),
+            cqe_cnt: p.tx_depth.next_power_of_two().max(2),
+            record_history: false,
+            rnr_retry: 7,
+            ..ModelConfig::default()
+        })
+        .unwrap();
+        let (mut sq, mut cq) = model.pair().unwrap();
+        // SAFETY: both buffers outlive the model: it is stopped and the
+        // queues dropped before they are read or dropped.
+        let (lk, rxk) = unsafe {
+            (
+                model.register(local.as_mut_ptr(), local.len(), Access::ALL),
+                model.register(rx.as_mut_ptr(), rx.len(), Access::ALL),
+            )
+        };
+        // SAFETY: the local buffer outlives the SQ (dropped below).
+        unsafe { direct::allow_buffer(&mut sq, local.as_ptr(), local.len()) }.unwrap();
+        let targets = qp_targets_shared(&base, local.as_ptr() as u64, lk.lkey, &[Dest::default()]);
+        let rx_at = rx.as_mut_ptr() as usize;
+        let at = move |s: u64| (rx_at + s as usize * size as usize) as *mut u8;
+        for s in 0..depth as u64 {
+            model.post_peer_recv(s, at(s), size as u32, rxk.lkey);
+        }
+        model.start();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let mut sqs = [sq];
+        let (r, (got, first, bad)) = std::thread::scope(|sc| {
+            let m = &model;
+            let done = &done;
+            let peer = sc.spawn(move || {
+                let (mut got, mut first, mut bad) = (0u64, Vec::new(), Vec::new());
+                loop {
+                    let finished = done.load(std::sync::atomic::Ordering::Acquire);
+                    let cs = m.take_peer_completions();
+                    for c in &cs {
+                        if !c.ok || c.byte_len as u64 != size {
+                            bad.push(format!("{c:?}"));
+                        }
+                        if got == 0 {
+                            first = vec![0u8; size as usize];
+                            // SAFETY: the slot is in the registered receive
+                            // buffer, written before it completed and not
+                            // again until reposted below.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    at(c.wr_id),
+                                    first.as_mut_ptr(),
+                                    size as usize,
+                                )
+                            };
+                        }
+                        got += 1;
+                        m.post_peer_recv(c.wr_id, at(c.wr_id), size as u32, rxk.lkey);
+                    }
+                    if finished && cs.is_empty() {
+                        return (got, first, bad);
+                    }
+                    std::thread::yield_now();
+                }
+            });
+            let r = direct::run_size(p, &base, size, &targets, &mut sqs, &mut cq, clock())
+                .unwrap_or_else(|f| panic!("size {size}: {}", f.msg));
+            done.store(true, std::sync::atomic::Ordering::Release);
+            (r, peer.join().unwrap())
+        });
+        model.stop();
+        assert_eq!(model.violations(), Vec::<String>::new());
+        let stats = model.stats();
+        drop((sqs, cq, model));
+        assert_eq!(&first[..], &local[..first.len()], "first message's bytes");
+        (r, got, first, bad, stats)
+    }
+
+    #[test]
+    fn send_bw_client_loop_over_direct_queues_with_post_lists_and_cq_mod() {
+        let p = params("send-bw --post direct -n 600 -s 512 -l 4 -Q 2 -r 8");
+        assert_eq!((p.cq_mod, p.post_list, p.rx_depth), (2, 4, 8));
+        let (r, got, first, bad, stats) = run_send(&p);
+        assert_complete(&p, &r);
+        assert_eq!(got, 600);
+        assert_eq!(first.len(), 512);
+        assert_eq!(bad, Vec::<String>::new());
+        assert_eq!(stats.wqes, 600);
+        assert_eq!(stats.cqes, 300);
+        assert_eq!(stats.doorbells, 150);
+        assert_eq!(stats.error_cqes, 0);
+    }
+
+    #[test]
+    fn send_bw_client_loop_cq_mod_with_a_small_receive_queue() {
+        // -r 2 under lists of 4 (one doorbell each): every list meets RNR
+        // NAKs and waits for the peer's reposts.
+        let p = params("send-bw --post direct -n 400 -s 64 -l 4 -Q 4 -r 2");
+        let (r, got, _first, bad, stats) = run_send(&p);
+        assert_complete(&p, &r);
+        assert_eq!((got, bad.len()), (400, 0));
+        assert_eq!(stats.cqes, 100);
+        assert!(stats.rnr_naks > 0, "{stats:?}");
     }
 }

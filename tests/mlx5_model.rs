@@ -990,4 +990,216 @@ mod with_model {
         }
         e.assert_clean();
     }
+
+    /// Several QPs on one model: buffers, keys and a poll helper.
+    struct Multi {
+        model: Model,
+        sqs: Vec<DirectSq<ModelMmio>>,
+        cq: DirectCq,
+        local: Box<[u8]>,
+        remote: Box<[u8]>,
+        lk: MrKeys,
+        rk: MrKeys,
+    }
+
+    fn multi(cfg: ModelConfig) -> Multi {
+        let model = Model::new(cfg).unwrap();
+        let (sqs, cq) = model.queues().unwrap();
+        let mut local: Box<[u8]> = (0..BUF).map(|i| (i * 5 + 1) as u8).collect();
+        let mut remote: Box<[u8]> = vec![0u8; BUF].into_boxed_slice();
+        // SAFETY: both boxes live in the Multi, after the model in drop order,
+        // and are only read by the test between NIC steps.
+        let (lk, rk) = unsafe {
+            (
+                model.register(local.as_mut_ptr(), BUF, Access::ALL),
+                model.register(remote.as_mut_ptr(), BUF, Access::ALL),
+            )
+        };
+        Multi {
+            model,
+            sqs,
+            cq,
+            local,
+            remote,
+            lk,
+            rk,
+        }
+    }
+
+    impl Multi {
+        fn wr(&self, id: u64, loff: usize, roff: usize, len: u32) -> WrDesc {
+            WrDesc {
+                wr_id: id,
+                laddr: self.local.as_ptr() as u64 + loff as u64,
+                lkey: self.lk.lkey,
+                len,
+                raddr: self.remote.as_ptr() as u64 + roff as u64,
+                rkey: self.rk.rkey,
+                signaled: true,
+                ..WrDesc::default()
+            }
+        }
+        fn poll_all(&mut self) -> Vec<Completion> {
+            let mut got = Vec::new();
+            let mut wc = [Completion::default(); 16];
+            loop {
+                let n = self.cq.poll(&mut wc).unwrap();
+                if n == 0 {
+                    return got;
+                }
+                got.extend_from_slice(&wc[..n]);
+            }
+        }
+    }
+
+    #[test]
+    fn several_qps_own_rings_doorbells_uars_and_share_one_cq_round_robin() {
+        let mut m = multi(ModelConfig {
+            qps: 3,
+            wqe_cnt: 16,
+            cqe_cnt: 64,
+            ..ModelConfig::default()
+        });
+        let dv: Vec<_> = (0..3).map(|q| m.model.dv_qp_of(q)).collect();
+        for a in 0..3 {
+            for b in a + 1..3 {
+                assert_ne!(dv[a].sq.buf, dv[b].sq.buf);
+                assert_ne!(dv[a].dbrec, dv[b].dbrec);
+                // Own UAR page each (4 KiB apart at least).
+                let (x, y) = (dv[a].bf.reg as usize, dv[b].bf.reg as usize);
+                assert!(x.abs_diff(y) >= 4096, "{x:#x} {y:#x}");
+            }
+        }
+        let cq_uar = m.model.dv_cq().cq_uar as usize;
+        assert!(dv.iter().all(|d| (d.bf.reg as usize) & !4095 != cq_uar));
+        // Several rounds wrap each 16-WQEBB ring; every round each QP posts
+        // a list of 4, all doorbells ring before the NIC steps once.
+        for round in 0..10u64 {
+            for q in 0..3usize {
+                let wrs: Vec<WrDesc> = (0..4u64)
+                    .map(|j| {
+                        let roff = q * 4096 + j as usize * 64;
+                        m.wr(
+                            ((q as u64) << 32) | (round * 4 + j),
+                            q * 256 + j as usize * 64,
+                            roff,
+                            64,
+                        )
+                    })
+                    .collect();
+                m.sqs[q].post(Op::Write, &wrs).unwrap();
+            }
+            assert_eq!(m.model.step(), 12);
+            let got = m.poll_all();
+            assert_eq!(got.len(), 12, "{got:?}");
+            // Round-robin: one WQE per QP per pass, each QP's in order.
+            for (i, c) in got.iter().enumerate() {
+                let (q, j) = (i % 3, (i / 3) as u64);
+                assert_eq!(c.status, WcStatus::SUCCESS, "{c:?}");
+                assert_eq!(c.qp_num, m.model.qpn_of(q), "{c:?}");
+                assert_eq!(c.wr_id, ((q as u64) << 32) | (round * 4 + j), "{c:?}");
+            }
+        }
+        for q in 0..3 {
+            let st = m.model.stats_of(q);
+            assert_eq!((st.wqes, st.cqes, st.doorbells), (40, 40, 10), "QP {q}");
+            assert_eq!(m.model.sq_dbrec_of(q), 40);
+            let recs: Vec<_> = m
+                .model
+                .history_of(q)
+                .into_iter()
+                .filter_map(|e| match e {
+                    MmioEvent::Dbrec { offset, value } => Some((offset, value)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                recs,
+                (1..=10).map(|r| (4, r * 4)).collect::<Vec<_>>(),
+                "QP {q}"
+            );
+            assert_eq!(
+                &m.remote[q * 4096..q * 4096 + 256],
+                &m.local[q * 256..q * 256 + 256],
+                "QP {q}"
+            );
+        }
+        assert_eq!(m.model.stats().wqes, 120);
+        assert_eq!(m.model.violations(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn rnr_retry_7_stalls_a_send_until_its_peer_posts_a_receive_without_holding_back_other_qps() {
+        let mut m = multi(ModelConfig {
+            qps: 2,
+            rnr_retry: 7,
+            ..ModelConfig::default()
+        });
+        // QP 0: a SEND, then a WRITE that must wait behind it (RC order).
+        let send = m.wr(1, 0, 0, 100);
+        let write = m.wr(2, 512, 1024, 64);
+        m.sqs[0].post(Op::Send, &[send]).unwrap();
+        m.sqs[0].post(Op::Write, &[write]).unwrap();
+        let other = m.wr(3, 0, 2048, 64);
+        m.sqs[1].post(Op::Write, &[other]).unwrap();
+        m.model.step();
+        let got = m.poll_all();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!((got[0].wr_id, got[0].qp_num), (3, m.model.qpn_of(1)));
+        // A receive at QP 1's peer does not help QP 0.
+        let rb1 = m.remote[8192..].as_mut_ptr();
+        m.model.post_peer_recv_on(1, 90, rb1, 256, m.rk.lkey);
+        for _ in 0..3 {
+            m.model.step();
+        }
+        assert!(m.poll_all().is_empty());
+        assert_eq!(m.model.stats_of(0).rnr_naks, 4);
+        assert!(!m.model.qp_in_error());
+        let rb0 = m.remote[16384..].as_mut_ptr();
+        m.model.post_peer_recv_on(0, 91, rb0, 256, m.rk.lkey);
+        m.model.step();
+        let got = m.poll_all();
+        let ids: Vec<_> = got.iter().map(|c| (c.wr_id, c.status)).collect();
+        assert_eq!(ids, vec![(1, WcStatus::SUCCESS), (2, WcStatus::SUCCESS)]);
+        assert_eq!(&m.remote[16384..16484], &m.local[..100]);
+        assert_eq!(&m.remote[1024..1088], &m.local[512..576]);
+        let p = m.model.take_peer_completions_of(0);
+        assert_eq!(
+            (p.len(), p[0].wr_id, p[0].byte_len, p[0].qp),
+            (1, 91, 100, 0)
+        );
+        // QP 1's peer receive is still posted, untouched.
+        assert!(m.model.take_peer_completions_of(1).is_empty());
+        assert_eq!(m.model.violations(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn rnr_retry_2_fails_on_the_third_nak_and_flushes_the_rest() {
+        let mut m = multi(ModelConfig {
+            rnr_retry: 2,
+            ..ModelConfig::default()
+        });
+        let (send, write) = (m.wr(1, 0, 0, 8), m.wr(2, 0, 64, 8));
+        m.sqs[0].post(Op::Send, &[send]).unwrap();
+        m.sqs[0].post(Op::Write, &[write]).unwrap();
+        for naks in 1..=2 {
+            m.model.step();
+            assert!(m.poll_all().is_empty(), "retry {naks}");
+            assert_eq!(m.model.stats().rnr_naks, naks);
+        }
+        m.model.step();
+        let got = m.poll_all();
+        let st: Vec<_> = got.iter().map(|c| (c.wr_id, c.status)).collect();
+        assert_eq!(
+            st,
+            vec![
+                (1, WcStatus::RNR_RETRY_EXC_ERR),
+                (2, WcStatus::WR_FLUSH_ERR)
+            ]
+        );
+        assert_eq!(m.model.stats().rnr_naks, 3);
+        assert!(m.model.qp_in_error_of(0));
+        // The WRITE was flushed, not executed.
+        assert_eq!(&m.remote[64..72], &[0u8; 8]);
+    }
 }

@@ -25,10 +25,12 @@ pub enum MmioEvent {
     Bf64 { offset: isize, bytes: [u8; 64] },
 }
 
-/// Records stores into a [`Model`](super::Model)'s memory.
+/// Records stores into one QP's memory of a [`Model`](super::Model).
 #[derive(Clone)]
 pub struct ModelMmio {
     pub(crate) shared: Arc<Shared>,
+    /// The QP whose doorbell record and UAR this recorder stores to.
+    pub(crate) qp: usize,
 }
 
 impl ModelMmio {
@@ -40,29 +42,35 @@ impl ModelMmio {
 impl Mmio for ModelMmio {
     fn store_fence_dma(&self) {
         barrier::store_fence_dma();
-        self.shared.push(MmioEvent::FenceDma);
+        self.shared.push(self.qp, MmioEvent::FenceDma);
     }
     fn store_fence_wc(&self) {
         barrier::store_fence_wc();
-        self.shared.push(MmioEvent::FenceWc);
+        self.shared.push(self.qp, MmioEvent::FenceWc);
     }
     unsafe fn write_dbrec(&self, dbrec: *mut u32, raw: u32) {
         // SAFETY: the trait contract: dbrec is a valid aligned record (model
         // memory); atomic because the NIC thread may read it concurrently.
         unsafe { AtomicU32::from_ptr(dbrec) }.store(raw, Ordering::Release);
-        self.shared.push(MmioEvent::Dbrec {
-            offset: Self::offset_from(dbrec.cast(), self.shared.mem.qp_dbrec.ptr()),
-            value: u32::from_be_bytes(raw.to_ne_bytes()),
-        });
+        self.shared.push(
+            self.qp,
+            MmioEvent::Dbrec {
+                offset: Self::offset_from(dbrec.cast(), self.shared.mem.qps[self.qp].dbrec.ptr()),
+                value: u32::from_be_bytes(raw.to_ne_bytes()),
+            },
+        );
     }
     unsafe fn write_db64(&self, reg: *mut u64, raw: u64) {
         // SAFETY: the trait contract: reg is an aligned address in the
         // model's UAR page.
         unsafe { reg.write_volatile(raw) };
-        self.shared.push(MmioEvent::Db64 {
-            offset: Self::offset_from(reg.cast(), self.shared.bf_reg()),
-            bytes: raw.to_ne_bytes(),
-        });
+        self.shared.push(
+            self.qp,
+            MmioEvent::Db64 {
+                offset: Self::offset_from(reg.cast(), self.shared.bf_reg(self.qp)),
+                bytes: raw.to_ne_bytes(),
+            },
+        );
     }
     unsafe fn write_bf64(&self, reg: *mut u64, src: *const [u64; 8]) {
         // SAFETY: the trait contract: src readable and aligned.
@@ -73,9 +81,12 @@ impl Mmio for ModelMmio {
             unsafe { reg.add(i).write_volatile(*w) };
             bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
         }
-        self.shared.push(MmioEvent::Bf64 {
-            offset: Self::offset_from(reg.cast(), self.shared.bf_reg()),
-            bytes,
-        });
+        self.shared.push(
+            self.qp,
+            MmioEvent::Bf64 {
+                offset: Self::offset_from(reg.cast(), self.shared.bf_reg(self.qp)),
+                bytes,
+            },
+        );
     }
 }

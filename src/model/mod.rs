@@ -1,15 +1,22 @@
-//! A PRM-faithful software model of one mlx5 QP's send queue and its CQ,
-//! for tests and benches (cargo feature `model`; never offered as a device).
+//! A PRM-faithful software model of mlx5 QPs' send queues and the CQ they
+//! share, for tests and benches (cargo feature `model`; never offered as a
+//! device).
 //!
 //! The model owns SQ, CQ, doorbell-record and UAR memory laid out as
 //! `mlx5dv_qp` / `mlx5dv_cq` describe (`dv_qp()`, `dv_cq()`), so the direct
 //! SQ/CQ are built by the very constructors used after `mlx5dv_init_obj`.
+//! `ModelConfig::qps` QPs (QPNs `qpn`, `qpn + 1`, ...) each have their own
+//! SQ ring, doorbell record and UAR page (as QPs on separate thread-domain
+//! UARs do) and complete on one CQ: each CQE carries its QPN and that SQ's
+//! WQE counter. The NIC serves the QPs round-robin (`nic.rs`).
 //! Its NIC side ([`Model::step`] for deterministic tests, or a thread via
 //! [`Model::start`]) follows the doorbell protocol from the stores recorded
 //! by [`ModelMmio`], parses WQEs from the ring bytes with its own decoder
 //! (`decode.rs`, sharing nothing with the encoder), executes WRITE,
 //! WRITE_IMM, READ, SEND(_IMM), fetch-add and compare-swap between
-//! registered regions (loopback: the "remote" side is this process), and
+//! registered regions (loopback: the "remote" side is this process; each
+//! QP's peer has its own receive queue, see [`Model::post_peer_recv_on`]
+//! and `nic.rs` for RNR back-pressure), and
 //! writes CQEs honouring CQ_UPDATE, including error CQEs with the syndromes
 //! hardware reports, then flush CQEs for everything after an error.
 //!
@@ -81,8 +88,15 @@ pub struct ModelConfig {
     pub cqe_cnt: u32,
     /// BlueFlame half size: 0 (doorbells only) or a multiple of 64, <= 1024.
     pub bf_size: u32,
+    /// QPN of the first QP; QP `i` has `qpn + i`.
     pub qpn: u32,
+    /// Number of QPs (SQs) completing on the one CQ (1..=256).
+    pub qps: u32,
     pub transport: ModelTransport,
+    /// RC `rnr_retry` (as `ibv_qp_attr`): a SEND/WRITE_IMM without a peer
+    /// receive is retried this many NIC steps before RNR_RETRY_EXC_ERR; 7
+    /// retries forever (back-pressure, perftest's setting). Default 0.
+    pub rnr_retry: u8,
     /// Keep every MMIO event for [`Model::history`] (turn off for long runs).
     pub record_history: bool,
 }
@@ -94,7 +108,9 @@ impl Default for ModelConfig {
             cqe_cnt: 64,
             bf_size: 256,
             qpn: 0x000123,
+            qps: 1,
             transport: ModelTransport::Rc,
+            rnr_retry: 0,
             record_history: true,
         }
     }
@@ -124,6 +140,8 @@ pub struct MrKeys {
 /// A receive completed at the modelled peer (SEND, SEND_IMM, WRITE_IMM).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerCompletion {
+    /// Index of the sending QP (0-based; its QPN is `qpn + qp`).
+    pub qp: u32,
     pub wr_id: u64,
     pub byte_len: u32,
     /// The send opcode that consumed it.
@@ -134,17 +152,27 @@ pub struct PeerCompletion {
     pub ok: bool,
 }
 
-pub(crate) struct Mem {
+/// One QP's memory: its SQ ring, doorbell record and UAR page.
+pub(crate) struct QpMem {
     pub(crate) sq: Region,
-    pub(crate) qp_dbrec: Region,
+    pub(crate) dbrec: Region,
     pub(crate) uar: Region,
+}
+
+pub(crate) struct Mem {
+    pub(crate) qps: Vec<QpMem>,
     pub(crate) cq: Region,
     pub(crate) cq_dbrec: Region,
+    /// The CQ's UAR (arm doorbells; the poller never arms).
+    pub(crate) cq_uar: Region,
 }
 
 struct Log {
-    pending: VecDeque<MmioEvent>,
-    history: Vec<MmioEvent>,
+    /// (QP index, event), in program order.
+    pending: VecDeque<(usize, MmioEvent)>,
+    history: Vec<(usize, MmioEvent)>,
+    /// A peer receive was posted: a stalled (RNR) QP may proceed.
+    kicked: bool,
 }
 
 /// State shared by the model handle, its MMIO recorders, its NIC thread and
@@ -172,25 +200,33 @@ fn load_be32(p: *mut u8) -> u32 {
 }
 
 impl Shared {
-    pub(crate) fn push(&self, e: MmioEvent) {
+    pub(crate) fn push(&self, q: usize, e: MmioEvent) {
         let mut log = lock(&self.log);
-        log.pending.push_back(e);
+        log.pending.push_back((q, e));
         if self.cfg.record_history {
-            log.history.push(e);
+            log.history.push((q, e));
         }
         drop(log);
         self.wake.notify_one();
     }
-    pub(crate) fn bf_reg(&self) -> *mut u8 {
-        self.mem.uar.ptr().wrapping_add(BF_OFFSET)
+    pub(crate) fn bf_reg(&self, q: usize) -> *mut u8 {
+        self.mem.qps[q].uar.ptr().wrapping_add(BF_OFFSET)
+    }
+    fn kick(&self) {
+        lock(&self.log).kicked = true;
+        self.wake.notify_one();
     }
     fn step(&self) -> usize {
         let mut nic = lock(&self.nic);
-        let events = std::mem::take(&mut lock(&self.log).pending);
-        events
-            .into_iter()
-            .map(|e| nic.event(&self.mem, &self.cfg, e))
-            .sum()
+        let events = {
+            let mut log = lock(&self.log);
+            log.kicked = false;
+            std::mem::take(&mut log.pending)
+        };
+        for (q, e) in events {
+            nic.event(&self.mem, &self.cfg, q, e);
+        }
+        nic.schedule(&self.mem, &self.cfg)
     }
 }
 
@@ -222,15 +258,30 @@ impl Model {
                 cfg.bf_size
             ));
         }
-        if cfg.qpn > 0x00ff_ffff {
-            return Err(format!("model: qpn {:#x} exceeds 24 bits", cfg.qpn));
+        if cfg.qps == 0 || cfg.qps > 256 {
+            return Err(format!("model: qps {} must be 1..=256", cfg.qps));
+        }
+        if cfg
+            .qpn
+            .checked_add(cfg.qps - 1)
+            .map_or(true, |q| q > 0x00ff_ffff)
+        {
+            return Err(format!(
+                "model: qpn {:#x} + {} QPs exceeds 24 bits",
+                cfg.qpn, cfg.qps
+            ));
         }
         let mem = Mem {
-            sq: Region::new(cfg.wqe_cnt as usize * 64, 4096),
-            qp_dbrec: Region::new(64, 64),
-            uar: Region::new(4096, 4096),
+            qps: (0..cfg.qps)
+                .map(|_| QpMem {
+                    sq: Region::new(cfg.wqe_cnt as usize * 64, 4096),
+                    dbrec: Region::new(64, 64),
+                    uar: Region::new(4096, 4096),
+                })
+                .collect(),
             cq: Region::new(cfg.cqe_cnt as usize * 64, 4096),
             cq_dbrec: Region::new(64, 64),
+            cq_uar: Region::new(4096, 4096),
         };
         for i in 0..cfg.cqe_cnt as usize {
             // SAFETY: byte 63 of CQE i lies inside the CQ region; nobody else
@@ -243,9 +294,10 @@ impl Model {
             log: Mutex::new(Log {
                 pending: VecDeque::new(),
                 history: Vec::new(),
+                kicked: false,
             }),
             wake: Condvar::new(),
-            nic: Mutex::new(Nic::new()),
+            nic: Mutex::new(Nic::new(cfg.qps as usize)),
             stop: AtomicBool::new(false),
             queues_taken: AtomicBool::new(false),
         });
@@ -259,20 +311,31 @@ impl Model {
         self.shared.cfg
     }
 
-    /// The QP as `mlx5dv_init_obj` would describe it (no RQ).
+    /// QP 0 as `mlx5dv_init_obj` would describe it (no RQ).
     pub fn dv_qp(&self) -> sys::mlx5dv_qp {
-        let m = &self.shared.mem;
+        self.dv_qp_of(0)
+    }
+
+    /// QP `q` (0-based, `< qps`) as `mlx5dv_init_obj` would describe it.
+    /// Panics on an index out of range (test setup error).
+    pub fn dv_qp_of(&self, q: usize) -> sys::mlx5dv_qp {
+        let m = &self.shared.mem.qps[q];
         let mut qp = sys::mlx5dv_qp {
-            dbrec: m.qp_dbrec.ptr().cast(),
+            dbrec: m.dbrec.ptr().cast(),
             ..Default::default()
         };
         qp.sq.buf = m.sq.ptr().cast();
         qp.sq.wqe_cnt = self.shared.cfg.wqe_cnt;
         qp.sq.stride = 64;
         qp.rq.buf = m.sq.ptr().cast();
-        qp.bf.reg = self.shared.bf_reg().cast();
+        qp.bf.reg = self.shared.bf_reg(q).cast();
         qp.bf.size = self.shared.cfg.bf_size;
         qp
+    }
+
+    /// QPN of QP `q`.
+    pub fn qpn_of(&self, q: usize) -> u32 {
+        self.shared.cfg.qpn + q as u32
     }
 
     /// The CQ as `mlx5dv_init_obj` would describe it.
@@ -283,31 +346,81 @@ impl Model {
             dbrec: m.cq_dbrec.ptr().cast(),
             cqe_cnt: self.shared.cfg.cqe_cnt,
             cqe_size: 64,
-            cq_uar: m.uar.ptr().cast(),
+            cq_uar: m.cq_uar.ptr().cast(),
             cqn: 1,
             comp_mask: 0,
         }
     }
 
-    /// A recorder of stores into this model's memory.
+    /// A recorder of stores into QP 0's memory.
     pub fn mmio(&self) -> ModelMmio {
+        self.mmio_of(0)
+    }
+
+    /// A recorder of stores into QP `q`'s memory (its doorbell record and UAR).
+    pub fn mmio_of(&self, q: usize) -> ModelMmio {
         ModelMmio {
             shared: Arc::clone(&self.shared),
+            qp: q,
         }
     }
 
-    /// The direct SQ (recording MMIO) and CQ (attached) on this model's
-    /// queues. Once per model: a second SQ would post into the same ring.
+    /// The direct SQ of QP 0 (recording MMIO) and the CQ (attached) on this
+    /// model's queues. Once per model: a second SQ would post into the same
+    /// ring.
     pub fn pair(&self) -> Result<(DirectSq<ModelMmio>, DirectCq), String> {
         self.pair_with(self.mmio())
+    }
+
+    /// Every QP's direct SQ (recording MMIO), in QP order, and the one CQ
+    /// with all of them attached. Once per model (instead of `pair`).
+    pub fn queues(&self) -> Result<(Vec<DirectSq<ModelMmio>>, DirectCq), String> {
+        self.take_queues()?;
+        let mut sqs = Vec::with_capacity(self.shared.cfg.qps as usize);
+        for q in 0..self.shared.cfg.qps as usize {
+            sqs.push(self.sq_of(q, self.mmio_of(q))?);
+        }
+        let mut cq = self.cq()?;
+        for sq in &sqs {
+            cq.attach(sq);
+        }
+        Ok((sqs, cq))
     }
 
     /// As [`pair`](Self::pair) with any MMIO implementation (e.g. `HwMmio`
     /// for benches, then drive the NIC with [`step_dbrec`](Self::step_dbrec)).
     pub fn pair_with<M: Mmio>(&self, mmio: M) -> Result<(DirectSq<M>, DirectCq), String> {
+        self.take_queues()?;
+        let sq = self.sq_of(0, mmio)?;
+        let mut dcq = self.cq()?;
+        dcq.attach(&sq);
+        Ok((sq, dcq))
+    }
+
+    fn take_queues(&self) -> Result<(), String> {
         if self.shared.queues_taken.swap(true, Ordering::AcqRel) {
-            return Err("model: the SQ/CQ pair was already created".into());
+            return Err(
+                "model: the SQ/CQ queues were already created (pair or queues, once per model)"
+                    .into(),
+            );
         }
+        Ok(())
+    }
+
+    fn keep(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+        Some(Arc::clone(&self.shared) as Arc<dyn Any + Send + Sync>)
+    }
+
+    /// The CQ poller (call once, from `take_queues` callers).
+    fn cq(&self) -> Result<DirectCq, String> {
+        let cq = self.dv_cq();
+        // SAFETY: the memory is owned by `shared`, which the poller keeps
+        // alive; created once per model (`take_queues`).
+        unsafe { DirectCq::from_dv(&cq, self.keep()) }.map_err(|e| e.to_string())
+    }
+
+    /// QP `q`'s SQ (call once per QP, from `take_queues` callers).
+    fn sq_of<M: Mmio>(&self, q: usize, mmio: M) -> Result<DirectSq<M>, String> {
         let transport = match self.shared.cfg.transport {
             ModelTransport::Rc => Transport::Rc,
             ModelTransport::Ud { peer_qpn, qkey } => Transport::Ud(
@@ -315,17 +428,12 @@ impl Model {
                     .with_ud_dest(peer_qpn, qkey),
             ),
         };
-        let keep = || Some(Arc::clone(&self.shared) as Arc<dyn Any + Send + Sync>);
-        let (qp, cq) = (self.dv_qp(), self.dv_cq());
-        // SAFETY: the memory is owned by `shared`, which both queues keep
-        // alive; the queues are fresh and created once (checked above); the
-        // BlueFlame register is this SQ's alone.
-        let sq = unsafe { DirectSq::from_dv(&qp, self.shared.cfg.qpn, transport, mmio, keep()) }
-            .map_err(|e| e.to_string())?;
-        // SAFETY: as above, for the CQ.
-        let mut dcq = unsafe { DirectCq::from_dv(&cq, keep()) }.map_err(|e| e.to_string())?;
-        dcq.attach(&sq);
-        Ok((sq, dcq))
+        let qp = self.dv_qp_of(q);
+        // SAFETY: the memory is owned by `shared`, which the SQ keeps alive;
+        // the ring is fresh and this SQ is its only producer (once per model,
+        // `take_queues`); the BlueFlame register is on this QP's own UAR.
+        unsafe { DirectSq::from_dv(&qp, self.qpn_of(q), transport, mmio, self.keep()) }
+            .map_err(|e| e.to_string())
     }
 
     /// Registers `addr..addr+len` for the NIC; returns its keys.
@@ -348,20 +456,39 @@ impl Model {
         }
     }
 
-    /// Posts a receive at the modelled peer (consumed by SEND, SEND_IMM and
-    /// WRITE_IMM); the buffer must lie in a region registered with LOCAL_WRITE.
+    /// Posts a receive at QP 0's modelled peer (consumed by SEND, SEND_IMM
+    /// and WRITE_IMM); the buffer must lie in a region registered with
+    /// LOCAL_WRITE.
     pub fn post_peer_recv(&self, wr_id: u64, addr: *mut u8, len: u32, lkey: u32) {
-        lock(&self.shared.nic).peer_rq.push_back(PeerRecv {
+        self.post_peer_recv_on(0, wr_id, addr, len, lkey);
+    }
+
+    /// Posts a receive at QP `q`'s peer (each RC QP has its own remote QP
+    /// and receive queue, consumed in order) and wakes the NIC thread so an
+    /// RNR-stalled QP retries.
+    pub fn post_peer_recv_on(&self, q: usize, wr_id: u64, addr: *mut u8, len: u32, lkey: u32) {
+        lock(&self.shared.nic).qps[q].peer_rq.push_back(PeerRecv {
             wr_id,
             addr: addr as u64,
             len,
             lkey,
         });
+        self.shared.kick();
     }
 
-    /// Receives completed at the peer so far (drained).
+    /// Receives completed at every peer so far (drained), in NIC order.
     pub fn take_peer_completions(&self) -> Vec<PeerCompletion> {
         std::mem::take(&mut lock(&self.shared.nic).peer_done)
+    }
+
+    /// Receives completed at QP `q`'s peer so far (drained; others kept).
+    pub fn take_peer_completions_of(&self, q: usize) -> Vec<PeerCompletion> {
+        let mut nic = lock(&self.shared.nic);
+        let (mine, rest) = std::mem::take(&mut nic.peer_done)
+            .into_iter()
+            .partition(|c| c.qp as usize == q);
+        nic.peer_done = rest;
+        mine
     }
 
     /// Processes every recorded store so far; returns WQEs executed.
@@ -369,11 +496,13 @@ impl Model {
         self.shared.step()
     }
 
-    /// Executes WQEs up to the SQ doorbell record, ignoring recorded stores
-    /// (for producers that use the real `HwMmio` on model memory).
+    /// Executes WQEs up to each SQ's doorbell record, ignoring recorded
+    /// stores (for producers that use the real `HwMmio` on model memory).
     pub fn step_dbrec(&self) -> usize {
-        let pi = self.sq_dbrec() as u16;
-        lock(&self.shared.nic).poll_dbrec(&self.shared.mem, &self.shared.cfg, pi)
+        let pis: Vec<u16> = (0..self.shared.cfg.qps as usize)
+            .map(|q| self.sq_dbrec_of(q) as u16)
+            .collect();
+        lock(&self.shared.nic).poll_dbrec(&self.shared.mem, &self.shared.cfg, &pis)
     }
 
     /// Runs the NIC on its own thread until [`stop`](Self::stop) or drop.
@@ -383,14 +512,13 @@ impl Model {
         }
         self.shared.stop.store(false, Ordering::Release);
         let s = Arc::clone(&self.shared);
+        // Each step is also one RNR timer tick, so an idle thread still
+        // steps every few milliseconds (an RNR-stalled QP retries).
         self.thread = Some(std::thread::spawn(move || loop {
             {
-                let mut log = lock(&s.log);
-                while log.pending.is_empty() && !s.stop.load(Ordering::Acquire) {
-                    log = match s.wake.wait_timeout(log, Duration::from_millis(5)) {
-                        Ok(r) => r.0,
-                        Err(e) => e.into_inner().0,
-                    };
+                let log = lock(&s.log);
+                if log.pending.is_empty() && !log.kicked && !s.stop.load(Ordering::Acquire) {
+                    drop(s.wake.wait_timeout(log, Duration::from_millis(2)));
                 }
             }
             s.step();
@@ -409,9 +537,18 @@ impl Model {
         }
     }
 
-    /// Every MMIO event so far (if `record_history`).
+    /// Every MMIO event so far, all QPs interleaved (if `record_history`).
     pub fn history(&self) -> Vec<MmioEvent> {
-        lock(&self.shared.log).history.clone()
+        lock(&self.shared.log).history.iter().map(|e| e.1).collect()
+    }
+    /// QP `q`'s MMIO events so far (if `record_history`).
+    pub fn history_of(&self, q: usize) -> Vec<MmioEvent> {
+        let log = lock(&self.shared.log);
+        log.history
+            .iter()
+            .filter(|e| e.0 == q)
+            .map(|e| e.1)
+            .collect()
     }
     pub fn clear_history(&self) {
         lock(&self.shared.log).history.clear();
@@ -420,24 +557,38 @@ impl Model {
     pub fn violations(&self) -> Vec<String> {
         lock(&self.shared.nic).violations.clone()
     }
-    /// True once a WQE failed (everything after is flushed).
+    /// True once a WQE of any QP failed (everything after it on that QP is
+    /// flushed).
     pub fn qp_in_error(&self) -> bool {
         lock(&self.shared.nic).qp_in_error()
     }
+    /// True once a WQE of QP `q` failed.
+    pub fn qp_in_error_of(&self, q: usize) -> bool {
+        lock(&self.shared.nic).qps[q].in_error()
+    }
+    /// Counters over all QPs.
     pub fn stats(&self) -> NicStats {
         lock(&self.shared.nic).stats
     }
-    /// A copy of the SQ ring bytes (for tests; racy while the NIC thread runs).
+    /// QP `q`'s counters.
+    pub fn stats_of(&self, q: usize) -> NicStats {
+        lock(&self.shared.nic).qps[q].stats
+    }
+    /// A copy of QP 0's SQ ring bytes (for tests; racy while the NIC thread runs).
     pub fn sq_bytes(&self) -> Vec<u8> {
-        let r = &self.shared.mem.sq;
+        let r = &self.shared.mem.qps[0].sq;
         let mut v = vec![0u8; r.len()];
         // SAFETY: reads the whole region; callers use it when no producer runs.
         unsafe { std::ptr::copy_nonoverlapping(r.ptr(), v.as_mut_ptr(), r.len()) };
         v
     }
-    /// The SQ doorbell record value (host order).
+    /// QP 0's SQ doorbell record value (host order).
     pub fn sq_dbrec(&self) -> u32 {
-        load_be32(self.shared.mem.qp_dbrec.ptr().wrapping_add(4))
+        self.sq_dbrec_of(0)
+    }
+    /// QP `q`'s SQ doorbell record value (host order).
+    pub fn sq_dbrec_of(&self, q: usize) -> u32 {
+        load_be32(self.shared.mem.qps[q].dbrec.ptr().wrapping_add(4))
     }
     /// The CQ consumer-index record value (host order, 24 bits).
     pub fn cq_ci_record(&self) -> u32 {

@@ -1,7 +1,21 @@
-//! The NIC side of the model: follows the doorbell protocol from the recorded
-//! stores, fetches WQEs from the ring bytes, executes them between registered
-//! regions and writes CQEs. Anything a real NIC would reject or that breaks
-//! the protocol is recorded as a violation (tests assert there are none).
+//! The NIC side of the model: follows each QP's doorbell protocol from the
+//! recorded stores, fetches WQEs from the ring bytes, executes them between
+//! registered regions and writes CQEs into the one CQ all SQs share. Anything
+//! a real NIC would reject or that breaks the protocol is recorded as a
+//! violation (tests assert there are none).
+//!
+//! Scheduling: a doorbell only makes WQEs eligible (up to its producer
+//! index); each [`Nic::schedule`] then serves the QPs round-robin, one WQE
+//! per QP per pass, until none can progress — so a busy or stalled QP never
+//! holds back another, as the NIC's send arbiter does.
+//!
+//! Receives (RC): a SEND or WRITE_IMM needs a receive posted at the peer QP.
+//! When none is, the responder answers RNR NAK and the requester retries the
+//! same message after its RNR timer; `rnr_retry` 7 retries forever (perftest's
+//! setting), 0..6 that many times before the WQE completes with
+//! RNR_RETRY_EXC_ERR and the QP enters the error state. The model has no
+//! clock: each schedule (NIC step) is one RNR timer expiry, and a stalled
+//! QP's later WQEs wait behind it (RC executes in order).
 
 use std::collections::VecDeque;
 use std::ptr;
@@ -11,7 +25,7 @@ use super::decode::{self, op, synd, vendor, CqeOut, Payload, Sge};
 use super::mmio::MmioEvent;
 use super::{Access, Mem, ModelConfig, ModelTransport, PeerCompletion};
 
-/// Counters of what the NIC did.
+/// Counters of what the NIC did (for the whole model or one QP).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct NicStats {
     pub doorbells: u64,
@@ -20,6 +34,8 @@ pub struct NicStats {
     pub cqes: u64,
     pub error_cqes: u64,
     pub ud_dropped: u64,
+    /// SEND/WRITE_IMM attempts answered with RNR NAK (no peer receive).
+    pub rnr_naks: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -38,7 +54,7 @@ pub(crate) struct PeerRecv {
     pub lkey: u32,
 }
 
-/// Where the doorbell protocol stands.
+/// Where a QP's doorbell protocol stands.
 #[derive(Debug)]
 enum Db {
     Idle,
@@ -60,33 +76,68 @@ enum Db {
 
 type Fail = (u8, u8);
 
-pub(crate) struct Nic {
+/// One QP's send-side state.
+pub(crate) struct Qp {
+    /// Next WQEBB the NIC executes.
     exec_pi: u16,
-    cq_pi: u32,
+    /// Producer index of the last complete doorbell: executable up to here.
+    rung_pi: u16,
     error: bool,
-    cq_overrun: bool,
     db: Db,
     last_dbrec: Option<u16>,
     bf_expect: u32,
-    pub(crate) mrs: Vec<Mr>,
+    /// Consecutive RNR NAKs of the WQE at `exec_pi`.
+    rnr_fails: u32,
+    /// A malformed WQE reported at (exec_pi, rung_pi): not reported again.
+    stuck_at: Option<(u16, u16)>,
     pub(crate) peer_rq: VecDeque<PeerRecv>,
+    pub(crate) stats: NicStats,
+}
+
+impl Qp {
+    fn new() -> Self {
+        Self {
+            exec_pi: 0,
+            rung_pi: 0,
+            error: false,
+            db: Db::Idle,
+            last_dbrec: None,
+            bf_expect: 0,
+            rnr_fails: 0,
+            stuck_at: None,
+            peer_rq: VecDeque::new(),
+            stats: NicStats::default(),
+        }
+    }
+    pub(crate) fn in_error(&self) -> bool {
+        self.error
+    }
+}
+
+/// What one attempt at a QP's next WQE did.
+enum Attempt {
+    Executed,
+    /// Nothing more this schedule (RNR NAK, malformed, CQ full).
+    Blocked,
+}
+
+pub(crate) struct Nic {
+    pub(crate) qps: Vec<Qp>,
+    cq_pi: u32,
+    cq_overrun: bool,
+    pub(crate) mrs: Vec<Mr>,
     pub(crate) peer_done: Vec<PeerCompletion>,
     pub(crate) violations: Vec<String>,
     pub(crate) stats: NicStats,
 }
 
 impl Nic {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(qps: usize) -> Self {
         Self {
-            exec_pi: 0,
+            qps: (0..qps).map(|_| Qp::new()).collect(),
             cq_pi: 0,
-            error: false,
             cq_overrun: false,
-            db: Db::Idle,
-            last_dbrec: None,
-            bf_expect: 0,
             mrs: Vec::new(),
-            peer_rq: VecDeque::new(),
             peer_done: Vec::new(),
             violations: Vec::new(),
             stats: NicStats::default(),
@@ -94,247 +145,343 @@ impl Nic {
     }
 
     pub(crate) fn qp_in_error(&self) -> bool {
-        self.error
+        self.qps.iter().any(Qp::in_error)
     }
 
-    fn violation(&mut self, s: String) {
-        self.violations.push(s);
+    /// Records a violation, naming the QP when the model has several.
+    fn violation(&mut self, cfg: &ModelConfig, q: usize, s: String) {
+        if cfg.qps > 1 {
+            let qpn = cfg.qpn + q as u32;
+            self.violations.push(format!("QP {qpn:#x}: {s}"));
+        } else {
+            self.violations.push(s);
+        }
     }
 
-    /// Advances the protocol by one recorded store; returns WQEs executed.
-    pub(crate) fn event(&mut self, mem: &Mem, cfg: &ModelConfig, e: MmioEvent) -> usize {
-        let state = std::mem::replace(&mut self.db, Db::Idle);
-        match (state, e) {
-            (Db::Idle, MmioEvent::FenceDma) => self.db = Db::Fenced,
-            (s @ (Db::Fenced | Db::Recorded | Db::Ready), MmioEvent::FenceDma) => {
-                // A repeated fence is harmless.
-                self.db = s;
-            }
+    /// Counts `f` in the model's and QP `q`'s stats.
+    fn count(&mut self, q: usize, f: impl Fn(&mut NicStats)) {
+        f(&mut self.stats);
+        f(&mut self.qps[q].stats);
+    }
+
+    /// Advances QP `q`'s protocol by one recorded store. A complete doorbell
+    /// makes its WQEs eligible; [`schedule`](Self::schedule) executes them.
+    pub(crate) fn event(&mut self, mem: &Mem, cfg: &ModelConfig, q: usize, e: MmioEvent) {
+        let state = std::mem::replace(&mut self.qps[q].db, Db::Idle);
+        let next = match (state, e) {
+            (Db::Idle, MmioEvent::FenceDma) => Db::Fenced,
+            // A repeated fence is harmless.
+            (s @ (Db::Fenced | Db::Recorded | Db::Ready), MmioEvent::FenceDma) => s,
             (s @ (Db::Db8 { .. } | Db::Bf { .. }), MmioEvent::FenceDma) => {
                 self.violation(
+                    cfg,
+                    q,
                     "doorbell not followed by store_fence_wc before the next post".into(),
                 );
-                let n = self.ring(mem, cfg, s);
-                self.db = Db::Fenced;
-                return n;
+                self.ring(mem, cfg, q, s);
+                Db::Fenced
             }
             (s, MmioEvent::Dbrec { offset, value }) => {
                 if !matches!(s, Db::Fenced) {
-                    self.violation(format!(
+                    self.violation(cfg, q, format!(
                         "doorbell record written without store_fence_dma after the WQE stores (state {s:?})"
                     ));
                 }
                 if offset != 4 {
-                    self.violation(format!(
+                    self.violation(
+                        cfg,
+                        q,
+                        format!(
                         "doorbell record store at dbrec+{offset}, the SQ record is dbrec[1] (+4)"
-                    ));
+                    ),
+                    );
                 }
                 if value > 0xffff {
-                    self.violation(format!("doorbell record value {value:#x} exceeds 16 bits"));
+                    self.violation(
+                        cfg,
+                        q,
+                        format!("doorbell record value {value:#x} exceeds 16 bits"),
+                    );
                 }
-                self.last_dbrec = Some(value as u16);
-                self.db = Db::Recorded;
+                self.qps[q].last_dbrec = Some(value as u16);
+                Db::Recorded
             }
-            (Db::Recorded, MmioEvent::FenceWc) => self.db = Db::Ready,
+            (Db::Recorded, MmioEvent::FenceWc) => Db::Ready,
             (s @ (Db::Db8 { .. } | Db::Bf { .. }), MmioEvent::FenceWc) => {
-                return self.ring(mem, cfg, s);
+                self.ring(mem, cfg, q, s);
+                Db::Idle
             }
-            (s, MmioEvent::FenceWc) => self.db = s,
+            (s, MmioEvent::FenceWc) => s,
             (s, MmioEvent::Db64 { offset, bytes }) => {
                 if !matches!(s, Db::Ready) {
-                    self.violation(format!(
+                    self.violation(cfg, q, format!(
                         "8-byte doorbell without doorbell record + store_fence_wc before it (state {s:?})"
                     ));
                 }
-                self.db = Db::Db8 { offset, bytes };
+                Db::Db8 { offset, bytes }
             }
             (Db::Bf { offset, mut chunks }, MmioEvent::Bf64 { offset: o, bytes }) => {
                 if o != offset + 64 * chunks.len() as isize {
-                    self.violation(format!(
+                    self.violation(cfg, q, format!(
                         "BlueFlame chunk at +{o}, expected +{} (chunks must be written in ascending order)",
                         offset + 64 * chunks.len() as isize
                     ));
                 }
                 chunks.push(bytes);
-                self.db = Db::Bf { offset, chunks };
+                Db::Bf { offset, chunks }
             }
             (s, MmioEvent::Bf64 { offset, bytes }) => {
                 if !matches!(s, Db::Ready) {
-                    self.violation(format!(
+                    self.violation(cfg, q, format!(
                         "BlueFlame write without doorbell record + store_fence_wc before it (state {s:?})"
                     ));
                 }
-                self.db = Db::Bf {
+                Db::Bf {
                     offset,
                     chunks: vec![bytes],
-                };
+                }
             }
-        }
-        0
+        };
+        self.qps[q].db = next;
     }
 
-    /// A complete doorbell: check it against the ring and execute.
-    fn ring(&mut self, mem: &Mem, cfg: &ModelConfig, db: Db) -> usize {
-        self.stats.doorbells += 1;
+    /// A complete doorbell: check it against the ring, then make the WQEs
+    /// up to the doorbell record eligible for execution.
+    fn ring(&mut self, mem: &Mem, cfg: &ModelConfig, q: usize, db: Db) {
+        self.count(q, |s| s.doorbells += 1);
         let offset = match &db {
             Db::Db8 { offset, .. } | Db::Bf { offset, .. } => *offset,
-            _ => return 0,
+            _ => return,
         };
-        if offset != self.bf_expect as isize {
-            self.violation(format!(
-                "doorbell at bf.reg+{offset}, expected +{}: the BlueFlame half must alternate",
-                self.bf_expect
-            ));
+        let expect = self.qps[q].bf_expect;
+        if offset != expect as isize {
+            self.violation(
+                cfg,
+                q,
+                format!(
+                    "doorbell at bf.reg+{offset}, expected +{expect}: the BlueFlame half must alternate"
+                ),
+            );
         }
-        self.bf_expect ^= cfg.bf_size;
-        let Some(pi) = self.last_dbrec else {
-            self.violation("doorbell before any doorbell record".into());
-            return 0;
+        self.qps[q].bf_expect ^= cfg.bf_size;
+        let Some(pi) = self.qps[q].last_dbrec else {
+            self.violation(cfg, q, "doorbell before any doorbell record".into());
+            return;
         };
-        let ahead = pi.wrapping_sub(self.exec_pi) as u32;
+        let (exec_pi, from) = (self.qps[q].exec_pi, self.qps[q].rung_pi);
+        let ahead = pi.wrapping_sub(exec_pi) as u32;
         if ahead > cfg.wqe_cnt {
-            self.violation(format!(
-                "SQ overrun: doorbell record {pi:#x} is {ahead} WQEBBs past the NIC's {:#x} in a {}-WQEBB SQ",
-                self.exec_pi, cfg.wqe_cnt
+            self.violation(cfg, q, format!(
+                "SQ overrun: doorbell record {pi:#x} is {ahead} WQEBBs past the NIC's {exec_pi:#x} in a {}-WQEBB SQ",
+                cfg.wqe_cnt
             ));
         }
-        let (n, last) = self.execute_up_to(mem, cfg, pi);
+        // The WQEs this doorbell announces: from the previous doorbell's
+        // producer index to this one (not executed yet, so not reused).
+        let (mut n, mut at, mut last) = (0usize, from, None);
+        while at != pi && pi.wrapping_sub(at) as u32 <= cfg.wqe_cnt {
+            let head = Self::read_ring(mem, cfg, q, at, 1);
+            let nbb = decode::wqebbs(decode::ctrl(&head).ds);
+            if nbb > pi.wrapping_sub(at) {
+                break; // reported when executed
+            }
+            last = Some(Self::read_ring(mem, cfg, q, at, nbb));
+            at = at.wrapping_add(nbb);
+            n += 1;
+        }
+        self.qps[q].rung_pi = pi;
         let Some(last) = last else {
-            self.violation("doorbell with no new WQE".into());
-            return 0;
+            self.violation(cfg, q, "doorbell with no new WQE".into());
+            return;
         };
         match db {
             Db::Db8 { bytes, .. } if bytes[..] != last[..8] => {
-                self.violation(format!(
-                    "8-byte doorbell {bytes:02x?} is not the last WQE's first 8 bytes {:02x?}",
-                    &last[..8]
-                ));
+                self.violation(
+                    cfg,
+                    q,
+                    format!(
+                        "8-byte doorbell {bytes:02x?} is not the last WQE's first 8 bytes {:02x?}",
+                        &last[..8]
+                    ),
+                );
             }
             Db::Bf { chunks, .. } => {
-                self.stats.blueflame_doorbells += 1;
+                self.count(q, |s| s.blueflame_doorbells += 1);
                 let ds = decode::ctrl(&last).ds as usize;
                 let want = (ds * 16).div_ceil(64);
                 if n != 1 {
-                    self.violation(format!("BlueFlame used for a post list of {n} WQEs"));
+                    self.violation(
+                        cfg,
+                        q,
+                        format!("BlueFlame used for a post list of {n} WQEs"),
+                    );
                 }
                 if cfg.bf_size == 0 || chunks.len() * 64 > cfg.bf_size as usize {
-                    self.violation(format!(
-                        "BlueFlame copy of {} bytes exceeds bf.size {}",
-                        chunks.len() * 64,
-                        cfg.bf_size
-                    ));
+                    self.violation(
+                        cfg,
+                        q,
+                        format!(
+                            "BlueFlame copy of {} bytes exceeds bf.size {}",
+                            chunks.len() * 64,
+                            cfg.bf_size
+                        ),
+                    );
                 }
                 if chunks.len() != want {
-                    self.violation(format!(
-                        "BlueFlame copy of {} chunks for a WQE of ds {ds} ({want} chunks)",
-                        chunks.len()
-                    ));
+                    self.violation(
+                        cfg,
+                        q,
+                        format!(
+                            "BlueFlame copy of {} chunks for a WQE of ds {ds} ({want} chunks)",
+                            chunks.len()
+                        ),
+                    );
                 }
                 let bf: Vec<u8> = chunks.iter().flatten().copied().collect();
                 let m = (ds * 16).min(bf.len()).min(last.len());
                 if bf[..m] != last[..m] {
-                    self.violation("BlueFlame bytes differ from the WQE in the ring".into());
+                    self.violation(
+                        cfg,
+                        q,
+                        "BlueFlame bytes differ from the WQE in the ring".into(),
+                    );
                 }
             }
             _ => {}
         }
-        n
     }
 
-    /// Executes up to producer index `pi` (the doorbell record) alone, with
-    /// no doorbell checks: for a producer that writes real, unrecorded stores.
-    pub(crate) fn poll_dbrec(&mut self, mem: &Mem, cfg: &ModelConfig, pi: u16) -> usize {
-        self.execute_up_to(mem, cfg, pi).0
+    /// Makes every QP's WQEs up to its doorbell record (`pis[q]`) eligible,
+    /// with no doorbell checks (for producers that write real, unrecorded
+    /// stores), and executes them.
+    pub(crate) fn poll_dbrec(&mut self, mem: &Mem, cfg: &ModelConfig, pis: &[u16]) -> usize {
+        for (qp, &pi) in self.qps.iter_mut().zip(pis) {
+            qp.rung_pi = pi;
+        }
+        self.schedule(mem, cfg)
     }
 
-    fn read_ring(mem: &Mem, cfg: &ModelConfig, bb: u16, nbb: u16) -> Vec<u8> {
+    fn read_ring(mem: &Mem, cfg: &ModelConfig, q: usize, bb: u16, nbb: u16) -> Vec<u8> {
+        let sq = &mem.qps[q].sq;
         let mut w = vec![0u8; nbb as usize * 64];
         for i in 0..nbb as usize {
             let slot = (bb as usize + i) & (cfg.wqe_cnt as usize - 1);
             // SAFETY: slot < wqe_cnt, so the 64 bytes lie in the SQ region;
             // the producer does not write WQEBBs the NIC has not completed.
             unsafe {
-                ptr::copy_nonoverlapping(
-                    mem.sq.ptr().add(slot * 64),
-                    w.as_mut_ptr().add(i * 64),
-                    64,
-                )
+                ptr::copy_nonoverlapping(sq.ptr().add(slot * 64), w.as_mut_ptr().add(i * 64), 64)
             };
         }
         w
     }
 
-    fn execute_up_to(&mut self, mem: &Mem, cfg: &ModelConfig, pi: u16) -> (usize, Option<Vec<u8>>) {
+    /// Executes eligible WQEs, one per QP per round-robin pass, until no QP
+    /// can progress; one call is one RNR timer tick. Returns WQEs executed.
+    pub(crate) fn schedule(&mut self, mem: &Mem, cfg: &ModelConfig) -> usize {
         let mut n = 0;
-        let mut last = None;
-        while self.exec_pi != pi && !self.cq_overrun {
-            let start = self.exec_pi;
-            let head = Self::read_ring(mem, cfg, start, 1);
-            let c = decode::ctrl(&head);
-            let nbb = decode::wqebbs(c.ds);
-            let avail = pi.wrapping_sub(start);
-            if nbb > avail {
-                self.violation(format!(
+        let mut blocked = vec![false; self.qps.len()];
+        loop {
+            let mut progressed = false;
+            for (q, blocked) in blocked.iter_mut().enumerate() {
+                if self.cq_overrun {
+                    return n;
+                }
+                if *blocked || self.qps[q].exec_pi == self.qps[q].rung_pi {
+                    continue;
+                }
+                match self.attempt(mem, cfg, q) {
+                    Attempt::Executed => {
+                        n += 1;
+                        progressed = true;
+                    }
+                    Attempt::Blocked => *blocked = true,
+                }
+            }
+            if !progressed {
+                return n;
+            }
+        }
+    }
+
+    /// Tries QP `q`'s next WQE.
+    fn attempt(&mut self, mem: &Mem, cfg: &ModelConfig, q: usize) -> Attempt {
+        let (start, pi) = (self.qps[q].exec_pi, self.qps[q].rung_pi);
+        let head = Self::read_ring(mem, cfg, q, start, 1);
+        let c = decode::ctrl(&head);
+        let nbb = decode::wqebbs(c.ds);
+        let avail = pi.wrapping_sub(start);
+        if nbb > avail {
+            if self.qps[q].stuck_at != Some((start, pi)) {
+                self.qps[q].stuck_at = Some((start, pi));
+                self.violation(cfg, q, format!(
                     "WQE at WQEBB {start:#x} has ds {} ({nbb} WQEBBs) but the doorbell record allows {avail}",
                     c.ds
                 ));
-                break;
             }
-            let w = Self::read_ring(mem, cfg, start, nbb);
-            let res = if self.error {
-                Err((synd::WR_FLUSH, vendor::FLUSH))
-            } else {
-                self.exec(mem, cfg, &w, start)
-            };
-            self.stats.wqes += 1;
-            let out = match res {
-                Ok(byte_cnt) => {
-                    (c.fm_ce_se & decode::CE_MASK == decode::CE_ALWAYS).then_some(CqeOut::Req {
-                        wqe_opcode: c.opcode,
-                        qpn: cfg.qpn,
-                        counter: start,
-                        byte_cnt,
-                    })
-                }
-                Err((syndrome, vendor)) => {
-                    // IB: every WQE completes with a CQE once in error.
-                    self.error = true;
-                    self.stats.error_cqes += 1;
-                    Some(CqeOut::Err {
-                        wqe_opcode: c.opcode,
-                        qpn: cfg.qpn,
-                        counter: start,
-                        syndrome,
-                        vendor,
-                    })
-                }
-            };
-            if let Some(cqe) = out {
-                if !self.write_cqe(mem, cfg, &cqe) {
-                    break;
-                }
-            }
-            self.exec_pi = start.wrapping_add(nbb);
-            n += 1;
-            last = Some(w);
+            return Attempt::Blocked;
         }
-        (n, last)
+        let w = Self::read_ring(mem, cfg, q, start, nbb);
+        let res = if self.qps[q].error {
+            Err((synd::WR_FLUSH, vendor::FLUSH))
+        } else {
+            self.exec(cfg, q, &w, start)
+        };
+        if !self.qps[q].error && res == Err((synd::RNR_RETRY_EXC, vendor::UNKNOWN)) {
+            // RNR NAK: retry on a later tick unless the retries are spent.
+            self.count(q, |s| s.rnr_naks += 1);
+            self.qps[q].rnr_fails += 1;
+            if cfg.rnr_retry >= 7 || self.qps[q].rnr_fails <= cfg.rnr_retry as u32 {
+                return Attempt::Blocked;
+            }
+        }
+        self.qps[q].rnr_fails = 0;
+        self.count(q, |s| s.wqes += 1);
+        let qpn = cfg.qpn + q as u32;
+        let out = match res {
+            Ok(byte_cnt) => {
+                (c.fm_ce_se & decode::CE_MASK == decode::CE_ALWAYS).then_some(CqeOut::Req {
+                    wqe_opcode: c.opcode,
+                    qpn,
+                    counter: start,
+                    byte_cnt,
+                })
+            }
+            Err((syndrome, vendor)) => {
+                // IB: every WQE completes with a CQE once in error.
+                self.qps[q].error = true;
+                self.count(q, |s| s.error_cqes += 1);
+                Some(CqeOut::Err {
+                    wqe_opcode: c.opcode,
+                    qpn,
+                    counter: start,
+                    syndrome,
+                    vendor,
+                })
+            }
+        };
+        if let Some(cqe) = out {
+            if !self.write_cqe(mem, cfg, q, &cqe) {
+                return Attempt::Blocked;
+            }
+        }
+        self.qps[q].exec_pi = start.wrapping_add(nbb);
+        Attempt::Executed
     }
 
-    fn write_cqe(&mut self, mem: &Mem, cfg: &ModelConfig, c: &CqeOut) -> bool {
+    fn write_cqe(&mut self, mem: &Mem, cfg: &ModelConfig, q: usize, c: &CqeOut) -> bool {
         // SAFETY: the CQ doorbell record is model memory, 4-aligned; the
         // poller stores it concurrently, hence the atomic load.
         let raw = unsafe { AtomicU32::from_ptr(mem.cq_dbrec.ptr().cast()) }.load(Ordering::Acquire);
         let ci = u32::from_be_bytes(raw.to_ne_bytes()) & 0x00ff_ffff;
         let used = self.cq_pi.wrapping_sub(ci) & 0x00ff_ffff;
         if used >= cfg.cqe_cnt {
-            self.violation(format!(
+            self.violations.push(format!(
                 "CQ overrun: {used} CQEs not yet released (consumer index {ci:#x} in dbrec[0]) \
                  in a {}-entry CQ",
                 cfg.cqe_cnt
             ));
             self.cq_overrun = true;
-            self.error = true;
+            self.qps[q].error = true;
             return false;
         }
         let idx = (self.cq_pi & (cfg.cqe_cnt - 1)) as usize;
@@ -348,7 +495,7 @@ impl Nic {
             AtomicU8::from_ptr(p.add(63)).store(op_own | owner, Ordering::Release);
         }
         self.cq_pi = self.cq_pi.wrapping_add(1);
-        self.stats.cqes += 1;
+        self.count(q, |s| s.cqes += 1);
         true
     }
 
@@ -413,16 +560,17 @@ impl Nic {
 
     fn deliver(
         &mut self,
+        q: usize,
         data: &[u8],
         opcode: u8,
         imm: Option<[u8; 4]>,
         rnr_is_error: bool,
     ) -> Result<(), Fail> {
-        let Some(r) = self.peer_rq.pop_front() else {
+        let Some(r) = self.qps[q].peer_rq.pop_front() else {
             return if rnr_is_error {
                 Err((synd::RNR_RETRY_EXC, vendor::UNKNOWN))
             } else {
-                self.stats.ud_dropped += 1;
+                self.count(q, |s| s.ud_dropped += 1);
                 Ok(())
             };
         };
@@ -439,6 +587,7 @@ impl Nic {
             unsafe { ptr::copy(data.as_ptr(), r.addr as *mut u8, data.len()) };
         }
         self.peer_done.push(PeerCompletion {
+            qp: q as u32,
             wr_id: r.wr_id,
             byte_len: data.len() as u32,
             opcode,
@@ -453,17 +602,18 @@ impl Nic {
     }
 
     /// Executes one WQE; Ok(byte count for the CQE) or Err((syndrome, vendor)).
-    fn exec(&mut self, _mem: &Mem, cfg: &ModelConfig, w: &[u8], start: u16) -> Result<u32, Fail> {
+    fn exec(&mut self, cfg: &ModelConfig, q: usize, w: &[u8], start: u16) -> Result<u32, Fail> {
         let c = decode::ctrl(w);
         let malformed = Err((synd::LOCAL_QP_OP, vendor::MALFORMED));
         if c.index != start {
-            self.violation(format!(
-                "ctrl WQE index {:#x} at producer index {start:#x}",
-                c.index
-            ));
+            self.violation(
+                cfg,
+                q,
+                format!("ctrl WQE index {:#x} at producer index {start:#x}", c.index),
+            );
             return malformed;
         }
-        if c.qpn != cfg.qpn || c.ds == 0 {
+        if c.qpn != cfg.qpn + q as u32 || c.ds == 0 {
             return malformed;
         }
         if c.opmod != 0 {
@@ -494,7 +644,7 @@ impl Nic {
                     let data = self.gather(&p)?;
                     let dst = self.remote(rkey, raddr, len, Access::REMOTE_WRITE)?;
                     if c.opcode == op::RDMA_WRITE_IMM {
-                        self.deliver(&data, c.opcode, imm, true)?;
+                        self.deliver(q, &data, c.opcode, imm, true)?;
                     }
                     // SAFETY: inside a registered, remotely writable region.
                     unsafe { ptr::copy(data.as_ptr(), dst, data.len()) };
@@ -508,15 +658,15 @@ impl Nic {
                 };
                 let data = self.gather(&p)?;
                 if let ModelTransport::Ud { peer_qpn, qkey } = cfg.transport {
-                    let q = decode::be32(w, 16);
+                    let got_qkey = decode::be32(w, 16);
                     let dqp = decode::be32(w, 24) & 0x00ff_ffff;
-                    if q != qkey || dqp != peer_qpn {
-                        self.stats.ud_dropped += 1;
+                    if got_qkey != qkey || dqp != peer_qpn {
+                        self.count(q, |s| s.ud_dropped += 1);
                         return Ok(data.len() as u32);
                     }
-                    self.deliver(&data, c.opcode, imm, false)?;
+                    self.deliver(q, &data, c.opcode, imm, false)?;
                 } else {
-                    self.deliver(&data, c.opcode, imm, true)?;
+                    self.deliver(q, &data, c.opcode, imm, true)?;
                 }
                 Ok(data.len() as u32)
             }
