@@ -29,11 +29,12 @@ impl Method {
 }
 
 /// Whether this tool runs the direct path today: the unidirectional RC/UC
-/// write/read/atomic bandwidth tools (`rdma_bw`). Others get `wr-api` from
-/// `auto` and a clear error from `--post direct` until they are wired.
+/// write/read/atomic/send bandwidth tools (`rdma_bw`, `send_bw`'s client).
+/// Others get `wr-api` from `auto` and a clear error from `--post direct`
+/// until they are wired.
 pub fn direct_wired(p: &Params) -> bool {
     p.tool.kind == Kind::Bw
-        && matches!(p.tool.verb, Verb::Write | Verb::Read | Verb::Atomic)
+        && matches!(p.tool.verb, Verb::Write | Verb::Read | Verb::Atomic | Verb::Send)
         && !p.duplex
         && matches!(p.conn, Conn::Rc | Conn::Uc)
         // -e sleeps on the verbs CQ's completion channel; the direct poller has none.
@@ -167,7 +168,7 @@ mod tests {
     }
 
     #[test]
-    fn direct_is_wired_for_the_rdma_bw_tools_only() {
+    fn direct_is_wired_for_the_unidirectional_rc_uc_bw_tools_only() {
         use crate::cli::args::PerfArgs;
         use crate::cli::params::{resolve, Tool};
         let base = || PerfArgs {
@@ -178,12 +179,17 @@ mod tests {
             let tool = Tool::ALL.iter().find(|t| t.0 == name).unwrap().2;
             direct_wired(&resolve(tool, &a).unwrap())
         };
-        for t in ["write-bw", "read-bw", "atomic-bw"] {
+        for t in ["write-bw", "read-bw", "atomic-bw", "send-bw"] {
             assert!(wired(t, base()), "{t}");
         }
-        for t in ["send-bw", "write-lat", "read-lat", "atomic-lat", "send-lat"] {
+        for t in ["write-lat", "read-lat", "atomic-lat", "send-lat"] {
             assert!(!wired(t, base()), "{t}");
         }
+        let ud = PerfArgs {
+            connection: Some("UD".into()),
+            ..base()
+        };
+        assert!(!wired("send-bw", ud), "UD needs the address vector path");
         let duplex = PerfArgs {
             bidirectional: true,
             ..base()

@@ -6,6 +6,7 @@
 //! its own row — the server's is the RX view, timed from the first receive,
 //! without peak — and no reports are exchanged.
 
+use super::direct;
 use super::info::test_info;
 use super::method::{self, Method};
 use super::rdma_bw::{check_limits, connect, measure_size, qp_targets, qp_type, to_text_dest};
@@ -236,13 +237,16 @@ pub(crate) fn describe_recv(e: RunError, size: u64, cfg: &RecvConfig) -> String 
     }
 }
 
-/// One size on the client: the bw loop with SEND and post method `method`.
+/// One size on the client: the bw loop with SEND and post method `method`
+/// (`dq`: the direct queues when the method is direct).
+#[allow(clippy::too_many_arguments)]
 fn send_one(
     p: &Params,
     res: &Resources,
     rem: &[Dest],
     uds: &[Option<UdDest>],
     method: Method,
+    dq: Option<&mut direct::DirectQueues<'_>>,
     size: u64,
     clock: &Clock,
 ) -> Result<(stats::BwResult, Option<String>), Fail> {
@@ -257,11 +261,11 @@ fn send_one(
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
             let mut cq = EventCq::new(
-            VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
-            &res.cq,
-            p.use_event,
-        )
-        .map_err(Fail::verbs)?;
+                VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
+                &res.cq,
+                p.use_event,
+            )
+            .map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::WrApi => {
@@ -273,17 +277,24 @@ fn send_one(
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
             let mut cq = EventCq::new(
-            VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
-            &res.cq,
-            p.use_event,
-        )
-        .map_err(Fail::verbs)?;
+                VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
+                &res.cq,
+                p.use_event,
+            )
+            .map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::Direct => {
-            return Err(Fail::new(
-                "send-bw --post direct: the direct path is not wired into send-bw yet; use --post wr-api",
-            ))
+            let q = dq.ok_or_else(|| Fail::new("--post direct: queues not opened (internal)"))?;
+            direct::run_size(
+                p,
+                &res.geometry,
+                size,
+                &targets,
+                &mut q.sqs,
+                &mut q.cq,
+                clock,
+            )?
         }
     };
     let r = run.row;
@@ -328,13 +339,18 @@ impl Ready {
         out: Out,
     ) -> Result<(Ready, Option<json::JsonReport>), Fail> {
         let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
-        let res = Resources::create(ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?;
+        // The server only receives: its QPs stay verbs QPs whatever --post says.
+        let res = if method == Method::Direct && !p.is_server() {
+            Resources::create_direct(ep, p, cb_cl.0 as u64, cb_cl.1 as u64)?
+        } else {
+            Resources::create(ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?
+        };
         let cm = super::cm_data::connect_qps(sess, ep, p, &res)?;
         let clock = Clock::calibrate();
         let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
         let info = test_info(p, ep, &res, mtu_bytes, method, &clock);
         out.print(&text::info_block(&info));
-        let my: Vec<Dest> = (0..res.qps.len()).map(|i| res.dest(ep, i)).collect();
+        let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(ep, i)).collect();
         let report = p
             .json_file
             .as_ref()
@@ -406,8 +422,14 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let mut uds: Vec<Option<UdDest>> = Vec::new();
     let mut receiver: Option<Receiver> = None;
     let mut report = None;
-    let mut last = BwReport::default();
-    for (i, e) in steps.iter().enumerate() {
+    // Set-up steps (versions .. keys after connecting) change `ready`; the
+    // barriers and runs after them only read it, so the direct queues can
+    // borrow its resources for every size.
+    let split = steps
+        .iter()
+        .position(|e| matches!(e.step, Step::Barrier(_) | Step::Run { .. } | Step::Close))
+        .unwrap_or(steps.len());
+    for e in &steps[..split] {
         if e.waits_for_peer_run {
             sess.wait_for_peer_run();
         }
@@ -424,84 +446,99 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 ready = Some(r);
                 report = j;
             }
-            _ => {
+            Step::Keys { qp, round } => {
                 let r = ready
                     .as_mut()
                     .ok_or_else(|| Fail::new("internal: no resources"))?;
-                match e.step {
-                    Step::Keys { qp, round } => {
-                        r.keys(&mut sess, &e.step, qp, round, out)?;
-                        if round == KeyRound::AfterConnect && qp + 1 == r.my.len() {
-                            out.print(&text::bw_header(&r.info));
-                        }
-                    }
-                    Step::Connect => {
-                        r.res.connect(&ep, p, r.mtu, &r.rem, !p.is_server())?;
-                        if p.is_server() {
-                            receiver = Some(Receiver::new(&r.res, p)?);
-                        } else {
-                            uds = match r.cm.as_ref().filter(|c| !c.ud.is_empty()) {
-                                // -R UD: the CM's replies say where to send.
-                                Some(c) => c.ud.iter().cloned().map(Some).collect(),
-                                None => ud_dests(&ep, p, &r.res, &r.rem)?,
-                            };
-                        }
-                    }
-                    Step::Barrier(b) => {
-                        if b == Barrier::BeforeRun {
-                            if let Some(rx) = receiver.as_mut() {
-                                rx.prepare(p, &r.res, next_size(p, &steps[i..]), &r.clock)?;
-                            }
-                        }
-                        let name = e.step.to_string();
-                        sess.hand_shake_step(&name, &r.my[0]).map_err(Fail::ctrl)?;
-                    }
-                    Step::Run { size } => {
-                        let size = size.unwrap_or(p.sizes[0]);
-                        let (row, err) = match receiver.as_mut() {
-                            Some(rx) => rx.run(p, &r.res, size, &r.clock)?,
-                            None => send_one(p, &r.res, &r.rem, &uds, method, size, &r.clock)?,
-                        };
-                        out.print(&text::bw_row(&row, &r.info, 0.0));
-                        if let Some(j) = report.as_mut() {
-                            let mut rec = json::Record::bw(&row, &r.info, 0.0);
-                            if let Some(e) = &err {
-                                rec = rec.with("error", e.as_str());
-                            }
-                            j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
-                        }
-                        last = BwReport {
-                            size,
-                            iters: row.iters,
-                            bw_peak: row.bw_peak,
-                            bw_avg: row.bw_avg,
-                            msg_rate: row.msg_rate,
-                            per_port: None,
-                        };
-                        if let Some(e) = err {
-                            r.res.to_err();
-                            out.print(text::RESULT_LINE);
-                            // The peer sees the control connection close.
-                            return Err(Fail::new(e));
-                        }
-                    }
-                    Step::Close => break,
-                    Step::BwReport
-                    | Step::RunForever
-                    | Step::Exit
-                    | Step::Versions
-                    | Step::SysData
-                    | Step::Mtu => {
-                        return Err(Fail::new(format!(
-                            "internal: send-bw unidirectional has no step {} here",
-                            e.step
-                        )))
-                    }
+                r.keys(&mut sess, &e.step, qp, round, out)?;
+                if round == KeyRound::AfterConnect && qp + 1 == r.my.len() {
+                    out.print(&text::bw_header(&r.info));
                 }
+            }
+            Step::Connect => {
+                let r = ready
+                    .as_ref()
+                    .ok_or_else(|| Fail::new("internal: no resources"))?;
+                r.res.connect(&ep, p, r.mtu, &r.rem, !p.is_server())?;
+                if p.is_server() {
+                    receiver = Some(Receiver::new(&r.res, p)?);
+                } else {
+                    uds = match r.cm.as_ref().filter(|c| !c.ud.is_empty()) {
+                        // -R UD: the CM's replies say where to send.
+                        Some(c) => c.ud.iter().cloned().map(Some).collect(),
+                        None => ud_dests(&ep, p, &r.res, &r.rem)?,
+                    };
+                }
+            }
+            _ => {
+                return Err(Fail::new(format!(
+                    "internal: send-bw set-up has no step {} here",
+                    e.step
+                )))
             }
         }
     }
     let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
+    // The client's direct queues, kept across sizes (their indices carry over).
+    let mut dq = if method == Method::Direct && !p.is_server() {
+        Some(direct::open_queues(&r.res)?)
+    } else {
+        None
+    };
+    let mut last = BwReport::default();
+    for (i, e) in steps.iter().enumerate().skip(split) {
+        if e.waits_for_peer_run {
+            sess.wait_for_peer_run();
+        }
+        match e.step {
+            Step::Barrier(b) => {
+                if b == Barrier::BeforeRun {
+                    if let Some(rx) = receiver.as_mut() {
+                        rx.prepare(p, &r.res, next_size(p, &steps[i..]), &r.clock)?;
+                    }
+                }
+                let name = e.step.to_string();
+                sess.hand_shake_step(&name, &r.my[0]).map_err(Fail::ctrl)?;
+            }
+            Step::Run { size } => {
+                let size = size.unwrap_or(p.sizes[0]);
+                let (row, err) = match receiver.as_mut() {
+                    Some(rx) => rx.run(p, &r.res, size, &r.clock)?,
+                    None => send_one(p, &r.res, &r.rem, &uds, method, dq.as_mut(), size, &r.clock)?,
+                };
+                out.print(&text::bw_row(&row, &r.info, 0.0));
+                if let Some(j) = report.as_mut() {
+                    let mut rec = json::Record::bw(&row, &r.info, 0.0);
+                    if let Some(e) = &err {
+                        rec = rec.with("error", e.as_str());
+                    }
+                    j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
+                }
+                last = BwReport {
+                    size,
+                    iters: row.iters,
+                    bw_peak: row.bw_peak,
+                    bw_avg: row.bw_avg,
+                    msg_rate: row.msg_rate,
+                    per_port: None,
+                };
+                if let Some(e) = err {
+                    r.res.to_err();
+                    out.print(text::RESULT_LINE);
+                    // The peer sees the control connection close.
+                    return Err(Fail::new(e));
+                }
+            }
+            Step::Close => break,
+            _ => {
+                return Err(Fail::new(format!(
+                    "internal: send-bw unidirectional has no step {} here",
+                    e.step
+                )))
+            }
+        }
+    }
+    drop(dq);
     out.print(text::RESULT_LINE);
     let limits = check_limits(p, &last);
     sess.close(&r.my[0]).map_err(Fail::ctrl)?;
