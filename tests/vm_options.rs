@@ -51,6 +51,7 @@ pair m_read_rr "$R read-bw $M -p \$PORT" "$R read-bw $M -p \$PORT 127.0.0.1"
 pair m_send_rr "$R send-bw $M -p \$PORT" "$R send-bw $M -p \$PORT 127.0.0.1"
 pair m_send_rs "ib_send_bw $M -p \$PORT" "$R send-bw $M -p \$PORT 127.0.0.1"
 pair m_send_sr "$R send-bw $M -p \$PORT" "ib_send_bw $M -p \$PORT 127.0.0.1"
+exit 0 # the batch status then says only whether the VM itself worked
 "#;
 
 fn batch() -> Option<&'static vm::BatchResult> {

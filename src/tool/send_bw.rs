@@ -422,14 +422,14 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let mut uds: Vec<Option<UdDest>> = Vec::new();
     let mut receiver: Option<Receiver> = None;
     let mut report = None;
-    // Set-up steps (versions .. keys after connecting) change `ready`; the
+    // Set-up steps (versions .. the last key exchange) change `ready`; the
     // barriers and runs after them only read it, so the direct queues can
     // borrow its resources for every size.
     let split = steps
         .iter()
-        .position(|e| matches!(e.step, Step::Barrier(_) | Step::Run { .. } | Step::Close))
-        .unwrap_or(steps.len());
-    for e in &steps[..split] {
+        .rposition(|e| matches!(e.step, Step::Keys { .. } | Step::Connect | Step::Mtu))
+        .map_or(0, |i| i + 1);
+    for (i, e) in steps[..split].iter().enumerate() {
         if e.waits_for_peer_run {
             sess.wait_for_peer_run();
         }
@@ -470,6 +470,12 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                     };
                 }
             }
+            Step::Barrier(b) => {
+                let r = ready
+                    .as_ref()
+                    .ok_or_else(|| Fail::new("internal: no resources"))?;
+                barrier(&mut sess, &e.step, b, receiver.as_mut(), p, r, &steps[i..])?;
+            }
             _ => {
                 return Err(Fail::new(format!(
                     "internal: send-bw set-up has no step {} here",
@@ -492,13 +498,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
         match e.step {
             Step::Barrier(b) => {
-                if b == Barrier::BeforeRun {
-                    if let Some(rx) = receiver.as_mut() {
-                        rx.prepare(p, &r.res, next_size(p, &steps[i..]), &r.clock)?;
-                    }
-                }
-                let name = e.step.to_string();
-                sess.hand_shake_step(&name, &r.my[0]).map_err(Fail::ctrl)?;
+                barrier(&mut sess, &e.step, b, receiver.as_mut(), p, &r, &steps[i..])?;
             }
             Step::Run { size } => {
                 let size = size.unwrap_or(p.sizes[0]);
@@ -543,6 +543,27 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let limits = check_limits(p, &last);
     sess.close(&r.my[0]).map_err(Fail::ctrl)?;
     limits
+}
+
+/// A barrier hand_shake; before a run the server posts its receives first
+/// (perftest `ctx_set_recv_wqes`), for the next run's size in `rest`.
+fn barrier(
+    sess: &mut Session,
+    step: &Step,
+    b: Barrier,
+    rx: Option<&mut Receiver>,
+    p: &Params,
+    r: &Ready,
+    rest: &[ctrl::Entry],
+) -> Result<(), Fail> {
+    if b == Barrier::BeforeRun {
+        if let Some(rx) = rx {
+            rx.prepare(p, &r.res, next_size(p, rest), &r.clock)?;
+        }
+    }
+    sess.hand_shake_step(&step.to_string(), &r.my[0])
+        .map(|_| ())
+        .map_err(Fail::ctrl)
 }
 
 /// The size of the next run in `rest` (the `-s` size when the step has none).
