@@ -651,6 +651,9 @@ impl<const UD: bool> ListCtx<'_, UD> {
     /// `wrs.len() * RUN_NBB <= free WQEBBs at pi`.
     #[inline(always)]
     fn emit_run<const K: u8>(&self, wrs: &[WrDesc], start: u16) -> (usize, u16, u16) {
+        if !UD {
+            return self.emit_run_rc::<K>(wrs, start);
+        }
         let op = op_of(K);
         let (opcode, _) = opcode_imm(op, &WrDesc::default());
         // Everything of the ctrl segment but the index, ds and flags, once.
@@ -697,6 +700,49 @@ impl<const UD: bool> ListCtx<'_, UD> {
             last = pi.wrapping_sub(1);
         }
         (done, pi as u16, last as u16)
+    }
+
+    /// [`emit_run`](Self::emit_run) on RC/UC (one WQEBB per WR): the list
+    /// is cut where the ring ends, so within each piece the ring slot and
+    /// the progress slot simply advance (no mask per WR).
+    #[inline(always)]
+    fn emit_run_rc<const K: u8>(&self, wrs: &[WrDesc], start: u16) -> (usize, u16, u16) {
+        let op = op_of(K);
+        let (opcode, _) = opcode_imm(op, &WrDesc::default());
+        let hi = ctrl_hi(opcode, self.qpn);
+        let cnt = self.ring.wqe_cnt() as usize;
+        let base = self.ring.start();
+        let mut idx = start as usize & (cnt - 1);
+        let mut done = 0;
+        let mut stop = false;
+        while done < wrs.len() && !stop {
+            // The WRs up to the ring end (at least one: idx < cnt).
+            let piece = wrs
+                .get(done..done + (wrs.len() - done).min(cnt - idx))
+                .unwrap_or_default();
+            let mut k = 0;
+            for wr in piece {
+                if wr.inline && wr.len != 0 {
+                    stop = true;
+                    break;
+                }
+                let i = idx + k;
+                let bb = (start as usize).wrapping_add(done + k) as u16;
+                // SAFETY: i < idx + piece.len() <= cnt: inside the progress
+                // tables (wqe_cnt entries, built from the same `sq.wqe_cnt`
+                // in `from_dv`) and the ring.
+                unsafe { self.recorder.record_at(i, wr.wr_id, 1) };
+                // SAFETY: i < cnt, so the address is WQEBB bb of the ring;
+                // the caller reserved one WQEBB per WR of the list from the
+                // list's start, so it is free; no inline data.
+                unsafe { put_rc(base.add(i << WQEBB_SHIFT), bb, hi, op, wr) };
+                k += 1;
+            }
+            done += k;
+            idx = 0;
+        }
+        let pi = (start as usize).wrapping_add(done) as u16;
+        (done, pi, pi.wrapping_sub(1))
     }
 
     /// Room for `nbb` WQEBBs at `pi` (the general path's check); reloads
