@@ -978,6 +978,43 @@ impl<M: Mmio> DirectSq<M> {
         Ok(())
     }
 
+    /// The WRs the bulk path leaves (inline data, or a ring too full for
+    /// its list-wide check): each checked, given room and written; the
+    /// first failure ends the list. Out of line so that the common lists
+    /// carry only the bulk path. Returns the result, the producer index
+    /// after the written WQEs and the WQEBB of the last one.
+    #[inline(never)]
+    fn post_rest<const K: u8, const UD: bool>(
+        &self,
+        wrs: &[WrDesc],
+        mut pi: u16,
+        mut last_bb: u16,
+        room: &mut Room,
+    ) -> (Result<(), PostError>, u16, u16) {
+        let x = self.ctx::<UD>();
+        for wr in wrs {
+            // The fast path's nbb stays a plain scalar; only the general
+            // path produces a Result.
+            let nbb = match x.emit_fast::<K>(wr, pi, room) {
+                Some((_, nbb)) => nbb,
+                None => {
+                    let (r, ci) = x.emit_general(op_of(K), wr, pi, room.ci);
+                    room.ci = ci;
+                    match r {
+                        Ok((_, nbb)) => {
+                            room.free = x.free_at(pi.wrapping_add(nbb), ci);
+                            nbb
+                        }
+                        Err(e) => return (Err(e), pi, last_bb),
+                    }
+                }
+            };
+            last_bb = pi;
+            pi = pi.wrapping_add(nbb);
+        }
+        (Ok(()), pi, last_bb)
+    }
+
     /// One pass over the list: each WQE is checked, given room and written;
     /// the first failure ends the list unposted.
     #[inline(always)]
@@ -1011,28 +1048,9 @@ impl<M: Mmio> DirectSq<M> {
             }
         }
         let mut result = Ok(());
-        for wr in wrs.get(done..).unwrap_or_default() {
-            // The fast path's nbb stays a plain scalar; only the general
-            // path produces a Result.
-            let nbb = match x.emit_fast::<K>(wr, pi, &mut room) {
-                Some((_, nbb)) => nbb,
-                None => {
-                    let (r, ci) = self.ctx::<UD>().emit_general(op_of(K), wr, pi, room.ci);
-                    room.ci = ci;
-                    match r {
-                        Ok((_, nbb)) => {
-                            room.free = x.free_at(pi.wrapping_add(nbb), ci);
-                            nbb
-                        }
-                        Err(e) => {
-                            result = Err(e);
-                            break;
-                        }
-                    }
-                }
-            };
-            last_bb = pi;
-            pi = pi.wrapping_add(nbb);
+        if done < wrs.len() {
+            let rest = wrs.get(done..).unwrap_or_default();
+            (result, pi, last_bb) = self.post_rest::<K, UD>(rest, pi, last_bb, &mut room);
         }
         let ring = x.ring;
         self.ci_cached = room.ci;
