@@ -1,7 +1,8 @@
 //! SQ consumer progress shared by an SQ and the CQ poller(s) it completes on.
 //!
-//! The SQ records, per WQE, `{wr_id, nbb}` in the slot of the WQE's first
-//! WQEBB; the poller reads the slot named by a CQE's `wqe_counter` and
+//! The SQ records, per WQE, `wr_id` and `nbb` in the slot of the WQE's first
+//! WQEBB (two parallel arrays, so the post loop addresses each with one
+//! scaled index and no shift); the poller reads the slot named by a CQE's `wqe_counter` and
 //! publishes the new consumer index `wqe_counter + nbb`, which also retires
 //! every earlier (unsignalled) WQE. One writer per field, relaxed/acquire
 //! atomics (plain loads and stores on x86-64): no locks.
@@ -9,17 +10,13 @@
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::Arc;
 
-#[derive(Default)]
-struct Slot {
-    wr_id: AtomicU64,
-    nbb: AtomicU16,
-}
-
 /// The SQ's view of the slot table during one post list.
 #[derive(Clone, Copy)]
 pub(crate) struct Recorder<'a> {
-    /// Invariant: `slots.len() == mask as usize + 1` (see `SqProgress::new`).
-    slots: &'a [Slot],
+    /// Invariant: `wr_ids.len() == nbbs.len() == mask as usize + 1` (see
+    /// `SqProgress::new`).
+    wr_ids: &'a [AtomicU64],
+    nbbs: &'a [AtomicU16],
     mask: u16,
 }
 
@@ -28,12 +25,29 @@ impl Recorder<'_> {
     #[inline(always)]
     pub(crate) fn record(self, bb: u16, wr_id: u64, nbb: u16) {
         let i = (bb & self.mask) as usize;
-        debug_assert!(i < self.slots.len());
-        // SAFETY: i <= mask and the table has mask + 1 slots (struct
-        // invariant), so the index is in bounds; saves a bounds check per WQE.
-        let s = unsafe { self.slots.get_unchecked(i) };
-        s.wr_id.store(wr_id, Ordering::Relaxed);
-        s.nbb.store(nbb, Ordering::Relaxed);
+        debug_assert!(i < self.wr_ids.len() && i < self.nbbs.len());
+        // SAFETY: i <= mask and both tables have mask + 1 entries (struct
+        // invariant), so the index is in bounds; saves two bounds checks per
+        // WQE.
+        let (w, n) = unsafe { (self.wr_ids.get_unchecked(i), self.nbbs.get_unchecked(i)) };
+        w.store(wr_id, Ordering::Relaxed);
+        n.store(nbb, Ordering::Relaxed);
+    }
+
+    /// As [`record`](Self::record) for a slot index the caller already
+    /// masked (the SQ's ring index), saving the second mask.
+    ///
+    /// # Safety
+    /// `i` must be at most `mask` (the SQ's `wqe_cnt - 1`, which is this
+    /// table's too).
+    #[inline(always)]
+    pub(crate) unsafe fn record_at(self, i: usize, wr_id: u64, nbb: u16) {
+        debug_assert!(i <= self.mask as usize);
+        // SAFETY: i <= mask (caller contract) and both tables have mask + 1
+        // entries (struct invariant).
+        let (w, n) = unsafe { (self.wr_ids.get_unchecked(i), self.nbbs.get_unchecked(i)) };
+        w.store(wr_id, Ordering::Relaxed);
+        n.store(nbb, Ordering::Relaxed);
     }
 }
 
@@ -44,7 +58,9 @@ pub struct SqProgress {
     /// Consumer index in WQEBBs (free-running, 16 bits): written by the
     /// poller, read by the SQ.
     ci: AtomicU16,
-    slots: Box<[Slot]>,
+    /// Per first WQEBB of a WQE: its `wr_id` and WQEBB count (0: none yet).
+    wr_ids: Box<[AtomicU64]>,
+    nbbs: Box<[AtomicU16]>,
 }
 
 impl SqProgress {
@@ -59,7 +75,8 @@ impl SqProgress {
             qpn,
             mask: (wqe_cnt - 1) as u16,
             ci: AtomicU16::new(0),
-            slots: (0..wqe_cnt).map(|_| Slot::default()).collect(),
+            wr_ids: (0..wqe_cnt).map(|_| AtomicU64::new(0)).collect(),
+            nbbs: (0..wqe_cnt).map(|_| AtomicU16::new(0)).collect(),
         })
     }
 
@@ -78,7 +95,8 @@ impl SqProgress {
     #[inline(always)]
     pub(crate) fn recorder(&self) -> Recorder<'_> {
         Recorder {
-            slots: &self.slots,
+            wr_ids: &self.wr_ids,
+            nbbs: &self.nbbs,
             mask: self.mask,
         }
     }
@@ -88,12 +106,12 @@ impl SqProgress {
     /// recorded WQE (nbb 0) retires nothing and yields `None`.
     #[inline(always)]
     pub(crate) fn retire(&self, wqe_counter: u16) -> Option<u64> {
-        let s = self.slots.get((wqe_counter & self.mask) as usize)?;
-        let nbb = s.nbb.load(Ordering::Relaxed);
+        let i = (wqe_counter & self.mask) as usize;
+        let nbb = self.nbbs.get(i)?.load(Ordering::Relaxed);
         if nbb == 0 {
             return None;
         }
-        let wr_id = s.wr_id.load(Ordering::Relaxed);
+        let wr_id = self.wr_ids.get(i)?.load(Ordering::Relaxed);
         self.ci
             .store(wqe_counter.wrapping_add(nbb), Ordering::Release);
         Some(wr_id)

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::doorbell::Doorbell;
 use super::error::DirectError;
 use super::mmio::{HwMmio, Mmio};
-use super::prm::{fm_ce_se, Opcode, MAX_SQ_WQEBBS, MAX_WQE_BYTES, WQEBB};
+use super::prm::{fm_ce_se, Opcode, MAX_SQ_WQEBBS, MAX_WQE_BYTES, WQEBB, WQEBB_SHIFT};
 use super::progress::{Recorder, SqProgress};
 use super::seg::{AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineHdr, RaddrSeg};
 use super::wqe::{inline_ds, shape, store16, FlatCursor, SegWriter, SqRing, WqeCursor, WqeShape};
@@ -401,6 +401,112 @@ unsafe fn write_inline_flat(
     }
 }
 
+/// Ctrl bytes 0..8 without the WQE index and `ds`, as a big-endian word
+/// (opmod 0): computed once per post list.
+#[inline(always)]
+const fn ctrl_hi(opcode: Opcode, qpn: u32) -> u64 {
+    ((opcode.0 as u64) << 32) | (((qpn & 0x00ff_ffff) as u64) << 8)
+}
+
+/// Ctrl bytes 0..8 (`opmod_idx_opcode`, `qpn_ds`) of WQE `bb` as one
+/// native-endian store value: the same bytes as [`CtrlSeg::new`].
+#[inline(always)]
+const fn ctrl_w0(hi: u64, bb: u16, ds: u8) -> u64 {
+    // Byte-swapped: `hi` lands in bytes 3..7, the index (swapped on its
+    // own, 16 bits) in bytes 1..3, ds in byte 7.
+    hi.swap_bytes() | ((bb.swap_bytes() as u64) << 8) | ((ds as u64) << 56)
+}
+
+/// Ctrl bytes 8..16 (signature 0, stream id 0, `fm_ce_se`, immediate) as
+/// one native-endian store value.
+#[inline(always)]
+const fn ctrl_w1(signaled: bool, imm: [u8; 4]) -> u64 {
+    let fm = if signaled { fm_ce_se::CQ_UPDATE } else { 0 };
+    u64::from_ne_bytes([0, 0, 0, fm, imm[0], imm[1], imm[2], imm[3]])
+}
+
+/// Data segment bytes 0..8 (`byte_count`, `lkey`, big-endian) as one
+/// native-endian store value (the same bytes as [`DataSeg::new`]).
+#[inline(always)]
+const fn data_w0(len: u32, lkey: u32) -> u64 {
+    (((len as u64) << 32) | lkey as u64).swap_bytes()
+}
+
+/// The bulk path's RC/UC WQE without inline data (one WQEBB, ds <= 4):
+/// [`write_rc_bb`] with the ctrl words from [`ctrl_hi`].
+///
+/// # Safety
+/// `p` must be WQEBB `bb` of the ring, free; `hi` = `ctrl_hi(op's opcode,
+/// qpn)`; no inline data.
+#[inline(always)]
+unsafe fn put_rc(p: *mut u8, bb: u16, hi: u64, op: Op, wr: &WrDesc) {
+    let (_, imm) = opcode_imm(op, wr);
+    let w1 = ctrl_w1(wr.signaled, imm);
+    let data = wr.len != 0;
+    // SAFETY: p is 64 aligned bytes owned by the caller; at most those 64
+    // are written (ds <= 4).
+    unsafe {
+        let w = p.cast::<u64>();
+        match op {
+            Op::Send | Op::SendImm => {
+                w.write(ctrl_w0(hi, bb, 1 + data as u8));
+                w.add(1).write(w1);
+                if data {
+                    w.add(2).write(data_w0(wr.len, wr.lkey));
+                    w.add(3).write(wr.laddr.swap_bytes());
+                }
+            }
+            Op::FetchAdd | Op::CmpSwap => {
+                w.write(ctrl_w0(hi, bb, 4));
+                w.add(1).write(w1);
+                store16(p.add(16), RaddrSeg::new(wr.raddr, wr.rkey).to_bytes());
+                let a = if op == Op::FetchAdd {
+                    AtomicSeg::fetch_add(wr.swap_add)
+                } else {
+                    AtomicSeg::cmp_swap(wr.swap_add, wr.compare)
+                };
+                store16(p.add(32), a.to_bytes());
+                store16(p.add(48), DataSeg::new(8, wr.lkey, wr.laddr).to_bytes());
+            }
+            _ => {
+                w.write(ctrl_w0(hi, bb, 2 + data as u8));
+                w.add(1).write(w1);
+                w.add(2).write(wr.raddr.swap_bytes());
+                w.add(3).write(wr.rkey.swap_bytes() as u64);
+                if data {
+                    w.add(4).write(data_w0(wr.len, wr.lkey));
+                    w.add(5).write(wr.laddr.swap_bytes());
+                }
+            }
+        }
+    }
+}
+
+/// The bulk path's UD SEND without inline data: [`write_ud`] with the ctrl
+/// words from [`ctrl_hi`].
+///
+/// # Safety
+/// `p` must be WQEBB `bb` of `ring`, free, and so WQEBB `bb + 1` when
+/// `wr.len != 0`; `hi` = `ctrl_hi(op's opcode, qpn)`; `op` is a SEND.
+#[inline(always)]
+unsafe fn put_ud(ring: &SqRing, p: *mut u8, bb: u16, hi: u64, av: &[u8; 48], op: Op, wr: &WrDesc) {
+    let (_, imm) = opcode_imm(op, wr);
+    let data = wr.len != 0;
+    // SAFETY: WQEBB bb (ctrl 16 + AV 48 bytes) and, with data, WQEBB bb + 1
+    // (wrapped by bb_ptr) are the caller's; `av` is not ring memory.
+    unsafe {
+        let w = p.cast::<u64>();
+        w.write(ctrl_w0(hi, bb, 4 + data as u8));
+        w.add(1).write(ctrl_w1(wr.signaled, imm));
+        core::ptr::copy_nonoverlapping(av.as_ptr(), p.add(16), 48);
+        if data {
+            let d = ring.bb_ptr(bb.wrapping_add(1)).cast::<u64>();
+            d.write(data_w0(wr.len, wr.lkey));
+            d.add(1).write(wr.laddr.swap_bytes());
+        }
+    }
+}
+
 /// Writes a one-WQEBB RC WQE without inline data (ds <= 4, so it cannot
 /// wrap): fixed offsets, no cursor. Returns its ds.
 ///
@@ -523,6 +629,122 @@ struct Room {
 }
 
 impl<const UD: bool> ListCtx<'_, UD> {
+    /// WQEBBs one WR of [`emit_run`](Self::emit_run) takes at most: one on
+    /// RC/UC (ds <= 4), two for a UD SEND (ctrl + AV fill the first).
+    const RUN_NBB: u32 = if UD { 2 } else { 1 };
+
+    /// True when operation `K` can take [`emit_run`](Self::emit_run) on
+    /// this transport (UD carries SENDs only).
+    #[inline(always)]
+    const fn run_ok<const K: u8>() -> bool {
+        !UD || matches!(op_of(K), Op::Send | Op::SendImm)
+    }
+
+    /// The bulk of a post list: WRs without inline data, written back to
+    /// back with no per-WR room check, because the caller made sure that
+    /// `RUN_NBB` WQEBBs per WR of the whole list are free from `pi`. Stops at
+    /// the first WR with inline data (left to [`emit_fast`](Self::emit_fast)
+    /// and [`emit_general`](Self::emit_general)). Returns the WRs written,
+    /// the producer index after them and the WQEBB of the last one.
+    ///
+    /// The caller must have checked `run_ok::<K>()` and
+    /// `wrs.len() * RUN_NBB <= free WQEBBs at pi`.
+    #[inline(always)]
+    fn emit_run<const K: u8>(&self, wrs: &[WrDesc], start: u16) -> (usize, u16, u16) {
+        if !UD {
+            return self.emit_run_rc::<K>(wrs, start);
+        }
+        let op = op_of(K);
+        let (opcode, _) = opcode_imm(op, &WrDesc::default());
+        // Everything of the ctrl segment but the index, ds and flags, once.
+        let hi = ctrl_hi(opcode, self.qpn);
+        let mask = self.ring.wqe_cnt() as usize - 1;
+        let base = self.ring.start();
+        // The producer index as a full-width register (no 16-bit moves per
+        // WR); only its low 16 bits are ever used.
+        let mut pi = start as usize;
+        let mut last = pi;
+        let mut done = 0;
+        for wr in wrs {
+            if wr.inline && wr.len != 0 {
+                break;
+            }
+            let nbb = if UD { 1 + (wr.len != 0) as usize } else { 1 };
+            let idx = pi & mask;
+            // SAFETY: idx <= mask = wqe_cnt - 1, and the progress tables
+            // have wqe_cnt entries (both built from the same `sq.wqe_cnt`
+            // in `from_dv`).
+            unsafe { self.recorder.record_at(idx, wr.wr_id, nbb as u16) };
+            // SAFETY: idx < wqe_cnt, so p is WQEBB pi of the ring; the caller
+            // reserved RUN_NBB >= nbb WQEBBs per WR of the list from the
+            // list's start, so the WQEBBs from pi are free; no inline data;
+            // on UD, op is a SEND (run_ok).
+            unsafe {
+                let p = base.add(idx << WQEBB_SHIFT);
+                if UD {
+                    put_ud(&self.ring, p, pi as u16, hi, self.av, op, wr);
+                } else {
+                    put_rc(p, pi as u16, hi, op, wr);
+                }
+            }
+            if UD {
+                last = pi;
+                done += 1;
+            }
+            pi = pi.wrapping_add(nbb);
+        }
+        if !UD {
+            // One WQEBB per WR: the count is the distance moved, the last
+            // WQE the WQEBB before pi (unused when nothing was written).
+            done = pi.wrapping_sub(start as usize);
+            last = pi.wrapping_sub(1);
+        }
+        (done, pi as u16, last as u16)
+    }
+
+    /// [`emit_run`](Self::emit_run) on RC/UC (one WQEBB per WR): the list
+    /// is cut where the ring ends, so within each piece the ring slot and
+    /// the progress slot simply advance (no mask per WR).
+    #[inline(always)]
+    fn emit_run_rc<const K: u8>(&self, wrs: &[WrDesc], start: u16) -> (usize, u16, u16) {
+        let op = op_of(K);
+        let (opcode, _) = opcode_imm(op, &WrDesc::default());
+        let hi = ctrl_hi(opcode, self.qpn);
+        let cnt = self.ring.wqe_cnt() as usize;
+        let base = self.ring.start();
+        let mut idx = start as usize & (cnt - 1);
+        let mut done = 0;
+        let mut stop = false;
+        while done < wrs.len() && !stop {
+            // The WRs up to the ring end (at least one: idx < cnt).
+            let piece = wrs
+                .get(done..done + (wrs.len() - done).min(cnt - idx))
+                .unwrap_or_default();
+            let mut k = 0;
+            for wr in piece {
+                if wr.inline && wr.len != 0 {
+                    stop = true;
+                    break;
+                }
+                let i = idx + k;
+                let bb = (start as usize).wrapping_add(done + k) as u16;
+                // SAFETY: i < idx + piece.len() <= cnt: inside the progress
+                // tables (wqe_cnt entries, built from the same `sq.wqe_cnt`
+                // in `from_dv`) and the ring.
+                unsafe { self.recorder.record_at(i, wr.wr_id, 1) };
+                // SAFETY: i < cnt, so the address is WQEBB bb of the ring;
+                // the caller reserved one WQEBB per WR of the list from the
+                // list's start, so it is free; no inline data.
+                unsafe { put_rc(base.add(i << WQEBB_SHIFT), bb, hi, op, wr) };
+                k += 1;
+            }
+            done += k;
+            idx = 0;
+        }
+        let pi = (start as usize).wrapping_add(done) as u16;
+        (done, pi, pi.wrapping_sub(1))
+    }
+
     /// Room for `nbb` WQEBBs at `pi` (the general path's check); reloads
     /// the shared consumer index into `ci` only when the cached one says no
     /// (one shared load per "looks full" event, io_uring style).
@@ -756,6 +978,43 @@ impl<M: Mmio> DirectSq<M> {
         Ok(())
     }
 
+    /// The WRs the bulk path leaves (inline data, or a ring too full for
+    /// its list-wide check): each checked, given room and written; the
+    /// first failure ends the list. Out of line so that the common lists
+    /// carry only the bulk path. Returns the result, the producer index
+    /// after the written WQEs and the WQEBB of the last one.
+    #[inline(never)]
+    fn post_rest<const K: u8, const UD: bool>(
+        &self,
+        wrs: &[WrDesc],
+        mut pi: u16,
+        mut last_bb: u16,
+        room: &mut Room,
+    ) -> (Result<(), PostError>, u16, u16) {
+        let x = self.ctx::<UD>();
+        for wr in wrs {
+            // The fast path's nbb stays a plain scalar; only the general
+            // path produces a Result.
+            let nbb = match x.emit_fast::<K>(wr, pi, room) {
+                Some((_, nbb)) => nbb,
+                None => {
+                    let (r, ci) = x.emit_general(op_of(K), wr, pi, room.ci);
+                    room.ci = ci;
+                    match r {
+                        Ok((_, nbb)) => {
+                            room.free = x.free_at(pi.wrapping_add(nbb), ci);
+                            nbb
+                        }
+                        Err(e) => return (Err(e), pi, last_bb),
+                    }
+                }
+            };
+            last_bb = pi;
+            pi = pi.wrapping_add(nbb);
+        }
+        (Ok(()), pi, last_bb)
+    }
+
     /// One pass over the list: each WQE is checked, given room and written;
     /// the first failure ends the list unposted.
     #[inline(always)]
@@ -769,31 +1028,29 @@ impl<M: Mmio> DirectSq<M> {
         };
         let mut pi = start;
         let mut last_bb = start;
-        let mut last_ds = 0u8;
+        let mut done = 0;
+        if ListCtx::<UD>::run_ok::<K>() {
+            // One room check for the whole list (the worst case of the bulk
+            // path), reloading the consumer index once if the cached one
+            // says no; then the bulk path checks nothing per WR.
+            let m = ListCtx::<UD>::RUN_NBB;
+            if wrs.len() > (room.free / m) as usize {
+                room.ci = x.progress.ci();
+                room.free = x.free_at(start, room.ci);
+            }
+            if wrs.len() <= (room.free / m) as usize {
+                let (d, p, l) = x.emit_run::<K>(wrs, start);
+                done = d;
+                // (free >= len · RUN_NBB >= the WQEBBs just taken.)
+                room.free -= p.wrapping_sub(start) as u32;
+                pi = p;
+                last_bb = l;
+            }
+        }
         let mut result = Ok(());
-        for wr in wrs {
-            // The fast path's (ds, nbb) stay plain scalars; only the general
-            // path produces a Result.
-            let (ds, nbb) = match x.emit_fast::<K>(wr, pi, &mut room) {
-                Some(v) => v,
-                None => {
-                    let (r, ci) = self.ctx::<UD>().emit_general(op_of(K), wr, pi, room.ci);
-                    room.ci = ci;
-                    match r {
-                        Ok((ds, nbb)) => {
-                            room.free = x.free_at(pi.wrapping_add(nbb), ci);
-                            (ds, nbb)
-                        }
-                        Err(e) => {
-                            result = Err(e);
-                            break;
-                        }
-                    }
-                }
-            };
-            last_bb = pi;
-            last_ds = ds;
-            pi = pi.wrapping_add(nbb);
+        if done < wrs.len() {
+            let rest = wrs.get(done..).unwrap_or_default();
+            (result, pi, last_bb) = self.post_rest::<K, UD>(rest, pi, last_bb, &mut room);
         }
         let ring = x.ring;
         self.ci_cached = room.ci;
@@ -801,8 +1058,10 @@ impl<M: Mmio> DirectSq<M> {
             return result;
         }
         self.pi = pi;
-        // SAFETY: every WQE up to pi has been written just above.
-        unsafe { self.db.ring(&ring, pi, last_bb, last_ds, wrs.len()) };
+        // SAFETY: every WQE up to pi has been written just above. (The last
+        // ds only matters for BlueFlame, which a list of >= 2 never takes:
+        // single WRs go through `post_one`.)
+        unsafe { self.db.ring(&ring, pi, last_bb, 0, wrs.len()) };
         Ok(())
     }
 }
@@ -831,3 +1090,32 @@ const _: () = {
     send::<DirectSq<HwMmio>>();
     send::<super::cq::DirectCq>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bulk path's precomputed words are the encoders' bytes.
+    #[test]
+    fn ctrl_and_data_words_match_the_segment_encoders() {
+        for (bb, qpn, ds, sig, imm) in [
+            (0u16, 0x12_3456u32, 3u8, true, [0u8; 4]),
+            (0xfffe, 0xff_ffff, 2, false, [1, 2, 3, 4]),
+            (0x1234, 0x0100_0007, 63, true, [0xca, 0xfe, 0xf0, 0x0d]),
+        ] {
+            for opcode in [Opcode::RDMA_WRITE, Opcode::SEND_IMM, Opcode::ATOMIC_CS] {
+                let fm = if sig { fm_ce_se::CQ_UPDATE } else { 0 };
+                let want = CtrlSeg::new(bb, opcode, 0, qpn, fm, ds, 0, imm).to_bytes();
+                let w0 = ctrl_w0(ctrl_hi(opcode, qpn), bb, ds).to_ne_bytes();
+                let w1 = ctrl_w1(sig, imm).to_ne_bytes();
+                assert_eq!(
+                    (&want[..8], &want[8..]),
+                    (&w0[..], &w1[..]),
+                    "{bb:#x} {qpn:#x}"
+                );
+            }
+        }
+        let d = DataSeg::new(0x8000_0040, 0x1122_3344, 7).to_bytes();
+        assert_eq!(d[..8], data_w0(0x8000_0040, 0x1122_3344).to_ne_bytes());
+    }
+}
