@@ -14,6 +14,8 @@
 #     mlx5_model and direct_bw_model (the direct SQ/CQ against the PRM queue model, i.e. the
 #     SQ/CQ ring arithmetic), ctrl_captures, ctrl_errors, report_stats. (The fuzz test is left out: the decoders
 # are safe Rust and valgrind would slow it 50x.)
+# --fair-sched=yes: valgrind runs one thread at a time; without fair scheduling a test whose
+# threads spin on each other (the model's NIC thread, a receiving peer) can starve for minutes.
 # Any invalid read/write, use of uninitialised memory or bad free fails the step (exit 1).
 # Leaks are not checked (tests leak on purpose: static state, threads). PROPTEST_CASES is
 # lowered to 64 by default (valgrind is ~20x slower); set it to override.
@@ -52,7 +54,7 @@ run_vg() { # LABEL BINARY [TEST ARGS...]
     local label=$1 rc=0
     shift
     echo "---- valgrind: $label"
-    valgrind -q --error-exitcode=99 --leak-check=no "$@" 2>&1 | grep -Ev '^(test .* \.\.\. ok|)$'
+    valgrind -q --error-exitcode=99 --leak-check=no --fair-sched=yes "$@" 2>&1 | grep -Ev '^(test .* \.\.\. ok|)$'
     rc=${PIPESTATUS[0]}
     if [ "$rc" = 99 ]; then
         failed+=("$label (memory errors, see above)")
