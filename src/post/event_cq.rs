@@ -17,6 +17,15 @@ use crate::verbs::{Cq, VerbsError};
 /// How long one wait blocks before the loop gets control back (stop flag, stall check).
 pub const WAIT_MS: i32 = 100;
 
+/// The verbs poller of `cq` (batches of `batch`) behind events when `events`.
+pub fn verbs(
+    cq: &Arc<Cq>,
+    batch: usize,
+    events: bool,
+) -> Result<EventCq<super::verbs_cq::VerbsCq>, VerbsError> {
+    EventCq::new(super::verbs_cq::VerbsCq::new(cq, batch)?, cq, events)
+}
+
 /// Completion events in front of a poller `C` of the same CQ.
 pub struct EventCq<C> {
     inner: C,

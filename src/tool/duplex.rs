@@ -7,10 +7,11 @@
 //! prints its own row, as perftest does).
 
 use super::method::{self, Method};
+use super::rdma_bw::report_of;
 use super::rdma_bw::{
     check_limits, connect, describe, measure_size, qp_targets, qp_type, result, Measured,
 };
-use super::send_bw::{clamp_for_ud, describe_recv, next_size, ud_dests, Ready, Receiver};
+use super::send_bw::{barrier, clamp_for_ud, describe_recv, ud_dests, Ready, Receiver};
 use super::setup::Endpoint;
 use super::{Fail, Out};
 use crate::cli::params::{Conn, Mode, Params, Verb};
@@ -56,17 +57,6 @@ fn scenario(p: &Params, mtu: u64) -> Result<Scenario, Fail> {
         num_qps: p.num_qps as usize,
         ud_mtu: (p.conn == Conn::Ud).then_some(mtu as u32),
     })
-}
-
-fn report_of(size: u64, r: &stats::BwResult) -> BwReport {
-    BwReport {
-        size,
-        iters: r.iters,
-        bw_peak: r.bw_peak,
-        bw_avg: r.bw_avg,
-        msg_rate: r.msg_rate,
-        per_port: None,
-    }
 }
 
 pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
@@ -144,17 +134,11 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                         }
                     }
                     Step::Barrier(b) => {
-                        if b == Barrier::BeforeRun {
-                            if !header {
-                                out.print(&text::bw_header(&r.info));
-                                header = true;
-                            }
-                            if let Some(rx) = receiver.as_mut() {
-                                rx.prepare(p, &r.res, next_size(p, &steps[i..]), &r.clock)?;
-                            }
+                        if b == Barrier::BeforeRun && !header {
+                            out.print(&text::bw_header(&r.info));
+                            header = true;
                         }
-                        let name = e.step.to_string();
-                        sess.hand_shake_step(&name, &r.my[0]).map_err(Fail::ctrl)?;
+                        barrier(&mut sess, &e.step, b, receiver.as_mut(), p, r, &steps[i..])?;
                     }
                     Step::Run { size } => {
                         let size = size.unwrap_or(p.sizes[0]);

@@ -17,7 +17,7 @@ use crate::cli::params::{Conn, Mode, Params, Verb};
 use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
 use crate::ctrl::{choreography, Dest, Role, Scenario, Session, Step, Tool};
-use crate::post::event_cq::EventCq;
+use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -323,12 +323,7 @@ impl Lat<'_> {
             recv_addr,
             recv_len,
         };
-        let mut cq = EventCq::new(
-            VerbsCq::new(&res.cq, 1).map_err(Fail::verbs)?,
-            &res.cq,
-            p.use_event,
-        )
-        .map_err(Fail::verbs)?;
+        let mut cq = event_cq::verbs(&res.cq, 1, p.use_event).map_err(Fail::verbs)?;
         let mut tposted = vec![0u64; p.iters as usize];
         let inline = matches!(p.tool.verb, Verb::Write | Verb::Send)
             && p.inline_size > 0
@@ -382,12 +377,7 @@ impl Lat<'_> {
             }
             Verb::Send => {
                 let mut rq = VerbsRecv::new(&res.qps[0]).map_err(Fail::verbs)?;
-                let mut rcq = EventCq::new(
-                    VerbsCq::new(&res.rcq, 1).map_err(Fail::verbs)?,
-                    &res.rcq,
-                    p.use_event,
-                )
-                .map_err(Fail::verbs)?;
+                let mut rcq = event_cq::verbs(&res.rcq, 1, p.use_event).map_err(Fail::verbs)?;
                 lat::send_lat(
                     &cfg,
                     &mut sq,

@@ -17,7 +17,7 @@ use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
 use crate::ctrl::cm_link::CmLink;
 use crate::ctrl::{BwReport, Channel, Dest, Listener, Role, Session};
-use crate::post::event_cq::EventCq;
+use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -136,6 +136,18 @@ pub struct SizeSummary {
     /// CPU ns per post call and per WR (0 with --no-cost).
     pub ns_per_call: f64,
     pub ns_per_wr: f64,
+}
+
+/// What the client sends in the report exchange for one size's row.
+pub(crate) fn report_of(size: u64, r: &stats::BwResult) -> BwReport {
+    BwReport {
+        size,
+        iters: r.iters,
+        bw_peak: r.bw_peak,
+        bw_avg: r.bw_avg,
+        msg_rate: r.msg_rate,
+        per_port: None,
+    }
 }
 
 impl SizeSummary {
@@ -295,6 +307,23 @@ pub(crate) fn run_session(
             ));
             run
         } else {
+            // One measurement (with the --run_infinitely printer) over any queues.
+            macro_rules! measured {
+                ($sqs:expr, $cq:expr) => {
+                    infinite::with_printer(p, &info, &clock, size, out, &mut report, |per| {
+                        measure_size_periods(
+                            p,
+                            &res.geometry,
+                            size,
+                            &targets,
+                            $sqs,
+                            $cq,
+                            &clock,
+                            per,
+                        )
+                    })??
+                };
+            }
             match method {
                 Method::PostSend => {
                     let mut sqs = res
@@ -303,24 +332,8 @@ pub(crate) fn run_session(
                         .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(Fail::verbs)?;
-                    let mut cq = EventCq::new(
-                        VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
-                        &res.cq,
-                        p.use_event,
-                    )
-                    .map_err(Fail::verbs)?;
-                    infinite::with_printer(p, &info, &clock, size, out, &mut report, |per| {
-                        measure_size_periods(
-                            p,
-                            &res.geometry,
-                            size,
-                            &targets,
-                            &mut sqs,
-                            &mut cq,
-                            &clock,
-                            per,
-                        )
-                    })??
+                    let mut cq = event_cq::verbs(&res.cq, 16, p.use_event).map_err(Fail::verbs)?;
+                    measured!(&mut sqs, &mut cq)
                 }
                 Method::WrApi => {
                     let mut sqs = res
@@ -329,41 +342,14 @@ pub(crate) fn run_session(
                         .map(|qp| WrApiQueue::new(qp, None))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(Fail::verbs)?;
-                    let mut cq = EventCq::new(
-                        VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
-                        &res.cq,
-                        p.use_event,
-                    )
-                    .map_err(Fail::verbs)?;
-                    infinite::with_printer(p, &info, &clock, size, out, &mut report, |per| {
-                        measure_size_periods(
-                            p,
-                            &res.geometry,
-                            size,
-                            &targets,
-                            &mut sqs,
-                            &mut cq,
-                            &clock,
-                            per,
-                        )
-                    })??
+                    let mut cq = event_cq::verbs(&res.cq, 16, p.use_event).map_err(Fail::verbs)?;
+                    measured!(&mut sqs, &mut cq)
                 }
                 Method::Direct => {
                     let q = dq
                         .as_mut()
                         .ok_or_else(|| Fail::new("--post direct: queues not opened (internal)"))?;
-                    infinite::with_printer(p, &info, &clock, size, out, &mut report, |per| {
-                        measure_size_periods(
-                            p,
-                            &res.geometry,
-                            size,
-                            &targets,
-                            &mut q.sqs,
-                            &mut q.cq,
-                            &clock,
-                            per,
-                        )
-                    })??
+                    measured!(&mut q.sqs, &mut q.cq)
                 }
             }
         };
@@ -393,14 +379,7 @@ pub(crate) fn run_session(
             }
             j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
         }
-        last = BwReport {
-            size,
-            iters: r.iters,
-            bw_peak: r.bw_peak,
-            bw_avg: r.bw_avg,
-            msg_rate: r.msg_rate,
-            per_port: None,
-        };
+        last = report_of(size, r);
         if let Some(e) = run.error {
             res.to_err();
             failure = Some(Fail::new(e));

@@ -9,14 +9,16 @@
 use super::direct;
 use super::info::test_info;
 use super::method::{self, Method};
-use super::rdma_bw::{check_limits, connect, measure_size, qp_targets, qp_type, to_text_dest};
+use super::rdma_bw::{
+    check_limits, connect, measure_size, qp_targets, qp_type, report_of, to_text_dest,
+};
 use super::setup::{Endpoint, Resources};
 use super::{Fail, Out};
 use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
 use crate::ctrl::{self, choreography, BwReport, Dest, Role, Scenario, Session, Step, Tool};
-use crate::post::event_cq::EventCq;
+use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -169,12 +171,7 @@ impl Receiver {
             .cfg
             .take()
             .ok_or_else(|| Fail::new("internal: receives not posted before the run"))?;
-        let mut cq = EventCq::new(
-            VerbsCq::new(&res.rcq, 16).map_err(Fail::verbs)?,
-            &res.rcq,
-            p.use_event,
-        )
-        .map_err(Fail::verbs)?;
+        let mut cq = event_cq::verbs(&res.rcq, 16, p.use_event).map_err(Fail::verbs)?;
         let mut wcs = [Completion::default(); 16];
         let o = RecvLoop {
             cfg,
@@ -260,12 +257,7 @@ fn send_one(
                 .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            let mut cq = EventCq::new(
-                VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
-                &res.cq,
-                p.use_event,
-            )
-            .map_err(Fail::verbs)?;
+            let mut cq = event_cq::verbs(&res.cq, 16, p.use_event).map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::WrApi => {
@@ -276,12 +268,7 @@ fn send_one(
                 .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            let mut cq = EventCq::new(
-                VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?,
-                &res.cq,
-                p.use_event,
-            )
-            .map_err(Fail::verbs)?;
+            let mut cq = event_cq::verbs(&res.cq, 16, p.use_event).map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::Direct => {
@@ -514,14 +501,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                     }
                     j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
                 }
-                last = BwReport {
-                    size,
-                    iters: row.iters,
-                    bw_peak: row.bw_peak,
-                    bw_avg: row.bw_avg,
-                    msg_rate: row.msg_rate,
-                    per_port: None,
-                };
+                last = report_of(size, &row);
                 if let Some(e) = err {
                     r.res.to_err();
                     out.print(text::RESULT_LINE);
@@ -547,7 +527,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
 
 /// A barrier hand_shake; before a run the server posts its receives first
 /// (perftest `ctx_set_recv_wqes`), for the next run's size in `rest`.
-fn barrier(
+pub(crate) fn barrier(
     sess: &mut Session,
     step: &Step,
     b: Barrier,
