@@ -19,7 +19,7 @@ use crate::ctrl::choreo::{Barrier, KeyRound};
 use crate::ctrl::{choreography, Dest, Role, Scenario, Session, Step, Tool};
 use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
-use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
+use crate::post::verbs_cq::VerbsRecv;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
 use crate::post::{RecvQueue, SendQueue};
 use crate::report::info::TestInfo;

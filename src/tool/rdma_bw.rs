@@ -19,7 +19,6 @@ use crate::ctrl::cm_link::CmLink;
 use crate::ctrl::{BwReport, Channel, Dest, Listener, Role, Session};
 use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
-use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
 use crate::post::{Completion, CompletionQueue, SendQueue, WrDesc};
 use crate::report::{json, stats, text};
