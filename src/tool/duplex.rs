@@ -7,17 +7,17 @@
 //! prints its own row, as perftest does).
 
 use super::method::{self, Method};
-use super::rdma_bw::report_of;
 use super::rdma_bw::{
-    check_limits, connect, describe, measure_size, qp_targets, qp_type, result, Measured,
+    bw_config, check_limits, connect, describe, measure_size, qp_targets, qp_type, report_of,
+    result, Measured,
 };
 use super::send_bw::{barrier, clamp_for_ud, describe_recv, ud_dests, Ready, Receiver};
 use super::setup::Endpoint;
 use super::{Fail, Out};
-use crate::cli::params::{Conn, Mode, Params, Verb};
+use crate::cli::params::{Mode, Params, Verb};
 use crate::clock;
 use crate::ctrl::choreo::Barrier;
-use crate::ctrl::{self, choreography, BwReport, Role, Scenario, Step, Tool};
+use crate::ctrl::{choreography, BwReport, Step};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -30,34 +30,6 @@ use crate::run::geometry::Geometry;
 use crate::run::recv::Window;
 use crate::verbs::{Mtu, UdDest};
 use std::time::Duration;
-
-/// The control-protocol scenario of this invocation.
-fn scenario(p: &Params, mtu: u64) -> Result<Scenario, Fail> {
-    let tool = match p.tool.verb {
-        Verb::Write => Tool::WriteBw,
-        Verb::Read => Tool::ReadBw,
-        Verb::Send => Tool::SendBw,
-        Verb::Atomic => Tool::AtomicBw,
-    };
-    Ok(Scenario {
-        tool,
-        role: if p.is_server() {
-            Role::Server
-        } else {
-            Role::Client
-        },
-        duplex: true,
-        mode: if p.all_sizes {
-            ctrl::Mode::AllSizes
-        } else if p.is_duration() {
-            ctrl::Mode::Duration
-        } else {
-            ctrl::Mode::Iterations
-        },
-        num_qps: p.num_qps as usize,
-        ud_mtu: (p.conn == Conn::Ud).then_some(mtu as u32),
-    })
-}
 
 pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     if p0.run_infinitely {
@@ -78,7 +50,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let mut p = p0.clone();
     clamp_for_ud(&mut p, local_mtu);
     let p = &p;
-    let steps = choreography(&scenario(p, local_mtu)?);
+    let steps = choreography(&super::scenario(p, local_mtu as u32));
     let send = p.tool.verb == Verb::Send;
     let op = p.op();
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
@@ -348,17 +320,8 @@ fn send_loop<S: SendQueue>(
     };
     let cfg = DuplexConfig {
         tx: BwConfig {
-            op: p.op(),
-            size: size as u32,
-            iters: p.iters,
-            post_list: p.post_list,
-            tx_depth: p.tx_depth,
-            cq_mod: p.cq_mod,
-            inline: size <= p.inline_size as u64,
-            positions: g.positions(),
-            step: g.step(),
-            stall_ticks: clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
             cost: false,
+            ..bw_config(p, size, &g, clock)
         },
         rx: rx_cfg,
         wait_first_rx: p.is_server(),
@@ -426,9 +389,9 @@ mod tests {
             kind: Kind::Bw,
         };
         let p = resolve(tool, &a).unwrap();
-        let s = scenario(&p, 1024).unwrap();
-        assert_eq!(s.tool, Tool::AtomicBw);
+        let s = crate::tool::scenario(&p, 1024);
+        assert_eq!(s.tool, crate::ctrl::Tool::AtomicBw);
         assert!(s.duplex);
-        assert_eq!(s.role, Role::Client);
+        assert_eq!(s.role, crate::ctrl::Role::Client);
     }
 }

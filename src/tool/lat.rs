@@ -16,7 +16,7 @@ use super::{Fail, Out};
 use crate::cli::params::{Conn, Mode, Params, Verb};
 use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
-use crate::ctrl::{choreography, Dest, Role, Scenario, Session, Step, Tool};
+use crate::ctrl::{choreography, Dest, Session, Step};
 use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsRecv;
@@ -31,37 +31,6 @@ use std::time::Duration;
 
 /// perftest's `UD_ADDITION`: room for the GRH in front of each UD receive.
 const UD_GRH: u64 = 40;
-
-fn tool_of(p: &Params) -> Tool {
-    match p.tool.verb {
-        Verb::Write => Tool::WriteLat,
-        Verb::Read => Tool::ReadLat,
-        Verb::Send => Tool::SendLat,
-        Verb::Atomic => Tool::AtomicLat,
-    }
-}
-
-/// The choreography's view of this invocation.
-fn scenario(p: &Params, mtu_bytes: u32) -> Scenario {
-    Scenario {
-        tool: tool_of(p),
-        role: if p.is_server() {
-            Role::Server
-        } else {
-            Role::Client
-        },
-        duplex: false,
-        mode: if p.all_sizes {
-            crate::ctrl::Mode::AllSizes
-        } else if p.is_duration() {
-            crate::ctrl::Mode::Duration
-        } else {
-            crate::ctrl::Mode::Iterations
-        },
-        num_qps: p.num_qps as usize,
-        ud_mtu: (p.conn == Conn::Ud).then_some(mtu_bytes),
-    }
-}
 
 /// Who posts first: perftest's write-lat server, send-lat client.
 fn initiator(p: &Params) -> bool {
@@ -86,7 +55,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
     out.print(&text::info_block(&info));
 
-    let plan = choreography(&scenario(p, mtu_bytes));
+    let plan = choreography(&super::scenario(p, mtu_bytes));
     let preamble = [Step::Versions, Step::SysData, Step::Mtu];
     if plan.len() < 4 || plan[..3].iter().map(|e| e.step).ne(preamble) {
         return Err(Fail::new(

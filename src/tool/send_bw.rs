@@ -17,7 +17,7 @@ use super::{Fail, Out};
 use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
-use crate::ctrl::{self, choreography, BwReport, Dest, Role, Scenario, Session, Step, Tool};
+use crate::ctrl::{self, choreography, BwReport, Dest, Session, Step};
 use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsRecv;
@@ -45,28 +45,6 @@ pub(crate) fn clamp_for_ud(p: &mut Params, mtu: u64) {
         for s in &mut p.sizes {
             *s = (*s).min(mtu);
         }
-    }
-}
-
-/// The control-protocol scenario of this invocation.
-fn scenario(p: &Params, mtu: u64) -> Scenario {
-    Scenario {
-        tool: Tool::SendBw,
-        role: if p.is_server() {
-            Role::Server
-        } else {
-            Role::Client
-        },
-        duplex: false,
-        mode: if p.all_sizes {
-            ctrl::Mode::AllSizes
-        } else if p.is_duration() {
-            ctrl::Mode::Duration
-        } else {
-            ctrl::Mode::Iterations
-        },
-        num_qps: p.num_qps as usize,
-        ud_mtu: (p.conn == Conn::Ud).then_some(mtu as u32),
     }
 }
 
@@ -401,7 +379,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let op = p.op();
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
-    let steps = choreography(&scenario(p, local_mtu));
+    let steps = choreography(&super::scenario(p, local_mtu as u32));
 
     let mut sess: Session = connect(p, &ep)?;
     let mut cb_cl = (0u32, 0u32);
@@ -588,7 +566,7 @@ mod tests {
         });
         clamp_for_ud(&mut p, 1024);
         assert_eq!(p.sizes, [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]);
-        let s = scenario(&p, 1024);
+        let s = crate::tool::scenario(&p, 1024);
         let runs: Vec<u64> = choreography(&s)
             .iter()
             .filter_map(|e| match e.step {
@@ -613,7 +591,7 @@ mod tests {
             a.all = true;
             a.iters = Some(20);
         });
-        let ch = choreography(&scenario(&p, 1024));
+        let ch = choreography(&crate::tool::scenario(&p, 1024));
         for (i, e) in ch.iter().enumerate() {
             if let Step::Run { size } = e.step {
                 assert_eq!(ch[i - 1].step, Step::Barrier(Barrier::BeforeRun));
