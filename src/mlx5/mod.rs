@@ -25,6 +25,7 @@ pub mod mmio;
 pub mod prm;
 pub mod progress;
 pub mod seg;
+pub mod segwr;
 pub mod sq;
 pub mod wqe;
 

@@ -26,7 +26,10 @@ pub enum Op {
 }
 
 /// One send work request, in the form every post method consumes.
+/// `repr(C)`: the direct path reads `laddr, lkey, len` and `raddr, rkey`
+/// as 16-byte units (`mlx5::segwr`).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct WrDesc {
     pub wr_id: u64,
     /// Local buffer (source for WRITE/SEND, destination for READ/atomics).
