@@ -66,19 +66,7 @@ impl<M: Mmio> Doorbell<M> {
     /// must be the ring this doorbell belongs to.
     #[inline(always)]
     pub unsafe fn ring(&mut self, ring: &SqRing, pi: u16, last_bb: u16, last_ds: u8, nreq: usize) {
-        // Fence: the NIC may fetch WQEs as soon as it sees the new doorbell
-        // record, so every WQE store must be visible before that store.
-        self.mmio.store_fence_dma();
-        // SAFETY: the constructor's contract: dbrec is this SQ's record.
-        unsafe {
-            self.mmio
-                .write_dbrec(self.dbrec, u32::from_ne_bytes((pi as u32).to_be_bytes()))
-        };
-        // Fence: the record (write-back memory) must reach memory before the
-        // write-combining doorbell/BlueFlame stores, which are not ordered
-        // with it otherwise; the NIC reads the record on the doorbell.
-        self.mmio.store_fence_wc();
-        let dst = self.reg.wrapping_add(self.bf_offset as usize);
+        let dst = self.begin(pi);
         let bytes = last_ds as usize * DS_BYTES;
         // (`bf_size != 0` is implied: last_ds > 1 makes bytes > 0.)
         if nreq == 1 && last_ds > 1 && bytes <= self.bf_size as usize {
@@ -124,6 +112,62 @@ impl<M: Mmio> Doorbell<M> {
                 self.mmio.write_db64(dst.cast::<u64>(), raw);
             }
         }
+        self.end();
+    }
+
+    /// [`ring`](Self::ring) for one WQE of one WQEBB (`ds <= 4`) at WQEBB
+    /// `bb`: BlueFlame when `ds > 1` and the register has halves (which
+    /// then hold at least 64 bytes), else the 8-byte doorbell; the same
+    /// stores and fences, without the size arithmetic.
+    ///
+    /// # Safety
+    /// As [`ring`](Self::ring), and the WQE at `bb` must have `ds <= 4`.
+    #[inline(always)]
+    pub unsafe fn ring_one_bb(&mut self, ring: &SqRing, pi: u16, bb: u16, ds: u8) {
+        debug_assert!(ds <= 4);
+        let dst = self.begin(pi);
+        let src = ring.bb_ptr(bb);
+        if ds > 1 && self.bf_size != 0 {
+            // SAFETY: src is the WQE's 64-byte aligned WQEBB, written by the
+            // caller; bf_size != 0 is a multiple of 64, so the chunk fits
+            // this half of the register.
+            unsafe {
+                self.mmio
+                    .write_bf64(dst.cast::<u64>(), src.cast::<[u64; 8]>().cast_const())
+            };
+        } else {
+            // SAFETY: as in `ring`: the first 8 bytes of the written ctrl
+            // segment, one store to an aligned address of the register.
+            unsafe {
+                self.mmio
+                    .write_db64(dst.cast::<u64>(), src.cast::<u64>().read())
+            };
+        }
+        self.end();
+    }
+
+    /// Steps 1 and 2: the doorbell record, between its two fences. Returns
+    /// the register half to write.
+    #[inline(always)]
+    fn begin(&mut self, pi: u16) -> *mut u8 {
+        // Fence: the NIC may fetch WQEs as soon as it sees the new doorbell
+        // record, so every WQE store must be visible before that store.
+        self.mmio.store_fence_dma();
+        // SAFETY: the constructor's contract: dbrec is this SQ's record.
+        unsafe {
+            self.mmio
+                .write_dbrec(self.dbrec, u32::from_ne_bytes((pi as u32).to_be_bytes()))
+        };
+        // Fence: the record (write-back memory) must reach memory before the
+        // write-combining doorbell/BlueFlame stores, which are not ordered
+        // with it otherwise; the NIC reads the record on the doorbell.
+        self.mmio.store_fence_wc();
+        self.reg.wrapping_add(self.bf_offset as usize)
+    }
+
+    /// Steps 4 and 5.
+    #[inline(always)]
+    fn end(&mut self) {
         // Fence: flush the write-combining buffer so this doorbell reaches
         // the NIC now, whole, before anything written to the other half.
         self.mmio.store_fence_wc();

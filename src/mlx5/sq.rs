@@ -912,9 +912,19 @@ impl<M: Mmio> DirectSq<M> {
     }
 
     /// A single WR (the BlueFlame case): the steps of `post_many` without
-    /// the loop.
+    /// the loop. A WR without inline data (what a bw loop posts) takes
+    /// [`post_one_rc`](Self::post_one_rc) or
+    /// [`post_one_ud`](Self::post_one_ud).
     #[inline(always)]
     fn post_one<const K: u8, const UD: bool>(&mut self, wr: &WrDesc) -> Result<(), PostError> {
+        if !wr.inline {
+            if !UD {
+                return self.post_one_rc::<K>(wr);
+            }
+            if matches!(op_of(K), Op::Send | Op::SendImm) {
+                return self.post_one_ud::<K>(wr);
+            }
+        }
         let x = self.ctx::<UD>();
         let start = self.pi;
         let ci = self.ci_cached;
@@ -930,6 +940,61 @@ impl<M: Mmio> DirectSq<M> {
         self.pi = pi;
         // SAFETY: the one WQE up to pi has been written just above.
         unsafe { self.db.ring(&ring, pi, start, ds, 1) };
+        Ok(())
+    }
+
+    /// One RC/UC WR without inline data: one WQEBB, so the room check is
+    /// `pi - ci < wqe_cnt` (reloading the shared consumer index only when
+    /// the cached one says full), and the doorbell is the one-WQEBB one.
+    #[inline(always)]
+    fn post_one_rc<const K: u8>(&mut self, wr: &WrDesc) -> Result<(), PostError> {
+        let pi = self.pi;
+        if pi.wrapping_sub(self.ci_cached) as u32 >= self.wqe_cnt {
+            self.ci_cached = self.progress.ci();
+            if pi.wrapping_sub(self.ci_cached) as u32 >= self.wqe_cnt {
+                return Err(PostError::QueueFull);
+            }
+        }
+        let op = op_of(K);
+        self.progress.recorder().record(pi, wr.wr_id, 1);
+        let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
+        // SAFETY: WQEBB pi is free (checked above: fewer than wqe_cnt
+        // WQEBBs outstanding); RC/UC (the caller's `UD` is false), no
+        // inline data.
+        let ds = unsafe { put_rc::<true>(self.ring.bb_ptr(pi), pi, hi, op, wr) };
+        let next = pi.wrapping_add(1);
+        self.pi = next;
+        // SAFETY: the one WQE up to next has been written just above, at
+        // WQEBB pi, with ds <= 4.
+        unsafe { self.db.ring_one_bb(&self.ring, next, pi, ds) };
+        Ok(())
+    }
+
+    /// One UD SEND without inline data: ctrl + AV, and the data segment in
+    /// a second WQEBB when there is a payload.
+    #[inline(always)]
+    fn post_one_ud<const K: u8>(&mut self, wr: &WrDesc) -> Result<(), PostError> {
+        let pi = self.pi;
+        let nbb = 1 + (wr.len != 0) as u16;
+        let end = pi.wrapping_add(nbb);
+        if end.wrapping_sub(self.ci_cached) as u32 > self.wqe_cnt {
+            self.ci_cached = self.progress.ci();
+            if end.wrapping_sub(self.ci_cached) as u32 > self.wqe_cnt {
+                return Err(PostError::QueueFull);
+            }
+        }
+        let op = op_of(K);
+        let Some(av) = self.av.as_ref() else {
+            return Err(PostError::Unsupported);
+        };
+        self.progress.recorder().record(pi, wr.wr_id, nbb);
+        let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
+        // SAFETY: the nbb WQEBBs from pi are free (checked above: pi + nbb
+        // is at most wqe_cnt ahead of the consumer index); op is a SEND.
+        let ds = unsafe { put_ud::<true>(&self.ring, self.ring.bb_ptr(pi), pi, hi, av, op, wr) };
+        self.pi = end;
+        // SAFETY: the one WQE up to end has been written just above.
+        unsafe { self.db.ring(&self.ring, end, pi, ds, 1) };
         Ok(())
     }
 
