@@ -364,6 +364,60 @@ mod with_model {
     }
 
     #[test]
+    fn ud_send_lists_start_everywhere_and_wrap() {
+        // Lists of 3 UD SENDs (2 + 1 + 2 WQEBBs: the middle one carries no
+        // payload) on an 8-WQEBB ring: the bulk path starts them at every
+        // slot, straight when the worst case fits before the ring end,
+        // masked when it does not.
+        let mut e = env(ModelConfig {
+            wqe_cnt: 8,
+            transport: ModelTransport::Ud {
+                peer_qpn: 0x777,
+                qkey: 0x1111_2222,
+            },
+            ..ModelConfig::default()
+        });
+        let mut starts = [false; 8];
+        for l in 0..16u64 {
+            starts[e.sq.pi() as usize % 8] = true;
+            let mut list = Vec::new();
+            for k in 0..3u64 {
+                let i = l * 3 + k;
+                let len = if k == 1 { 0 } else { 48 + k as u32 };
+                let roff = 4096 + k as usize * 256;
+                e.remote[roff..roff + 256].fill(0);
+                let rbuf = e.remote[roff..].as_mut_ptr();
+                e.model.post_peer_recv(900 + i, rbuf, 256, e.rk.lkey);
+                e.fill_local(k as usize * 256, len as usize, i as u8);
+                list.push(WrDesc {
+                    signaled: k == 2,
+                    ..e.wr(i, k as usize * 256, 0, len)
+                });
+            }
+            e.sq.post(Op::Send, &list).unwrap();
+            ok(&e.complete(1)[0], l * 3 + 2, WcOpcode::SEND);
+            let p = e.model.take_peer_completions();
+            assert_eq!(p.len(), 3, "list {l}");
+            for (k, c) in p.iter().enumerate() {
+                let len = list[k].len as usize;
+                assert_eq!(
+                    (c.wr_id, c.byte_len, c.ok),
+                    (900 + l * 3 + k as u64, len as u32, true)
+                );
+                let (roff, loff) = (4096 + k * 256, k * 256);
+                assert_eq!(
+                    &e.remote[roff..roff + len],
+                    &e.local[loff..loff + len],
+                    "list {l} WR {k}"
+                );
+            }
+        }
+        assert!(starts.iter().all(|&s| s), "lists started at {starts:?}");
+        assert_eq!(e.model.stats().ud_dropped, 0);
+        e.assert_clean();
+    }
+
+    #[test]
     fn ud_sends_wrap_the_ring_and_land_at_the_peer() {
         let cfg = ModelConfig {
             wqe_cnt: 4,

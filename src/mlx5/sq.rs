@@ -526,12 +526,13 @@ unsafe fn put_rc<const BF: bool>(p: *mut u8, bb: u16, hi: u64, op: Op, wr: &WrDe
 /// (wherever the ring puts it). Returns its ds.
 ///
 /// # Safety
-/// `p` must be WQEBB `bb` of `ring`, free, and so WQEBB `bb + 1` when
+/// `p` must be WQEBB `bb` of the ring, free, and `next` the WQEBB after
+/// it (at the ring start when `p` is the last), free too when
 /// `wr.len != 0`; `hi` = `ctrl_hi(op's opcode, qpn)`; `op` is a SEND.
 #[inline(always)]
 unsafe fn put_ud<const BF: bool>(
-    ring: &SqRing,
     p: *mut u8,
+    next: *mut u8,
     bb: u16,
     hi: u64,
     av: &[u8; 48],
@@ -541,13 +542,13 @@ unsafe fn put_ud<const BF: bool>(
     let (_, imm) = opcode_imm(op, wr);
     let data = wr.len != 0;
     let ds = 4 + data as u8;
-    // SAFETY: WQEBB bb (ctrl 16 + AV 48 bytes) and, with data, WQEBB bb + 1
-    // (wrapped by bb_ptr) are the caller's; `av` is not ring memory.
+    // SAFETY: WQEBB bb (ctrl 16 + AV 48 bytes) and, with data, the next
+    // WQEBB are the caller's; `av` is not ring memory.
     unsafe {
         ctrl::<BF>(p, ctrl_w0(hi, bb, ds), ctrl_w1(wr.signaled, imm));
         core::ptr::copy_nonoverlapping(av.as_ptr(), p.add(16), 48);
         if data {
-            segwr::data(ring.bb_ptr(bb.wrapping_add(1)), wr);
+            segwr::data(next, wr);
         }
     }
     ds
@@ -604,6 +605,25 @@ impl<const UD: bool> ListCtx<'_, UD> {
         if !UD {
             return self.emit_run_rc::<K>(wrs, start);
         }
+        // A list whose worst case (two WQEBBs per WR) ends before the ring
+        // end needs no index mask at all.
+        let cnt = self.ring.wqe_cnt() as usize;
+        if (start as usize & (cnt - 1)) + 2 * wrs.len() <= cnt {
+            self.emit_run_ud::<K, true>(wrs, start)
+        } else {
+            self.emit_run_ud::<K, false>(wrs, start)
+        }
+    }
+
+    /// [`emit_run`](Self::emit_run) on UD (SENDs, one or two WQEBBs each).
+    /// `STRAIGHT`: the list's WQEBBs end before the ring end, so the slot
+    /// index and address just advance; otherwise each is masked.
+    #[inline(always)]
+    fn emit_run_ud<const K: u8, const STRAIGHT: bool>(
+        &self,
+        wrs: &[WrDesc],
+        start: u16,
+    ) -> (usize, u16, u16) {
         let op = op_of(K);
         let (opcode, _) = opcode_imm(op, &WrDesc::default());
         // Everything of the ctrl segment but the index, ds and flags, once.
@@ -621,35 +641,35 @@ impl<const UD: bool> ListCtx<'_, UD> {
             if wr.inline {
                 break;
             }
-            let nbb = if UD { 1 + (wr.len != 0) as usize } else { 1 };
-            let idx = pi & mask;
-            // SAFETY: idx <= mask = wqe_cnt - 1, and the progress tables
-            // have wqe_cnt entries (both built from the same `sq.wqe_cnt`
-            // in `from_dv`).
+            let nbb = 1 + (wr.len != 0) as usize;
+            // Straight: pi - start < 2 · len, and start's slot + 2 · len
+            // <= wqe_cnt (the caller's check), so no mask is needed.
+            let idx = if STRAIGHT {
+                (start as usize & mask) + (pi - start as usize)
+            } else {
+                pi & mask
+            };
+            // SAFETY: idx <= mask = wqe_cnt - 1 (masked, or straight as
+            // above), and the progress tables have wqe_cnt entries (both
+            // built from the same `sq.wqe_cnt` in `from_dv`).
             unsafe { self.recorder.record_at(idx, wr.wr_id, nbb as u16) };
-            // SAFETY: idx < wqe_cnt, so p is WQEBB pi of the ring; the caller
-            // reserved RUN_NBB >= nbb WQEBBs per WR of the list from the
-            // list's start, so the WQEBBs from pi are free; no inline data;
-            // on UD, op is a SEND (run_ok).
+            // SAFETY: idx < wqe_cnt, so p is WQEBB pi of the ring, and the
+            // next WQEBB is p + 64 when straight (idx + 1 < wqe_cnt there)
+            // or wherever the mask puts it; the caller reserved two WQEBBs
+            // per WR of the list from its start, so both are free; no
+            // inline data; op is a SEND (run_ok).
             unsafe {
                 let p = base.add(idx << WQEBB_SHIFT);
-                if UD {
-                    put_ud::<false>(&self.ring, p, pi as u16, hi, self.av, op, wr);
+                let next = if STRAIGHT {
+                    p.add(WQEBB)
                 } else {
-                    put_rc::<false>(p, pi as u16, hi, op, wr);
-                }
+                    base.add(((pi + 1) & mask) << WQEBB_SHIFT)
+                };
+                put_ud::<false>(p, next, pi as u16, hi, self.av, op, wr);
             }
-            if UD {
-                last = pi;
-                done += 1;
-            }
+            last = pi;
+            done += 1;
             pi = pi.wrapping_add(nbb);
-        }
-        if !UD {
-            // One WQEBB per WR: the count is the distance moved, the last
-            // WQE the WQEBB before pi (unused when nothing was written).
-            done = pi.wrapping_sub(start as usize);
-            last = pi.wrapping_sub(1);
         }
         (done, pi as u16, last as u16)
     }
@@ -792,7 +812,15 @@ impl<const UD: bool> ListCtx<'_, UD> {
                 // op is a SEND.
                 let ds = unsafe {
                     let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
-                    put_ud::<true>(&self.ring, self.ring.bb_ptr(pi), pi, hi, self.av, op, wr)
+                    put_ud::<true>(
+                        self.ring.bb_ptr(pi),
+                        self.ring.bb_ptr(pi.wrapping_add(1)),
+                        pi,
+                        hi,
+                        self.av,
+                        op,
+                        wr,
+                    )
                 };
                 return Some((ds, nbb));
             }
@@ -1014,7 +1042,18 @@ impl<M: Mmio> DirectSq<M> {
         let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
         // SAFETY: the nbb WQEBBs from pi are free (checked above: pi + nbb
         // is at most wqe_cnt ahead of the consumer index); op is a SEND.
-        let ds = unsafe { put_ud::<true>(&self.ring, self.ring.bb_ptr(pi), pi, hi, av, op, wr) };
+        let ring = &self.ring;
+        let ds = unsafe {
+            put_ud::<true>(
+                ring.bb_ptr(pi),
+                ring.bb_ptr(pi.wrapping_add(1)),
+                pi,
+                hi,
+                av,
+                op,
+                wr,
+            )
+        };
         self.set_pi(end);
         // SAFETY: the one WQE up to end has been written just above.
         unsafe { self.db.ring(&self.ring, end, pi, ds, 1) };
