@@ -1040,9 +1040,9 @@ impl<M: Mmio> DirectSq<M> {
         };
         self.progress.recorder().record(pi, wr.wr_id, nbb);
         let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
+        let ring = &self.ring;
         // SAFETY: the nbb WQEBBs from pi are free (checked above: pi + nbb
         // is at most wqe_cnt ahead of the consumer index); op is a SEND.
-        let ring = &self.ring;
         let ds = unsafe {
             put_ud::<true>(
                 ring.bb_ptr(pi),
