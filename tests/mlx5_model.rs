@@ -912,6 +912,25 @@ mod with_model {
         ok(&c[0], 1, WcOpcode::RDMA_WRITE);
         ok(&c[1], 2, WcOpcode::SEND);
         assert_eq!(e.model.take_peer_completions()[0].byte_len, 0);
+        // In a post list: the bulk path stops at the zero-length WRITE and
+        // the rest of the list goes WR by WR; every WQE keeps its own ds.
+        e.fill_local(0, 64, 7);
+        let list = [
+            e.wr(3, 0, 0, 64),
+            e.wr(4, 0, 128, 0),
+            e.wr(5, 0, 256, 32),
+            e.wr(6, 0, 384, 64),
+        ];
+        e.sq.post(Op::Write, &list).unwrap();
+        let ring = e.model.sq_bytes();
+        let ds: Vec<u8> = (2..6).map(|s| ring[s * 64 + 7]).collect();
+        assert_eq!(ds, [3, 2, 3, 3]);
+        for (c, id) in e.complete(4).iter().zip(3..) {
+            ok(c, id, WcOpcode::RDMA_WRITE);
+        }
+        for (roff, len) in [(0, 64), (256, 32), (384, 64)] {
+            assert_eq!(&e.remote[roff..roff + len], &e.local[..len]);
+        }
         e.assert_clean();
     }
 

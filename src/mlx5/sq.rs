@@ -478,12 +478,19 @@ unsafe fn ctrl<const BF: bool>(p: *mut u8, w0: u64, w1: u64) {
 ///
 /// # Safety
 /// `p` must be WQEBB `bb` of the ring, free; `hi` = `ctrl_hi(op's opcode,
-/// qpn)`; no inline data.
+/// qpn)`; no inline data; `data` = `wr.len != 0` (a parameter so that a
+/// caller that tested it already passes a constant).
 #[inline(always)]
-unsafe fn put_rc<const BF: bool>(p: *mut u8, bb: u16, hi: u64, op: Op, wr: &WrDesc) -> u8 {
+unsafe fn put_rc<const BF: bool>(
+    p: *mut u8,
+    bb: u16,
+    hi: u64,
+    op: Op,
+    wr: &WrDesc,
+    data: bool,
+) -> u8 {
     let (_, imm) = opcode_imm(op, wr);
     let w1 = ctrl_w1(wr.signaled, imm);
-    let data = wr.len != 0;
     // SAFETY: p is 64 aligned bytes owned by the caller; at most those 64
     // are written (ds <= 4).
     unsafe {
@@ -528,19 +535,19 @@ unsafe fn put_rc<const BF: bool>(p: *mut u8, bb: u16, hi: u64, op: Op, wr: &WrDe
 /// # Safety
 /// `p` must be WQEBB `bb` of the ring, free, and `next` the WQEBB after
 /// it (at the ring start when `p` is the last), free too when
-/// `wr.len != 0`; `hi` = `ctrl_hi(op's opcode, qpn)`; `op` is a SEND.
+/// `wr.len != 0`; `hi` = `ctrl_hi(op's opcode, qpn)`; `op` is a SEND;
+/// `data` = `wr.len != 0`.
 #[inline(always)]
 unsafe fn put_ud<const BF: bool>(
-    p: *mut u8,
-    next: *mut u8,
+    (p, next): (*mut u8, *mut u8),
     bb: u16,
     hi: u64,
     av: &[u8; 48],
     op: Op,
     wr: &WrDesc,
+    data: bool,
 ) -> u8 {
     let (_, imm) = opcode_imm(op, wr);
-    let data = wr.len != 0;
     let ds = 4 + data as u8;
     // SAFETY: WQEBB bb (ctrl 16 + AV 48 bytes) and, with data, the next
     // WQEBB are the caller's; `av` is not ring memory.
@@ -636,12 +643,12 @@ impl<const UD: bool> ListCtx<'_, UD> {
         let mut last = pi;
         let mut done = 0;
         for wr in wrs {
-            // (Any inline flag, even on a zero-length WR, is left to the
-            // rest paths: one byte test here.)
-            if wr.inline {
+            // Inline data and zero-length WRs are left to the rest paths,
+            // so every WQE here is ctrl + AV + data: two WQEBBs, ds 5.
+            if wr.inline || wr.len == 0 {
                 break;
             }
-            let nbb = 1 + (wr.len != 0) as usize;
+            let nbb = 2;
             // Straight: pi - start < 2 · len, and start's slot + 2 · len
             // <= wqe_cnt (the caller's check), so no mask is needed.
             let idx = if STRAIGHT {
@@ -665,7 +672,7 @@ impl<const UD: bool> ListCtx<'_, UD> {
                 } else {
                     base.add(((pi + 1) & mask) << WQEBB_SHIFT)
                 };
-                put_ud::<false>(p, next, pi as u16, hi, self.av, op, wr);
+                put_ud::<false>((p, next), pi as u16, hi, self.av, op, wr, true);
             }
             last = pi;
             done += 1;
@@ -701,8 +708,8 @@ impl<const UD: bool> ListCtx<'_, UD> {
 
     /// One straight run of [`emit_run_rc`](Self::emit_run_rc): WR k goes
     /// to ring and progress slot `idx + k`, WQEBB `bb + k`. Stops before
-    /// the first WR flagged inline (the rest paths handle it, including a
-    /// zero-length one). Returns the WRs written.
+    /// the first WR flagged inline or of length 0 (the rest paths handle
+    /// them). Returns the WRs written.
     ///
     /// The caller must have `idx + wrs.len() <= wqe_cnt` and those slots
     /// reserved.
@@ -716,7 +723,9 @@ impl<const UD: bool> ListCtx<'_, UD> {
         // is inside the ring.
         let base = unsafe { self.ring.start().add(idx << WQEBB_SHIFT) };
         for (k, wr) in wrs.iter().enumerate() {
-            if wr.inline {
+            // Inline data and zero-length WRs are left to the rest paths,
+            // so every WQE here has a data segment (ds fixed per list).
+            if wr.inline || wr.len == 0 {
                 return k;
             }
             // SAFETY: idx + k < wqe_cnt: inside the progress tables
@@ -733,6 +742,7 @@ impl<const UD: bool> ListCtx<'_, UD> {
                     hi,
                     op,
                     wr,
+                    true,
                 )
             };
         }
@@ -797,7 +807,8 @@ impl<const UD: bool> ListCtx<'_, UD> {
                 self.recorder.record(pi, wr.wr_id, 1);
                 let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
                 // SAFETY: WQEBB pi is free (reserved above); RC, no inline.
-                let ds = unsafe { put_rc::<true>(self.ring.bb_ptr(pi), pi, hi, op, wr) };
+                let ds =
+                    unsafe { put_rc::<true>(self.ring.bb_ptr(pi), pi, hi, op, wr, wr.len != 0) };
                 return Some((ds, 1));
             }
             if is_send {
@@ -813,13 +824,13 @@ impl<const UD: bool> ListCtx<'_, UD> {
                 let ds = unsafe {
                     let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
                     put_ud::<true>(
-                        self.ring.bb_ptr(pi),
-                        self.ring.bb_ptr(pi.wrapping_add(1)),
+                        (self.ring.bb_ptr(pi), self.ring.bb_ptr(pi.wrapping_add(1))),
                         pi,
                         hi,
                         self.av,
                         op,
                         wr,
+                        wr.len != 0,
                     )
                 };
                 return Some((ds, nbb));
@@ -1012,7 +1023,7 @@ impl<M: Mmio> DirectSq<M> {
         // SAFETY: WQEBB pi is free (checked above: fewer than wqe_cnt
         // WQEBBs outstanding); RC/UC (the caller's `UD` is false), no
         // inline data.
-        let ds = unsafe { put_rc::<true>(self.ring.bb_ptr(pi), pi, hi, op, wr) };
+        let ds = unsafe { put_rc::<true>(self.ring.bb_ptr(pi), pi, hi, op, wr, wr.len != 0) };
         let next = pi.wrapping_add(1);
         self.set_pi(next);
         // SAFETY: the one WQE up to next has been written just above, at
@@ -1045,13 +1056,13 @@ impl<M: Mmio> DirectSq<M> {
         // is at most wqe_cnt ahead of the consumer index); op is a SEND.
         let ds = unsafe {
             put_ud::<true>(
-                ring.bb_ptr(pi),
-                ring.bb_ptr(pi.wrapping_add(1)),
+                (ring.bb_ptr(pi), ring.bb_ptr(pi.wrapping_add(1))),
                 pi,
                 hi,
                 av,
                 op,
                 wr,
+                wr.len != 0,
             )
         };
         self.set_pi(end);
