@@ -297,6 +297,54 @@ mod with_model {
     }
 
     #[test]
+    fn single_inline_wqe_matches_the_list_path_bytes() {
+        // A single inline WR takes the 16-byte-unit fast path; the same WR
+        // second in a post list takes the general one. The WQE bytes the
+        // NIC reads (ds units, but the payload padding) must be the same.
+        for op in [Op::Write, Op::Send] {
+            for len in [16u32, 17, 31, 44, 60, 100, 200] {
+                let mut e = env(ModelConfig {
+                    wqe_cnt: 64,
+                    ..ModelConfig::default()
+                });
+                if op == Op::Send {
+                    for k in 0..3 {
+                        let rb = e.remote[4096 + k * 256..].as_mut_ptr();
+                        e.model.post_peer_recv(70 + k as u64, rb, 256, e.rk.lkey);
+                    }
+                }
+                e.fill_local(0, len as usize, len as u8);
+                let w = WrDesc {
+                    inline: true,
+                    ..e.wr(1, 0, 0, len)
+                };
+                e.sq.post(op, &[w]).unwrap();
+                let nbb = e.sq.pi() as usize;
+                let lead = WrDesc {
+                    inline: true,
+                    ..e.wr(2, 0, 256, len)
+                };
+                e.sq.post(op, &[lead, WrDesc { wr_id: 3, ..w }]).unwrap();
+                let ring = e.model.sq_bytes();
+                let (a, b) = (&ring[..nbb * 64], &ring[2 * nbb * 64..3 * nbb * 64]);
+                let hdr_end = if op == Op::Send { 16 } else { 32 } + 4;
+                let used = hdr_end + len as usize;
+                // Ctrl differs in the WQE index (bytes 1..3) only.
+                assert_eq!((a[0], &a[3..16]), (b[0], &b[3..16]), "{op:?} {len}: ctrl");
+                assert_eq!(a[16..used], b[16..used], "{op:?} {len}: segments");
+                let c = e.complete(3);
+                for (c, id) in c.iter().zip(1..) {
+                    assert_eq!((c.wr_id, c.status), (id, WcStatus::SUCCESS), "{op:?} {len}");
+                }
+                if op == Op::Write {
+                    assert_eq!(&e.remote[..len as usize], &e.local[..len as usize]);
+                }
+                e.assert_clean();
+            }
+        }
+    }
+
+    #[test]
     fn ring_wrap_with_multi_wqebb_inline_wqes() {
         let mut e = env(ModelConfig {
             wqe_cnt: 8,

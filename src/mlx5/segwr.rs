@@ -70,6 +70,22 @@ pub unsafe fn data(dst: *mut u8, wr: &WrDesc) {
     unsafe { imp::data(dst, wr) }
 }
 
+/// Writes an inline data segment at `dst`: the 4-byte header word `hdr`
+/// (already big-endian as stored) and `len` payload bytes from `src`, as
+/// whole 16-byte units. The bytes after the payload up to the end of its
+/// last unit are left unspecified (the NIC reads `len` bytes).
+///
+/// # Safety
+/// `len >= 16`; `src` readable for `len` bytes and not overlapping `dst`;
+/// `dst` 16-byte aligned and writable for `(4 + len).div_ceil(16) * 16`
+/// bytes.
+#[inline(always)]
+pub unsafe fn inline(dst: *mut u8, hdr: u32, src: *const u8, len: usize) {
+    debug_assert!(len >= 16);
+    // SAFETY: caller contract.
+    unsafe { imp::inline(dst, hdr, src, len) }
+}
+
 #[cfg(all(target_arch = "x86_64", target_feature = "ssse3"))]
 use ssse3 as imp;
 
@@ -92,6 +108,18 @@ mod scalar {
         unsafe {
             dst.cast::<u64>().write(w0);
             dst.add(8).cast::<u64>().write(w1);
+        }
+    }
+
+    /// # Safety
+    /// As [`super::inline`].
+    #[inline(always)]
+    pub unsafe fn inline(dst: *mut u8, hdr: u32, src: *const u8, len: usize) {
+        // SAFETY: caller contract: 4 + len writable bytes at dst, len
+        // readable ones at src, no overlap.
+        unsafe {
+            dst.cast::<u32>().write(hdr);
+            core::ptr::copy_nonoverlapping(src, dst.add(4), len);
         }
     }
 
@@ -122,8 +150,9 @@ mod scalar {
 /// One `pshufb` per segment.
 #[cfg(all(target_arch = "x86_64", target_feature = "ssse3"))]
 mod ssse3 {
-    use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_set_epi64x, _mm_setr_epi8};
-    use core::arch::x86_64::{_mm_shuffle_epi8, _mm_store_si128};
+    use core::arch::x86_64::{__m128i, _mm_cvtsi32_si128, _mm_loadu_si128, _mm_or_si128};
+    use core::arch::x86_64::{_mm_set_epi64x, _mm_setr_epi8, _mm_shuffle_epi8};
+    use core::arch::x86_64::{_mm_slli_si128, _mm_store_si128};
 
     use super::{LOCAL, REMOTE};
     use crate::post::WrDesc;
@@ -134,6 +163,53 @@ mod ssse3 {
     pub unsafe fn ctrl(dst: *mut u8, w0: u64, w1: u64) {
         // SAFETY: SSE2 is enabled for the whole build; dst: caller contract.
         unsafe { _mm_store_si128(dst.cast::<__m128i>(), _mm_set_epi64x(w1 as i64, w0 as i64)) }
+    }
+
+    /// `TAIL[r]` moves the last `r` bytes of a 16-byte unit to its front
+    /// (pshufb indices; 0x80 zeroes the rest).
+    static TAIL: [[u8; 16]; 16] = {
+        let mut t = [[0x80u8; 16]; 16];
+        let mut r = 0;
+        while r < 16 {
+            let mut i = 0;
+            while i < r {
+                t[r][i] = (i + 16 - r) as u8;
+                i += 1;
+            }
+            r += 1;
+        }
+        t
+    };
+
+    /// # Safety
+    /// As [`super::inline`].
+    #[inline(always)]
+    pub unsafe fn inline(dst: *mut u8, hdr: u32, src: *const u8, len: usize) {
+        let u = |p: *const u8| p.cast::<__m128i>();
+        // SAFETY: SSE2/SSSE3 are enabled for the whole build; every load
+        // reads 16 bytes inside src..src + len (len >= 16: the first at
+        // src, the middle ones end at or before len, the tail one is
+        // src + len - 16); every store is one aligned unit below
+        // dst + (4 + len).div_ceil(16) * 16 (caller contract).
+        unsafe {
+            // Unit 0: the header, then payload bytes 0..12.
+            let first = _mm_slli_si128::<4>(_mm_loadu_si128(u(src)));
+            let h = _mm_cvtsi32_si128(hdr as i32);
+            _mm_store_si128(dst.cast(), _mm_or_si128(first, h));
+            // Then payload bytes off..off + 16 at dst + 4 + off (aligned).
+            let mut off = 12;
+            while off + 16 <= len {
+                _mm_store_si128(dst.add(4 + off).cast(), _mm_loadu_si128(u(src.add(off))));
+                off += 16;
+            }
+            let r = len - off;
+            if r != 0 {
+                // The last r bytes, from a load that ends at the payload end.
+                let v = _mm_loadu_si128(u(src.add(len - 16)));
+                let m = _mm_loadu_si128(u(TAIL[r].as_ptr()));
+                _mm_store_si128(dst.add(4 + off).cast(), _mm_shuffle_epi8(v, m));
+            }
+        }
     }
 
     /// # Safety
@@ -222,6 +298,37 @@ mod tests {
                 "{wr:?}"
             );
         }
+    }
+
+    #[repr(align(16))]
+    struct Seg([u8; 272]);
+
+    type Inline = unsafe fn(*mut u8, u32, *const u8, usize);
+
+    fn check_inline(f: Inline) {
+        let src: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
+        for len in 16..=256 {
+            for at in [0, 1, 7, 300 - len] {
+                let mut d = Seg([0xee; 272]);
+                let hdr = 0x8000_0000u32 | len as u32;
+                // SAFETY: len >= 16; src[at..at + len] is in bounds; d has
+                // (4 + 256).div_ceil(16) * 16 = 272 aligned bytes.
+                unsafe { f(d.0.as_mut_ptr(), hdr.to_be(), src[at..].as_ptr(), len) };
+                assert_eq!(d.0[..4], hdr.to_be_bytes(), "len {len}");
+                assert_eq!(d.0[4..4 + len], src[at..at + len], "len {len} at {at}");
+                let end = (4 + len).div_ceil(16) * 16;
+                assert!(
+                    d.0[end..].iter().all(|&b| b == 0xee),
+                    "len {len}: wrote past its units"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn inline_units_carry_header_and_payload() {
+        check_inline(inline);
+        check_inline(scalar::inline);
     }
 
     #[test]

@@ -404,10 +404,11 @@ unsafe fn write_inline_flat(
     // payload are exactly those units; the payload source is readable and
     // not ring memory.
     unsafe {
-        store16(
-            p,
-            CtrlSeg::new(bb, opcode, 0, qpn, fm, s.ds, 0, imm).to_bytes(),
-        );
+        // Whole 16-byte stores: a single WQE goes out by BlueFlame, whose
+        // copy reads these units back (see `segwr`).
+        let c = CtrlSeg::new(bb, opcode, 0, qpn, fm, s.ds, 0, imm).to_bytes();
+        let (w0, w1) = c.split_at(8);
+        segwr::ctrl(p, ne64(w0), ne64(w1));
         let seg = match (op, av) {
             (Op::Send | Op::SendImm, Some(av)) => {
                 core::ptr::copy_nonoverlapping(av.as_ptr(), p.add(16), 48);
@@ -415,7 +416,7 @@ unsafe fn write_inline_flat(
             }
             (Op::Send | Op::SendImm, None) => p.add(16),
             _ => {
-                store16(p.add(16), RaddrSeg::new(wr.raddr, wr.rkey).to_bytes());
+                segwr::raddr(p.add(16), wr);
                 p.add(32)
             }
         };
@@ -423,6 +424,15 @@ unsafe fn write_inline_flat(
             .write(InlineHdr::new(len as u32).to_bytes());
         core::ptr::copy_nonoverlapping(laddr, seg.add(4), len);
     }
+}
+
+/// The first 8 bytes of `b` as a native-endian word (a store value that
+/// lays them out in order).
+#[inline(always)]
+fn ne64(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[..8]);
+    u64::from_ne_bytes(w)
 }
 
 /// Ctrl bytes 0..8 without the WQE index and `ds`, as a big-endian word
@@ -986,6 +996,10 @@ impl<M: Mmio> DirectSq<M> {
             if matches!(op_of(K), Op::Send | Op::SendImm) {
                 return self.post_one_ud::<K>(wr);
             }
+        } else if !UD && wr.len >= 16 {
+            if let Some(r) = self.post_one_rc_inline::<K>(wr) {
+                return r;
+            }
         }
         let x = self.ctx::<UD>();
         let start = self.pi16();
@@ -1030,6 +1044,57 @@ impl<M: Mmio> DirectSq<M> {
         // WQEBB pi, with ds <= 4.
         unsafe { self.db.ring_one_bb(&self.ring, next, pi, ds) };
         Ok(())
+    }
+
+    /// One RC/UC WRITE or SEND with at least 16 inline bytes whose WQE ends
+    /// before the ring end: every unit one 16-byte store (`segwr::inline`),
+    /// so the BlueFlame copy's loads are forwarded. `None` (nothing
+    /// written): any other case, for the general path to write or reject.
+    #[inline(always)]
+    fn post_one_rc_inline<const K: u8>(&mut self, wr: &WrDesc) -> Option<Result<(), PostError>> {
+        let op = op_of(K);
+        let send = match op {
+            Op::Send | Op::SendImm => true,
+            Op::Write | Op::WriteImm => false,
+            _ => return None,
+        };
+        let s = WqeShape::from_ds(if send { 1 } else { 2 } + inline_ds(wr.len))?;
+        let pi = self.pi16();
+        let ranges = &self.inline_src[..self.n_inline_src.min(MAX_INLINE_SOURCES)];
+        if !self.ring.fits_flat(pi, s.nbb) || !inline_ok(ranges, wr.laddr, wr.len) {
+            return None;
+        }
+        let end = pi.wrapping_add(s.nbb);
+        if end.wrapping_sub(self.ci16()) as u32 > self.wqe_cnt {
+            self.set_ci(self.progress.ci());
+            if end.wrapping_sub(self.ci16()) as u32 > self.wqe_cnt {
+                return Some(Err(PostError::QueueFull));
+            }
+        }
+        self.progress.recorder().record(pi, wr.wr_id, s.nbb);
+        let (opcode, imm) = opcode_imm(op, wr);
+        let w0 = ctrl_w0(ctrl_hi(opcode, self.qpn), pi, s.ds);
+        let hdr = u32::from_ne_bytes(InlineHdr::new(wr.len).to_bytes());
+        let p = self.ring.bb_ptr(pi);
+        // SAFETY: the s.nbb WQEBBs from pi are free (checked above) and end
+        // before the ring end (fits_flat); they hold ctrl, the raddr
+        // segment for a WRITE and the inline units (s.ds units in all);
+        // the payload (len >= 16) lies in a declared readable range
+        // (inline_ok) and is not ring memory.
+        unsafe {
+            segwr::ctrl(p, w0, ctrl_w1(wr.signaled, imm));
+            let seg = if send {
+                p.add(16)
+            } else {
+                segwr::raddr(p.add(16), wr);
+                p.add(32)
+            };
+            segwr::inline(seg, hdr, wr.laddr as *const u8, wr.len as usize);
+        }
+        self.set_pi(end);
+        // SAFETY: the one WQE up to end has been written just above.
+        unsafe { self.db.ring(&self.ring, end, pi, s.ds, 1) };
+        Some(Ok(()))
     }
 
     /// One UD SEND without inline data: ctrl + AV, and the data segment in
