@@ -86,6 +86,26 @@ pub unsafe fn inline(dst: *mut u8, hdr: u32, src: *const u8, len: usize) {
     unsafe { imp::inline(dst, hdr, src, len) }
 }
 
+/// A UD address vector held in registers across a post list (three
+/// 16-byte units on x86-64), stored into each WQE with [`av`].
+pub use imp::AvRegs;
+
+/// Loads the 48-byte address vector once per list.
+#[inline(always)]
+pub fn load_av(av: &[u8; 48]) -> AvRegs {
+    imp::load_av(av)
+}
+
+/// Writes the address vector at `dst` (the 48 bytes after a ctrl segment).
+///
+/// # Safety
+/// `dst` must be valid for 48 bytes of writes and 16-byte aligned.
+#[inline(always)]
+pub unsafe fn av(dst: *mut u8, v: &AvRegs) {
+    // SAFETY: caller contract.
+    unsafe { imp::av(dst, v) }
+}
+
 #[cfg(all(target_arch = "x86_64", target_feature = "ssse3"))]
 use ssse3 as imp;
 
@@ -99,6 +119,21 @@ use scalar as imp;
 )]
 mod scalar {
     use crate::post::WrDesc;
+
+    pub type AvRegs = [u8; 48];
+
+    #[inline(always)]
+    pub fn load_av(av: &[u8; 48]) -> AvRegs {
+        *av
+    }
+
+    /// # Safety
+    /// As [`super::av`].
+    #[inline(always)]
+    pub unsafe fn av(dst: *mut u8, v: &AvRegs) {
+        // SAFETY: caller contract (48 writable bytes); v is not ring memory.
+        unsafe { core::ptr::copy_nonoverlapping(v.as_ptr(), dst, 48) }
+    }
 
     /// # Safety
     /// As [`super::ctrl`].
@@ -156,6 +191,36 @@ mod ssse3 {
 
     use super::{LOCAL, REMOTE};
     use crate::post::WrDesc;
+
+    pub type AvRegs = [__m128i; 3];
+
+    #[inline(always)]
+    pub fn load_av(av: &[u8; 48]) -> AvRegs {
+        let p = av.as_ptr().cast::<__m128i>();
+        // SAFETY: SSE2 is enabled for the whole build; the three unaligned
+        // loads read the 48 bytes of *av.
+        unsafe {
+            [
+                _mm_loadu_si128(p),
+                _mm_loadu_si128(p.add(1)),
+                _mm_loadu_si128(p.add(2)),
+            ]
+        }
+    }
+
+    /// # Safety
+    /// As [`super::av`].
+    #[inline(always)]
+    pub unsafe fn av(dst: *mut u8, v: &AvRegs) {
+        let d = dst.cast::<__m128i>();
+        // SAFETY: SSE2 is enabled for the whole build; dst: caller contract
+        // (48 writable bytes, 16-byte aligned).
+        unsafe {
+            _mm_store_si128(d, v[0]);
+            _mm_store_si128(d.add(1), v[1]);
+            _mm_store_si128(d.add(2), v[2]);
+        }
+    }
 
     /// # Safety
     /// As [`super::ctrl`].

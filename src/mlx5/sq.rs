@@ -552,7 +552,7 @@ unsafe fn put_ud<const BF: bool>(
     (p, next): (*mut u8, *mut u8),
     bb: u16,
     hi: u64,
-    av: &[u8; 48],
+    av: &segwr::AvRegs,
     op: Op,
     wr: &WrDesc,
     data: bool,
@@ -563,7 +563,7 @@ unsafe fn put_ud<const BF: bool>(
     // WQEBB are the caller's; `av` is not ring memory.
     unsafe {
         ctrl::<BF>(p, ctrl_w0(hi, bb, ds), ctrl_w1(wr.signaled, imm));
-        core::ptr::copy_nonoverlapping(av.as_ptr(), p.add(16), 48);
+        segwr::av(p.add(16), av);
         if data {
             segwr::data(next, wr);
         }
@@ -646,6 +646,7 @@ impl<const UD: bool> ListCtx<'_, UD> {
         // Everything of the ctrl segment but the index, ds and flags, once.
         let hi = ctrl_hi(opcode, self.qpn);
         let mask = self.ring.wqe_cnt() as usize - 1;
+        let av = segwr::load_av(self.av);
         let base = self.ring.start();
         // The producer index as a full-width register (no 16-bit moves per
         // WR); only its low 16 bits are ever used.
@@ -682,7 +683,7 @@ impl<const UD: bool> ListCtx<'_, UD> {
                 } else {
                     base.add(((pi + 1) & mask) << WQEBB_SHIFT)
                 };
-                put_ud::<false>((p, next), pi as u16, hi, self.av, op, wr, true);
+                put_ud::<false>((p, next), pi as u16, hi, &av, op, wr, true);
             }
             last = pi;
             done += 1;
@@ -837,7 +838,7 @@ impl<const UD: bool> ListCtx<'_, UD> {
                         (self.ring.bb_ptr(pi), self.ring.bb_ptr(pi.wrapping_add(1))),
                         pi,
                         hi,
-                        self.av,
+                        &segwr::load_av(self.av),
                         op,
                         wr,
                         wr.len != 0,
@@ -1124,7 +1125,7 @@ impl<M: Mmio> DirectSq<M> {
                 (ring.bb_ptr(pi), ring.bb_ptr(pi.wrapping_add(1))),
                 pi,
                 hi,
-                av,
+                &segwr::load_av(av),
                 op,
                 wr,
                 wr.len != 0,
