@@ -396,6 +396,24 @@ mod tests {
         check_inline(scalar::inline);
     }
 
+    #[repr(align(16))]
+    struct Av([u8; 64]);
+
+    #[test]
+    fn address_vector_round_trips_through_registers() {
+        let src: [u8; 48] = core::array::from_fn(|i| (i * 5 + 1) as u8);
+        let (mut a, mut b) = (Av([0xee; 64]), Av([0xee; 64]));
+        // SAFETY: 64 aligned bytes each, 48 written.
+        unsafe {
+            av(a.0.as_mut_ptr(), &load_av(&src));
+            scalar::av(b.0.as_mut_ptr(), &scalar::load_av(&src));
+        }
+        for d in [a.0, b.0] {
+            assert_eq!(d[..48], src);
+            assert!(d[48..].iter().all(|&x| x == 0xee));
+        }
+    }
+
     #[test]
     fn this_builds_segments_match_the_encoders() {
         check((ctrl, raddr, data));
