@@ -122,6 +122,12 @@ if [ -d benches ] || grep -q '^\[\[bench\]\]' Cargo.toml; then
     step bench cargo bench --all-features -- --test
 fi
 
+# The direct path's segment stores have an SSSE3 form (the default x86-64-v2 build,
+# .cargo/config.toml) and a scalar one (any other target, or RUSTFLAGS replacing the config):
+# build the scalar one too and run the tests that check its bytes.
+step scalar-fallback env RUSTFLAGS="-C target-cpu=x86-64" CARGO_TARGET_DIR=target/scalar \
+    cargo test --all-features --lib --test mlx5_seg --test mlx5_model --test direct_bw_model
+
 banner "test: cargo test --all-features ${TEST_ARGS[*]}"
 rc=0
 cargo test --all-features "${TEST_ARGS[@]}" 2>&1 | tee "$LOG_DIR/test.log" || rc=$?
