@@ -1174,53 +1174,68 @@ impl<M: Mmio> DirectSq<M> {
         (Ok(()), pi, last_bb)
     }
 
-    /// One pass over the list: each WQE is checked, given room and written;
-    /// the first failure ends the list unposted.
+    /// A list of two or more WRs. The common list (every WR for the bulk
+    /// path, room for its worst case) is written and rung here; anything
+    /// else continues in [`finish_list`](Self::finish_list), out of line.
+    /// On any failure the list is not posted.
     #[inline(always)]
     fn post_many<const K: u8, const UD: bool>(&mut self, wrs: &[WrDesc]) -> Result<(), PostError> {
-        let x = self.ctx::<UD>();
         let start = self.pi16();
+        if ListCtx::<UD>::run_ok::<K>() && !wrs.is_empty() {
+            // One room check for the whole list (the bulk path's worst
+            // case), reloading the shared consumer index once if the cached
+            // one says no; then the bulk path checks nothing per WR. (A
+            // consumer index ahead of pi makes `used` huge: the exact
+            // per-WR checks of the rest path decide.)
+            let need = wrs.len() * ListCtx::<UD>::RUN_NBB as usize;
+            let cnt = self.wqe_cnt as usize;
+            let mut used = start.wrapping_sub(self.ci16()) as usize;
+            if used + need > cnt {
+                self.set_ci(self.progress.ci());
+                used = start.wrapping_sub(self.ci16()) as usize;
+            }
+            if used + need <= cnt {
+                let (done, pi, last_bb) = self.ctx::<UD>().emit_run::<K>(wrs, start);
+                if done < wrs.len() {
+                    return self.finish_list::<K, UD>(wrs, done, pi, last_bb);
+                }
+                self.set_pi(pi);
+                // SAFETY: every WQE up to pi has been written just above.
+                // (The last ds only matters for BlueFlame, which a list of
+                // >= 2 never takes: single WRs go through `post_one`.)
+                unsafe { self.db.ring(&self.ring, pi, last_bb, 0, wrs.len()) };
+                return Ok(());
+            }
+        }
+        self.finish_list::<K, UD>(wrs, 0, start, start)
+    }
+
+    /// The rest of a list after `done` WRs written by the bulk path (which
+    /// end before `pi`, the last at `last_bb`): each WR checked, given room
+    /// and written ([`post_rest`](Self::post_rest)), then the doorbell.
+    #[inline(never)]
+    fn finish_list<const K: u8, const UD: bool>(
+        &mut self,
+        wrs: &[WrDesc],
+        done: usize,
+        pi: u16,
+        last_bb: u16,
+    ) -> Result<(), PostError> {
         let ci = self.ci16();
         let mut room = Room {
             ci,
-            free: x.free_at(start, ci),
+            free: self.ctx::<UD>().free_at(pi, ci),
         };
-        let mut pi = start;
-        let mut last_bb = start;
-        let mut done = 0;
-        if ListCtx::<UD>::run_ok::<K>() {
-            // One room check for the whole list (the worst case of the bulk
-            // path), reloading the consumer index once if the cached one
-            // says no; then the bulk path checks nothing per WR.
-            let m = ListCtx::<UD>::RUN_NBB;
-            if wrs.len() > (room.free / m) as usize {
-                room.ci = x.progress.ci();
-                room.free = x.free_at(start, room.ci);
-            }
-            if wrs.len() <= (room.free / m) as usize {
-                let (d, p, l) = x.emit_run::<K>(wrs, start);
-                done = d;
-                // (free >= len · RUN_NBB >= the WQEBBs just taken.)
-                room.free -= p.wrapping_sub(start) as u32;
-                pi = p;
-                last_bb = l;
-            }
-        }
-        let mut result = Ok(());
-        if done < wrs.len() {
-            let rest = wrs.get(done..).unwrap_or_default();
-            (result, pi, last_bb) = self.post_rest::<K, UD>(rest, pi, last_bb, &mut room);
-        }
-        let ring = x.ring;
+        let rest = wrs.get(done..).unwrap_or_default();
+        let (result, pi, last_bb) = self.post_rest::<K, UD>(rest, pi, last_bb, &mut room);
         self.set_ci(room.ci);
         if result.is_err() || wrs.is_empty() {
             return result;
         }
         self.set_pi(pi);
-        // SAFETY: every WQE up to pi has been written just above. (The last
-        // ds only matters for BlueFlame, which a list of >= 2 never takes:
-        // single WRs go through `post_one`.)
-        unsafe { self.db.ring(&ring, pi, last_bb, 0, wrs.len()) };
+        // SAFETY: every WQE up to pi has been written (bulk path, then
+        // post_rest). (A list of >= 2 never takes BlueFlame: last ds 0.)
+        unsafe { self.db.ring(&self.ring, pi, last_bb, 0, wrs.len()) };
         Ok(())
     }
 }
