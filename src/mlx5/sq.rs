@@ -1020,18 +1020,14 @@ impl<M: Mmio> DirectSq<M> {
         Ok(())
     }
 
-    /// One RC/UC WR without inline data: one WQEBB, so the room check is
-    /// `pi - ci < wqe_cnt` (reloading the shared consumer index only when
-    /// the cached one says full), and the doorbell is the one-WQEBB one.
+    /// One RC/UC WR without inline data: one WQEBB, one room check, the
+    /// one-WQEBB doorbell.
     #[inline(always)]
     fn post_one_rc<const K: u8>(&mut self, wr: &WrDesc) -> Result<(), PostError> {
-        let pi = self.pi16();
-        if pi.wrapping_sub(self.ci16()) as u32 >= self.wqe_cnt {
-            self.set_ci(self.progress.ci());
-            if pi.wrapping_sub(self.ci16()) as u32 >= self.wqe_cnt {
-                return Err(PostError::QueueFull);
-            }
+        if !self.has_room_for(1) {
+            return Err(PostError::QueueFull);
         }
+        let pi = self.pi16();
         let op = op_of(K);
         self.progress.recorder().record(pi, wr.wr_id, 1);
         let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
@@ -1065,13 +1061,10 @@ impl<M: Mmio> DirectSq<M> {
         if !self.ring.fits_flat(pi, s.nbb) || !inline_ok(ranges, wr.laddr, wr.len) {
             return None;
         }
-        let end = pi.wrapping_add(s.nbb);
-        if end.wrapping_sub(self.ci16()) as u32 > self.wqe_cnt {
-            self.set_ci(self.progress.ci());
-            if end.wrapping_sub(self.ci16()) as u32 > self.wqe_cnt {
-                return Some(Err(PostError::QueueFull));
-            }
+        if !self.has_room_for(s.nbb) {
+            return Some(Err(PostError::QueueFull));
         }
+        let end = pi.wrapping_add(s.nbb);
         self.progress.recorder().record(pi, wr.wr_id, s.nbb);
         let (opcode, imm) = opcode_imm(op, wr);
         let w0 = ctrl_w0(ctrl_hi(opcode, self.qpn), pi, s.ds);
@@ -1102,15 +1095,12 @@ impl<M: Mmio> DirectSq<M> {
     /// a second WQEBB when there is a payload.
     #[inline(always)]
     fn post_one_ud<const K: u8>(&mut self, wr: &WrDesc) -> Result<(), PostError> {
-        let pi = self.pi16();
         let nbb = 1 + (wr.len != 0) as u16;
-        let end = pi.wrapping_add(nbb);
-        if end.wrapping_sub(self.ci16()) as u32 > self.wqe_cnt {
-            self.set_ci(self.progress.ci());
-            if end.wrapping_sub(self.ci16()) as u32 > self.wqe_cnt {
-                return Err(PostError::QueueFull);
-            }
+        if !self.has_room_for(nbb) {
+            return Err(PostError::QueueFull);
         }
+        let pi = self.pi16();
+        let end = pi.wrapping_add(nbb);
         let op = op_of(K);
         let Some(av) = self.av.as_ref() else {
             return Err(PostError::Unsupported);
