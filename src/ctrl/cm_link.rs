@@ -216,23 +216,31 @@ pub fn connect_id(
 ) -> Result<(CmId, cm::CmEvent), CtrlError> {
     let peer = dst.to_string();
     let start = Instant::now();
+    let no_server = |ev: &cm::CmEvent| CtrlError::NoServer {
+        host: dst.ip().to_string(),
+        port: dst.port(),
+        waited: start.elapsed(),
+        last: format!("rdma_cm: {} (status {})", ev.kind.name(), ev.status),
+    };
+    let mut refused = None;
     loop {
         let id = CmId::with_ps(ch, ud).map_err(|e| cm_err("rdma_create_id", &peer, e))?;
         match attempt(&id, ctx, dst, deadline, cancel, &param) {
             Ok(ev) => return Ok((id, ev)),
-            Err(Attempt::Refused(_)) if Instant::now() + RETRY_PAUSE < deadline => {
+            Err(Attempt::Refused(ev)) if Instant::now() + RETRY_PAUSE < deadline => {
+                refused = Some(ev);
                 drop(id);
                 std::thread::sleep(RETRY_PAUSE);
             }
-            Err(Attempt::Refused(ev)) => {
-                return Err(CtrlError::NoServer {
-                    host: dst.ip().to_string(),
-                    port: dst.port(),
-                    waited: start.elapsed(),
-                    last: format!("rdma_cm: {} (status {})", ev.kind.name(), ev.status),
-                })
+            Err(Attempt::Refused(ev)) => return Err(no_server(&ev)),
+            Err(Attempt::Fail(e)) => {
+                return Err(match &refused {
+                    // The time ran out inside a retry (a slow address or
+                    // route resolution): the server refused before, say so.
+                    Some(ev) if Instant::now() >= deadline => no_server(ev),
+                    _ => e,
+                });
             }
-            Err(Attempt::Fail(e)) => return Err(e),
         }
     }
 }
