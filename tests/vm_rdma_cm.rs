@@ -225,7 +225,11 @@ fn script_is_valid_bash() {
         .args(["-n", "-c", &script()])
         .output()
         .expect("bash");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
