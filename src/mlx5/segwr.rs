@@ -72,16 +72,16 @@ pub unsafe fn data(dst: *mut u8, wr: &WrDesc) {
 
 /// Writes an inline data segment at `dst`: the 4-byte header word `hdr`
 /// (already big-endian as stored) and `len` payload bytes from `src`, as
-/// whole 16-byte units. The bytes after the payload up to the end of its
-/// last unit are left unspecified (the NIC reads `len` bytes).
+/// whole 16-byte units when `len >= 16` (a shorter payload cannot be read
+/// 16 bytes at a time: header and bytes are copied as they are). The bytes
+/// after the payload up to the end of its last unit are left unspecified
+/// (the NIC reads `len` bytes).
 ///
 /// # Safety
-/// `len >= 16`; `src` readable for `len` bytes and not overlapping `dst`;
-/// `dst` 16-byte aligned and writable for `(4 + len).div_ceil(16) * 16`
-/// bytes.
+/// `src` readable for `len` bytes and not overlapping `dst`; `dst` 16-byte
+/// aligned and writable for `(4 + len).div_ceil(16) * 16` bytes.
 #[inline(always)]
 pub unsafe fn inline(dst: *mut u8, hdr: u32, src: *const u8, len: usize) {
-    debug_assert!(len >= 16);
     // SAFETY: caller contract.
     unsafe { imp::inline(dst, hdr, src, len) }
 }
@@ -250,6 +250,10 @@ mod ssse3 {
     /// As [`super::inline`].
     #[inline(always)]
     pub unsafe fn inline(dst: *mut u8, hdr: u32, src: *const u8, len: usize) {
+        if len < 16 {
+            // SAFETY: caller contract.
+            return unsafe { super::scalar::inline(dst, hdr, src, len) };
+        }
         let u = |p: *const u8| p.cast::<__m128i>();
         // SAFETY: SSE2/SSSE3 are enabled for the whole build; every load
         // reads 16 bytes inside src..src + len (len >= 16: the first at
@@ -372,11 +376,11 @@ mod tests {
 
     fn check_inline(f: Inline) {
         let src: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
-        for len in 16..=256 {
+        for len in 1..=256 {
             for at in [0, 1, 7, 300 - len] {
                 let mut d = Seg([0xee; 272]);
                 let hdr = 0x8000_0000u32 | len as u32;
-                // SAFETY: len >= 16; src[at..at + len] is in bounds; d has
+                // SAFETY: src[at..at + len] is in bounds; d has
                 // (4 + 256).div_ceil(16) * 16 = 272 aligned bytes.
                 unsafe { f(d.0.as_mut_ptr(), hdr.to_be(), src[at..].as_ptr(), len) };
                 assert_eq!(d.0[..4], hdr.to_be_bytes(), "len {len}");

@@ -395,23 +395,21 @@ unsafe fn write_inline_flat(
     wr: &WrDesc,
     s: WqeShape,
 ) {
-    let fm = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
     let (opcode, imm) = opcode_imm(op, wr);
-    let (laddr, len) = (wr.laddr as *const u8, wr.len as usize);
+    let w0 = ctrl_w0(ctrl_hi(opcode, qpn), bb, s.ds);
+    let hdr = u32::from_ne_bytes(InlineHdr::new(wr.len).to_bytes());
     let p = ring.bb_ptr(bb);
     // SAFETY: the caller owns the s.ds units from p, contiguous up to the
-    // ring end; ctrl, the AV or raddr segment, the inline header and the
-    // payload are exactly those units; the payload source is readable and
-    // not ring memory.
+    // ring end; ctrl, the AV or raddr segment and the inline units are
+    // exactly those units; the payload source is readable and not ring
+    // memory.
     unsafe {
         // Whole 16-byte stores: a single WQE goes out by BlueFlame, whose
         // copy reads these units back (see `segwr`).
-        let c = CtrlSeg::new(bb, opcode, 0, qpn, fm, s.ds, 0, imm).to_bytes();
-        let (w0, w1) = c.split_at(8);
-        segwr::ctrl(p, ne64(w0), ne64(w1));
+        segwr::ctrl(p, w0, ctrl_w1(wr.signaled, imm));
         let seg = match (op, av) {
             (Op::Send | Op::SendImm, Some(av)) => {
-                core::ptr::copy_nonoverlapping(av.as_ptr(), p.add(16), 48);
+                segwr::av(p.add(16), &segwr::load_av(av));
                 p.add(64)
             }
             (Op::Send | Op::SendImm, None) => p.add(16),
@@ -420,19 +418,8 @@ unsafe fn write_inline_flat(
                 p.add(32)
             }
         };
-        seg.cast::<[u8; 4]>()
-            .write(InlineHdr::new(len as u32).to_bytes());
-        core::ptr::copy_nonoverlapping(laddr, seg.add(4), len);
+        segwr::inline(seg, hdr, wr.laddr as *const u8, wr.len as usize);
     }
-}
-
-/// The first 8 bytes of `b` as a native-endian word (a store value that
-/// lays them out in order).
-#[inline(always)]
-fn ne64(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[..8]);
-    u64::from_ne_bytes(w)
 }
 
 /// Ctrl bytes 0..8 without the WQE index and `ds`, as a big-endian word
@@ -515,7 +502,7 @@ unsafe fn put_rc<const BF: bool>(
             }
             Op::FetchAdd | Op::CmpSwap => {
                 ctrl::<BF>(p, ctrl_w0(hi, bb, 4), w1);
-                store16(p.add(16), RaddrSeg::new(wr.raddr, wr.rkey).to_bytes());
+                segwr::raddr(p.add(16), wr);
                 let a = if op == Op::FetchAdd {
                     AtomicSeg::fetch_add(wr.swap_add)
                 } else {
@@ -807,50 +794,84 @@ impl<const UD: bool> ListCtx<'_, UD> {
     /// handle or reject.
     #[inline(always)]
     fn emit_fast<const K: u8>(&self, wr: &WrDesc, pi: u16, room: &mut Room) -> Option<(u8, u16)> {
-        let op = op_of(K);
-        let is_send = matches!(op, Op::Send | Op::SendImm);
         if !wr.inline || wr.len == 0 {
-            if !UD {
-                // RC without inline data: one WQEBB (ds <= 4).
-                if !self.take(pi, 1, room) {
-                    return None;
-                }
-                self.recorder.record(pi, wr.wr_id, 1);
-                let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
-                // SAFETY: WQEBB pi is free (reserved above); RC, no inline.
-                let ds =
-                    unsafe { put_rc::<true>(self.ring.bb_ptr(pi), pi, hi, op, wr, wr.len != 0) };
-                return Some((ds, 1));
+            if !Self::plain_ok::<K>() {
+                return None;
             }
-            if is_send {
-                // UD SEND without inline data: ctrl + AV [+ data].
-                // (nbb <= free <= capacity: no separate size check.)
-                let nbb = 1 + (wr.len != 0) as u16;
-                if !self.take(pi, nbb, room) {
-                    return None;
-                }
-                self.recorder.record(pi, wr.wr_id, nbb);
-                // SAFETY: the nbb WQEBBs from pi are free (reserved above);
-                // op is a SEND.
-                let ds = unsafe {
-                    let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
-                    put_ud::<true>(
-                        (self.ring.bb_ptr(pi), self.ring.bb_ptr(pi.wrapping_add(1))),
-                        pi,
-                        hi,
-                        &segwr::load_av(self.av),
-                        op,
-                        wr,
-                        wr.len != 0,
-                    )
-                };
-                return Some((ds, nbb));
+            // (nbb <= free <= capacity: no separate size check.)
+            if !self.take(pi, Self::plain_nbb(wr), room) {
+                return None;
             }
+            // SAFETY: the WR's WQEBBs from pi are free (reserved above);
+            // plain_ok.
+            return Some(unsafe { self.put_plain::<K>(wr, pi) });
+        }
+        let s = self.flat_inline_shape::<K>(wr, pi)?;
+        // (take() implies s.nbb <= capacity.)
+        if !self.take(pi, s.nbb, room) {
             return None;
         }
-        // Inline data in a WQE that ends before the ring end: the same
-        // checks as `shape` (any failing one leaves it to the general path),
-        // then one straight copy.
+        // SAFETY: s is the WR's flat shape, its WQEBBs are free (reserved
+        // above).
+        unsafe { self.put_inline::<K>(wr, pi, s) };
+        Some((s.ds, s.nbb))
+    }
+
+    /// True when operation `K` has a WQE without inline data of fixed
+    /// layout on this transport ([`put_plain`](Self::put_plain)): any on
+    /// RC/UC, SENDs on UD.
+    #[inline(always)]
+    const fn plain_ok<const K: u8>() -> bool {
+        Self::run_ok::<K>()
+    }
+
+    /// WQEBBs of a WR without inline data: one on RC/UC (ds <= 4); on UD
+    /// ctrl + AV fill one, a data segment takes a second.
+    #[inline(always)]
+    fn plain_nbb(wr: &WrDesc) -> u16 {
+        if UD {
+            1 + (wr.len != 0) as u16
+        } else {
+            1
+        }
+    }
+
+    /// Records and writes one WR without inline data at WQEBB `pi`, ctrl
+    /// as one 16-byte store (it may go out by BlueFlame). Returns its
+    /// (ds, nbb).
+    ///
+    /// # Safety
+    /// `plain_ok::<K>()`; the `plain_nbb(wr)` WQEBBs from `pi` are free;
+    /// `wr` has no inline data (or a zero length).
+    #[inline(always)]
+    unsafe fn put_plain<const K: u8>(&self, wr: &WrDesc, pi: u16) -> (u8, u16) {
+        let op = op_of(K);
+        let nbb = Self::plain_nbb(wr);
+        self.recorder.record(pi, wr.wr_id, nbb);
+        let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
+        let p = self.ring.bb_ptr(pi);
+        // SAFETY: caller contract: WQEBB pi (and, for a UD SEND with data,
+        // the next one, which bb_ptr wraps) is free; RC or a UD SEND.
+        let ds = unsafe {
+            if UD {
+                let next = self.ring.bb_ptr(pi.wrapping_add(1));
+                let av = segwr::load_av(self.av);
+                put_ud::<true>((p, next), pi, hi, &av, op, wr, wr.len != 0)
+            } else {
+                put_rc::<true>(p, pi, hi, op, wr, wr.len != 0)
+            }
+        };
+        (ds, nbb)
+    }
+
+    /// The shape of an inline WR (`wr.inline`, `wr.len != 0`) when its WQE
+    /// can be written flat at `pi`: the checks of `shape` plus "ends before
+    /// the ring end" and "source in a declared range". `None` for anything
+    /// else, which the general path writes or rejects.
+    #[inline(always)]
+    fn flat_inline_shape<const K: u8>(&self, wr: &WrDesc, pi: u16) -> Option<WqeShape> {
+        let op = op_of(K);
+        let is_send = matches!(op, Op::Send | Op::SendImm);
         if matches!(op, Op::Read | Op::FetchAdd | Op::CmpSwap) || (UD && !is_send) {
             return None;
         }
@@ -865,20 +886,25 @@ impl<const UD: bool> ListCtx<'_, UD> {
             2
         };
         let s = WqeShape::from_ds(base + inline_ds(wr.len))?;
-        // (take() below implies s.nbb <= capacity.)
         if !self.ring.fits_flat(pi, s.nbb) || !inline_ok(self.ranges, wr.laddr, wr.len) {
             return None;
         }
-        if !self.take(pi, s.nbb, room) {
-            return None;
-        }
+        Some(s)
+    }
+
+    /// Records and writes an inline WR of flat shape `s` at WQEBB `pi`.
+    ///
+    /// # Safety
+    /// `s` = `flat_inline_shape::<K>(wr, pi)`; its WQEBBs from `pi` are free.
+    #[inline(always)]
+    unsafe fn put_inline<const K: u8>(&self, wr: &WrDesc, pi: u16, s: WqeShape) {
         self.recorder.record(pi, wr.wr_id, s.nbb);
         let av = if UD { Some(self.av) } else { None };
-        // SAFETY: s is shape(op, wr, UD) (same computation as above), its
-        // WQEBBs from pi are free (reserved above) and end before the ring
-        // end (fits_flat), and the inline source lies in a declared range.
-        unsafe { write_inline_flat(&self.ring, pi, self.qpn, av, op, wr, s) };
-        Some((s.ds, s.nbb))
+        // SAFETY: s is shape(op, wr, UD) (flat_inline_shape computes it the
+        // same way), its WQEBBs from pi are free (caller) and end before the
+        // ring end (fits_flat), and the inline source lies in a declared
+        // range (inline_ok).
+        unsafe { write_inline_flat(&self.ring, pi, self.qpn, av, op_of(K), wr, s) };
     }
 
     /// Every WR the fast paths leave: computes the shape, checks it, then
@@ -986,21 +1012,16 @@ impl<M: Mmio> DirectSq<M> {
 
     /// A single WR (the BlueFlame case): the steps of `post_many` without
     /// the loop. A WR without inline data (what a bw loop posts) takes
-    /// [`post_one_rc`](Self::post_one_rc) or
-    /// [`post_one_ud`](Self::post_one_ud).
+    /// [`post_one_plain`](Self::post_one_plain), one with inline data whose
+    /// WQE fits before the ring end [`post_one_inline`](Self::post_one_inline).
     #[inline(always)]
     fn post_one<const K: u8, const UD: bool>(&mut self, wr: &WrDesc) -> Result<(), PostError> {
-        if !wr.inline {
-            if !UD {
-                return self.post_one_rc::<K>(wr);
+        if !wr.inline || wr.len == 0 {
+            if ListCtx::<UD>::plain_ok::<K>() {
+                return self.post_one_plain::<K, UD>(wr);
             }
-            if matches!(op_of(K), Op::Send | Op::SendImm) {
-                return self.post_one_ud::<K>(wr);
-            }
-        } else if !UD && wr.len >= 16 {
-            if let Some(r) = self.post_one_rc_inline::<K>(wr) {
-                return r;
-            }
+        } else if let Some(r) = self.post_one_inline::<K, UD>(wr) {
+            return r;
         }
         let x = self.ctx::<UD>();
         let start = self.pi16();
@@ -1020,111 +1041,57 @@ impl<M: Mmio> DirectSq<M> {
         Ok(())
     }
 
-    /// One RC/UC WR without inline data: one WQEBB, one room check, the
-    /// one-WQEBB doorbell.
+    /// One WR without inline data: one room check, then the WQE; an RC/UC
+    /// one (one WQEBB) takes the one-WQEBB doorbell.
     #[inline(always)]
-    fn post_one_rc<const K: u8>(&mut self, wr: &WrDesc) -> Result<(), PostError> {
-        if !self.has_room_for(1) {
-            return Err(PostError::QueueFull);
-        }
-        let pi = self.pi16();
-        let op = op_of(K);
-        self.progress.recorder().record(pi, wr.wr_id, 1);
-        let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
-        // SAFETY: WQEBB pi is free (checked above: fewer than wqe_cnt
-        // WQEBBs outstanding); RC/UC (the caller's `UD` is false), no
-        // inline data.
-        let ds = unsafe { put_rc::<true>(self.ring.bb_ptr(pi), pi, hi, op, wr, wr.len != 0) };
-        let next = pi.wrapping_add(1);
-        self.set_pi(next);
-        // SAFETY: the one WQE up to next has been written just above, at
-        // WQEBB pi, with ds <= 4.
-        unsafe { self.db.ring_one_bb(&self.ring, next, pi, ds) };
-        Ok(())
-    }
-
-    /// One RC/UC WRITE or SEND with at least 16 inline bytes whose WQE ends
-    /// before the ring end: every unit one 16-byte store (`segwr::inline`),
-    /// so the BlueFlame copy's loads are forwarded. `None` (nothing
-    /// written): any other case, for the general path to write or reject.
-    #[inline(always)]
-    fn post_one_rc_inline<const K: u8>(&mut self, wr: &WrDesc) -> Option<Result<(), PostError>> {
-        let op = op_of(K);
-        let send = match op {
-            Op::Send | Op::SendImm => true,
-            Op::Write | Op::WriteImm => false,
-            _ => return None,
-        };
-        let s = WqeShape::from_ds(if send { 1 } else { 2 } + inline_ds(wr.len))?;
-        let pi = self.pi16();
-        let ranges = &self.inline_src[..self.n_inline_src.min(MAX_INLINE_SOURCES)];
-        if !self.ring.fits_flat(pi, s.nbb) || !inline_ok(ranges, wr.laddr, wr.len) {
-            return None;
-        }
-        if !self.has_room_for(s.nbb) {
-            return Some(Err(PostError::QueueFull));
-        }
-        let end = pi.wrapping_add(s.nbb);
-        self.progress.recorder().record(pi, wr.wr_id, s.nbb);
-        let (opcode, imm) = opcode_imm(op, wr);
-        let w0 = ctrl_w0(ctrl_hi(opcode, self.qpn), pi, s.ds);
-        let hdr = u32::from_ne_bytes(InlineHdr::new(wr.len).to_bytes());
-        let p = self.ring.bb_ptr(pi);
-        // SAFETY: the s.nbb WQEBBs from pi are free (checked above) and end
-        // before the ring end (fits_flat); they hold ctrl, the raddr
-        // segment for a WRITE and the inline units (s.ds units in all);
-        // the payload (len >= 16) lies in a declared readable range
-        // (inline_ok) and is not ring memory.
-        unsafe {
-            segwr::ctrl(p, w0, ctrl_w1(wr.signaled, imm));
-            let seg = if send {
-                p.add(16)
-            } else {
-                segwr::raddr(p.add(16), wr);
-                p.add(32)
-            };
-            segwr::inline(seg, hdr, wr.laddr as *const u8, wr.len as usize);
-        }
-        self.set_pi(end);
-        // SAFETY: the one WQE up to end has been written just above.
-        unsafe { self.db.ring(&self.ring, end, pi, s.ds, 1) };
-        Some(Ok(()))
-    }
-
-    /// One UD SEND without inline data: ctrl + AV, and the data segment in
-    /// a second WQEBB when there is a payload.
-    #[inline(always)]
-    fn post_one_ud<const K: u8>(&mut self, wr: &WrDesc) -> Result<(), PostError> {
-        let nbb = 1 + (wr.len != 0) as u16;
+    fn post_one_plain<const K: u8, const UD: bool>(
+        &mut self,
+        wr: &WrDesc,
+    ) -> Result<(), PostError> {
+        let nbb = ListCtx::<UD>::plain_nbb(wr);
         if !self.has_room_for(nbb) {
             return Err(PostError::QueueFull);
         }
         let pi = self.pi16();
+        // SAFETY: the WR's nbb WQEBBs from pi are free (checked above);
+        // plain_ok (the caller's test), no inline data.
+        let (ds, _) = unsafe { self.ctx::<UD>().put_plain::<K>(wr, pi) };
         let end = pi.wrapping_add(nbb);
-        let op = op_of(K);
-        let Some(av) = self.av.as_ref() else {
-            return Err(PostError::Unsupported);
-        };
-        self.progress.recorder().record(pi, wr.wr_id, nbb);
-        let hi = ctrl_hi(opcode_imm(op, wr).0, self.qpn);
-        let ring = &self.ring;
-        // SAFETY: the nbb WQEBBs from pi are free (checked above: pi + nbb
-        // is at most wqe_cnt ahead of the consumer index); op is a SEND.
-        let ds = unsafe {
-            put_ud::<true>(
-                (ring.bb_ptr(pi), ring.bb_ptr(pi.wrapping_add(1))),
-                pi,
-                hi,
-                &segwr::load_av(av),
-                op,
-                wr,
-                wr.len != 0,
-            )
-        };
+        self.set_pi(end);
+        // SAFETY: the one WQE up to end has been written just above, at
+        // WQEBB pi; on RC/UC it has one WQEBB, ds <= 4.
+        unsafe {
+            if UD {
+                self.db.ring(&self.ring, end, pi, ds, 1);
+            } else {
+                self.db.ring_one_bb(&self.ring, end, pi, ds);
+            }
+        }
+        Ok(())
+    }
+
+    /// One WR with inline data whose WQE ends before the ring end: one room
+    /// check, then the flat WQE as whole 16-byte units (so the BlueFlame
+    /// copy's loads are forwarded). `None` (nothing written): any other
+    /// case, for the general path to write or reject.
+    #[inline(always)]
+    fn post_one_inline<const K: u8, const UD: bool>(
+        &mut self,
+        wr: &WrDesc,
+    ) -> Option<Result<(), PostError>> {
+        let pi = self.pi16();
+        let s = self.ctx::<UD>().flat_inline_shape::<K>(wr, pi)?;
+        if !self.has_room_for(s.nbb) {
+            return Some(Err(PostError::QueueFull));
+        }
+        // SAFETY: s is the WR's flat shape at pi; its WQEBBs are free
+        // (checked above).
+        unsafe { self.ctx::<UD>().put_inline::<K>(wr, pi, s) };
+        let end = pi.wrapping_add(s.nbb);
         self.set_pi(end);
         // SAFETY: the one WQE up to end has been written just above.
-        unsafe { self.db.ring(&self.ring, end, pi, ds, 1) };
-        Ok(())
+        unsafe { self.db.ring(&self.ring, end, pi, s.ds, 1) };
+        Some(Ok(()))
     }
 
     /// The WRs the bulk path leaves (inline data, or a ring too full for
