@@ -60,45 +60,14 @@ impl DirectCq {
     /// may own them), the CQ must be fresh (consumer index 0) and polled by
     /// nothing else (no `ibv_poll_cq` on it).
     pub unsafe fn from_dv(cq: &mlx5dv_cq, keepalive: KeepAlive) -> Result<Self, DirectError> {
-        let layout = |what, value: u64, expected, fix| DirectError::Layout {
-            what,
-            value,
-            expected,
-            fix,
-        };
-        if cq.cqe_size as usize != CQE_SIZE {
-            return Err(layout(
-                "cqe_size",
-                cq.cqe_size as u64,
-                "64",
-                "unset MLX5_CQE_SIZE (128-byte CQEs are not supported by --post direct)",
-            ));
-        }
-        if !cq.cqe_cnt.is_power_of_two() || cq.cqe_cnt > CQ_CI_MASK {
-            return Err(layout(
-                "cqe_cnt",
-                cq.cqe_cnt as u64,
-                "a power of two",
-                "use --post wr-api on this device (and report the values)",
-            ));
-        }
+        check_cq_layout(cq)?;
         let (Some(buf), Some(dbrec)) = (NonNull::new(cq.buf.cast::<u8>()), NonNull::new(cq.dbrec))
         else {
-            return Err(layout(
-                "cq.buf/dbrec",
-                0,
-                "non-null pointers",
-                "use --post wr-api on this device (and report the values)",
-            ));
+            return Err(DirectError::Config {
+                problem: "cq.buf/dbrec is null (internal: checked by check_cq_layout)",
+                fix: "report this",
+            });
         };
-        if buf.as_ptr() as usize % CQE_SIZE != 0 || dbrec.as_ptr() as usize % 4 != 0 {
-            return Err(layout(
-                "cq.buf",
-                buf.as_ptr() as u64,
-                "64-byte aligned CQEs and a 4-byte aligned dbrec",
-                "use --post wr-api on this device (and report the values)",
-            ));
-        }
         Ok(Self {
             buf,
             dbrec,
@@ -144,6 +113,51 @@ impl DirectCq {
         self.last = i;
         self.sqs.get(i).map(|s| &**s)
     }
+}
+
+/// The layout checks of [`DirectCq::from_dv`] alone, so set-up can refuse a
+/// CQ before anything is connected.
+pub fn check_cq_layout(cq: &mlx5dv_cq) -> Result<(), DirectError> {
+    let layout = |what, value: u64, expected, fix| DirectError::Layout {
+        what,
+        value,
+        expected,
+        fix,
+    };
+    if cq.cqe_size as usize != CQE_SIZE {
+        return Err(layout(
+            "cqe_size",
+            cq.cqe_size as u64,
+            "64",
+            "unset MLX5_CQE_SIZE (128-byte CQEs are not supported by --post direct)",
+        ));
+    }
+    if !cq.cqe_cnt.is_power_of_two() || cq.cqe_cnt > CQ_CI_MASK {
+        return Err(layout(
+            "cqe_cnt",
+            cq.cqe_cnt as u64,
+            "a power of two",
+            "use --post wr-api on this device (and report the values)",
+        ));
+    }
+    let (Some(buf), Some(dbrec)) = (NonNull::new(cq.buf.cast::<u8>()), NonNull::new(cq.dbrec))
+    else {
+        return Err(layout(
+            "cq.buf/dbrec",
+            0,
+            "non-null pointers",
+            "use --post wr-api on this device (and report the values)",
+        ));
+    };
+    if buf.as_ptr() as usize % CQE_SIZE != 0 || dbrec.as_ptr() as usize % 4 != 0 {
+        return Err(layout(
+            "cq.buf",
+            buf.as_ptr() as u64,
+            "64-byte aligned CQEs and a 4-byte aligned dbrec",
+            "use --post wr-api on this device (and report the values)",
+        ));
+    }
+    Ok(())
 }
 
 /// Big-endian loads from a CQE after the owner check.

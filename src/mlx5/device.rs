@@ -3,7 +3,7 @@
 //!
 //! - selection: `--post auto` picks direct when `mlx5dv_is_supported(dev)`;
 //!   `--post direct` on another device is a clear error ([`select`]);
-//! - QP creation ([`create_direct_qp`]): a thread domain + parent domain per
+//! - QP creation ([`HwSteps`], driven by `super::setup::set_up`): a thread domain + parent domain per
 //!   QP (a dedicated UAR, so the BlueFlame register and its toggle are the
 //!   SQ's alone and need no lock), `mlx5dv_create_qp` with scatter-to-CQE
 //!   disabled (small READ/atomic results must land in the user buffer, not
@@ -85,25 +85,7 @@ fn last_errno() -> i32 {
         .unwrap_or(libc::EIO)
 }
 
-/// QP type for [`create_direct_qp`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QpKind {
-    Rc,
-    Uc,
-    Ud,
-}
-
-/// Capacities for [`create_direct_qp`].
-#[derive(Clone, Copy, Debug)]
-pub struct DirectQpAttr {
-    pub kind: QpKind,
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
-    /// Ask for atomics in `send_ops_flags` (RC only; needs device atomic cap).
-    pub atomics: bool,
-}
+pub use super::setup::{DirectQpAttr, QpKind};
 
 /// A QP created for the direct path, with the thread domain and parent
 /// domain that give it a dedicated UAR. Destroys all three on drop.
@@ -126,7 +108,7 @@ impl DirectQp {
 
 impl Drop for DirectQp {
     fn drop(&mut self) {
-        // SAFETY: the three objects were created by create_direct_qp and are
+        // SAFETY: the three objects were created by the HwSteps set-up and are
         // destroyed once, children first; null ones are skipped.
         unsafe {
             if !self.qp.is_null() {
@@ -142,58 +124,47 @@ impl Drop for DirectQp {
     }
 }
 
-/// Creates a QP for the direct path on `pd` (see the module doc).
-///
-/// # Safety
-/// `ctx`, `pd`, `send_cq`, `recv_cq` must be valid objects of one context
-/// and outlive the returned QP.
-pub unsafe fn create_direct_qp(
+/// The set-up steps on a real device (see `super::setup`): a thread domain
+/// and parent domain per QP over `pd`, `mlx5dv_create_qp` on the CQs, and
+/// `mlx5dv_init_obj` for each QP and the send CQ.
+pub struct HwSteps {
     ctx: *mut sys::ibv_context,
     pd: *mut sys::ibv_pd,
     send_cq: *mut sys::ibv_cq,
     recv_cq: *mut sys::ibv_cq,
-    attr: &DirectQpAttr,
-) -> Result<DirectQp, DirectError> {
-    // SAFETY: ctx is valid (caller contract).
-    let dev = unsafe { device_name((*ctx).device) };
-    let call = |call, errno, fix| DirectError::Call {
-        call,
-        device: dev.clone(),
-        errno,
-        fix,
-    };
-    let mut out = DirectQp {
-        qp: ptr::null_mut(),
-        parent: ptr::null_mut(),
-        td: ptr::null_mut(),
-    };
-    let mut td_attr = sys::ibv_td_init_attr { comp_mask: 0 };
-    // SAFETY: valid context and attribute struct.
-    out.td = unsafe { sys::ibv_alloc_td(ctx, &mut td_attr) };
-    if out.td.is_null() {
-        return Err(call(
-            "ibv_alloc_td",
-            last_errno(),
-            "use --post wr-api (this device/driver gives no thread domains)",
-        ));
+}
+
+impl HwSteps {
+    /// # Safety
+    /// `ctx`, `pd`, `send_cq`, `recv_cq` must be valid objects of one
+    /// context and outlive every QP the steps create.
+    pub unsafe fn new(
+        ctx: *mut sys::ibv_context,
+        pd: *mut sys::ibv_pd,
+        send_cq: *mut sys::ibv_cq,
+        recv_cq: *mut sys::ibv_cq,
+    ) -> Self {
+        Self {
+            ctx,
+            pd,
+            send_cq,
+            recv_cq,
+        }
     }
-    let mut pd_attr = sys::ibv_parent_domain_init_attr {
-        pd,
-        td: out.td,
-        comp_mask: 0,
-        alloc: None,
-        free: None,
-        pd_context: ptr::null_mut(),
-    };
-    // SAFETY: valid context, pd and td.
-    out.parent = unsafe { sys::ibv_alloc_parent_domain(ctx, &mut pd_attr) };
-    if out.parent.is_null() {
-        return Err(call(
-            "ibv_alloc_parent_domain",
-            last_errno(),
-            "use --post wr-api",
-        ));
+}
+
+/// `errno` after a verbs call returned NULL, never 0 (a provider that
+/// forgot to set it still reads as a failure).
+fn null_errno() -> i32 {
+    match last_errno() {
+        0 => libc::EIO,
+        e => e,
     }
+}
+
+/// `send_ops_flags` and the ibv QP type for `attr` (explicit flags keep
+/// libmlx5 from sizing every WQE for MW/UMR, which inflates the SQ 4x).
+fn qp_ops(attr: &DirectQpAttr) -> (u64, u32) {
     let mut ops = (sys::IBV_QP_EX_WITH_SEND | sys::IBV_QP_EX_WITH_SEND_WITH_IMM) as u64;
     let qp_type = match attr.kind {
         QpKind::Rc | QpKind::Uc => {
@@ -213,40 +184,123 @@ pub unsafe fn create_direct_qp(
         }
         QpKind::Ud => sys::IBV_QPT_UD,
     };
-    let mut qp_attr = sys::ibv_qp_init_attr_ex {
-        send_cq,
-        recv_cq,
-        qp_type,
-        sq_sig_all: 0,
-        comp_mask: sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-        pd: out.parent,
-        send_ops_flags: ops,
-        ..Default::default()
-    };
-    qp_attr.cap.max_send_wr = attr.max_send_wr;
-    qp_attr.cap.max_recv_wr = attr.max_recv_wr;
-    qp_attr.cap.max_send_sge = 1;
-    qp_attr.cap.max_recv_sge = attr.max_recv_sge;
-    qp_attr.cap.max_inline_data = attr.max_inline_data;
-    let mut dv_attr = sys::mlx5dv_qp_init_attr {
-        comp_mask: sys::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS as u64,
-        create_flags: sys::MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE,
-        ..Default::default()
-    };
-    // SAFETY: valid context and fully initialised attribute structs.
-    out.qp = unsafe { sys::mlx5dv_create_qp(ctx, &mut qp_attr, &mut dv_attr) };
-    if out.qp.is_null() {
-        return Err(call(
-            "mlx5dv_create_qp",
-            last_errno(),
-            "lower --tx-depth / --inline_size (the SQ may exceed max_send_wqebb), \
-             or use --post wr-api",
-        ));
-    }
-    Ok(out)
+    (ops, qp_type)
 }
 
-/// A direct SQ for a QP created by libmlx5 (e.g. [`create_direct_qp`]).
+impl super::setup::DirectSteps for HwSteps {
+    type Qp = DirectQp;
+
+    fn begin(&mut self) -> DirectQp {
+        DirectQp {
+            qp: ptr::null_mut(),
+            parent: ptr::null_mut(),
+            td: ptr::null_mut(),
+        }
+    }
+
+    fn alloc_td(&mut self, out: &mut DirectQp) -> Result<(), i32> {
+        let mut td_attr = sys::ibv_td_init_attr { comp_mask: 0 };
+        // SAFETY: valid context (constructor contract) and attribute struct.
+        out.td = unsafe { sys::ibv_alloc_td(self.ctx, &mut td_attr) };
+        if out.td.is_null() {
+            return Err(null_errno());
+        }
+        Ok(())
+    }
+
+    fn alloc_parent_domain(&mut self, out: &mut DirectQp) -> Result<(), i32> {
+        let mut pd_attr = sys::ibv_parent_domain_init_attr {
+            pd: self.pd,
+            td: out.td,
+            comp_mask: 0,
+            alloc: None,
+            free: None,
+            pd_context: ptr::null_mut(),
+        };
+        // SAFETY: valid context and pd (contract), td allocated just before.
+        out.parent = unsafe { sys::ibv_alloc_parent_domain(self.ctx, &mut pd_attr) };
+        if out.parent.is_null() {
+            return Err(null_errno());
+        }
+        Ok(())
+    }
+
+    fn create_qp(&mut self, out: &mut DirectQp, attr: &DirectQpAttr) -> Result<(), i32> {
+        let (ops, qp_type) = qp_ops(attr);
+        let mut qp_attr = sys::ibv_qp_init_attr_ex {
+            send_cq: self.send_cq,
+            recv_cq: self.recv_cq,
+            qp_type,
+            sq_sig_all: 0,
+            comp_mask: sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+            pd: out.parent,
+            send_ops_flags: ops,
+            ..Default::default()
+        };
+        qp_attr.cap.max_send_wr = attr.max_send_wr;
+        qp_attr.cap.max_recv_wr = attr.max_recv_wr;
+        qp_attr.cap.max_send_sge = 1;
+        qp_attr.cap.max_recv_sge = attr.max_recv_sge;
+        qp_attr.cap.max_inline_data = attr.max_inline_data;
+        // Scatter-to-CQE off: small READ/atomic results and received SENDs
+        // must land in the buffers, not in the CQE this poller ignores.
+        let mut dv_attr = sys::mlx5dv_qp_init_attr {
+            comp_mask: sys::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS as u64,
+            create_flags: sys::MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE,
+            ..Default::default()
+        };
+        // SAFETY: valid context (contract) and fully initialised attributes;
+        // the parent domain was allocated by the previous step.
+        out.qp = unsafe { sys::mlx5dv_create_qp(self.ctx, &mut qp_attr, &mut dv_attr) };
+        if out.qp.is_null() {
+            return Err(null_errno());
+        }
+        Ok(())
+    }
+
+    fn init_obj_qp(&mut self, qp: &DirectQp) -> Result<sys::mlx5dv_qp, i32> {
+        let mut dv = sys::mlx5dv_qp::default(); // comp_mask is in/out: zero it
+        let mut obj = sys::mlx5dv_obj::default();
+        obj.qp.in_ = qp.qp;
+        obj.qp.out = &mut dv;
+        // SAFETY: the QP was created by the previous step; obj points to live
+        // out-structs.
+        let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_QP as u64) };
+        if rc != 0 {
+            return Err(rc.abs());
+        }
+        Ok(dv)
+    }
+
+    fn init_obj_cq(&mut self) -> Result<sys::mlx5dv_cq, i32> {
+        let mut dv = sys::mlx5dv_cq::default();
+        let mut obj = sys::mlx5dv_obj::default();
+        obj.cq.in_ = self.send_cq;
+        obj.cq.out = &mut dv;
+        // SAFETY: valid CQ (constructor contract); obj points to live out-structs.
+        let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_CQ as u64) };
+        if rc != 0 {
+            return Err(rc.abs());
+        }
+        Ok(dv)
+    }
+}
+
+/// A direct SQ for a QP whose `mlx5dv_init_obj` description is `dv` (from
+/// [`super::setup::set_up`]).
+///
+/// # Safety
+/// As [`sq_from_ibv_qp`]; `dv` must describe `qp`.
+pub unsafe fn sq_from_dv(
+    qp: *mut sys::ibv_qp,
+    dv: &sys::mlx5dv_qp,
+    transport: Transport,
+) -> Result<DirectSq<HwMmio>, DirectError> {
+    // SAFETY: the caller's contract.
+    unsafe { DirectSq::from_dv(dv, (*qp).qp_num, transport, HwMmio, None) }
+}
+
+/// A direct SQ for a QP created by libmlx5 (e.g. through [`HwSteps`]).
 ///
 /// # Safety
 /// `qp` must be a valid QP that outlives the SQ, fresh (nothing posted since

@@ -8,7 +8,7 @@
 //! 5. toggle the BlueFlame half.
 //!
 //! The register is assumed dedicated to this SQ (a QP created on a
-//! thread-domain parent PD, see `device::create_direct_qp`), so the toggle
+//! thread-domain parent PD, see `device::HwSteps`), so the toggle
 //! needs no lock and is not shared.
 
 use super::mmio::Mmio;

@@ -10,7 +10,9 @@
 //! - [`sq`]: [`DirectSq`], a [`crate::post::SendQueue`];
 //! - [`cq`]: [`DirectCq`], a [`crate::post::CompletionQueue`] that also
 //!   retires SQ space (shared lock-free [`progress`] record);
-//! - [`device`]: selection, QP creation and constructors from ibv objects.
+//! - [`setup`]: the set-up steps (thread domain .. layout) that `--post auto`
+//!   falls back from, with the reason;
+//! - [`device`]: selection, the steps on a device and constructors from ibv objects.
 //!
 //! Hot path (`post`, `ring`, `poll`): `core` only, no allocation, no locks,
 //! no formatting, no panicking operations on valid queues.
@@ -26,6 +28,7 @@ pub mod prm;
 pub mod progress;
 pub mod seg;
 pub mod segwr;
+pub mod setup;
 pub mod sq;
 pub mod wqe;
 

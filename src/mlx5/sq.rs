@@ -37,6 +37,49 @@ pub enum Transport {
     Ud(DatagramSeg),
 }
 
+/// The layout checks of [`DirectSq::from_dv`] alone (stride 64, power-of-two
+/// `wqe_cnt` up to 32768, aligned buffers, `bf.size` 0 or a multiple of 64
+/// up to 2048), so set-up can refuse a QP before anything is connected.
+pub fn check_qp_layout(qp: &mlx5dv_qp) -> Result<(), DirectError> {
+    const FIX: &str = "use --post wr-api on this device (and report the values)";
+    let layout = |what, value: u64, expected| DirectError::Layout {
+        what,
+        value,
+        expected,
+        fix: FIX,
+    };
+    if qp.sq.stride as usize != WQEBB {
+        return Err(layout("sq.stride", qp.sq.stride as u64, "64"));
+    }
+    let n = qp.sq.wqe_cnt;
+    if !n.is_power_of_two() || n > MAX_SQ_WQEBBS {
+        return Err(layout("sq.wqe_cnt", n as u64, "a power of two <= 32768"));
+    }
+    let Some(buf) = NonNull::new(qp.sq.buf.cast::<u8>()) else {
+        return Err(layout("sq.buf", 0, "a non-null buffer"));
+    };
+    if buf.as_ptr() as usize % WQEBB != 0 {
+        return Err(layout("sq.buf", buf.as_ptr() as u64, "64-byte alignment"));
+    }
+    if qp.dbrec.is_null() || qp.dbrec as usize % 4 != 0 {
+        return Err(layout("dbrec", qp.dbrec as u64, "a 4-byte aligned record"));
+    }
+    let bf = qp.bf.size;
+    if bf % WQEBB as u32 != 0 || bf > 2048 {
+        return Err(layout(
+            "bf.size",
+            bf as u64,
+            "0 or a multiple of 64 up to 2048",
+        ));
+    }
+    let reg = qp.bf.reg.cast::<u8>();
+    let reg_align = if bf == 0 { 8 } else { WQEBB };
+    if reg.is_null() || reg as usize % reg_align != 0 {
+        return Err(layout("bf.reg", reg as u64, "an aligned UAR register"));
+    }
+    Ok(())
+}
+
 /// At most this many address ranges may serve as inline sources.
 pub const MAX_INLINE_SOURCES: usize = 4;
 
@@ -103,42 +146,16 @@ impl<M: Mmio> DirectSq<M> {
         mmio: M,
         keepalive: KeepAlive,
     ) -> Result<Self, DirectError> {
-        const FIX: &str = "use --post wr-api on this device (and report the values)";
-        let layout = |what, value: u64, expected| DirectError::Layout {
-            what,
-            value,
-            expected,
-            fix: FIX,
-        };
-        if qp.sq.stride as usize != WQEBB {
-            return Err(layout("sq.stride", qp.sq.stride as u64, "64"));
-        }
+        check_qp_layout(qp)?;
         let n = qp.sq.wqe_cnt;
-        if !n.is_power_of_two() || n > MAX_SQ_WQEBBS {
-            return Err(layout("sq.wqe_cnt", n as u64, "a power of two <= 32768"));
-        }
-        let Some(buf) = NonNull::new(qp.sq.buf.cast::<u8>()) else {
-            return Err(layout("sq.buf", 0, "a non-null buffer"));
-        };
-        if buf.as_ptr() as usize % WQEBB != 0 {
-            return Err(layout("sq.buf", buf.as_ptr() as u64, "64-byte alignment"));
-        }
-        if qp.dbrec.is_null() || qp.dbrec as usize % 4 != 0 {
-            return Err(layout("dbrec", qp.dbrec as u64, "a 4-byte aligned record"));
-        }
         let bf = qp.bf.size;
-        if bf % WQEBB as u32 != 0 || bf > 2048 {
-            return Err(layout(
-                "bf.size",
-                bf as u64,
-                "0 or a multiple of 64 up to 2048",
-            ));
-        }
         let reg = qp.bf.reg.cast::<u8>();
-        let reg_align = if bf == 0 { 8 } else { WQEBB };
-        if reg.is_null() || reg as usize % reg_align != 0 {
-            return Err(layout("bf.reg", reg as u64, "an aligned UAR register"));
-        }
+        let Some(buf) = NonNull::new(qp.sq.buf.cast::<u8>()) else {
+            return Err(DirectError::Config {
+                problem: "sq.buf is null (internal: checked by check_qp_layout)",
+                fix: "report this",
+            });
+        };
         // SAFETY: checked above: non-null, 64-aligned, power-of-two count;
         // validity for the SQ's life is the caller's contract.
         let ring = unsafe { SqRing::new(buf, n) };

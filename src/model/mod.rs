@@ -50,6 +50,7 @@ mod decode;
 mod mem;
 mod mmio;
 mod nic;
+pub mod setup;
 pub mod workers;
 
 use std::any::Any;
@@ -61,6 +62,7 @@ use std::time::Duration;
 
 pub use mmio::{MmioEvent, ModelMmio};
 pub use nic::NicStats;
+pub use setup::{Inject, ModelSteps};
 
 use crate::mlx5::prm::BF_OFFSET;
 use crate::mlx5::seg::DatagramSeg;

@@ -295,6 +295,9 @@ pub struct TestInfo {
     /// 16 characters keep the colon aligned. In JSON they become string keys with
     /// spaces replaced by '_'.
     pub extra: Vec<(String, String)>,
+    /// JSON-only `test_info` keys of our own (after `extra`), e.g. why
+    /// `--post auto` passed over a method.
+    pub json_extra: Vec<(String, String)>,
 }
 
 impl Default for TestInfo {
@@ -345,6 +348,7 @@ impl Default for TestInfo {
             cpu_util: false,
             output: OutputMode::Full,
             extra: Vec::new(),
+            json_extra: Vec::new(),
         }
     }
 }

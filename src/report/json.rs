@@ -200,6 +200,9 @@ pub fn test_info(i: &TestInfo) -> Ordered {
     for (k, v) in &i.extra {
         o.put(&k.replace(' ', "_"), v.as_str());
     }
+    for (k, v) in &i.json_extra {
+        o.put(k, v.as_str());
+    }
     o
 }
 

@@ -1,7 +1,7 @@
 //! `--post direct` in the tools.
 //!
 //! - [`DirectQpHandle`]: a QP created through mlx5dv
-//!   ([`create_direct_qp`]: own UAR via thread + parent domain, scatter-to-CQE
+//!   ([`DirectQpHandle::create_all`]: own UAR via thread + parent domain, scatter-to-CQE
 //!   off so small READ/atomic results land in the buffer, `sq_sig_all` 0),
 //!   moved through INIT/RTR/RTS with the very attribute builders verbs QPs
 //!   use (`verbs::qp::build_*`). It has no post method of its own: nothing
@@ -21,9 +21,8 @@ use super::setup::Resources;
 use super::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::clock::Clock;
-use crate::mlx5::device::{
-    cq_from_ibv_cq, create_direct_qp, sq_from_ibv_qp, DirectQp, DirectQpAttr, QpKind,
-};
+use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, DirectQp, HwSteps};
+use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure};
 use crate::mlx5::{DirectCq, DirectSq, HwMmio, Mmio, Transport};
 use crate::run::bw::QpTarget;
 use crate::run::geometry::Geometry;
@@ -54,46 +53,35 @@ unsafe impl Send for DirectQpHandle {}
 unsafe impl Sync for DirectQpHandle {}
 
 impl DirectQpHandle {
-    /// Creates the QP for `p` (perftest's capacities) on `pd` with the given CQs.
-    pub fn create(
+    /// Creates `p.num_qps` QPs for `p` (perftest's capacities) on `pd` with
+    /// the given CQs, walking every set-up step (`mlx5::setup::set_up`:
+    /// thread domain, parent domain, QP, `mlx5dv_init_obj`, layout checks,
+    /// then the send CQ's) before any QP is used; the first failure says
+    /// which step failed and why, and what was created is destroyed.
+    pub fn create_all(
         pd: &Arc<Pd>,
         send_cq: &Arc<Cq>,
         recv_cq: &Arc<Cq>,
         p: &Params,
-    ) -> Result<DirectQpHandle, Fail> {
-        let (kind, qp_type) = match p.conn {
-            Conn::Rc => (QpKind::Rc, QpType::RC),
-            Conn::Uc => (QpKind::Uc, QpType::UC),
-            Conn::Ud => (QpKind::Ud, QpType::UD),
-        };
-        let attr = DirectQpAttr {
-            kind,
-            max_send_wr: p.tx_depth,
-            max_recv_wr: p.rx_depth.max(1),
-            max_recv_sge: 1,
-            max_inline_data: p.inline_size,
-            atomics: p.tool.verb == Verb::Atomic,
-        };
-        // SAFETY: context, PD and CQs are live objects of one context; the
-        // handle keeps PD and CQs (Arcs) alive until after the QP is destroyed.
-        let qp = unsafe {
-            create_direct_qp(
-                pd.context().raw(),
-                pd.raw(),
-                send_cq.raw(),
-                recv_cq.raw(),
-                &attr,
-            )
-        }
-        .map_err(|e| Fail::new(e.to_string()))?;
-        Ok(DirectQpHandle {
-            qp,
-            qp_type,
-            opened: AtomicBool::new(false),
-            _send_cq: Arc::clone(send_cq),
-            _recv_cq: Arc::clone(recv_cq),
-            _pd: Arc::clone(pd),
-        })
+    ) -> Result<Vec<DirectQpHandle>, SetupFailure> {
+        let attr = direct_attr(p);
+        // SAFETY: context, PD and CQs are live objects of one context; every
+        // handle keeps PD and CQs (Arcs) alive until after its QP is destroyed.
+        let mut steps =
+            unsafe { HwSteps::new(pd.context().raw(), pd.raw(), send_cq.raw(), recv_cq.raw()) };
+        let done = set_up(&mut steps, p.num_qps as usize, &attr)?;
+        Ok(done
+            .qps
+            .into_iter()
+            .map(|(qp, _dv)| DirectQpHandle {
+                qp,
+                qp_type: qp_type_of(p.conn),
+                opened: AtomicBool::new(false),
+                _send_cq: Arc::clone(send_cq),
+                _recv_cq: Arc::clone(recv_cq),
+                _pd: Arc::clone(pd),
+            })
+            .collect())
     }
 
     pub fn qpn(&self) -> u32 {
@@ -172,6 +160,30 @@ impl DirectQpHandle {
         self.modify("ibv_modify_qp(->ERR)", (attr, sys::IBV_QP_STATE), || {
             format!("direct {} QP {:#08x}", self.qp_type.name(), self.qpn())
         })
+    }
+}
+
+fn qp_type_of(c: Conn) -> QpType {
+    match c {
+        Conn::Rc => QpType::RC,
+        Conn::Uc => QpType::UC,
+        Conn::Ud => QpType::UD,
+    }
+}
+
+/// The direct QP capacities for `p` (perftest's).
+pub fn direct_attr(p: &Params) -> DirectQpAttr {
+    DirectQpAttr {
+        kind: match p.conn {
+            Conn::Rc => QpKind::Rc,
+            Conn::Uc => QpKind::Uc,
+            Conn::Ud => QpKind::Ud,
+        },
+        max_send_wr: p.tx_depth,
+        max_recv_wr: p.rx_depth.max(1),
+        max_recv_sge: 1,
+        max_inline_data: p.inline_size,
+        atomics: p.tool.verb == Verb::Atomic,
     }
 }
 

@@ -1,6 +1,6 @@
 //! The report's [`TestInfo`] from the resolved parameters and what the device gave.
 
-use super::method::Method;
+use super::method::{Chosen, Method};
 use super::setup::{Endpoint, Resources};
 use crate::cli::params::{AtomicType, Conn, Kind, Mode, OutputKind, Params, Verb as PVerb};
 use crate::clock::Clock;
@@ -15,9 +15,12 @@ pub fn test_info(
     ep: &Endpoint,
     res: &Resources,
     mtu_bytes: u32,
-    method: Method,
+    chosen: &Chosen,
     clock: &Clock,
 ) -> TestInfo {
+    let (mut extra, json_extra) = chosen.info_extras();
+    extra.push(("Clock".into(), clock.to_string()));
+    let method = chosen.method;
     TestInfo {
         device: ep.ctx.name().to_string(),
         wr_api: method == Method::WrApi,
@@ -29,10 +32,8 @@ pub fn test_info(
         },
         gid_index: ep.gid.map(|g| g.0 as i32),
         out_reads: res.out_reads,
-        extra: vec![
-            ("Post method".into(), method.name().into()),
-            ("Clock".into(), clock.to_string()),
-        ],
+        extra,
+        json_extra,
         ..params_info(p)
     }
 }

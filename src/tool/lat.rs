@@ -52,7 +52,14 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let _cm = super::cm_data::connect_qps(&mut sess, &ep, p, &res)?;
     let clock = Clock::calibrate();
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
-    let info = test_info(p, &ep, &res, mtu_bytes, method, &clock);
+    let info = test_info(
+        p,
+        &ep,
+        &res,
+        mtu_bytes,
+        &super::method::Chosen::plain(method),
+        &clock,
+    );
     out.print(&text::info_block(&info));
 
     let plan = choreography(&super::scenario(p, mtu_bytes));

@@ -3,6 +3,7 @@
 use super::Fail;
 use crate::cli::params::{Conn, Kind, Params, PostChoice, Verb};
 use crate::mlx5::device::{select_for_device, DirectRequest};
+use crate::mlx5::setup::SetupFailure;
 use crate::post::wr_api::{send_ops_flags, wr_api_probe};
 use crate::post::Op;
 use crate::verbs::{Context, QpType};
@@ -26,6 +27,92 @@ impl Method {
             Method::Direct => "direct",
         }
     }
+}
+
+/// Labelled report lines (label, value).
+pub type Lines = Vec<(String, String)>;
+
+/// The method that ran, and why the better ones `--post auto` tried first
+/// did not (empty when the first choice ran).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chosen {
+    pub method: Method,
+    /// (method passed over, why), best first.
+    pub passed_over: Vec<(Method, String)>,
+}
+
+impl Chosen {
+    pub fn plain(method: Method) -> Self {
+        Self {
+            method,
+            passed_over: Vec::new(),
+        }
+    }
+
+    /// The banner's value: `wr-api (direct unavailable: ibv_alloc_td: ENOSPC — …)`.
+    pub fn banner(&self) -> String {
+        let mut s = self.method.name().to_string();
+        for (i, (m, why)) in self.passed_over.iter().enumerate() {
+            s.push_str(if i == 0 { " (" } else { "; " });
+            s.push_str(&format!("{} unavailable: {why}", m.name()));
+        }
+        if !self.passed_over.is_empty() {
+            s.push(')');
+        }
+        s
+    }
+
+    /// The report's lines of our own for the method: the banner line (text
+    /// and JSON `Post_method`), and JSON-only keys naming the method that ran
+    /// and each passed-over method's reason (`Direct_unavailable`, …).
+    pub fn info_extras(&self) -> (Lines, Lines) {
+        let text = vec![("Post method".to_string(), self.banner())];
+        let mut json = Vec::new();
+        if !self.passed_over.is_empty() {
+            json.push((
+                "Post_method_ran".to_string(),
+                self.method.name().to_string(),
+            ));
+            for (m, why) in &self.passed_over {
+                let key = match m {
+                    Method::Direct => "Direct_unavailable",
+                    Method::WrApi => "Wr_api_unavailable",
+                    Method::PostSend => "Post_send_unavailable",
+                };
+                json.push((key.to_string(), why.clone()));
+            }
+        }
+        (text, json)
+    }
+}
+
+/// After the direct set-up failed (`why`): `--post auto` falls back to the
+/// WR API where the device accepts it, else `ibv_post_send`, keeping the
+/// reasons; `--post direct` fails with the same reason.
+pub fn after_direct_failure(
+    choice: PostChoice,
+    device: &str,
+    why: &SetupFailure,
+    wr_api_ok: impl FnOnce() -> Result<(), String>,
+) -> Result<Chosen, Fail> {
+    if choice != PostChoice::Auto {
+        return Err(Fail::new(format!(
+            "--post direct: the direct path cannot be set up on {device}: {why}; use --post \
+             wr-api or --post post-send (--post auto falls back by itself)"
+        )));
+    }
+    let mut passed_over = vec![(Method::Direct, why.to_string())];
+    let method = match wr_api_ok() {
+        Ok(()) => Method::WrApi,
+        Err(e) => {
+            passed_over.push((Method::WrApi, e));
+            Method::PostSend
+        }
+    };
+    Ok(Chosen {
+        method,
+        passed_over,
+    })
 }
 
 /// Whether this tool runs the direct path today: the unidirectional RC/UC
@@ -195,6 +282,33 @@ mod tests {
             ..base()
         };
         assert!(!wired("write-bw", duplex));
+    }
+
+    #[test]
+    fn the_banner_says_what_ran_and_why_the_better_ones_did_not() {
+        assert_eq!(Chosen::plain(Method::Direct).banner(), "direct");
+        let c = Chosen {
+            method: Method::PostSend,
+            passed_over: vec![
+                (Method::Direct, "ibv_alloc_td: ENOSPC — x".into()),
+                (Method::WrApi, "EOPNOTSUPP".into()),
+            ],
+        };
+        assert_eq!(
+            c.banner(),
+            "post-send (direct unavailable: ibv_alloc_td: ENOSPC — x; wr-api unavailable: EOPNOTSUPP)"
+        );
+        let (text, json) = c.info_extras();
+        assert_eq!(text, vec![("Post method".to_string(), c.banner())]);
+        let keys: Vec<&str> = json.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "Post_method_ran",
+                "Direct_unavailable",
+                "Wr_api_unavailable"
+            ]
+        );
     }
 
     #[test]

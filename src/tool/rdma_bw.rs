@@ -7,7 +7,7 @@ use super::cm_data;
 use super::direct;
 use super::infinite;
 use super::info::test_info;
-use super::method::{self, Method};
+use super::method::{self, Chosen, Method};
 use super::progress;
 use super::setup::{Endpoint, Resources};
 use super::threads_bw;
@@ -197,15 +197,20 @@ pub(crate) fn run_session(
     let op = p.op();
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
     let (cb, cl, mtu) = preamble(&mut sess, ep, p)?;
-    let res = if method == Method::Direct {
-        Resources::create_direct(ep, p, cb, cl)?
+    let (res, chosen) = if method == Method::Direct {
+        Resources::create_for(ep, p, cb, cl, method, &[op])?
     } else {
-        Resources::create(ep, p, cb, cl, flags)?
+        (
+            Resources::create(ep, p, cb, cl, flags)?,
+            Chosen::plain(method),
+        )
     };
+    // Auto may have fallen back from direct (the reason is in the banner).
+    let method = chosen.method;
     let _cm = cm_data::connect_qps(&mut sess, ep, p, &res)?;
     let clock = Clock::calibrate();
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
-    let info = test_info(p, ep, &res, mtu_bytes, method, &clock);
+    let info = test_info(p, ep, &res, mtu_bytes, &chosen, &clock);
     out.print(&text::info_block(&info));
 
     let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(ep, i)).collect();

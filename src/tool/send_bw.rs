@@ -8,7 +8,7 @@
 
 use super::direct;
 use super::info::test_info;
-use super::method::{self, Method};
+use super::method::{self, Chosen, Method};
 use super::rdma_bw::{
     check_limits, connect, measure_size, qp_targets, qp_type, report_of, to_text_dest,
 };
@@ -281,6 +281,8 @@ fn send_one(
 /// Everything after the MTU exchange, built once (send-bw and duplex).
 pub(crate) struct Ready {
     pub(crate) res: Resources,
+    /// The method that runs (auto may have fallen back from direct).
+    pub(crate) method: Method,
     pub(crate) info: TestInfo,
     pub(crate) clock: Clock,
     pub(crate) mtu: u8,
@@ -305,15 +307,17 @@ impl Ready {
     ) -> Result<(Ready, Option<json::JsonReport>), Fail> {
         let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
         // The server only receives: its QPs stay verbs QPs whatever --post says.
-        let res = if method == Method::Direct && !p.is_server() {
-            Resources::create_direct(ep, p, cb_cl.0 as u64, cb_cl.1 as u64)?
+        let (res, chosen) = if method == Method::Direct && !p.is_server() {
+            let (cb, cl) = (cb_cl.0 as u64, cb_cl.1 as u64);
+            Resources::create_for(ep, p, cb, cl, method, &[p.op()])?
         } else {
-            Resources::create(ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?
+            let r = Resources::create(ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?;
+            (r, Chosen::plain(method))
         };
         let cm = super::cm_data::connect_qps(sess, ep, p, &res)?;
         let clock = Clock::calibrate();
         let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
-        let info = test_info(p, ep, &res, mtu_bytes, method, &clock);
+        let info = test_info(p, ep, &res, mtu_bytes, &chosen, &clock);
         out.print(&text::info_block(&info));
         let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(ep, i)).collect();
         let report = p
@@ -321,6 +325,7 @@ impl Ready {
             .as_ref()
             .map(|f| json::JsonReport::new(f, &info));
         let ready = Ready {
+            method: chosen.method,
             rem: my.clone(),
             cm,
             res,
@@ -450,6 +455,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
     }
     let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
+    let method = r.method;
     // The client's direct queues, kept across sizes (their indices carry over).
     let mut dq = if method == Method::Direct && !p.is_server() {
         Some(direct::open_queues(&r.res)?)

@@ -3,9 +3,13 @@
 //! connect them from the peer's key messages.
 
 use super::direct::DirectQpHandle;
+use super::method::{after_direct_failure, Chosen, Method};
 use super::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::ctrl::wire::Dest;
+use crate::mlx5::setup::SetupFailure;
+use crate::post::wr_api::{send_ops_flags, wr_api_probe};
+use crate::post::Op;
 use crate::run::geometry::Geometry;
 use crate::verbs::{
     random_psn, Access, Ah, AhAttr, AlignedBuf, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd,
@@ -108,6 +112,28 @@ enum QpMaker {
     Direct,
 }
 
+/// Why [`Resources::build`] failed: a direct set-up step (auto may fall
+/// back), or anything else.
+enum BuildError {
+    Direct(SetupFailure),
+    Other(Fail),
+}
+
+impl BuildError {
+    fn into_fail(self) -> Fail {
+        match self {
+            BuildError::Direct(why) => Fail::new(format!("--post direct: {why}")),
+            BuildError::Other(f) => f,
+        }
+    }
+}
+
+impl From<Fail> for BuildError {
+    fn from(f: Fail) -> Self {
+        BuildError::Other(f)
+    }
+}
+
 /// QP control common to verbs and direct QPs (same attribute builders).
 trait QpControl {
     fn qpn(&self) -> u32;
@@ -161,18 +187,46 @@ impl Resources {
             cache_line,
             QpMaker::Verbs(send_ops_flags),
         )
+        .map_err(BuildError::into_fail)
     }
 
-    /// As [`Resources::create`], with the QPs created through mlx5dv for
-    /// `--post direct` (in `direct_qps`; open them with
-    /// `tool::direct::open_queues`, and never poll `cq` through verbs).
-    pub fn create_direct(
+    /// The resources for `method` (as [`method::resolve`] gave it). For
+    /// direct, every set-up step runs first; if one fails, `--post auto`
+    /// builds verbs QPs for the next method instead and the returned
+    /// [`Chosen`] says which ran and why direct did not, while `--post
+    /// direct` fails with that reason. Direct QPs are in `direct_qps` (open
+    /// them with `tool::direct::open_queues`, and never poll `cq` through
+    /// verbs).
+    pub fn create_for(
         ep: &Endpoint,
         p: &Params,
         cycle_buffer: u64,
         cache_line: u64,
-    ) -> Result<Resources, Fail> {
-        Self::build(ep, p, cycle_buffer, cache_line, QpMaker::Direct)
+        method: Method,
+        ops: &[Op],
+    ) -> Result<(Resources, Chosen), Fail> {
+        let verbs = |m: Method| {
+            let flags = (m == Method::WrApi).then(|| send_ops_flags(ops));
+            Self::create(ep, p, cycle_buffer, cache_line, flags)
+        };
+        if method != Method::Direct {
+            return Ok((verbs(method)?, Chosen::plain(method)));
+        }
+        match Self::build(ep, p, cycle_buffer, cache_line, QpMaker::Direct) {
+            Ok(r) => Ok((r, Chosen::plain(Method::Direct))),
+            Err(BuildError::Other(f)) => Err(f),
+            Err(BuildError::Direct(why)) => {
+                let qp_type = match p.conn {
+                    Conn::Rc => QpType::RC,
+                    Conn::Uc => QpType::UC,
+                    Conn::Ud => QpType::UD,
+                };
+                let chosen = after_direct_failure(p.post, ep.ctx.name(), &why, || {
+                    wr_api_probe(&ep.ctx, qp_type, send_ops_flags(ops)).map_err(|e| e.to_string())
+                })?;
+                Ok((verbs(chosen.method)?, chosen))
+            }
+        }
     }
 
     /// Number of QPs (verbs or direct).
@@ -193,7 +247,7 @@ impl Resources {
         cycle_buffer: u64,
         cache_line: u64,
         maker: QpMaker,
-    ) -> Result<Resources, Fail> {
+    ) -> Result<Resources, BuildError> {
         let size = p.max_size();
         // --mr_per_qp: one buffer of one QP's layout per QP (perftest allocates
         // `buf[i]` the size of a single QP's halves).
@@ -251,7 +305,12 @@ impl Resources {
             _ => 1,
         };
         let mut qps = Vec::with_capacity(p.num_qps as usize);
-        let mut direct_qps = Vec::new();
+        let direct_qps = match maker {
+            QpMaker::Direct => {
+                DirectQpHandle::create_all(&pd, &cq, &rcq, p).map_err(BuildError::Direct)?
+            }
+            QpMaker::Verbs(_) => Vec::new(),
+        };
         let mut psns = Vec::with_capacity(p.num_qps as usize);
         for i in 0..p.num_qps as usize {
             psns.push(random_psn());
@@ -260,9 +319,7 @@ impl Resources {
             let send_ops_flags = match maker {
                 QpMaker::Verbs(f) => f,
                 QpMaker::Direct => {
-                    let qp = DirectQpHandle::create(&pd, &cq, &rcq, p)?;
-                    qp.to_init(&init_attr).map_err(Fail::verbs)?;
-                    direct_qps.push(qp);
+                    direct_qps[i].to_init(&init_attr).map_err(Fail::verbs)?;
                     continue;
                 }
             };
