@@ -214,7 +214,7 @@ pub fn open_queues(res: &Resources) -> Result<DirectQueues<'_>, Fail> {
     if res.direct_qps.is_empty() {
         return Err(Fail::new(
             "--post direct: the QPs were not created for the direct path (internal: use \
-             Resources::create_direct); use --post wr-api",
+             Resources::create_for); use --post wr-api",
         ));
     }
     if res
