@@ -75,13 +75,13 @@ pub struct PerfArgs {
     /// Listen on / connect to this TCP port.
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,
-    /// RDMA device to use (first found by default).
+    /// RDMA device to use.
     #[arg(short = 'd', long = "ib-dev")]
     pub ib_dev: Option<String>,
     /// Port of the device.
     #[arg(short = 'i', long = "ib-port")]
     pub ib_port: Option<u8>,
-    /// GID index (auto-selected on Ethernet links when not given).
+    /// GID index.
     #[arg(short = 'x', long = "gid-index")]
     pub gid_index: Option<u32>,
     /// Message size in bytes (K/M suffixes accepted).
@@ -96,7 +96,7 @@ pub struct PerfArgs {
     /// Run for this many seconds instead of a fixed iteration count.
     #[arg(short = 'D', long = "duration")]
     pub duration: Option<u32>,
-    /// Warm-up/cool-down margin in seconds for -D (default D/4).
+    /// Warm-up/cool-down margin in seconds for -D.
     #[arg(short = 'f', long = "margin")]
     pub margin: Option<u32>,
     /// Run until interrupted, reporting every -D seconds.
@@ -117,7 +117,7 @@ pub struct PerfArgs {
     /// Number of QPs.
     #[arg(short = 'q', long = "qp")]
     pub qps: Option<u32>,
-    /// Path MTU (256..4096); port's active MTU by default.
+    /// Path MTU (256..4096).
     #[arg(short = 'm', long = "mtu")]
     pub mtu: Option<u32>,
     /// QP timeout exponent (4.096us * 2^t).
@@ -168,7 +168,7 @@ pub struct PerfArgs {
     /// Fail if the message rate (Mpps) is below this.
     #[arg(short = 'y', long = "limit_msgrate")]
     pub limit_msgrate: Option<f64>,
-    /// Write results as JSON (to --out_json_file, default perftest_out.json).
+    /// Write results as JSON (to --out_json_file).
     #[arg(long = "out_json")]
     pub out_json: bool,
     /// JSON output file.
@@ -180,8 +180,29 @@ pub struct PerfArgs {
     /// SEND with immediate.
     #[arg(long = "send_with_imm")]
     pub send_with_imm: bool,
+    /// Print every latency sample, in the order measured, before the result row.
+    #[arg(short = 'U', long = "report-unsorted")]
+    pub report_unsorted: bool,
+    /// Print a histogram of the latency samples (buckets with counts and
+    /// cumulative %) before the result row; perftest prints the sorted samples
+    /// instead, which -U (unsorted) and --samples-file give you.
+    #[arg(
+        short = 'H',
+        long = "report-histogram",
+        visible_alias = "report-histogrm"
+    )]
+    pub report_histogram: bool,
+    /// Report latencies in TSC cycles instead of microseconds.
+    #[arg(short = 'C', long = "report-cycles")]
+    pub report_cycles: bool,
+    /// Print perftest's version line and rdmaperf's, then exit.
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
 
     // ---- rdmaperf's own options ----
+    /// Latency tools: write every raw sample (index, TSC cycles, usec) to this CSV file.
+    #[arg(long = "samples-file")]
+    pub samples_file: Option<PathBuf>,
     /// Post method: post-send, wr-api, direct (mlx5) or auto.
     #[arg(long = "post", default_value = "auto")]
     pub post: String,

@@ -2,10 +2,12 @@
 //! and dispatch to the tools.
 
 pub mod args;
+pub mod flags;
+pub mod help;
 pub mod params;
 
 use args::{Cli, Command};
-use clap::Parser;
+use clap::FromArgMatches;
 use params::{Kind, Tool, Verb};
 
 /// If invoked through a link named after a perftest tool, rewrite argv so that
@@ -30,15 +32,49 @@ pub fn multicall_argv(argv: Vec<String>) -> Vec<String> {
     }
 }
 
-/// Runs the command line; returns the process exit status.
-pub fn main() -> i32 {
-    let argv = multicall_argv(std::env::args().collect());
-    let cli = match Cli::try_parse_from(argv) {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
+/// What a command line asks for, after the perftest flag table and clap.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Run one of the eight tools.
+    Tool(Tool, args::PerfArgs),
+    /// Anything else clap parsed (compare, devices).
+    Other(Command),
+    /// clap's own answer (help, a malformed value, an unknown flag).
+    Clap(clap::Error),
+    /// Print this and exit with `status` (version, a refused perftest flag).
+    Print {
+        text: String,
+        status: i32,
+        stderr: bool,
+    },
+}
+
+/// Parses a command line (multicall names already rewritten): refuses
+/// perftest flags rdmaperf lacks with their reason, then lets clap parse.
+pub fn parse(argv: Vec<String>) -> Parsed {
+    let cmd = help::command();
+    let sub = argv.get(1).map(String::as_str).unwrap_or("");
+    let tool = Tool::ALL.iter().find(|t| t.0 == sub).map(|t| t.2);
+    if tool.is_some() || sub == "compare" {
+        let sc = cmd.find_subcommand(sub);
+        let takes_value = |long: &str| {
+            sc.and_then(|c| c.get_arguments().find(|a| a.get_long() == Some(long)))
+                .is_some_and(|a| a.get_action().takes_values())
+        };
+        if let Err(e) = flags::check(&argv[2..], takes_value) {
+            return Parsed::Print {
+                text: format!("rdmaperf {sub}: {e}\n"),
+                status: 2,
+                stderr: true,
+            };
         }
+    }
+    let cli = match cmd
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(c) => c,
+        Err(e) => return Parsed::Clap(e),
     };
     let (tool, a) = match cli.cmd {
         Command::WriteBw(a) => (
@@ -97,43 +133,80 @@ pub fn main() -> i32 {
             },
             a,
         ),
-        Command::Devices => return crate::tool::devices::list(),
-        Command::Compare(c) => {
-            let Some(t) = Tool::ALL
-                .iter()
-                .find(|t| t.0 == c.test || t.1 == c.test)
-                .map(|t| t.2)
-            else {
-                eprintln!(
-                    "rdmaperf compare: unknown test '{}': use write-bw, read-bw or atomic-bw",
-                    c.test
-                );
-                return 2;
-            };
-            if t.kind != Kind::Bw || t.verb == Verb::Send {
-                eprintln!(
-                    "rdmaperf compare: '{}' is not supported: use write-bw, read-bw or atomic-bw",
-                    c.test
-                );
-                return 2;
+        other => return Parsed::Other(other),
+    };
+    if a.version {
+        return Parsed::Print {
+            text: help::version_text(tool),
+            status: 0,
+            stderr: false,
+        };
+    }
+    Parsed::Tool(tool, a)
+}
+
+/// Runs the command line; returns the process exit status.
+pub fn main() -> i32 {
+    let argv = multicall_argv(std::env::args().collect());
+    match parse(argv) {
+        Parsed::Print {
+            text,
+            status,
+            stderr,
+        } => {
+            if stderr {
+                eprint!("{text}");
+            } else {
+                print!("{text}");
             }
-            return match params::resolve(t, &c.perf) {
-                Ok(p) => crate::tool::compare::run(p, c.reps),
-                Err(e) => {
-                    eprintln!("rdmaperf compare {}: {e}", t.name());
-                    2
-                }
-            };
+            status
         }
+        Parsed::Clap(e) => {
+            let _ = e.print();
+            if e.use_stderr() {
+                2
+            } else {
+                0
+            }
+        }
+        Parsed::Tool(tool, a) => match params::resolve(tool, &a) {
+            Ok(p) => crate::tool::run(p),
+            Err(e) => {
+                eprintln!("rdmaperf {}: {e}", tool.name());
+                2
+            }
+        },
+        Parsed::Other(Command::Compare(c)) => compare(c),
+        Parsed::Other(_) => crate::tool::devices::list(),
+    }
+}
+
+fn compare(c: args::CompareArgs) -> i32 {
+    let Some(t) = Tool::ALL
+        .iter()
+        .find(|t| t.0 == c.test || t.1 == c.test)
+        .map(|t| t.2)
+    else {
+        eprintln!(
+            "rdmaperf compare: unknown test '{}': use write-bw, read-bw or atomic-bw",
+            c.test
+        );
+        return 2;
     };
-    let p = match params::resolve(tool, &a) {
-        Ok(p) => p,
+    if t.kind != Kind::Bw || t.verb == Verb::Send {
+        eprintln!(
+            "rdmaperf compare: '{}' is not supported: use write-bw, read-bw or atomic-bw",
+            c.test
+        );
+        return 2;
+    }
+    match params::resolve(t, &c.perf) {
+        Ok(p) => crate::tool::compare::run(p, c.reps),
         Err(e) => {
-            eprintln!("rdmaperf {}: {e}", tool.name());
-            return 2;
+            eprintln!("rdmaperf compare {}: {e}", t.name());
+            2
         }
-    };
-    crate::tool::run(p)
+    }
 }
 
 #[cfg(test)]
@@ -176,7 +249,7 @@ mod tests {
             "--out_json_file=/tmp/x.json",
             "127.0.0.1",
         ]));
-        let cli = Cli::try_parse_from(argv).unwrap();
+        let cli = <Cli as clap::Parser>::try_parse_from(argv).unwrap();
         let Command::WriteBw(a) = cli.cmd else {
             panic!("wrong subcommand")
         };

@@ -250,6 +250,21 @@ pub struct Params {
     pub no_cost: bool,
     pub threads: u32,
     pub cpus: Option<Vec<usize>>,
+    /// Latency sample reports (`-U`, `-H`, `--samples-file`) and units (`-C`).
+    pub samples: SampleReport,
+}
+
+/// What the latency tools print or write besides the result row.
+#[derive(Clone, Debug, Default)]
+pub struct SampleReport {
+    /// `-U`: every sample in the order measured.
+    pub unsorted: bool,
+    /// `-H`: a bucketed histogram.
+    pub histogram: bool,
+    /// `-C`: TSC cycles instead of microseconds.
+    pub cycles: bool,
+    /// `--samples-file`: the raw samples as CSV.
+    pub file: Option<PathBuf>,
 }
 
 impl Params {
@@ -360,6 +375,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     if a.send_with_imm && verb != Verb::Send {
         return Err(rule("--send_with_imm applies to send tests only"));
     }
+    sample_rules(a, bw)?;
     if a.atomic_type.is_some() && verb != Verb::Atomic {
         return Err(rule("-A applies to atomic tests only"));
     }
@@ -648,7 +664,38 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         no_cost: a.no_cost,
         threads,
         cpus,
+        samples: SampleReport {
+            unsorted: a.report_unsorted,
+            histogram: a.report_histogram,
+            cycles: a.report_cycles,
+            file: a.samples_file.clone(),
+        },
     })
+}
+
+/// `-U`, `-H`, `-C` and `--samples-file`: latency tests, iteration mode.
+fn sample_rules(a: &PerfArgs, bw: bool) -> Result<(), String> {
+    let named = [
+        (a.report_unsorted, "-U"),
+        (a.report_histogram, "-H"),
+        (a.report_cycles, "-C"),
+        (a.samples_file.is_some(), "--samples-file"),
+    ];
+    let Some((_, flag)) = named.iter().find(|f| f.0) else {
+        return Ok(());
+    };
+    if bw {
+        return Err(format!(
+            "{flag}: available only on latency tests; use write-lat, read-lat, send-lat or atomic-lat"
+        ));
+    }
+    if a.duration.is_some() {
+        return Err(format!(
+            "{flag} with -D: duration-mode latency counts round trips without keeping each sample; \
+             use -n for per-sample reports"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -89,6 +89,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
             .json_file
             .as_ref()
             .map(|f| json::JsonReport::new(f, &info)),
+        samples_written: false,
     };
     let body = &plan[3..plan.len() - 1];
     for (k, e) in body.iter().enumerate() {
@@ -141,6 +142,8 @@ struct Lat<'a> {
     ud: Vec<UdDest>,
     header_done: bool,
     json: Option<json::JsonReport>,
+    /// `--samples-file` was written for an earlier size.
+    samples_written: bool,
 }
 
 impl Lat<'_> {
@@ -392,7 +395,13 @@ impl Lat<'_> {
                 json::Record::lat_duration(size, n, &r, self.info, 0.0),
             )
         } else {
-            let s = lat_stats(&m.tposted, hz, rtt, self.p.perftest_stats)?;
+            let units = if self.p.samples.cycles {
+                stats::LatUnits::Cycles
+            } else {
+                stats::LatUnits::Usec
+            };
+            self.samples(size, &m.tposted, hz, rtt, units)?;
+            let s = lat_stats(&m.tposted, hz, rtt, self.p.perftest_stats, units)?;
             (
                 text::lat_row(size, self.p.iters, &s, self.info, 0.0),
                 json::Record::lat(size, self.p.iters, &s, self.info, 0.0),
@@ -404,6 +413,75 @@ impl Lat<'_> {
         }
         Ok(())
     }
+}
+
+impl Lat<'_> {
+    /// `-U`, `-H`, `--samples-file`: every sample of one size, before its row.
+    fn samples(
+        &mut self,
+        size: u64,
+        tposted: &[u64],
+        hz: f64,
+        rtt: u32,
+        units: stats::LatUnits,
+    ) -> Result<(), Fail> {
+        let sr = &self.p.samples;
+        if !(sr.unsorted || sr.histogram || sr.file.is_some()) {
+            return Ok(());
+        }
+        let deltas = stats::lat_deltas(tposted);
+        let q = stats::lat_quotient(hz, rtt, units);
+        if let Some(f) = &sr.file {
+            let usec = stats::lat_quotient(hz, rtt, stats::LatUnits::Usec);
+            write_samples(f, size, &deltas, usec, self.samples_written)
+                .map_err(|e| Fail::new(format!("--samples-file {}: {e}", f.display())))?;
+            self.samples_written = true;
+        }
+        if self.info.output != crate::report::info::OutputMode::Full {
+            return Ok(());
+        }
+        if sr.unsorted {
+            self.out.print(&text::lat_dump(units, &deltas, q));
+        }
+        if sr.histogram {
+            let v: Vec<f64> = deltas.iter().map(|&d| d as f64 / q).collect();
+            self.out
+                .print(&crate::report::histogram::text(&v, units.label()));
+        }
+        if sr.unsorted || sr.histogram {
+            // perftest repeats the table header after the dump.
+            self.out.print(&text::lat_header(self.info));
+        }
+        Ok(())
+    }
+}
+
+/// `--samples-file`: CSV `size,index,cycles,usec`; `cycles` is the TSC ticks
+/// from one post to the next (a round trip), `usec` the latency perftest
+/// reports for it (halved for write/send ping-pong). The first size creates
+/// the file, later sizes of `-a` append.
+fn write_samples(
+    path: &std::path::Path,
+    size: u64,
+    deltas: &[u64],
+    usec_quotient: f64,
+    append: bool,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(path)?;
+    let mut w = std::io::BufWriter::new(f);
+    if !append {
+        writeln!(w, "size,index,cycles,usec")?;
+    }
+    for (k, &d) in deltas.iter().enumerate() {
+        writeln!(w, "{size},{},{d},{}", k + 1, d as f64 / usec_quotient)?;
+    }
+    w.flush()
 }
 
 /// A run's stamps and what the loop said.
@@ -422,9 +500,9 @@ pub fn lat_stats(
     hz: f64,
     rtt_factor: u32,
     perftest: bool,
+    units: stats::LatUnits,
 ) -> Result<stats::LatStats, Fail> {
     let mut d = stats::lat_deltas(tposted);
-    let units = stats::LatUnits::Usec;
     let r = if perftest {
         stats::lat_perftest(&mut d, hz, rtt_factor, units)
     } else {
@@ -592,7 +670,7 @@ mod tests {
 
     fn check_stats(tposted: &[u64], rtt: u32) {
         for perftest in [false, true] {
-            let s = lat_stats(tposted, 1e9, rtt, perftest).unwrap();
+            let s = lat_stats(tposted, 1e9, rtt, perftest, stats::LatUnits::Usec).unwrap();
             assert!(s.t_min > 0.0, "{s:?}");
             assert!(s.t_min <= s.t_typical, "{s:?}");
             assert!(s.t_typical <= s.t_max, "{s:?}");
@@ -748,8 +826,8 @@ mod tests {
 
     #[test]
     fn stats_need_enough_samples() {
-        assert!(lat_stats(&[1], 1e9, 2, false).is_err());
-        assert!(lat_stats(&[1, 2, 3], 1e9, 2, true).is_err());
+        assert!(lat_stats(&[1], 1e9, 2, false, stats::LatUnits::Usec).is_err());
+        assert!(lat_stats(&[1, 2, 3], 1e9, 2, true, stats::LatUnits::Usec).is_err());
     }
 
     #[test]

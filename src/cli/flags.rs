@@ -1,0 +1,326 @@
+//! Every flag perftest master's parser knows (`long_options` and the getopt
+//! string in its `src/perftest_parameters.c`, plus 4.5's `--source_ip` and
+//! `--inline_recv`), each either implemented by rdmaperf (parsed by clap in
+//! `args`) or refused here, before clap sees it, with a sentence naming why.
+//! Without this table clap would answer a perftest flag it lacks with its
+//! generic error and a misleading "did you mean".
+
+/// What rdmaperf does with one perftest flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Parsed by clap (`args::PerfArgs`) and honoured.
+    Implemented,
+    /// Refused: the reason, worded to follow "<flag>: ".
+    Refused(&'static str),
+}
+
+/// One perftest flag.
+#[derive(Clone, Copy, Debug)]
+pub struct Flag {
+    pub short: Option<char>,
+    pub long: &'static str,
+    /// Takes a value (`-s 64`, `--rate_limit=5`).
+    pub arg: bool,
+    pub status: Status,
+}
+
+const GPU: &str = "needs accelerator memory (GPUDirect RDMA / dma-buf from a GPU or NPU); \
+rdmaperf registers host memory only - use stock perftest built with that runtime";
+const DC: &str = "needs DC (Dynamically Connected) QPs, a ConnectX-only transport rdmaperf does \
+not create (-c DC is refused too) - use -c RC";
+const CRYPTO: &str = "needs ConnectX crypto/signature offload hardware (AES-XTS, T10-DIF), which \
+rdmaperf does not program - use stock perftest on a ConnectX with crypto enabled";
+const RAW_ETH: &str =
+    "belongs to perftest's raw_ethernet_* tools (raw packet QPs), which rdmaperf \
+does not provide - use stock raw_ethernet_bw/raw_ethernet_lat";
+const DUAL_PORT: &str =
+    "needs a second port (perftest's dual-port mode); rdmaperf drives one port \
+(-i) - run one rdmaperf per port instead";
+const TPH: &str = "needs PCIe TPH steering tags (ibv_reg_mr_ex), hardware and a kernel rxe and \
+rdmaperf lack - drop it";
+
+const fn imp(short: Option<char>, long: &'static str, arg: bool) -> Flag {
+    Flag {
+        short,
+        long,
+        arg,
+        status: Status::Implemented,
+    }
+}
+
+const fn no(short: Option<char>, long: &'static str, arg: bool, why: &'static str) -> Flag {
+    Flag {
+        short,
+        long,
+        arg,
+        status: Status::Refused(why),
+    }
+}
+
+/// perftest master's flags (6.29), in its `long_options` order, then the
+/// short-only letters of its getopt string and 4.5's extras.
+pub const PERFTEST_FLAGS: &[Flag] = &[
+    imp(Some('p'), "port", true),
+    imp(Some('d'), "ib-dev", true),
+    imp(Some('i'), "ib-port", true),
+    imp(Some('m'), "mtu", true),
+    imp(Some('s'), "size", true),
+    imp(Some('n'), "iters", true),
+    imp(Some('t'), "tx-depth", true),
+    imp(Some('u'), "qp-timeout", true),
+    imp(Some('S'), "sl", true),
+    imp(Some('x'), "gid-index", true),
+    imp(Some('a'), "all", false),
+    imp(Some('F'), "CPU-freq", false),
+    imp(Some('c'), "connection", true),
+    imp(Some('q'), "qp", true),
+    imp(Some('e'), "events", false),
+    no(Some('X'), "vector", true, "not implemented yet in rdmaperf: the completion vector of the event channel is always 0; drop -X"),
+    imp(Some('I'), "inline_size", true),
+    imp(Some('o'), "outs", true),
+    no(Some('g'), "mcg", false, "not implemented yet in rdmaperf: UD multicast (attaching the QP to a multicast group) - use stock ib_send_bw -g"),
+    no(Some('z'), "comm_rdma_cm", false, "not implemented yet in rdmaperf: the control channel over rdma_cm with manually connected data QPs; use -R (both over rdma_cm) or the default TCP channel"),
+    imp(Some('R'), "rdma_cm", false),
+    no(Some('T'), "tos", true, "not implemented yet in rdmaperf: the rdma_cm TOS option (-T works with -R only) - set the DSCP with the device's default ToS (/sys/kernel/config/rdma_cm) or use stock perftest"),
+    no(Some('L'), "hop_limit", true, "not implemented yet in rdmaperf: the GRH hop limit is always 64 (perftest's default) - drop -L"),
+    imp(Some('h'), "help", false),
+    no(Some('M'), "MGID", true, "not implemented yet in rdmaperf: UD multicast (-g/-M) - use stock ib_send_bw -g"),
+    imp(Some('r'), "rx-depth", true),
+    imp(Some('b'), "bidirectional", false),
+    imp(Some('Q'), "cq-mod", true),
+    imp(Some('N'), "noPeak", false),
+    imp(Some('V'), "version", false),
+    imp(Some('C'), "report-cycles", false),
+    imp(Some('H'), "report-histogrm", false),
+    imp(Some('U'), "report-unsorted", false),
+    imp(Some('A'), "atomic_type", true),
+    no(Some('O'), "dualport", false, DUAL_PORT),
+    imp(Some('l'), "post_list", true),
+    imp(Some('D'), "duration", true),
+    imp(Some('f'), "margin", true),
+    no(Some('B'), "source_mac", true, RAW_ETH),
+    no(Some('E'), "dest_mac", true, RAW_ETH),
+    no(Some('J'), "dest_ip", true, RAW_ETH),
+    no(Some('j'), "source_ip", true, "is the raw_ethernet_* tools' source IP in perftest master (4.5's --source_ip is master's --bind_source_ip); not implemented yet in rdmaperf: binding the control socket to a source address - let the routing table choose"),
+    no(Some('K'), "dest_port", true, RAW_ETH),
+    no(Some('k'), "source_port", true, RAW_ETH),
+    no(Some('Y'), "ethertype", true, RAW_ETH),
+    imp(Some('w'), "limit_bw", true),
+    imp(Some('y'), "limit_msgrate", true),
+    no(Some('Z'), "server", false, RAW_ETH),
+    no(Some('P'), "client", false, RAW_ETH),
+    no(Some('v'), "mac_fwd", false, RAW_ETH),
+    no(Some('G'), "use_rss", false, RAW_ETH),
+    no(Some('W'), "report-counters", true, "not implemented yet in rdmaperf: sysfs counter deltas - read /sys/class/infiniband/<dev>/ports/<port>/counters before and after the run"),
+    no(None, "force-link", true, "not implemented yet in rdmaperf: the link layer is always the port's own (ibv_query_port) - drop --force-link"),
+    no(None, "remote_mac", true, RAW_ETH),
+    no(None, "local_mac", true, RAW_ETH),
+    no(None, "remote_ip", true, RAW_ETH),
+    no(None, "local_ip", true, RAW_ETH),
+    no(None, "remote_port", true, RAW_ETH),
+    no(None, "local_port", true, RAW_ETH),
+    imp(None, "run_infinitely", false),
+    imp(None, "report_gbits", false),
+    no(None, "use-srq", false, "not implemented yet in rdmaperf: a shared receive queue for the send tools - drop --use-srq"),
+    no(None, "no_lock", false, "not implemented yet in rdmaperf: lock-free thread domains (ibv_alloc_td, a ConnectX provider feature); rdmaperf's --threads give each thread its own QPs and CQ instead"),
+    no(None, "use-null-mr", false, "not implemented yet in rdmaperf: ibv_alloc_null_mr (a ConnectX feature rxe lacks) - drop --use-null-mr"),
+    no(None, "report-both", false, "not implemented yet in rdmaperf: separate RX and TX lines for -b - the -b row is the sum of both directions, as perftest prints without it"),
+    no(None, "reversed", false, "not implemented yet in rdmaperf: server-to-client traffic - swap which host runs the server instead"),
+    no(None, "pkey_index", true, "not implemented yet in rdmaperf: QPs always use P_Key index 0 - drop --pkey_index"),
+    no(None, "tcp", false, RAW_ETH),
+    no(None, "burst_size", true, "not implemented yet in rdmaperf: the rate limiter (--rate_limit, --burst_size) - drop it, or use stock perftest"),
+    no(None, "typical_pkt_size", true, "not implemented yet in rdmaperf: the rate limiter (packet-pacing rate limit, ConnectX hardware) - drop it"),
+    no(None, "rate_limit", true, "not implemented yet in rdmaperf: the rate limiter (software or hardware) - drop --rate_limit, or use stock perftest"),
+    no(None, "rate_limit_type", true, "not implemented yet in rdmaperf: the rate limiter (SW, HW or PP) - drop it"),
+    no(None, "rate_units", true, "not implemented yet in rdmaperf: the rate limiter - drop it"),
+    imp(None, "output", true),
+    no(None, "cpu_util", false, "not implemented yet in rdmaperf: the CPU utilisation column of -D runs - measure with `mpstat` or `perf stat` around the run"),
+    imp(None, "out_json", false),
+    imp(None, "out_json_file", true),
+    no(None, "latency_gap", true, "not implemented yet in rdmaperf: a busy-wait between latency posts - drop --latency_gap"),
+    no(None, "flow_label", true, "not implemented yet in rdmaperf: the GRH flow label is always 0 - drop --flow_label"),
+    no(None, "retry_count", true, "not implemented yet in rdmaperf: the rdma_cm retry count is rdma_cm's default (7) - drop --retry_count"),
+    no(None, "dont_xchg_versions", false, "is refused: stock perftest master itself aborts with it (the peer version stays empty and its version check fails), and rdmaperf needs the peer's version to pick the protocol - drop it"),
+    no(None, "payload_file_path", true, "not implemented yet in rdmaperf: a payload pattern from a file; buffers are filled with perftest's default pattern - drop it"),
+    no(None, "use_cuda", true, GPU),
+    no(None, "use_cuda_bus_id", true, GPU),
+    no(None, "use_cuda_dmabuf", false, GPU),
+    no(None, "use_cuda_pcie_mapping", false, GPU),
+    no(None, "use_data_direct", false, GPU),
+    no(None, "cuda_mem_type", true, GPU),
+    no(None, "use_musa", true, GPU),
+    no(None, "use_musa_bus_id", true, GPU),
+    no(None, "use_musa_dmabuf", false, GPU),
+    no(None, "use_musa_pcie_mapping", false, GPU),
+    no(None, "use_rocm", true, GPU),
+    no(None, "use_rocm_dmabuf", false, GPU),
+    no(None, "use_neuron", true, GPU),
+    no(None, "use_neuron_dmabuf", false, GPU),
+    no(None, "use_hl", true, GPU),
+    no(None, "use_mlu", true, GPU),
+    no(None, "use_mlu_dmabuf", false, GPU),
+    no(None, "use_opencl", true, GPU),
+    no(None, "opencl_platform_id", true, GPU),
+    no(None, "use_ib_dm_dmabuf", true, "needs on-device memory (ibv_alloc_dm exported as dma-buf), ConnectX hardware rxe lacks and rdmaperf does not use - drop it"),
+    no(None, "gpu_touch", true, GPU),
+    no(None, "mmap", true, "not implemented yet in rdmaperf: an mmap'd file as the test buffer - drop --mmap"),
+    no(None, "mmap-offset", true, "not implemented yet in rdmaperf: an mmap'd file as the test buffer (--mmap) - drop it"),
+    no(None, "ipv6", false, "not implemented yet in rdmaperf: preferring IPv6 GIDs in the auto-selection - pick the IPv6 GID with -x (`rdmaperf devices` lists them)"),
+    no(None, "ipv6-addr", false, "not implemented yet in rdmaperf: an IPv6 control connection - give the server's IPv4 address"),
+    no(None, "raw_ipv6", false, RAW_ETH),
+    no(None, "report-per-port", false, DUAL_PORT),
+    no(None, "odp", false, "not implemented yet in rdmaperf: On-Demand Paging MRs (IBV_ACCESS_ON_DEMAND) - drop --odp"),
+    no(None, "use_hugepages", false, "not implemented yet in rdmaperf: huge-page buffers - drop --use_hugepages"),
+    imp(None, "use_old_post_send", false),
+    no(None, "promiscuous", false, RAW_ETH),
+    no(None, "sniffer", false, RAW_ETH),
+    no(None, "raw_mcast", false, RAW_ETH),
+    imp(None, "mr_per_qp", false),
+    no(None, "dlid", true, "not implemented yet in rdmaperf: a destination LID given by hand (InfiniBand only); the peer's LID comes from the exchange - drop --dlid"),
+    no(None, "tclass", true, "not implemented yet in rdmaperf: the GRH traffic class is always 0 - drop --tclass"),
+    no(None, "wait_destroy", true, "not implemented yet in rdmaperf: a pause before the resources are destroyed - drop --wait_destroy"),
+    no(None, "flows", true, RAW_ETH),
+    no(None, "flows_burst", true, RAW_ETH),
+    no(None, "reply_every", true, RAW_ETH),
+    no(None, "perform_warm_up", false, "not implemented yet in rdmaperf: warm-up iterations before the measurement - use -D (its -f margin is the warm-up) or a longer -n"),
+    no(None, "vlan_en", false, RAW_ETH),
+    no(None, "vlan_pcp", true, RAW_ETH),
+    no(None, "recv_post_list", true, "not implemented yet in rdmaperf: receive WQEs are posted one per call - drop --recv_post_list"),
+    no(None, "aes_xts", false, CRYPTO),
+    no(None, "encrypt_on_tx", false, CRYPTO),
+    no(None, "sig_before", false, CRYPTO),
+    no(None, "aes_block_size", true, CRYPTO),
+    no(None, "kek_path", true, CRYPTO),
+    no(None, "credentials_path", true, CRYPTO),
+    no(None, "data_enc_keys_number", true, CRYPTO),
+    no(None, "data_enc_key_app_path", true, CRYPTO),
+    no(None, "log_dci_streams", true, DC),
+    no(None, "log_active_dci_streams", true, DC),
+    no(None, "disable_pcie_relaxed", false, "not implemented yet in rdmaperf: MRs are registered without IBV_ACCESS_RELAXED_ORDERING already - drop it"),
+    no(None, "use_ooo", false, "needs out-of-order data placement (a ConnectX QP attribute rxe lacks), which rdmaperf does not set - drop it"),
+    no(None, "congest_type", true, "needs the HNS (HiSilicon) direct-verbs congestion control interface, which rdmaperf does not use - drop it"),
+    no(None, "bind_source_ip", true, "not implemented yet in rdmaperf: binding the control socket to a source address - let the routing table choose"),
+    imp(None, "write_with_imm", false),
+    imp(None, "send_with_imm", false),
+    no(None, "no_enhanced_reorder", false, "needs out-of-order receive WRs (a ConnectX capability rxe lacks), which rdmaperf never enables, so there is nothing to disable - drop it"),
+    no(None, "unsolicited_write", false, "needs EFA SRD unsolicited write-with-immediate receive, and rdmaperf has no SRD (-c SRD is refused too) - drop it"),
+    no(None, "connectionless", false, "not implemented yet in rdmaperf: a connectionless multicast server (part of -g multicast) - use stock ib_send_bw"),
+    no(None, "cqe_poll", true, "not implemented yet in rdmaperf: the CQE poll batch is fixed (16 for bw tools, 1 for latency) - drop --cqe_poll"),
+    no(None, "tph_mem", true, TPH),
+    no(None, "cpu_id", true, TPH),
+    no(None, "ph", true, TPH),
+    no(None, "disable_dynamic_polling", false, "not implemented yet in rdmaperf: rdmaperf polls a fixed batch and has no dynamic polling to disable - drop it"),
+    no(None, "sig_offload", false, CRYPTO),
+    no(None, "data_validation", false, "not implemented yet in rdmaperf: data validation (it changes the key-exchange message) - on a write test, --check-landing on the server checks where the client's bytes landed"),
+    no(None, "data_validation_debug", false, "not implemented yet in rdmaperf: data validation - drop it"),
+    no(None, "pin_cores", true, "not implemented yet in rdmaperf: pinning the whole process - run under `taskset -c LIST`, or give --threads N --cpus LIST for pinned worker threads"),
+    no(None, "numa_node", true, "not implemented yet in rdmaperf: NUMA binding - run under `numactl -N NODE -m NODE`; --threads pins workers to the device's NUMA-local cores by default"),
+    no(None, "disable_numa", false, "not implemented yet in rdmaperf: rdmaperf does no NUMA binding unless --threads is given, so there is nothing to disable - drop it"),
+    // perftest 4.5 only (removed from master).
+    no(None, "inline_recv", true, "was removed from perftest master and not implemented in rdmaperf: inline receive (scatter to CQE) - drop it"),
+];
+
+/// The table entry for a long name (with perftest's spelling), if any.
+pub fn by_long(name: &str) -> Option<&'static Flag> {
+    PERFTEST_FLAGS.iter().find(|f| f.long == name)
+}
+
+/// The table entry for a short letter, if any.
+pub fn by_short(c: char) -> Option<&'static Flag> {
+    PERFTEST_FLAGS.iter().find(|f| f.short == Some(c))
+}
+
+/// Walks a tool's arguments (after the subcommand) and refuses the first
+/// perftest flag rdmaperf does not implement, with its reason. `takes_value`
+/// says whether one of rdmaperf's own long flags (not in the table) consumes
+/// the next word, so a value is never mistaken for a flag.
+pub fn check(args: &[String], takes_value: impl Fn(&str) -> bool) -> Result<(), String> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        i += 1;
+        if a == "--" {
+            break;
+        }
+        if let Some(long) = a.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, _)) => (n, true),
+                None => (long, false),
+            };
+            match by_long(name) {
+                Some(f) => {
+                    if let Status::Refused(why) = f.status {
+                        return Err(format!("--{name}: {why}"));
+                    }
+                    if f.arg && !inline {
+                        i += 1;
+                    }
+                }
+                None if !inline && takes_value(name) => i += 1,
+                None => {}
+            }
+        } else if let Some(shorts) = a.strip_prefix('-').filter(|s| !s.is_empty()) {
+            for (k, c) in shorts.char_indices() {
+                let Some(f) = by_short(c) else { break };
+                if let Status::Refused(why) = f.status {
+                    return Err(format!("-{c} (--{}): {why}", f.long));
+                }
+                if f.arg {
+                    // The rest of the word is the value, or the next word is.
+                    if k + c.len_utf8() == shorts.len() {
+                        i += 1;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+    fn chk(a: &[&str]) -> Result<(), String> {
+        check(&v(a), |n| n == "post")
+    }
+
+    #[test]
+    fn refuses_with_reason() {
+        let e = chk(&["-s", "64", "--use_cuda=0"]).unwrap_err();
+        assert!(e.starts_with("--use_cuda: needs accelerator memory"), "{e}");
+        let e = chk(&["-O"]).unwrap_err();
+        assert!(e.starts_with("-O (--dualport): needs a second port"), "{e}");
+        let e = chk(&["-aO"]).unwrap_err();
+        assert!(e.contains("dualport"), "{e}");
+    }
+
+    #[test]
+    fn values_are_not_flags() {
+        // "-O" here is a value of -d / of rdmaperf's --post, not the flag.
+        assert!(chk(&["-d", "-O"]).is_ok());
+        assert!(chk(&["-d-O"]).is_ok());
+        assert!(chk(&["--post", "-O"]).is_ok());
+        assert!(chk(&["--", "-O"]).is_ok());
+        assert!(chk(&["--ib-dev=-O", "host"]).is_ok());
+    }
+
+    #[test]
+    fn table_is_consistent() {
+        for (k, f) in PERFTEST_FLAGS.iter().enumerate() {
+            assert!(
+                PERFTEST_FLAGS[k + 1..]
+                    .iter()
+                    .all(|g| g.long != f.long && (f.short.is_none() || g.short != f.short)),
+                "duplicate entry for --{}",
+                f.long
+            );
+            if let Status::Refused(why) = f.status {
+                assert!(why.len() > 30, "--{}: the reason is too short", f.long);
+            }
+        }
+    }
+}
