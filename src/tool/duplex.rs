@@ -128,7 +128,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                         }
                         if let Some(e) = err {
                             r.res.to_err();
-                            out.print(text::RESULT_LINE);
+                            out.print(super::result_line(p));
                             // The peer sees the control connection close.
                             return Err(Fail::new(e));
                         }
@@ -169,7 +169,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
     }
     let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
-    out.print(text::RESULT_LINE);
+    out.print(super::result_line(p));
     // perftest checks --limit_bw/--limit_msgrate against the summed line.
     let limits = check_limits(p, &shown);
     sess.close(&r.my[0]).map_err(Fail::ctrl)?;

@@ -107,7 +107,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     // read/atomic-lat print the closing line after the close, the others before.
     let line_after = matches!(p.tool.verb, Verb::Read | Verb::Atomic);
     if !line_after {
-        lat.out.print(text::RESULT_LINE);
+        lat.out.print(super::result_line(p));
     }
     match last.step {
         Step::Close => {
@@ -121,7 +121,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         s => return Err(Fail::new(format!("internal: latency test ends in {s}"))),
     }
     if line_after {
-        lat.out.print(text::RESULT_LINE);
+        lat.out.print(super::result_line(p));
     }
     Ok(())
 }

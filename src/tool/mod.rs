@@ -106,6 +106,16 @@ impl Out {
     }
 }
 
+/// The dashed line that closes perftest's table; with `--output=...` perftest
+/// prints only the number, so scripts can take `BW=$(ib_write_bw ... --output=bandwidth)`.
+pub(crate) fn result_line(p: &Params) -> &'static str {
+    if p.output.is_none() {
+        crate::report::text::RESULT_LINE
+    } else {
+        ""
+    }
+}
+
 /// Flags rdmaperf parses (perftest's) but does not implement yet: refused with
 /// a clear message rather than silently ignored.
 fn not_implemented(p: &Params) -> Option<&'static str> {

@@ -32,6 +32,10 @@ use std::time::Duration;
 /// RDMA CM on `ep`'s device.
 pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
     let t = Duration::from_secs(p.ctrl_timeout_s);
+    if p.is_server() && !p.loopback && p.output.is_none() {
+        // perftest's banner, before it waits for the client (TCP or rdma_cm).
+        Out { quiet: false }.print(text::SERVER_WAIT_BANNER);
+    }
     if p.rdma_cm {
         let (link, role) = match &p.server {
             Some(host) => (
@@ -257,7 +261,7 @@ pub(crate) fn run_session(
             bw_peak_exact: 0.0,
         };
         out.print(&text::bw_row(&r, &info, 0.0));
-        out.print(text::RESULT_LINE);
+        out.print(super::result_line(p));
         let landing_result = if p.check_landing {
             Some(check_landing(p, &res, theirs.iters))
         } else {
@@ -360,6 +364,10 @@ pub(crate) fn run_session(
         drop(ticker);
         let r = &run.row;
         if !p.run_infinitely {
+            if p.sizes.len() > 1 {
+                // The sweep's "[i/n] size" progress (stderr, on a terminal) must not prefix the row.
+                progress::clear();
+            }
             // --run_infinitely printed its period rows; no whole-run row (perftest neither).
             out.print(&text::bw_row(r, &info, 0.0));
         }
@@ -393,15 +401,10 @@ pub(crate) fn run_session(
     if p.sizes.len() > 1 {
         progress::clear();
     }
-    out.print(text::RESULT_LINE);
+    out.print(super::result_line(p));
     if p.output.is_none() {
         out.print(&thread_lines);
-        for (size, call, wr) in &costs {
-            out.print(&format!(
-                " Post cost ({size} B): {call:.1} ns per post call, {wr:.1} ns per WR ({})\n",
-                method.name()
-            ));
-        }
+        out.print(&post_cost_line(&costs, method.name()));
     }
     if let Some(f) = failure {
         // Partial results are printed (and written) above; the peer sees us go.
@@ -412,6 +415,41 @@ pub(crate) fn run_session(
     sess.exchange_bw_report(&last).map_err(Fail::ctrl)?;
     sess.close(&my[0]).map_err(Fail::ctrl)?;
     Ok(summaries)
+}
+
+/// The post cost after the table: one line for one size; for an `-a` sweep
+/// one summary (medians and ranges over the sizes; JSON has every size).
+fn post_cost_line(costs: &[(u64, f64, f64)], method: &str) -> String {
+    match costs {
+        [] => String::new(),
+        [(size, call, wr)] => {
+            format!(
+                " Post cost ({size} B): {call:.1} ns per post call, {wr:.1} ns per WR ({method})\n"
+            )
+        }
+        _ => {
+            let stat = |k: fn(&(u64, f64, f64)) -> f64| {
+                let mut v: Vec<f64> = costs.iter().map(k).collect();
+                v.sort_by(f64::total_cmp);
+                let n = v.len();
+                let med = if n % 2 == 1 {
+                    v[n / 2]
+                } else {
+                    (v[n / 2 - 1] + v[n / 2]) / 2.0
+                };
+                (med, v[0], v[n - 1])
+            };
+            let (cm, c0, c1) = stat(|c| c.1);
+            let (wm, w0, w1) = stat(|c| c.2);
+            let lo = costs.iter().map(|c| c.0).min().unwrap_or(0);
+            let hi = costs.iter().map(|c| c.0).max().unwrap_or(0);
+            format!(
+                " Post cost ({lo}..{hi} B, {} sizes): median {cm:.1} ns per post call ({c0:.1}-{c1:.1}), \
+                 median {wm:.1} ns per WR ({w0:.1}-{w1:.1}) ({method}); per size in --out_json\n",
+                costs.len()
+            )
+        }
+    }
 }
 
 pub(crate) fn to_text_dest(d: &Dest) -> text::Dest {
@@ -672,5 +710,26 @@ fn check_landing(p: &Params, res: &Resources, client_iters: u64) -> Result<(), F
         Ok(())
     } else {
         Err(Fail::new("landing check failed: the client's data is not where perftest's buffer geometry puts it"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::post_cost_line;
+
+    #[test]
+    fn one_post_cost_line_per_run() {
+        assert_eq!(post_cost_line(&[], "wr-api"), "");
+        assert_eq!(
+            post_cost_line(&[(64, 30.04, 30.0)], "wr-api"),
+            " Post cost (64 B): 30.0 ns per post call, 30.0 ns per WR (wr-api)\n"
+        );
+        let sweep = [(2, 40.0, 40.0), (4, 30.0, 30.0), (8, 35.0, 17.5)];
+        let l = post_cost_line(&sweep, "post-send");
+        assert_eq!(l.lines().count(), 1, "{l}");
+        assert!(
+            l.starts_with(" Post cost (2..8 B, 3 sizes): median 35.0 ns per post call (30.0-40.0), median 30.0 ns per WR (17.5-40.0) (post-send)"),
+            "{l}"
+        );
     }
 }

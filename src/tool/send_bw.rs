@@ -488,7 +488,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 last = report_of(size, &row);
                 if let Some(e) = err {
                     r.res.to_err();
-                    out.print(text::RESULT_LINE);
+                    out.print(super::result_line(p));
                     // The peer sees the control connection close.
                     return Err(Fail::new(e));
                 }
@@ -503,7 +503,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
     }
     drop(dq);
-    out.print(text::RESULT_LINE);
+    out.print(super::result_line(p));
     let limits = check_limits(p, &last);
     sess.close(&r.my[0]).map_err(Fail::ctrl)?;
     limits

@@ -164,7 +164,7 @@ fn report(
                 / n,
         });
     }
-    out.print(text::RESULT_LINE);
+    out.print(super::result_line(p));
     if p.output.is_none() {
         out.print(&lines_out);
     }

@@ -1,0 +1,312 @@
+//! perftest flags and script-facing output on soft-RoCE in the VM (one boot):
+//! `-U`/`-H`/`-C` and `--samples-file` (the printed samples and histogram recomputed from the
+//! raw samples; rdmaperf against itself and against stock perftest 4.5 both ways), the
+//! server's "Waiting for client to connect" banner, `--output=bandwidth|latency` captured
+//! into a shell variable, and the `-a` table under a pseudo terminal (`script` from
+//! util-linux) with no progress text left in its rows.
+
+mod common;
+use common::vm;
+use std::sync::OnceLock;
+
+const COMMON: &str = "-d rxe0 -x 0 -F";
+const PAIR_TIMEOUT_S: u64 = 240;
+const BANNER: &str =
+    "************************************\n* Waiting for client to connect... *\n************************************\n";
+
+fn script() -> String {
+    let r = r#""$RDMAPERF_BIN""#;
+    let mut s = format!(
+        "PAIR_TIMEOUT={PAIR_TIMEOUT_S}\n\
+         mountpoint -q /dev/pts || {{ mkdir -p /dev/pts; mount -t devpts devpts /dev/pts; }}\n"
+    );
+    // -U -H with the raw samples, rdmaperf both ends.
+    s += &format!(
+        "pair lat_uh '{r} write-lat {COMMON} -n 200 -p $PORT' \
+         '{r} write-lat {COMMON} -n 200 -U -H --samples-file=$RESULTS/lat_uh.csv -p $PORT 127.0.0.1'\n"
+    );
+    // -C -U against a stock 4.5 server, and an rdmaperf server with -U -H -C under a stock
+    // client that asks for the same.
+    s += &format!(
+        "pair lat_c_sr 'ib_send_lat {COMMON} -n 200 -p $PORT' \
+         '{r} send-lat {COMMON} -n 200 -C -U --samples-file=$RESULTS/lat_c_sr.csv -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair lat_uhc_rs '{r} write-lat {COMMON} -n 200 -U -H -C --samples-file=$RESULTS/lat_uhc_rs.csv -p $PORT' \
+         'ib_write_lat {COMMON} -n 200 -U -C -p $PORT 127.0.0.1'\n"
+    );
+    // --output: the number alone, as BW=$(...) captures it.
+    s += &format!(
+        "pair out_bw '{r} write-bw {COMMON} -s 64 -n 200 --output=bandwidth -p $PORT' \
+         'BW=$({r} write-bw {COMMON} -s 64 -n 200 --output=bandwidth -p $PORT 127.0.0.1) && printf %s \"$BW\" > $RESULTS/out_bw.var'\n"
+    );
+    s += &format!(
+        "pair out_bw_sr 'ib_write_bw {COMMON} -s 64 -n 200 --output=bandwidth -p $PORT' \
+         'BW=$({r} write-bw {COMMON} -s 64 -n 200 --output=message_rate -p $PORT 127.0.0.1) && printf %s \"$BW\" > $RESULTS/out_bw_sr.var'\n"
+    );
+    s += &format!(
+        "pair out_lat '{r} write-lat {COMMON} -n 200 --output=latency -p $PORT' \
+         'LAT=$({r} write-lat {COMMON} -n 200 --output=latency -p $PORT 127.0.0.1) && printf %s \"$LAT\" > $RESULTS/out_lat.var'\n"
+    );
+    // -a on a terminal: stdout and stderr are the pty.
+    s += &format!(
+        "pair pty_sweep '{r} write-bw {COMMON} -a -n 5 --cq-timeout 120 -p $PORT' \
+         'script -qec \"$RDMAPERF_BIN write-bw {COMMON} -a -n 5 --cq-timeout 120 -p $PORT 127.0.0.1\" /dev/null'\n"
+    );
+    s += "exit 0\n";
+    s
+}
+
+fn batch() -> Option<&'static vm::BatchResult> {
+    static BATCH: OnceLock<vm::BatchResult> = OnceLock::new();
+    vm::shared_batch(&BATCH, env!("CARGO_BIN_EXE_rdmaperf"), 1500, script)
+}
+
+/// `--samples-file`: (cycles, usec) per sample.
+fn samples(csv: &str) -> Vec<(u64, f64)> {
+    let mut l = csv.lines();
+    assert_eq!(l.next(), Some("size,index,cycles,usec"));
+    l.enumerate()
+        .map(|(k, line)| {
+            let f: Vec<&str> = line.split(',').collect();
+            assert_eq!(f.len(), 4, "{line}");
+            assert_eq!(f[1].parse::<usize>().unwrap(), k + 1, "{line}");
+            (f[2].parse().unwrap(), f[3].parse().unwrap())
+        })
+        .collect()
+}
+
+/// The `-U` dump: the values after "#, <units>" up to the next non-sample line.
+fn dump(out: &str, units: &str) -> Vec<f64> {
+    let start = out
+        .find(&format!("#, {units}\n"))
+        .unwrap_or_else(|| panic!("no -U dump in:\n{out}"));
+    out[start..]
+        .lines()
+        .skip(1)
+        .map_while(|l| {
+            let (i, v) = l.split_once(", ")?;
+            i.parse::<usize>().ok()?;
+            v.parse::<f64>().ok()
+        })
+        .collect()
+}
+
+/// The `-H` histogram: (from, to, count, cumulative %).
+fn histogram(out: &str, units: &str) -> Vec<(f64, f64, usize, f64)> {
+    let head = format!("#, {units} histogram: from, to, samples, cumulative %\n");
+    let start = out
+        .find(&head)
+        .unwrap_or_else(|| panic!("no -H histogram in:\n{out}"));
+    out[start + head.len()..]
+        .lines()
+        .map_while(|l| {
+            let f: Vec<&str> = l.split(", ").collect();
+            if f.len() != 4 {
+                return None;
+            }
+            let to = if f[1] == "inf" {
+                f64::INFINITY
+            } else {
+                f[1].parse().ok()?
+            };
+            Some((
+                f[0].parse().ok()?,
+                to,
+                f[2].parse().ok()?,
+                f[3].parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// The latency result row's 9 numbers.
+fn lat_row(out: &str) -> Vec<f64> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<f64> = l
+                .split_whitespace()
+                .map(|x| x.parse().ok())
+                .collect::<Option<_>>()?;
+            (f.len() == 9).then_some(f)
+        })
+        .next_back()
+        .unwrap_or_else(|| panic!("no latency row in:\n{out}"))
+}
+
+fn close(a: f64, b: f64, rel: f64) -> bool {
+    (a - b).abs() <= rel * b.abs().max(1e-9)
+}
+
+/// -U printed every sample of the file (perftest's %g: 6 significant digits), in order.
+fn check_dump(out: &str, units: &str, values: &[f64]) {
+    let d = dump(out, units);
+    assert_eq!(d.len(), values.len(), "-U lines vs samples");
+    for (k, (a, b)) in d.iter().zip(values).enumerate() {
+        assert!(
+            close(*a, *b, 1e-5),
+            "sample {}: -U says {a}, the file {b}",
+            k + 1
+        );
+    }
+}
+
+/// -H counts recomputed from the raw samples, bucket by bucket.
+fn check_histogram(out: &str, units: &str, values: &[f64]) {
+    let h = histogram(out, units);
+    assert!(!h.is_empty() && h.len() <= 21, "{h:?}");
+    let mut cum = 0;
+    for &(from, to, count, pct) in &h {
+        let n = values.iter().filter(|&&v| v >= from && v < to).count();
+        assert_eq!(n, count, "bucket [{from}, {to})");
+        cum += count;
+        assert!(close(pct, 100.0 * cum as f64 / values.len() as f64, 1e-3));
+    }
+    assert_eq!(cum, values.len(), "every sample in one bucket");
+}
+
+/// The row's min and max are the samples' (exact statistics).
+fn check_row(out: &str, values: &[f64]) {
+    let row = lat_row(out);
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(0.0, f64::max);
+    assert!((row[2] - min).abs() <= 0.006, "t_min {} vs {min}", row[2]);
+    assert!((row[3] - max).abs() <= 0.006, "t_max {} vs {max}", row[3]);
+}
+
+#[test]
+fn unsorted_and_histogram_recomputed_from_the_raw_samples() {
+    let Some(b) = batch() else { return };
+    let p = b.pair("lat_uh");
+    p.assert_ok();
+    let s = samples(b.file("lat_uh.csv").expect("lat_uh.csv"));
+    assert_eq!(s.len(), 199, "200 posts give 199 samples");
+    let usec: Vec<f64> = s.iter().map(|x| x.1).collect();
+    check_dump(&p.client.out, "usec", &usec);
+    check_histogram(&p.client.out, "usec", &usec);
+    check_row(&p.client.out, &usec);
+    // perftest repeats the table header after the dump.
+    assert_eq!(p.client.out.matches(" #bytes #iterations").count(), 2);
+}
+
+#[test]
+fn cycles_against_stock_both_ways() {
+    let Some(b) = batch() else { return };
+    // rdmaperf client -C -U, stock 4.5 server: values are TSC cycles / 2 (send ping-pong).
+    let p = b.pair("lat_c_sr");
+    p.assert_ok();
+    let s = samples(b.file("lat_c_sr.csv").expect("lat_c_sr.csv"));
+    let cyc: Vec<f64> = s.iter().map(|x| x.0 as f64 / 2.0).collect();
+    check_dump(&p.client.out, "cycles", &cyc);
+    check_row(&p.client.out, &cyc);
+    // rdmaperf server -U -H -C under a stock client doing -U -C.
+    let p = b.pair("lat_uhc_rs");
+    p.assert_ok();
+    let s = samples(b.file("lat_uhc_rs.csv").expect("lat_uhc_rs.csv"));
+    let cyc: Vec<f64> = s.iter().map(|x| x.0 as f64 / 2.0).collect();
+    check_dump(&p.server.out, "cycles", &cyc);
+    check_histogram(&p.server.out, "cycles", &cyc);
+    assert!(p.client.out.contains("#, cycles"), "{}", p.client.out);
+}
+
+#[test]
+fn server_prints_perftest_wait_banner() {
+    let Some(b) = batch() else { return };
+    let p = b.pair("lat_uh");
+    assert!(
+        p.server.out.starts_with(&format!("\n{BANNER}")),
+        "{}",
+        p.server.out
+    );
+    assert!(!p.client.out.contains("Waiting for client"));
+}
+
+fn number_alone(v: &str, what: &str) {
+    assert!(
+        !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'),
+        "{what}: the captured value is not a number alone: {v:?}"
+    );
+    assert!(v.parse::<f64>().unwrap() > 0.0, "{what}: {v}");
+}
+
+#[test]
+fn output_captured_in_a_shell_variable_is_the_number_alone() {
+    let Some(b) = batch() else { return };
+    for (pair, var) in [
+        ("out_bw", "out_bw.var"),
+        ("out_bw_sr", "out_bw_sr.var"),
+        ("out_lat", "out_lat.var"),
+    ] {
+        let p = b.pair(pair);
+        p.assert_ok();
+        number_alone(b.file(var).unwrap_or_else(|| panic!("{var}")), pair);
+    }
+    // The rdmaperf servers print the number alone too (no banner, no dashes).
+    for pair in ["out_bw", "out_lat"] {
+        let out = b.pair(pair).server.out;
+        number_alone(out.trim_end_matches('\n'), pair);
+    }
+}
+
+/// What a terminal shows for `line`: `\r` returns to column 0, `ESC [ K` erases to the end.
+fn rendered(line: &str) -> String {
+    let mut screen: Vec<char> = Vec::new();
+    let mut col = 0;
+    let mut it = line.chars().peekable();
+    while let Some(c) = it.next() {
+        match c {
+            '\r' => col = 0,
+            '\x1b' => {
+                let mut seq = String::new();
+                for d in it.by_ref() {
+                    seq.push(d);
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+                if seq == "[K" {
+                    screen.truncate(col);
+                }
+            }
+            _ => {
+                if col < screen.len() {
+                    screen[col] = c;
+                } else {
+                    screen.push(c);
+                }
+                col += 1;
+            }
+        }
+    }
+    screen.into_iter().collect()
+}
+
+#[test]
+fn sweep_rows_on_a_terminal_carry_no_progress_text() {
+    let Some(b) = batch() else { return };
+    let p = b.pair("pty_sweep");
+    p.assert_ok();
+    let raw = &p.client.out;
+    assert!(
+        raw.contains("[1/23]"),
+        "no progress was shown on the pty:\n{raw:?}"
+    );
+    let lines: Vec<String> = raw.split('\n').map(rendered).collect();
+    let rows: Vec<&String> = lines
+        .iter()
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() == 5 && f.iter().all(|x| x.parse::<f64>().is_ok())
+        })
+        .collect();
+    assert_eq!(rows.len(), 23, "rows:\n{}", lines.join("\n"));
+    for l in &lines {
+        assert!(!l.contains("/23]"), "progress text left on screen: {l:?}");
+    }
+    // One post-cost summary for the sweep, not one line per size.
+    assert_eq!(raw.matches(" Post cost (").count(), 1, "{raw}");
+    assert!(
+        raw.contains(" Post cost (2..8388608 B, 23 sizes): median "),
+        "{raw}"
+    );
+}
