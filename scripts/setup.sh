@@ -16,7 +16,9 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VM_DIR=${RDMAPERF_VM_DIR:-$REPO/.vm}
 PACKAGES=(libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
           libclang-dev clang pkg-config qemu-system-x86 busybox-static cpio kmod perftest
-          iproute2 strace python3 valgrind)
+          iproute2 strace python3 valgrind
+          # Open MPI: builds the `mpi` feature (rdmaperf fabric) and runs its VM tests (mpirun).
+          openmpi-bin libopenmpi-dev)
 # Top-level guest modules; modprobe --show-depends adds their dependencies in load order.
 # crc32_generic: rdma_rxe fails "failed to init crc32 algorithm err:-2" without it.
 # overlay: makes the read-only host root writable inside the guest (changes stay in RAM).
@@ -28,8 +30,13 @@ say() { echo "setup.sh: $*" >&2; }
 die() { echo "setup.sh: error: $*" >&2; exit 1; }
 
 STAMP=$VM_DIR/ready
-# The cache is rebuilt when the recipe (this file or the guest init) changes.
-recipe_sum() { cat "$REPO/scripts/setup.sh" "$REPO/scripts/vm-init.sh" | sha256sum | cut -c1-16; }
+# The cache is rebuilt when the recipe changes: the guest modules, the guest init, or this
+# file's kernel/initramfs part (from its "guest kernel" marker on). The host package list is
+# left out, so adding a package does not make every VM cache stale.
+recipe_sum() {
+    { declare -p GUEST_MODULES; cat "$REPO/scripts/vm-init.sh"
+      sed -n '/^# ---- guest kernel/,$p' "$REPO/scripts/setup.sh"; } | sha256sum | cut -c1-16
+}
 cache_ready() {
     [ -f "$STAMP" ] || return 1
     . "$STAMP"

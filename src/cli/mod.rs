@@ -148,6 +148,10 @@ pub fn parse(argv: Vec<String>) -> Parsed {
 /// Runs the command line; returns the process exit status.
 pub fn main() -> i32 {
     let argv = multicall_argv(std::env::args().collect());
+    // `fabric` takes its own flags before the tool's parser (crate::fabric::cli).
+    if argv.get(1).map(String::as_str) == Some("fabric") {
+        return crate::fabric::cli::main(&argv[2..]);
+    }
     match parse(argv) {
         Parsed::Print {
             text,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::cm_link::CmLink;
 use super::error::{CtrlError, Dir};
+use super::link::StreamLink;
 
 /// perftest's default control port (`-p`).
 pub const DEFAULT_PORT: u16 = 18515;
@@ -122,12 +123,13 @@ impl Listener {
     }
 }
 
-/// What carries the messages: perftest's TCP socket, or (`-R`) an RC QP
-/// connected by the RDMA CM.
+/// What carries the messages: perftest's TCP socket, (`-R`) an RC QP
+/// connected by the RDMA CM, or another byte stream (see [`super::link`]).
 #[derive(Debug)]
 enum Io {
     Tcp(TcpStream),
     Cm(Box<CmLink>),
+    Link(Box<dyn StreamLink>),
 }
 
 /// One control connection: lock-step exchanges of fixed-size messages.
@@ -217,6 +219,17 @@ impl Channel {
         }
     }
 
+    /// A control link over another byte stream (e.g. MPI between two ranks);
+    /// the messages are perftest's TCP ones.
+    pub fn from_link(link: Box<dyn StreamLink>, role: Role) -> Channel {
+        Channel {
+            peer: link.peer(),
+            io: Io::Link(link),
+            role,
+            step_timeout: Some(DEFAULT_STEP_TIMEOUT),
+        }
+    }
+
     /// Whether messages go over rdma_cm (then key messages are binary).
     pub fn is_cm(&self) -> bool {
         matches!(self.io, Io::Cm(_))
@@ -230,7 +243,7 @@ impl Channel {
     ) -> Result<Option<usize>, CtrlError> {
         match &mut self.io {
             Io::Cm(l) => l.next_len(step, timeout).map(Some),
-            Io::Tcp(_) => Ok(None),
+            Io::Tcp(_) | Io::Link(_) => Ok(None),
         }
     }
 
@@ -241,7 +254,7 @@ impl Channel {
         use std::os::fd::AsRawFd;
         match &self.io {
             Io::Tcp(s) => s.as_raw_fd(),
-            Io::Cm(_) => -1,
+            Io::Cm(_) | Io::Link(_) => -1,
         }
     }
 
@@ -267,13 +280,13 @@ impl Channel {
 
     /// Writes one whole message (one `write` call for these sizes).
     pub fn send(&mut self, step: &str, msg: &[u8]) -> Result<(), CtrlError> {
-        let stream = match &mut self.io {
-            Io::Tcp(s) => s,
+        let r = match &mut self.io {
+            Io::Tcp(s) => s
+                .set_write_timeout(self.step_timeout)
+                .and_then(|()| s.write_all(msg)),
             Io::Cm(l) => return l.send(step, msg, self.step_timeout),
+            Io::Link(l) => l.write_all(msg, self.step_timeout),
         };
-        let r = stream
-            .set_write_timeout(self.step_timeout)
-            .and_then(|()| stream.write_all(msg));
         r.map_err(|e| match e.kind() {
             ErrorKind::WouldBlock | ErrorKind::TimedOut => CtrlError::Timeout {
                 dir: Dir::Writing,
@@ -317,10 +330,9 @@ impl Channel {
         timeout: Option<Duration>,
     ) -> Result<(), CtrlError> {
         let peer = self.peer;
-        let stream = match &mut self.io {
-            Io::Tcp(s) => s,
-            Io::Cm(l) => return l.recv_more(step, buf, total, timeout),
-        };
+        if let Io::Cm(l) = &mut self.io {
+            return l.recv_more(step, buf, total, timeout);
+        }
         let deadline = timeout.map(|t| (Instant::now() + t, t));
         let mut chunk = [0u8; 512];
         while buf.len() < total {
@@ -334,11 +346,18 @@ impl Channel {
                     Some(left)
                 }
             };
-            if let Err(e) = stream.set_read_timeout(read_timeout) {
-                return Err(io_err(peer, Dir::Reading, step, e));
-            }
             let want = (total - buf.len()).min(chunk.len());
-            match stream.read(&mut chunk[..want]) {
+            let got = match &mut self.io {
+                Io::Tcp(s) => {
+                    if let Err(e) = s.set_read_timeout(read_timeout) {
+                        return Err(io_err(peer, Dir::Reading, step, e));
+                    }
+                    s.read(&mut chunk[..want])
+                }
+                Io::Link(l) => l.read(&mut chunk[..want], read_timeout),
+                Io::Cm(l) => return l.recv_more(step, buf, total, timeout),
+            };
+            match got {
                 Ok(0) => {
                     return Err(CtrlError::PeerClosed {
                         dir: Dir::Reading,
@@ -404,6 +423,12 @@ impl Channel {
             Io::Cm(l) => {
                 // No trailer over rdma_cm (perftest sends none there).
                 l.finish();
+                return Vec::new();
+            }
+            Io::Link(mut l) => {
+                // The close handshake before this synced both sides; the
+                // link needs no trailer.
+                l.close();
                 return Vec::new();
             }
         };

@@ -7,6 +7,8 @@
 //! - [`session`]: the protocol steps as methods (`exchange_versions`, ...,
 //!   `hand_shake`, `exchange_bw_report`, `close`).
 //! - [`choreo`]: which steps each tool runs, in which order, per role and mode.
+//! - [`link`]: the seam under the steps (TCP, rdma_cm, or another byte stream
+//!   such as the fabric mode's MPI link).
 //!
 //! We advertise version "6.27-rs" (`atof` reads 6.27), so stock perftest 4.5 (6.06) and master (6.29)
 //! both speak the 4.5 protocol with us (no master parameter negotiation).
@@ -15,6 +17,7 @@ pub mod channel;
 pub mod choreo;
 pub mod cm_link;
 pub mod error;
+pub mod link;
 pub mod session;
 pub mod wire;
 

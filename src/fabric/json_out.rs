@@ -8,7 +8,7 @@
 //!                   "tolerance_pct", "expect": {...}, "timeout_s", "tool_args": [..] },
 //!   "ranks": [ { "rank", "host", "device", "label" }, ... ],
 //!   "steps": [ { "step", "elapsed_s", "pairs": [
-//!       { "step", "client", "server",
+//!       { "step" (from 1, as the outer one), "client", "server",
 //!         "ok": { "size", "bw", "msg_rate", "lat": {t_min,t_typical,t_avg,t_max,p99} | null }
 //!         | "error": "reason" } ] }, ... ],
 //!   "complete": bool, "stopped": "reason" | null,

@@ -18,3 +18,14 @@ pub mod summary;
 
 #[cfg(feature = "heatmap")]
 pub mod heatmap;
+pub mod opts;
+
+#[cfg(feature = "mpi")]
+pub mod comm;
+pub mod report;
+
+pub mod cli;
+#[cfg(feature = "mpi")]
+pub mod mpi_link;
+#[cfg(feature = "mpi")]
+pub mod rank;

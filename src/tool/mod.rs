@@ -141,7 +141,8 @@ fn not_implemented(p: &Params) -> Option<&'static str> {
     None
 }
 
-fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
+/// One side of one pair (the fabric mode runs each pair through this).
+pub(crate) fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
     if let Some(m) = not_implemented(p) {
         return Err(Fail::new(m));
     }

@@ -1,0 +1,154 @@
+//! `rdmaperf fabric ...`: the fabric flags, then the tool's own parser and
+//! rules; the run itself needs the `mpi` feature.
+
+use super::opts::{self, FabricOpts};
+use crate::cli::params::{self, Params, Tool};
+use crate::cli::Parsed;
+
+/// How to get a build that runs `fabric`.
+pub const NO_MPI: &str = "rdmaperf fabric: this rdmaperf was built without MPI. Build it with the `mpi` feature: \
+install an MPI library (Debian: apt-get install openmpi-bin libopenmpi-dev, or run scripts/setup.sh), then \
+`cargo build --release --features mpi`, and start it under your launcher, one rank per NIC: \
+`mpirun -np N target/release/rdmaperf fabric write-bw -d auto ...` or `srun -n N ...`";
+
+/// The fabric options and the tool's parameters from `args` (after `fabric`).
+pub fn parse(args: &[String]) -> Result<(FabricOpts, Params), String> {
+    let o = opts::parse(args, |f| {
+        std::fs::read_to_string(f).map_err(|e| e.to_string())
+    })?;
+    let Some(tool) = Tool::ALL
+        .iter()
+        .find(|t| t.0 == o.tool || t.1 == o.tool)
+        .map(|t| t.2)
+    else {
+        return Err(format!(
+            "fabric: unknown test {:?}\n{}",
+            o.tool,
+            opts::USAGE
+        ));
+    };
+    let mut argv = vec!["rdmaperf".to_string(), tool.name().to_string()];
+    argv.extend(o.tool_args.iter().cloned());
+    // The tool's own parser: perftest's flags, refusals and help as for the pair tool.
+    let a = match crate::cli::parse(argv) {
+        Parsed::Tool(_, a) => a,
+        Parsed::Clap(e) => return Err(format!("fabric {}: {e}", tool.name())),
+        Parsed::Print { text, .. } => return Err(text.trim_end().to_owned()),
+        Parsed::Other(_) => return Err(format!("fabric: {:?} is not a test", o.tool)),
+    };
+    let p = params::resolve(tool, &a)?;
+    refuse(&p, &o)?;
+    Ok((o, p))
+}
+
+/// Options that have no meaning when MPI pairs the ranks.
+fn refuse(p: &Params, o: &FabricOpts) -> Result<(), String> {
+    if p.server.is_some() {
+        return Err(
+            "fabric: no server name: the ranks find each other through MPI (drop the host name)"
+                .into(),
+        );
+    }
+    if p.loopback {
+        return Err(
+            "fabric: --loopback: every pair has two ranks; start 2 ranks on one host instead"
+                .into(),
+        );
+    }
+    if p.rdma_cm {
+        return Err(
+            "fabric: -R: the MPI link carries the control messages in fabric mode; drop -R".into(),
+        );
+    }
+    if p.run_infinitely {
+        return Err("fabric: --run_infinitely: every step must end; use -D SECS".into());
+    }
+    if p.check_landing {
+        return Err("fabric: --check-landing is for a server you start by hand; drop it".into());
+    }
+    let lat = p.tool.kind == crate::cli::params::Kind::Lat;
+    if lat && o.expect_bw.is_some() {
+        return Err(
+            "fabric: --expect-bw needs a bandwidth test (write-bw, ...); use --expect-lat".into(),
+        );
+    }
+    if lat && o.expect_msgrate.is_some() {
+        return Err("fabric: --expect-msgrate needs a bandwidth test; use --expect-lat".into());
+    }
+    if !lat && o.expect_lat.is_some() {
+        return Err(
+            "fabric: --expect-lat needs a latency test (write-lat, ...); use --expect-bw".into(),
+        );
+    }
+    Ok(())
+}
+
+/// Entry from `rdmaperf fabric ...`; returns the exit status.
+pub fn main(args: &[String]) -> i32 {
+    if args.first().map(String::as_str) == Some("--help") || args.is_empty() {
+        println!("{}", opts::USAGE);
+        return if args.is_empty() { 2 } else { 0 };
+    }
+    if !cfg!(feature = "mpi") {
+        eprintln!("{NO_MPI}");
+        return 2;
+    }
+    let (o, p) = match parse(args) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("rdmaperf fabric: {e}");
+            return 2;
+        }
+    };
+    run(o, p)
+}
+
+#[cfg(feature = "mpi")]
+fn run(o: FabricOpts, p: Params) -> i32 {
+    super::rank::run(o, p)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run(_o: FabricOpts, _p: Params) -> i32 {
+    eprintln!("{NO_MPI}");
+    2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn tool_flags_go_through_the_tools_parser() {
+        let (o, p) = parse(&v(&[
+            "write-bw",
+            "-d",
+            "rxe0",
+            "-s",
+            "64",
+            "-n",
+            "50",
+            "--pattern",
+            "bisection",
+        ]))
+        .unwrap();
+        assert_eq!(o.pattern, super::super::pattern::Pattern::Bisection);
+        assert_eq!(p.sizes, vec![64]);
+        assert_eq!(p.iters, 50);
+        assert!(parse(&v(&["write-bw", "host1"]))
+            .unwrap_err()
+            .contains("no server name"));
+        assert!(parse(&v(&["write-bw", "-R"])).unwrap_err().contains("-R"));
+        assert!(parse(&v(&["write-lat", "--expect-bw", "1"]))
+            .unwrap_err()
+            .contains("--expect-lat"));
+        assert!(parse(&v(&["frob-bw"]))
+            .unwrap_err()
+            .contains("unknown test"));
+        assert!(parse(&v(&["ib_write_lat", "-s", "2"])).is_ok());
+    }
+}

@@ -1,0 +1,225 @@
+//! `rdmaperf fabric <tool> [perftest flags] [fabric flags]`: the fabric flags
+//! are taken out here; everything else goes to the tool's own parser, so a
+//! pair runs with exactly the options the pair tool accepts.
+
+use super::pattern::{parse_pairs_file, Direction, Pattern};
+
+/// The fabric mode's own options.
+#[derive(Clone, Debug)]
+pub struct FabricOpts {
+    pub tool: String,
+    /// The tool's arguments (perftest flags), for its parser.
+    pub tool_args: Vec<String>,
+    pub pattern: Pattern,
+    pub direction: Direction,
+    pub serial: bool,
+    pub tolerance_pct: f64,
+    pub expect_bw: Option<f64>,
+    pub expect_msgrate: Option<f64>,
+    pub expect_lat: Option<f64>,
+    pub csv: Option<String>,
+    pub heatmap: Option<String>,
+    /// Worst pairs listed in the summary.
+    pub worst: usize,
+    /// A network namespace this rank enters (setns) after MPI start-up.
+    pub netns: Option<String>,
+}
+
+/// Flags that take a value.
+const WITH_VALUE: &[&str] = &[
+    "--pattern",
+    "--direction",
+    "--pairs-file",
+    "--tolerance",
+    "--expect-bw",
+    "--expect-msgrate",
+    "--expect-lat",
+    "--csv",
+    "--heatmap",
+    "--worst",
+    "--netns",
+];
+
+fn number(flag: &str, v: &str, min: f64) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= min => Ok(x),
+        _ => Err(format!("{flag} {v:?}: give a number >= {min}")),
+    }
+}
+
+pub const USAGE: &str = "usage: mpirun -np N rdmaperf fabric <write-bw|read-bw|send-bw|atomic-bw|write-lat|read-lat|send-lat|atomic-lat> [perftest flags] [--pattern pairs|bisection|incast K|alltoall] [--pairs-file F] [--serial] [--direction uni|bi|both] [--tolerance P] [--expect-bw X] [--expect-msgrate X] [--expect-lat X] [--out_json_file=F] [--csv F] [--heatmap F.svg] [--timeout S] [--netns NAME]";
+
+/// Splits `args` (after `fabric`) into the fabric options and the tool's flags.
+/// `read` loads a `--pairs-file`.
+pub fn parse(
+    args: &[String],
+    read: impl Fn(&str) -> Result<String, String>,
+) -> Result<FabricOpts, String> {
+    let Some(tool) = args.first().filter(|t| !t.starts_with('-')) else {
+        return Err(format!("fabric: name the test first\n{USAGE}"));
+    };
+    let mut o = FabricOpts {
+        tool: tool.clone(),
+        tool_args: Vec::new(),
+        pattern: Pattern::Pairs,
+        direction: Direction::Uni,
+        serial: false,
+        tolerance_pct: 90.0,
+        expect_bw: None,
+        expect_msgrate: None,
+        expect_lat: None,
+        csv: None,
+        heatmap: None,
+        worst: 5,
+        netns: None,
+    };
+    let mut pairs_file = None;
+    let mut pattern_given = false;
+    let mut i = 1;
+    while i < args.len() {
+        let a = &args[i];
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if WITH_VALUE.contains(&f) => (f, Some(v.to_owned())),
+            _ => (a.as_str(), None),
+        };
+        if flag == "--serial" {
+            o.serial = true;
+            i += 1;
+            continue;
+        }
+        if !WITH_VALUE.contains(&flag) {
+            o.tool_args.push(a.clone());
+            i += 1;
+            continue;
+        }
+        let v = match inline {
+            Some(v) => v,
+            None => {
+                i += 1;
+                args.get(i)
+                    .cloned()
+                    .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?
+            }
+        };
+        i += 1;
+        match flag {
+            "--pattern" => {
+                // `--pattern incast K`: K is the next argument.
+                let v = match (v.as_str(), args.get(i)) {
+                    ("incast", Some(k)) if k.parse::<usize>().is_ok() => {
+                        i += 1;
+                        format!("incast {k}")
+                    }
+                    _ => v,
+                };
+                o.pattern = Pattern::parse(&v)?;
+                pattern_given = true;
+            }
+            "--direction" => o.direction = Direction::parse(&v)?,
+            "--pairs-file" => pairs_file = Some(v),
+            "--tolerance" => {
+                o.tolerance_pct = number(flag, &v, 0.0)?;
+                if o.tolerance_pct > 100.0 {
+                    return Err(format!(
+                        "--tolerance {v}: a percentage of the median, 0..100 (90 flags pairs below 90% of the median)"
+                    ));
+                }
+            }
+            "--expect-bw" => o.expect_bw = Some(number(flag, &v, 0.0)?),
+            "--expect-msgrate" => o.expect_msgrate = Some(number(flag, &v, 0.0)?),
+            "--expect-lat" => o.expect_lat = Some(number(flag, &v, 0.0)?),
+            "--csv" => o.csv = Some(v),
+            "--heatmap" => o.heatmap = Some(v),
+            "--worst" => o.worst = number(flag, &v, 0.0)? as usize,
+            "--netns" => o.netns = Some(v),
+            _ => o.tool_args.push(a.clone()),
+        }
+    }
+    if let Some(f) = pairs_file {
+        if pattern_given {
+            return Err(
+                "--pairs-file and --pattern: give one of them (the file is the pattern)".into(),
+            );
+        }
+        let text = read(&f).map_err(|e| format!("--pairs-file {f}: {e}"))?;
+        o.pattern = Pattern::File(parse_pairs_file(&text)?);
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+    fn no_file(_: &str) -> Result<String, String> {
+        Err("no such file".into())
+    }
+
+    #[test]
+    fn splits_fabric_and_tool_flags() {
+        let o = parse(
+            &v(&[
+                "write-bw",
+                "-d",
+                "rxe0",
+                "--pattern",
+                "incast",
+                "2",
+                "-s",
+                "64",
+                "--serial",
+                "--tolerance=80",
+                "--expect-bw",
+                "5",
+                "--csv",
+                "m.csv",
+                "-n",
+                "100",
+            ]),
+            no_file,
+        )
+        .unwrap();
+        assert_eq!(o.tool, "write-bw");
+        assert_eq!(o.pattern, Pattern::Incast(2));
+        assert!(o.serial);
+        assert_eq!(o.tolerance_pct, 80.0);
+        assert_eq!(o.expect_bw, Some(5.0));
+        assert_eq!(o.csv.as_deref(), Some("m.csv"));
+        assert_eq!(o.tool_args, v(&["-d", "rxe0", "-s", "64", "-n", "100"]));
+    }
+
+    #[test]
+    fn errors_name_the_fix() {
+        assert!(parse(&v(&["-s", "64"]), no_file)
+            .unwrap_err()
+            .contains("name the test"));
+        assert!(parse(&v(&["write-bw", "--pattern"]), no_file)
+            .unwrap_err()
+            .contains("needs a value"));
+        assert!(parse(&v(&["write-bw", "--direction", "up"]), no_file)
+            .unwrap_err()
+            .contains("uni, bi or both"));
+        assert!(parse(&v(&["write-bw", "--tolerance", "150"]), no_file)
+            .unwrap_err()
+            .contains("0..100"));
+        assert!(parse(&v(&["write-bw", "--expect-bw", "x"]), no_file)
+            .unwrap_err()
+            .contains("number"));
+        assert!(parse(&v(&["write-bw", "--pairs-file", "f"]), no_file)
+            .unwrap_err()
+            .contains("no such file"));
+        let both = parse(
+            &v(&["write-bw", "--pairs-file", "f", "--pattern", "pairs"]),
+            |_| Ok("0:1".into()),
+        );
+        assert!(both.unwrap_err().contains("one of them"));
+        let f = parse(&v(&["write-lat", "--pairs-file=f"]), |_| {
+            Ok("0:1\n1:0".into())
+        })
+        .unwrap();
+        assert!(matches!(f.pattern, Pattern::File(ref s) if s.len() == 2));
+    }
+}

@@ -1,0 +1,596 @@
+//! One rank of a fabric run (feature `mpi`): set-up allgather of endpoint
+//! records, then per step: rank 0 says go (with the ranks to skip), every
+//! rank runs its pairs (one thread per pair, each the pair tool itself over
+//! an [`MpiLink`]), sends its results to rank 0, which prints, streams the
+//! JSON and decides the next step. Every wait is bounded; a rank that stops
+//! answering is reported by rank 0, which then ends the job (MPI_Abort, so no
+//! rank is left running) with a non-zero status.
+
+use super::comm;
+use super::json_out::{JsonStream, RankInfo};
+use super::mpi_link::MpiLink;
+use super::opts::FabricOpts;
+use super::pattern::{Plan, Role};
+use super::report::Report;
+use super::result::{parse_tool_json, PairResult};
+use crate::cli::params::{Kind, Mode, Params};
+use crate::ctrl::link;
+use crate::ctrl::Role as CtrlRole;
+use crate::run::stop;
+use crate::tool::{self, setup::Endpoint, Out};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const TAG_GO: i32 = 1;
+const TAG_RESULT: i32 = 2;
+
+/// Size of one rank's set-up record.
+const RECORD: usize = 256;
+
+/// Rank 0's word at the start of each step (and at the end).
+#[derive(Serialize, Deserialize, Debug)]
+struct Go {
+    step: usize,
+    end: bool,
+    /// Ranks to leave out (gone, or failed at set-up).
+    skip: Vec<usize>,
+}
+
+/// A rank's results of one step, for rank 0.
+#[derive(Serialize, Deserialize, Debug)]
+struct StepResults {
+    step: usize,
+    units: Option<String>,
+    pairs: Vec<PairResult>,
+}
+
+/// The set-up record: who this rank is and what it opened (the endpoint
+/// directory; QPN/PSN/rkey/vaddr of each pair's QPs go in the pair tool's own
+/// key messages over the pair's link).
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+struct Record {
+    host: String,
+    device: String,
+    lid: u16,
+    gid: String,
+    error: Option<String>,
+}
+
+fn never() -> bool {
+    false
+}
+
+fn hostname() -> String {
+    let mut b = [0u8; 256];
+    // SAFETY: `b` is a writable buffer of the length passed.
+    let rc = unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len()) };
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    match rc {
+        0 => String::from_utf8_lossy(&b[..end]).into_owned(),
+        _ => comm::processor_name(),
+    }
+}
+
+/// Packs `r` into a fixed-size record (JSON, NUL-padded; long errors cut).
+fn pack(r: &Record) -> Vec<u8> {
+    let mut r = r.clone();
+    loop {
+        let v = serde_json::to_vec(&r).unwrap_or_default();
+        if v.len() <= RECORD {
+            let mut out = v;
+            out.resize(RECORD, 0);
+            return out;
+        }
+        match &mut r.error {
+            Some(e) if e.len() > 8 => {
+                let cut = e
+                    .char_indices()
+                    .nth(e.chars().count() / 2)
+                    .map_or(0, |c| c.0);
+                e.truncate(cut);
+            }
+            _ => {
+                r.host.truncate(64);
+                r.device.truncate(32);
+                r.error = r.error.take().map(|_| "error (text too long)".into());
+            }
+        }
+    }
+}
+
+fn unpack(b: &[u8]) -> Record {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    serde_json::from_slice(&b[..end]).unwrap_or(Record {
+        error: Some("unreadable set-up record".into()),
+        ..Record::default()
+    })
+}
+
+/// Bounds of the waits, from `--timeout` (and `-D`).
+#[derive(Clone, Copy)]
+struct Bounds {
+    step: Duration,
+    /// A wait over the peer's measurement.
+    run: Duration,
+}
+
+impl Bounds {
+    fn of(p: &Params) -> Bounds {
+        let step = Duration::from_secs(p.ctrl_timeout_s.max(1));
+        let d = match p.mode {
+            Mode::Duration { secs, .. } => Duration::from_secs(secs as u64),
+            Mode::Iterations => Duration::ZERO,
+        };
+        Bounds {
+            step,
+            run: step + d,
+        }
+    }
+    /// How long rank 0 waits for a step's results (and a rank for the next go).
+    fn step_results(&self) -> Duration {
+        self.run + 2 * self.step
+    }
+}
+
+/// `-d auto`: the node-local rank takes the i-th device.
+fn auto_device(p: &mut Params, hosts: &[String], me: usize) -> Result<(), String> {
+    if p.ib_dev.as_deref() != Some("auto") {
+        return Ok(());
+    }
+    let local = hosts[..me].iter().filter(|h| **h == hosts[me]).count();
+    let devs = crate::verbs::devices().map_err(|e| e.to_string())?;
+    if devs.is_empty() {
+        return Err("-d auto: no RDMA device on this host".into());
+    }
+    let mut names: Vec<String> = devs.into_iter().map(|d| d.name).collect();
+    names.sort();
+    p.ib_dev = Some(names[local % names.len()].clone());
+    Ok(())
+}
+
+/// Enters network namespace `ns` (a name under /var/run/netns, or a path):
+/// this thread and the threads it starts from now on (the pairs); MPI's own
+/// threads stay where they were.
+fn enter_netns(ns: &str) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let path = if ns.contains('/') {
+        PathBuf::from(ns)
+    } else {
+        Path::new("/var/run/netns").join(ns)
+    };
+    let f = std::fs::File::open(&path)
+        .map_err(|e| format!("--netns {ns}: open {}: {e}", path.display()))?;
+    // SAFETY: `f` is an open namespace file for the call's duration.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(format!(
+            "--netns {ns}: setns: {} (needs CAP_SYS_ADMIN)",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Runs this rank; returns the exit status (rank 0's is the run's).
+pub fn run(o: FabricOpts, mut p: Params) -> i32 {
+    stop::install();
+    let mpi = match comm::init() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("rdmaperf fabric: {e}");
+            return 1;
+        }
+    };
+    let (me, n) = (mpi.rank, mpi.size);
+    let b = Bounds::of(&p);
+    let plan = match Plan::new(o.pattern.clone(), n, o.direction, o.serial) {
+        Ok(pl) => pl,
+        Err(e) => {
+            if me == 0 {
+                eprintln!("rdmaperf fabric: {e}");
+            }
+            return 2;
+        }
+    };
+    if o.direction == super::pattern::Direction::Bi {
+        p.duplex = true;
+    }
+    let mut rec = Record {
+        host: hostname(),
+        ..Record::default()
+    };
+    if let Some(ns) = &o.netns {
+        if let Err(e) = enter_netns(ns) {
+            rec.error = Some(e);
+        }
+    }
+    // Host names first (for -d auto), then the endpoint records.
+    let deadline = Instant::now() + b.step;
+    let hosts = match comm::allgather(&pack(&rec), n, deadline) {
+        Ok(v) => v.chunks(RECORD).map(|c| unpack(c).host).collect::<Vec<_>>(),
+        Err(e) => {
+            eprintln!("rdmaperf fabric: rank {me}: {e}");
+            comm::abort(1);
+        }
+    };
+    if rec.error.is_none() {
+        match auto_device(&mut p, &hosts, me).and_then(|()| Endpoint::open(&p).map_err(|f| f.msg)) {
+            Ok(ep) => {
+                rec.device = ep.ctx.name().to_owned();
+                rec.lid = ep.port.lid;
+                rec.gid = ep
+                    .gid
+                    .map(|g| format!("{}:{:02x?}", g.0, g.1))
+                    .unwrap_or_default();
+            }
+            Err(e) => rec.error = Some(e),
+        }
+    }
+    if rec.device.is_empty() {
+        rec.device = p.ib_dev.clone().unwrap_or_else(|| "?".into());
+    }
+    let recs: Vec<Record> = match comm::allgather(&pack(&rec), n, Instant::now() + b.step) {
+        Ok(v) => v.chunks(RECORD).map(unpack).collect(),
+        Err(e) => {
+            eprintln!("rdmaperf fabric: rank {me}: {e}");
+            comm::abort(1);
+        }
+    };
+    let ranks: Vec<RankInfo> = recs
+        .iter()
+        .enumerate()
+        .map(|(r, x)| RankInfo {
+            rank: r,
+            host: x.host.clone(),
+            device: x.device.clone(),
+        })
+        .collect();
+    let tmp = std::env::temp_dir().join(format!("rdmaperf-fabric-{}-{me}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&tmp) {
+        eprintln!(
+            "rdmaperf fabric: rank {me}: creating {}: {e}",
+            tmp.display()
+        );
+        comm::abort(1);
+    }
+    let status = if me == 0 {
+        root(&o, &p, &plan, &ranks, &recs, b, &tmp)
+    } else {
+        member(&p, &plan, &ranks, me, b, &tmp)
+    };
+    let _ = std::fs::remove_dir_all(&tmp);
+    match status {
+        Exit::Done(st) => {
+            drop(mpi); // MPI_Finalize: every rank is alive
+            stop::exit_status().unwrap_or(st)
+        }
+        Exit::Abort(st) => comm::abort(st),
+    }
+}
+
+enum Exit {
+    Done(i32),
+    /// A rank is gone: MPI_Finalize could wait for it forever.
+    Abort(i32),
+}
+
+/// This rank's pairs of one step, each in its own thread.
+fn run_step(
+    p: &Params,
+    ranks: &[RankInfo],
+    step: usize,
+    roles: Vec<Role>,
+    b: Bounds,
+    tmp: &Path,
+) -> StepResults {
+    let mut units = None;
+    let results: Vec<(Role, Result<Option<String>, String>)> = std::thread::scope(|s| {
+        let hs: Vec<_> = roles
+            .into_iter()
+            .map(|role| {
+                let mut q = p.clone();
+                let json = tmp.join(format!(
+                    "step{step}-{}-{}.json",
+                    role.pair.client, role.pair.server
+                ));
+                q.loopback = false;
+                if role.client {
+                    q.server = Some(ranks[role.peer()].label());
+                    q.json_file = Some(json.clone());
+                } else {
+                    q.server = None;
+                    q.json_file = None;
+                }
+                let link_role = if role.client {
+                    CtrlRole::Client
+                } else {
+                    CtrlRole::Server
+                };
+                let l = MpiLink::new(role.peer(), step, role.client, b.run);
+                let h = s.spawn(move || {
+                    link::provide(link::session(Box::new(l), link_role, b.step));
+                    let r = tool::run_side(&q, Out { quiet: true }).map_err(|f| f.msg);
+                    // A session the tool never took must not leak into the next pair.
+                    let _ = link::take();
+                    r.and_then(|()| {
+                        if role.client {
+                            std::fs::read_to_string(&json)
+                                .map(Some)
+                                .map_err(|e| format!("the pair tool wrote no JSON ({e})"))
+                        } else {
+                            Ok(None)
+                        }
+                    })
+                });
+                (role, h)
+            })
+            .collect();
+        hs.into_iter()
+            .map(|(role, h)| {
+                (
+                    role,
+                    h.join()
+                        .unwrap_or_else(|_| Err("the pair's thread panicked".into())),
+                )
+            })
+            .collect()
+    });
+    let mut pairs = Vec::new();
+    for (role, r) in results {
+        let side = if role.client { "" } else { "server side: " };
+        match r {
+            Ok(Some(text)) => match parse_tool_json(&text) {
+                Ok((m, u)) => {
+                    units = Some(u);
+                    pairs.push(PairResult {
+                        step,
+                        client: role.pair.client,
+                        server: role.pair.server,
+                        ok: Some(m),
+                        error: None,
+                    });
+                }
+                Err(e) => pairs.push(PairResult::failed(step, role.pair, e)),
+            },
+            Ok(None) => {}
+            Err(e) => pairs.push(PairResult::failed(step, role.pair, format!("{side}{e}"))),
+        }
+    }
+    StepResults { step, units, pairs }
+}
+
+fn send_json<T: Serialize>(dest: usize, tag: i32, v: &T, within: Duration) -> bool {
+    let bytes = serde_json::to_vec(v).unwrap_or_default();
+    comm::send(dest, tag, &bytes, Instant::now() + within, never).is_ok()
+}
+
+fn member(p: &Params, plan: &Plan, ranks: &[RankInfo], me: usize, b: Bounds, tmp: &Path) -> Exit {
+    // The first go comes once rank 0 has printed its header; later ones after
+    // the slowest pair of the step before.
+    let mut wait = b.step_results() + b.step;
+    loop {
+        let go: Go = match comm::recv(Some(0), TAG_GO, Instant::now() + wait, never) {
+            Ok((_, m)) => match serde_json::from_slice(&m) {
+                Ok(g) => g,
+                Err(e) => {
+                    eprintln!("rdmaperf fabric: rank {me}: unreadable message from rank 0: {e}");
+                    return Exit::Abort(1);
+                }
+            },
+            Err(_) => {
+                eprintln!(
+                    "rdmaperf fabric: rank {me} ({}): rank 0 did not answer within {:?}; ending the job",
+                    ranks[me].label(),
+                    wait
+                );
+                return Exit::Abort(1);
+            }
+        };
+        if go.end {
+            // `skip` of the last word: the ranks that are gone.
+            if go.skip.iter().any(|&r| r != me) {
+                // Rank 0 ends the job with MPI_Abort once its files are written.
+                std::thread::sleep(b.step);
+                return Exit::Abort(1);
+            }
+            return Exit::Done(0);
+        }
+        let roles = if go.skip.contains(&me) {
+            Vec::new()
+        } else {
+            plan.roles(go.step, me)
+                .into_iter()
+                .filter(|r| !go.skip.contains(&r.peer()))
+                .collect()
+        };
+        let res = run_step(p, ranks, go.step, roles, b, tmp);
+        if !send_json(0, TAG_RESULT, &res, b.step) {
+            eprintln!(
+                "rdmaperf fabric: rank {me}: rank 0 did not take the results of step {}",
+                go.step + 1
+            );
+            return Exit::Abort(1);
+        }
+        wait = b.step_results() + b.step;
+    }
+}
+
+fn root(
+    o: &FabricOpts,
+    p: &Params,
+    plan: &Plan,
+    ranks: &[RankInfo],
+    recs: &[Record],
+    b: Bounds,
+    tmp: &Path,
+) -> Exit {
+    let n = ranks.len();
+    let steps = plan.steps();
+    let lat = p.tool.kind == Kind::Lat;
+    let mut skip: Vec<usize> = Vec::new();
+    let mut stopped: Option<String> = None;
+    println!(
+        "rdmaperf fabric {}: pattern {}, direction {}, {}, {n} ranks, {steps} steps",
+        p.tool.name(),
+        plan.pattern.name(),
+        plan.direction.name(),
+        if plan.serial { "serial" } else { "concurrent" }
+    );
+    for (r, x) in recs.iter().enumerate() {
+        match &x.error {
+            None => println!(
+                "  rank {r:>4}: {}  lid {} gid {}",
+                ranks[r].label(),
+                x.lid,
+                x.gid
+            ),
+            Some(e) => {
+                println!("  rank {r:>4}: {}  FAILED at set-up: {e}", ranks[r].label());
+                skip.push(r);
+            }
+        }
+    }
+    let params = serde_json::json!({
+        "tool": p.tool.name(), "pattern": plan.pattern.name(), "direction": plan.direction.name(),
+        "serial": plan.serial, "ranks": n, "steps": steps, "tolerance_pct": o.tolerance_pct,
+        "expect": {"bw": o.expect_bw, "msgrate": o.expect_msgrate, "lat": o.expect_lat},
+        "timeout_s": b.step.as_secs(), "tool_args": o.tool_args,
+    });
+    let json = match &p.json_file {
+        None => None,
+        Some(f) => {
+            match JsonStream::create(f, &params, ranks) {
+                Ok(j) => Some(j),
+                Err(e) => {
+                    eprintln!("rdmaperf fabric: creating {}: {e}; check the path given to --out_json_file", f.display());
+                    None
+                }
+            }
+        }
+    };
+    let bw_units = if p.report_gbits { "Gb/sec" } else { "MB/sec" };
+    let mut report = Report::new(ranks, lat, bw_units, steps, json);
+    print!("{}", report.header());
+    // skip: not paired any more (gone, or failed at set-up); gone: not answering.
+    let mut gone: Vec<usize> = Vec::new();
+    for step in 0..steps {
+        if stop::requested() {
+            stopped = Some(format!("interrupted by signal {}", stop::signal()));
+            break;
+        }
+        let go = Go {
+            step,
+            end: false,
+            skip: skip.clone(),
+        };
+        let live: Vec<usize> = (1..n).filter(|r| !gone.contains(r)).collect();
+        for r in live {
+            if !send_json(r, TAG_GO, &go, b.step) {
+                skip.push(r);
+                gone.push(r);
+            }
+        }
+        let all = plan.pairs(step);
+        let mine = if skip.contains(&0) {
+            Vec::new()
+        } else {
+            plan.roles(step, 0)
+                .into_iter()
+                .filter(|r| !skip.contains(&r.peer()))
+                .collect()
+        };
+        let own = run_step(p, ranks, step, mine, b, tmp);
+        let mut units = own.units.clone();
+        let mut got = own.pairs;
+        // Results from the others, each within the step's bound.
+        let deadline = Instant::now() + b.step_results();
+        let mut waiting: Vec<usize> = (1..n).filter(|r| !gone.contains(r)).collect();
+        while !waiting.is_empty() {
+            match comm::recv(None, TAG_RESULT, deadline, never) {
+                Ok((from, m)) => {
+                    let Ok(sr) = serde_json::from_slice::<StepResults>(&m) else {
+                        continue;
+                    };
+                    if sr.step != step {
+                        continue; // a late answer of an earlier step
+                    }
+                    waiting.retain(|&r| r != from);
+                    units = units.or(sr.units);
+                    got.extend(sr.pairs);
+                }
+                Err(_) => break,
+            }
+        }
+        for &r in &waiting {
+            eprintln!(
+                "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: no results within {:?}; later steps skip it",
+                ranks[r].label(),
+                step + 1,
+                b.step_results()
+            );
+            if !skip.contains(&r) {
+                skip.push(r);
+            }
+            gone.push(r);
+        }
+        // One row per pair of the step: a client's result wins over its
+        // server's error; a pair nobody reported failed with its rank.
+        let mut rows: Vec<PairResult> = Vec::new();
+        for pair in all {
+            let of = |r: &&PairResult| r.client == pair.client && r.server == pair.server;
+            let ok = got.iter().filter(of).find(|r| r.ok.is_some());
+            let err = got.iter().filter(of).find(|r| r.ok.is_none());
+            let row = match (ok, err) {
+                (Some(r), _) => r.clone(),
+                (None, Some(r)) => r.clone(),
+                (None, None) => {
+                    let why = [pair.client, pair.server]
+                        .iter()
+                        .find(|r| skip.contains(r))
+                        .map(|&r| {
+                            format!(
+                                "rank {r} ({}) is gone or failed at set-up",
+                                ranks[r].label()
+                            )
+                        })
+                        .unwrap_or_else(|| "no result from either side".into());
+                    PairResult::failed(step, pair, why)
+                }
+            };
+            rows.push(row);
+        }
+        print!("{}", report.step(step, rows, units.as_deref()));
+    }
+    if stopped.is_none() && !gone.is_empty() {
+        stopped = Some(format!(
+            "rank(s) stopped answering: {}",
+            gone.iter()
+                .map(|r| format!("{r} ({})", ranks[*r].label()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let per_rank = matches!(
+        plan.pattern,
+        super::pattern::Pattern::AllToAll | super::pattern::Pattern::Incast(_)
+    );
+    let end = report.finish(o, stopped, per_rank);
+    print!("{}", end.text);
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let bye = Go {
+        step: steps,
+        end: true,
+        skip: gone.clone(),
+    };
+    for r in (1..n).filter(|r| !gone.contains(r)) {
+        let _ = send_json(r, TAG_GO, &bye, b.step);
+    }
+    let st = stop::exit_status().unwrap_or(end.status);
+    if !gone.is_empty() {
+        Exit::Abort(st.max(1))
+    } else {
+        Exit::Done(st)
+    }
+}
