@@ -18,6 +18,7 @@ fn direct_setup_needs_the_model_feature() {
 mod with_model {
     use rdmaperf::cli::args::PerfArgs;
     use rdmaperf::cli::params::{self, PostChoice, Tool};
+    use rdmaperf::mlx5::env::Mlx5Env;
     use rdmaperf::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure, SetupStep};
     use rdmaperf::model::{Access, Inject, Model, ModelConfig, ModelSteps};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WrDesc};
@@ -47,7 +48,7 @@ mod with_model {
     fn fail_with(inject: Inject) -> (SetupFailure, Vec<(usize, SetupStep)>) {
         let m = model();
         let mut steps = ModelSteps::new(&m, Some(inject));
-        let f = match set_up(&mut steps, QPS, &ATTR) {
+        let f = match set_up(&mut steps, QPS, &ATTR, &Mlx5Env::default()) {
             Ok(_) => panic!("{inject:?}: set-up succeeded"),
             Err(f) => f,
         };
@@ -207,7 +208,8 @@ mod with_model {
     fn a_clean_set_up_describes_queues_that_carry_a_write() {
         let m = model();
         let mut steps = ModelSteps::new(&m, None);
-        let done = set_up(&mut steps, QPS, &ATTR).unwrap_or_else(|f| panic!("{f}"));
+        let done =
+            set_up(&mut steps, QPS, &ATTR, &Mlx5Env::default()).unwrap_or_else(|f| panic!("{f}"));
         assert_eq!(done.qps.len(), QPS);
         assert_eq!(done.cq.cqe_size, 64);
         let (mut src, mut dst) = (vec![0x5au8; 64], vec![0u8; 64]);
@@ -245,7 +247,7 @@ mod with_model {
     fn too_many_qps_fail_at_the_first_one_over() {
         let m = model();
         let mut steps = ModelSteps::new(&m, None);
-        let f = match set_up(&mut steps, QPS + 1, &ATTR) {
+        let f = match set_up(&mut steps, QPS + 1, &ATTR, &Mlx5Env::default()) {
             Ok(_) => panic!("set-up of {} QPs on a {QPS}-QP model succeeded", QPS + 1),
             Err(f) => f,
         };

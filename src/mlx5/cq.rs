@@ -1,4 +1,5 @@
-//! The direct CQ poller: 64-byte CQEs read straight from the CQ buffer.
+//! The direct CQ poller: 64-byte CQEs read straight from the CQ buffer (in
+//! 128-byte entries, `MLX5_CQE_SIZE=128`, the second half of each).
 //! Implements [`CompletionQueue`].
 //!
 //! Ownership: CQE `i` belongs to software when its opcode is not INVALID and
@@ -31,6 +32,8 @@ use crate::post::{Completion, CompletionQueue, PostError, WcOpcode, WcStatus};
 use crate::sys::mlx5dv_cq;
 
 const CQE_SIZE: usize = 64;
+/// `MLX5_CQE_SIZE=128`: the 64-byte CQE is the second half of each entry.
+const CQE_SIZE_128: usize = 128;
 
 /// A CQ polled directly.
 pub struct DirectCq {
@@ -38,6 +41,10 @@ pub struct DirectCq {
     /// `&dbrec[MLX5_CQ_SET_CI]`.
     dbrec: NonNull<u32>,
     cqe_cnt: u32,
+    /// log2 of the entry size (6: 64 B, 7: 128 B).
+    cqe_shift: u32,
+    /// Where the 64-byte CQE starts in an entry (0, or 64 in a 128-byte one).
+    cqe_off: usize,
     /// Consumer index (free-running).
     ci: u32,
     sqs: Vec<Arc<SqProgress>>,
@@ -72,6 +79,8 @@ impl DirectCq {
             buf,
             dbrec,
             cqe_cnt: cq.cqe_cnt,
+            cqe_shift: cq.cqe_size.trailing_zeros(),
+            cqe_off: cq.cqe_size as usize - CQE_SIZE,
             ci: 0,
             sqs: Vec::new(),
             last: 0,
@@ -85,6 +94,10 @@ impl DirectCq {
         self.sqs.push(Arc::clone(sq.progress()));
     }
 
+    /// Bytes per CQ entry (64 or 128).
+    pub fn cqe_size(&self) -> u32 {
+        1 << self.cqe_shift
+    }
     /// Number of CQEs.
     pub fn cqe_cnt(&self) -> u32 {
         self.cqe_cnt
@@ -101,7 +114,9 @@ impl DirectCq {
     #[inline(always)]
     fn cqe_ptr(&self, ci: u32) -> *mut u8 {
         let idx = (ci & (self.cqe_cnt - 1)) as usize;
-        self.buf.as_ptr().wrapping_add(idx * CQE_SIZE)
+        self.buf
+            .as_ptr()
+            .wrapping_add((idx << self.cqe_shift) + self.cqe_off)
     }
 
     #[inline(always)]
@@ -124,12 +139,12 @@ pub fn check_cq_layout(cq: &mlx5dv_cq) -> Result<(), DirectError> {
         expected,
         fix,
     };
-    if cq.cqe_size as usize != CQE_SIZE {
+    if !matches!(cq.cqe_size as usize, CQE_SIZE | CQE_SIZE_128) {
         return Err(layout(
             "cqe_size",
             cq.cqe_size as u64,
-            "64",
-            "unset MLX5_CQE_SIZE (128-byte CQEs are not supported by --post direct)",
+            "64 or 128",
+            "set MLX5_CQE_SIZE to 64 or 128, or use --post wr-api",
         ));
     }
     if !cq.cqe_cnt.is_power_of_two() || cq.cqe_cnt > CQ_CI_MASK {

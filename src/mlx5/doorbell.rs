@@ -11,6 +11,7 @@
 //! thread-domain parent PD, see `device::HwSteps`), so the toggle
 //! needs no lock and is not shared.
 
+use super::env::BfPolicy;
 use super::mmio::Mmio;
 use super::prm::{DS_BYTES, WQEBB};
 use super::wqe::SqRing;
@@ -25,6 +26,11 @@ pub struct Doorbell<M: Mmio> {
     bf_size: u32,
     /// 0 or `bf_size`: the half the next write goes to.
     bf_offset: u32,
+    /// The largest WQE (bytes) sent by BlueFlame without / with inline
+    /// data: `bf_size`, or 0 where libmlx5's environment turns BlueFlame off
+    /// for that kind ([`BfPolicy`]).
+    bf_plain: u32,
+    bf_inl: u32,
     mmio: M,
 }
 
@@ -44,8 +50,18 @@ impl<M: Mmio> Doorbell<M> {
             reg,
             bf_size,
             bf_offset: 0,
+            bf_plain: bf_size,
+            bf_inl: bf_size,
             mmio,
         }
+    }
+
+    /// Follows libmlx5's rule (`post_send_db`): BlueFlame only without
+    /// `shut_up`, and for WQEs without inline data only with `prefer`. The
+    /// halves still alternate after every doorbell, as libmlx5's do.
+    pub fn set_policy(&mut self, p: BfPolicy) {
+        self.bf_inl = if p.shut_up { 0 } else { self.bf_size };
+        self.bf_plain = if p.prefer { self.bf_inl } else { 0 };
     }
 
     /// The half the next doorbell goes to (0 or `bf.size`).
@@ -59,17 +75,28 @@ impl<M: Mmio> Doorbell<M> {
     }
 
     /// Rings for a post list of `nreq` WQEs that ends with the WQE at WQEBB
-    /// `last_bb` of `last_ds` units; `pi` is the producer index after it.
+    /// `last_bb` of `last_ds` units; `pi` is the producer index after it;
+    /// `inl`: that WQE carries inline data (for the [`BfPolicy`]).
     ///
     /// # Safety
     /// All WQEs up to `pi` must be completely written in `ring`, and `ring`
     /// must be the ring this doorbell belongs to.
     #[inline(always)]
-    pub unsafe fn ring(&mut self, ring: &SqRing, pi: u16, last_bb: u16, last_ds: u8, nreq: usize) {
+    pub unsafe fn ring(
+        &mut self,
+        ring: &SqRing,
+        pi: u16,
+        last_bb: u16,
+        last_ds: u8,
+        nreq: usize,
+        inl: bool,
+    ) {
         let dst = self.begin(pi);
         let bytes = last_ds as usize * DS_BYTES;
-        // (`bf_size != 0` is implied: last_ds > 1 makes bytes > 0.)
-        if nreq == 1 && last_ds > 1 && bytes <= self.bf_size as usize {
+        let limit = if inl { self.bf_inl } else { self.bf_plain };
+        // (`limit != 0` is implied: last_ds > 1 makes bytes > 0; limit is
+        // 0 or bf_size.)
+        if nreq == 1 && last_ds > 1 && bytes <= limit as usize {
             // BlueFlame: the whole WQE through the register, padded to whole
             // 64-byte chunks (at least one: bytes > 0); the source follows
             // the ring around its end.
@@ -116,9 +143,10 @@ impl<M: Mmio> Doorbell<M> {
     }
 
     /// [`ring`](Self::ring) for one WQE of one WQEBB (`ds <= 4`) at WQEBB
-    /// `bb`: BlueFlame when `ds > 1` and the register has halves (which
-    /// then hold at least 64 bytes), else the 8-byte doorbell; the same
-    /// stores and fences, without the size arithmetic.
+    /// `bb`, without inline data: BlueFlame when `ds > 1` and the register
+    /// has halves (which then hold at least 64 bytes) the policy lets it
+    /// use, else the 8-byte doorbell; the same stores and fences, without
+    /// the size arithmetic.
     ///
     /// # Safety
     /// As [`ring`](Self::ring), and the WQE at `bb` must have `ds <= 4`.
@@ -127,9 +155,9 @@ impl<M: Mmio> Doorbell<M> {
         debug_assert!(ds <= 4);
         let dst = self.begin(pi);
         let src = ring.bb_ptr(bb);
-        if ds > 1 && self.bf_size != 0 {
+        if ds > 1 && self.bf_plain != 0 {
             // SAFETY: src is the WQE's 64-byte aligned WQEBB, written by the
-            // caller; bf_size != 0 is a multiple of 64, so the chunk fits
+            // caller; bf_plain != 0 is bf_size, a multiple of 64, so the chunk fits
             // this half of the register.
             unsafe {
                 self.mmio

@@ -22,6 +22,7 @@ pub mod be;
 pub mod cq;
 pub mod device;
 pub mod doorbell;
+pub mod env;
 pub mod error;
 pub mod mmio;
 pub mod prm;

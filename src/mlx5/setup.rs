@@ -1,5 +1,5 @@
 //! The direct path's set-up as a sequence of steps that can each fail:
-//! thread domain, parent domain, QP creation, `mlx5dv_init_obj`, layout
+//! libmlx5's environment, thread domain, parent domain, QP creation, `mlx5dv_init_obj`, layout
 //! checks (per QP), then `mlx5dv_init_obj` and layout checks for the CQ.
 //!
 //! [`set_up`] walks the steps for every QP of a test before anything is
@@ -12,6 +12,7 @@
 use core::fmt;
 
 use super::cq::check_cq_layout;
+use super::env::Mlx5Env;
 use super::error::{errno_name, DirectError};
 use super::sq::check_qp_layout;
 use crate::sys;
@@ -39,6 +40,8 @@ pub struct DirectQpAttr {
 /// One step of the set-up, in the order [`set_up`] runs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetupStep {
+    /// libmlx5's environment (`super::env`): `MLX5_QP_SIGNATURE` refuses.
+    Environment,
     ThreadDomain,
     ParentDomain,
     CreateQp,
@@ -47,7 +50,8 @@ pub enum SetupStep {
 }
 
 impl SetupStep {
-    pub const ALL: [SetupStep; 5] = [
+    pub const ALL: [SetupStep; 6] = [
+        SetupStep::Environment,
         SetupStep::ThreadDomain,
         SetupStep::ParentDomain,
         SetupStep::CreateQp,
@@ -58,6 +62,7 @@ impl SetupStep {
     /// The call that failed in this step (for messages).
     pub fn call(self) -> &'static str {
         match self {
+            SetupStep::Environment => "environment",
             SetupStep::ThreadDomain => "ibv_alloc_td",
             SetupStep::ParentDomain => "ibv_alloc_parent_domain",
             SetupStep::CreateQp => "mlx5dv_create_qp",
@@ -128,6 +133,7 @@ fn meaning(step: SetupStep, errno: i32, n_qps: usize, attr: &DirectQpAttr) -> St
         }
         (SetupStep::InitObj, _) => "libmlx5 did not describe the queue".into(),
         (SetupStep::Layout, _) => "the queue layout is one this path cannot drive".into(),
+        (SetupStep::Environment, _) => "libmlx5's environment".into(),
     }
 }
 
@@ -152,13 +158,23 @@ pub struct SetUp<Q> {
     pub cq: sys::mlx5dv_cq,
 }
 
-/// Runs every step for `n_qps` QPs, then for the CQ; the first failure
-/// stops it (what was created is dropped) and says which step failed.
+/// Checks `env` (read once by the caller), then runs every step for `n_qps`
+/// QPs, then for the CQ; the first failure stops it (what was created is
+/// dropped) and says which step failed.
 pub fn set_up<S: DirectSteps>(
     s: &mut S,
     n_qps: usize,
     attr: &DirectQpAttr,
+    env: &Mlx5Env,
 ) -> Result<SetUp<S::Qp>, SetupFailure> {
+    if let Some(why) = env.refusal() {
+        return Err(SetupFailure {
+            step: SetupStep::Environment,
+            errno: None,
+            object: "before any QP".into(),
+            meaning: why,
+        });
+    }
     let fail = |step, errno: i32, object: String| SetupFailure {
         step,
         errno: Some(errno),

@@ -12,6 +12,7 @@ use core::ptr::NonNull;
 use std::sync::Arc;
 
 use super::doorbell::Doorbell;
+use super::env::BfPolicy;
 use super::error::DirectError;
 use super::mmio::{HwMmio, Mmio};
 use super::prm::{fm_ce_se, Opcode, MAX_SQ_WQEBBS, MAX_WQE_BYTES, WQEBB, WQEBB_SHIFT};
@@ -106,6 +107,13 @@ pub struct DirectSq<M: Mmio = HwMmio> {
 }
 
 impl<M: Mmio> DirectSq<M> {
+    /// Rings as libmlx5 does under `p` (its `MLX5_SHUT_UP_BF` /
+    /// `MLX5_POST_SEND_PREFER_BF`, see [`super::env`]). Control path: set it
+    /// before posting.
+    pub fn set_bf_policy(&mut self, p: BfPolicy) {
+        self.db.set_policy(p);
+    }
+
     /// The producer index (see `pi_w`).
     #[inline(always)]
     fn pi16(&self) -> u16 {
@@ -293,7 +301,9 @@ impl<M: Mmio> DirectSq<M> {
         }
         self.set_pi(bb.wrapping_add(nbb));
         // SAFETY: the WQE is completely written; the ring is ours.
-        unsafe { self.db.ring(&self.ring, self.pi16(), bb, ds, 1) };
+        // Not inline for the BlueFlame rule, as libmlx5's raw WQEs
+        // (`mlx5_wr_raw_wqe` leaves `inl_wqe` 0).
+        unsafe { self.db.ring(&self.ring, self.pi16(), bb, ds, 1, false) };
         Ok(())
     }
 }
@@ -1054,7 +1064,10 @@ impl<M: Mmio> DirectSq<M> {
         let pi = start.wrapping_add(nbb);
         self.set_pi(pi);
         // SAFETY: the one WQE up to pi has been written just above.
-        unsafe { self.db.ring(&ring, pi, start, ds, 1) };
+        unsafe {
+            self.db
+                .ring(&ring, pi, start, ds, 1, wr.inline && wr.len > 0)
+        };
         Ok(())
     }
 
@@ -1079,7 +1092,7 @@ impl<M: Mmio> DirectSq<M> {
         // WQEBB pi; on RC/UC it has one WQEBB, ds <= 4.
         unsafe {
             if UD {
-                self.db.ring(&self.ring, end, pi, ds, 1);
+                self.db.ring(&self.ring, end, pi, ds, 1, false);
             } else {
                 self.db.ring_one_bb(&self.ring, end, pi, ds);
             }
@@ -1107,7 +1120,7 @@ impl<M: Mmio> DirectSq<M> {
         let end = pi.wrapping_add(s.nbb);
         self.set_pi(end);
         // SAFETY: the one WQE up to end has been written just above.
-        unsafe { self.db.ring(&self.ring, end, pi, s.ds, 1) };
+        unsafe { self.db.ring(&self.ring, end, pi, s.ds, 1, true) };
         Some(Ok(()))
     }
 
@@ -1177,7 +1190,7 @@ impl<M: Mmio> DirectSq<M> {
                 // SAFETY: every WQE up to pi has been written just above.
                 // (The last ds only matters for BlueFlame, which a list of
                 // >= 2 never takes: single WRs go through `post_one`.)
-                unsafe { self.db.ring(&self.ring, pi, last_bb, 0, wrs.len()) };
+                unsafe { self.db.ring(&self.ring, pi, last_bb, 0, wrs.len(), false) };
                 return Ok(());
             }
         }
@@ -1209,7 +1222,7 @@ impl<M: Mmio> DirectSq<M> {
         self.set_pi(pi);
         // SAFETY: every WQE up to pi has been written (bulk path, then
         // post_rest). (A list of >= 2 never takes BlueFlame: last ds 0.)
-        unsafe { self.db.ring(&self.ring, pi, last_bb, 0, wrs.len()) };
+        unsafe { self.db.ring(&self.ring, pi, last_bb, 0, wrs.len(), false) };
         Ok(())
     }
 }

@@ -88,6 +88,9 @@ pub struct ModelConfig {
     pub wqe_cnt: u32,
     /// CQ entries (power of two, >= 2).
     pub cqe_cnt: u32,
+    /// Bytes per CQ entry: 64, or 128 (`MLX5_CQE_SIZE=128`: the 64-byte CQE
+    /// is written in the second half, the first half stays as allocated).
+    pub cqe_size: u32,
     /// BlueFlame half size: 0 (doorbells only) or a multiple of 64, <= 1024.
     pub bf_size: u32,
     /// QPN of the first QP; QP `i` has `qpn + i`.
@@ -108,6 +111,7 @@ impl Default for ModelConfig {
         Self {
             wqe_cnt: 64,
             cqe_cnt: 64,
+            cqe_size: 64,
             bf_size: 256,
             qpn: 0x000123,
             qps: 1,
@@ -254,6 +258,12 @@ impl Model {
                 cfg.cqe_cnt
             ));
         }
+        if !matches!(cfg.cqe_size, 64 | 128) {
+            return Err(format!(
+                "model: cqe_size {} must be 64 or 128",
+                cfg.cqe_size
+            ));
+        }
         if cfg.bf_size % 64 != 0 || cfg.bf_size > 1024 {
             return Err(format!(
                 "model: bf_size {} must be 0 or a multiple of 64 <= 1024",
@@ -281,14 +291,22 @@ impl Model {
                     uar: Region::new(4096, 4096),
                 })
                 .collect(),
-            cq: Region::new(cfg.cqe_cnt as usize * 64, 4096),
+            cq: Region::new(cfg.cqe_cnt as usize * cfg.cqe_size as usize, 4096),
             cq_dbrec: Region::new(64, 64),
             cq_uar: Region::new(4096, 4096),
         };
+        let size = cfg.cqe_size as usize;
         for i in 0..cfg.cqe_cnt as usize {
-            // SAFETY: byte 63 of CQE i lies inside the CQ region; nobody else
-            // has the memory yet.
-            unsafe { mem.cq.ptr().add(i * 64 + 63).write(0xf0) };
+            // SAFETY: the last byte of entry i lies inside the CQ region;
+            // nobody else has the memory yet. The first half of a 128-byte
+            // entry gets a pattern a poller must never mistake for a CQE.
+            unsafe {
+                let e = mem.cq.ptr().add(i * size);
+                if size == 128 {
+                    std::ptr::write_bytes(e, 0xa5, 64);
+                }
+                e.add(size - 1).write(0xf0);
+            }
         }
         let shared = Arc::new(Shared {
             cfg,
@@ -347,7 +365,7 @@ impl Model {
             buf: m.cq.ptr().cast(),
             dbrec: m.cq_dbrec.ptr().cast(),
             cqe_cnt: self.shared.cfg.cqe_cnt,
-            cqe_size: 64,
+            cqe_size: self.shared.cfg.cqe_size,
             cq_uar: m.cq_uar.ptr().cast(),
             cqn: 1,
             comp_mask: 0,

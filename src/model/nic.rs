@@ -490,7 +490,8 @@ impl Nic {
         // SAFETY: idx < cqe_cnt, so the CQE lies in the CQ region; the poller
         // does not read it until the owner byte below says so (release).
         unsafe {
-            let p = mem.cq.ptr().add(idx * 64);
+            let size = cfg.cqe_size as usize;
+            let p = mem.cq.ptr().add(idx * size + size - 64);
             ptr::copy_nonoverlapping(body.as_ptr(), p, 63);
             AtomicU8::from_ptr(p.add(63)).store(op_own | owner, Ordering::Release);
         }

@@ -22,6 +22,7 @@ use super::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::clock::Clock;
 use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, DirectQp, HwSteps};
+use crate::mlx5::env::{BfPolicy, Mlx5Env};
 use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure};
 use crate::mlx5::{DirectCq, DirectSq, HwMmio, Mmio, Transport};
 use crate::run::bw::QpTarget;
@@ -39,6 +40,8 @@ pub struct DirectQpHandle {
     /// Set once its SQ was handed out ([`open_queues`]): a second SQ would
     /// post into the same ring from index 0.
     opened: AtomicBool,
+    /// How its doorbell rings (libmlx5's environment, read at set-up).
+    bf_policy: BfPolicy,
     _send_cq: Arc<Cq>,
     _recv_cq: Arc<Cq>,
     _pd: Arc<Pd>,
@@ -63,13 +66,14 @@ impl DirectQpHandle {
         send_cq: &Arc<Cq>,
         recv_cq: &Arc<Cq>,
         p: &Params,
+        env: &Mlx5Env,
     ) -> Result<Vec<DirectQpHandle>, SetupFailure> {
         let attr = direct_attr(p);
         // SAFETY: context, PD and CQs are live objects of one context; every
         // handle keeps PD and CQs (Arcs) alive until after its QP is destroyed.
         let mut steps =
             unsafe { HwSteps::new(pd.context().raw(), pd.raw(), send_cq.raw(), recv_cq.raw()) };
-        let done = set_up(&mut steps, p.num_qps as usize, &attr)?;
+        let done = set_up(&mut steps, p.num_qps as usize, &attr, env)?;
         Ok(done
             .qps
             .into_iter()
@@ -77,6 +81,7 @@ impl DirectQpHandle {
                 qp,
                 qp_type: qp_type_of(p.conn),
                 opened: AtomicBool::new(false),
+                bf_policy: env.bf_policy(),
                 _send_cq: Arc::clone(send_cq),
                 _recv_cq: Arc::clone(recv_cq),
                 _pd: Arc::clone(pd),
@@ -238,6 +243,7 @@ pub fn open_queues(res: &Resources) -> Result<DirectQueues<'_>, Fail> {
         // libmlx5 post path, and it sits on its own thread-domain UAR.
         let mut sq = unsafe { sq_from_ibv_qp(h.qp.qp(), Transport::Rc) }
             .map_err(|e| Fail::new(e.to_string()))?;
+        sq.set_bf_policy(h.bf_policy);
         // SAFETY: the MR's buffer is owned by `res` and outlives the SQ ('r).
         unsafe { allow_buffer(&mut sq, res.mr.as_ptr(), res.mr.len())? };
         cq.attach(&sq);

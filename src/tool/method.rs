@@ -39,6 +39,9 @@ pub struct Chosen {
     pub method: Method,
     /// (method passed over, why), best first.
     pub passed_over: Vec<(Method, String)>,
+    /// How the method runs where that differs from its default (e.g. the
+    /// doorbell under `MLX5_SHUT_UP_BF`).
+    pub notes: Vec<String>,
 }
 
 impl Chosen {
@@ -46,17 +49,23 @@ impl Chosen {
         Self {
             method,
             passed_over: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
     /// The banner's value: `wr-api (direct unavailable: ibv_alloc_td: ENOSPC — …)`.
     pub fn banner(&self) -> String {
         let mut s = self.method.name().to_string();
-        for (i, (m, why)) in self.passed_over.iter().enumerate() {
+        let parts = self.notes.iter().cloned().chain(
+            self.passed_over
+                .iter()
+                .map(|(m, why)| format!("{} unavailable: {why}", m.name())),
+        );
+        for (i, part) in parts.enumerate() {
             s.push_str(if i == 0 { " (" } else { "; " });
-            s.push_str(&format!("{} unavailable: {why}", m.name()));
+            s.push_str(&part);
         }
-        if !self.passed_over.is_empty() {
+        if !self.notes.is_empty() || !self.passed_over.is_empty() {
             s.push(')');
         }
         s
@@ -68,6 +77,9 @@ impl Chosen {
     pub fn info_extras(&self) -> (Lines, Lines) {
         let text = vec![("Post method".to_string(), self.banner())];
         let mut json = Vec::new();
+        for n in &self.notes {
+            json.push(("Post_method_note".to_string(), n.clone()));
+        }
         if !self.passed_over.is_empty() {
             json.push((
                 "Post_method_ran".to_string(),
@@ -112,6 +124,7 @@ pub fn after_direct_failure(
     Ok(Chosen {
         method,
         passed_over,
+        notes: Vec::new(),
     })
 }
 
@@ -289,6 +302,7 @@ mod tests {
         assert_eq!(Chosen::plain(Method::Direct).banner(), "direct");
         let c = Chosen {
             method: Method::PostSend,
+            notes: Vec::new(),
             passed_over: vec![
                 (Method::Direct, "ibv_alloc_td: ENOSPC — x".into()),
                 (Method::WrApi, "EOPNOTSUPP".into()),

@@ -7,6 +7,7 @@ use super::method::{after_direct_failure, Chosen, Method};
 use super::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::ctrl::wire::Dest;
+use crate::mlx5::env::Mlx5Env;
 use crate::mlx5::setup::SetupFailure;
 use crate::post::wr_api::{send_ops_flags, wr_api_probe};
 use crate::post::Op;
@@ -105,11 +106,11 @@ pub struct Resources {
 
 /// How [`Resources`] creates its QPs.
 #[derive(Clone, Copy)]
-enum QpMaker {
+enum QpMaker<'e> {
     /// `ibv_create_qp`, or `ibv_create_qp_ex` with these `send_ops_flags`.
     Verbs(Option<u64>),
-    /// `mlx5dv_create_qp` for the direct path.
-    Direct,
+    /// `mlx5dv_create_qp` for the direct path, in libmlx5's environment.
+    Direct(&'e Mlx5Env),
 }
 
 /// Why [`Resources::build`] failed: a direct set-up step (auto may fall
@@ -212,8 +213,15 @@ impl Resources {
         if method != Method::Direct {
             return Ok((verbs(method)?, Chosen::plain(method)));
         }
-        match Self::build(ep, p, cycle_buffer, cache_line, QpMaker::Direct) {
-            Ok(r) => Ok((r, Chosen::plain(Method::Direct))),
+        // libmlx5's environment, read once here (the doorbell policy goes
+        // with each QP, the note into the banner).
+        let env = Mlx5Env::from_process();
+        match Self::build(ep, p, cycle_buffer, cache_line, QpMaker::Direct(&env)) {
+            Ok(r) => {
+                let mut chosen = Chosen::plain(Method::Direct);
+                chosen.notes.extend(env.doorbell_note());
+                Ok((r, chosen))
+            }
             Err(BuildError::Other(f)) => Err(f),
             Err(BuildError::Direct(why)) => {
                 let qp_type = match p.conn {
@@ -246,7 +254,7 @@ impl Resources {
         p: &Params,
         cycle_buffer: u64,
         cache_line: u64,
-        maker: QpMaker,
+        maker: QpMaker<'_>,
     ) -> Result<Resources, BuildError> {
         let size = p.max_size();
         // --mr_per_qp: one buffer of one QP's layout per QP (perftest allocates
@@ -306,8 +314,8 @@ impl Resources {
         };
         let mut qps = Vec::with_capacity(p.num_qps as usize);
         let direct_qps = match maker {
-            QpMaker::Direct => {
-                DirectQpHandle::create_all(&pd, &cq, &rcq, p).map_err(BuildError::Direct)?
+            QpMaker::Direct(env) => {
+                DirectQpHandle::create_all(&pd, &cq, &rcq, p, env).map_err(BuildError::Direct)?
             }
             QpMaker::Verbs(_) => Vec::new(),
         };
@@ -318,7 +326,7 @@ impl Resources {
             let init_attr = InitAttr::new(p.ib_port, access_for(p.tool.verb));
             let send_ops_flags = match maker {
                 QpMaker::Verbs(f) => f,
-                QpMaker::Direct => {
+                QpMaker::Direct(_) => {
                     direct_qps[i].to_init(&init_attr).map_err(Fail::verbs)?;
                     continue;
                 }
