@@ -210,6 +210,10 @@ pub fn wc_opcode_of(wqe_opcode: u8) -> WcOpcode {
 }
 
 impl CompletionQueue for DirectCq {
+    fn unknown_qpn_cqes(&self) -> u64 {
+        self.stale
+    }
+
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
         let log_cnt = self.cqe_cnt.trailing_zeros();

@@ -376,7 +376,13 @@ pub unsafe fn ud_av_from_ibv_ah(
     }
     // SAFETY: mlx5dv_init_obj returned a pointer to the AH's 48-byte AV.
     let bytes = unsafe { dv.av.cast::<[u8; 48]>().read_unaligned() };
-    Ok(DatagramSeg::from_bytes(bytes).with_ud_dest(remote_qpn, qkey))
+    Ok(ud_av(bytes, remote_qpn, qkey))
+}
+
+/// The datagram segment from the 48-byte AV libmlx5 built for an AH
+/// (`MLX5DV_OBJ_AH`), with the destination QPN (extended-AV flag) and qkey.
+pub fn ud_av(libmlx5_av: [u8; 48], remote_qpn: u32, qkey: u32) -> DatagramSeg {
+    DatagramSeg::from_bytes(libmlx5_av).with_ud_dest(remote_qpn, qkey)
 }
 
 #[cfg(test)]

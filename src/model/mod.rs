@@ -417,6 +417,35 @@ impl Model {
         Ok((sq, dcq))
     }
 
+    /// As [`pair_with`](Self::pair_with) with the SQ's transport given (e.g.
+    /// a UD address vector built as the tool builds it from an AH) instead
+    /// of the one `ModelConfig::transport` implies.
+    pub fn pair_with_transport<M: Mmio>(
+        &self,
+        mmio: M,
+        transport: Transport,
+    ) -> Result<(DirectSq<M>, DirectCq), String> {
+        self.take_queues()?;
+        let qp = self.dv_qp_of(0);
+        // SAFETY: as in `sq_of`: model memory kept alive by the SQ, fresh
+        // ring with this SQ as its only producer, QP 0's own UAR.
+        let sq = unsafe { DirectSq::from_dv(&qp, self.qpn_of(0), transport, mmio, self.keep()) }
+            .map_err(|e| e.to_string())?;
+        let mut dcq = self.cq()?;
+        dcq.attach(&sq);
+        Ok((sq, dcq))
+    }
+
+    /// QP `q`'s SQ built outside `pair`/`queues` (e.g. a QP the poller is
+    /// not told about: its CQEs are unknown to it).
+    ///
+    /// # Safety
+    /// Once per QP, and not for a QP `pair`/`queues` built: a ring must have
+    /// one producer.
+    pub unsafe fn extra_sq(&self, q: usize) -> Result<DirectSq<ModelMmio>, String> {
+        self.sq_of(q, self.mmio_of(q))
+    }
+
     fn take_queues(&self) -> Result<(), String> {
         if self.shared.queues_taken.swap(true, Ordering::AcqRel) {
             return Err(

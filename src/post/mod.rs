@@ -77,4 +77,9 @@ pub trait RecvQueue {
 /// never blocks.
 pub trait CompletionQueue {
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError>;
+    /// CQEs dropped because they named a QP this poller does not know
+    /// (the direct poller; libibverbs pollers report none). Control path.
+    fn unknown_qpn_cqes(&self) -> u64 {
+        0
+    }
 }

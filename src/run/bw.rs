@@ -9,7 +9,9 @@
 
 use super::period::{PeriodClock, PeriodLog};
 use super::stop;
-use crate::post::{Completion, CompletionQueue, Op, PostError, SendQueue, WcStatus, WrDesc};
+use crate::post::{
+    Completion, CompletionQueue, Op, PostError, SendQueue, WcOpcode, WcStatus, WrDesc,
+};
 
 /// Per-QP addressing, fixed for the run.
 #[derive(Clone, Copy, Debug, Default)]
@@ -246,7 +248,12 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                 };
                 for wc in &self.wcs[..n] {
                     let q = (wc.wr_id >> QP_SHIFT) as usize;
-                    if wc.status != WcStatus::SUCCESS || q >= self.counts.len() {
+                    // A receive completion (a responder CQE on a shared CQ,
+                    // whose wr_id is an RQ index) must not count for QP 0.
+                    if wc.status != WcStatus::SUCCESS
+                        || q >= self.counts.len()
+                        || wc.opcode.0 >= WcOpcode::RECV.0
+                    {
                         out.error = Some(RunError::Completion {
                             qp: q as u32,
                             wr_id: wc.wr_id,

@@ -304,3 +304,25 @@ fn run_infinitely_publishes_one_period_per_boundary() {
         out.completed
     );
 }
+
+/// A receive completion on the send CQ (a responder CQE, wr_id an RQ index
+/// that reads as QP 0's message 5) stops the run instead of counting as five
+/// of QP 0's messages.
+#[test]
+fn a_receive_completion_is_not_counted_for_qp_0() {
+    let nic = Rc::new(RefCell::new(Nic::default()));
+    nic.borrow_mut().pending.push_back(Completion {
+        wr_id: 5,
+        opcode: crate::post::WcOpcode::RECV,
+        qp_num: 0x99,
+        ..Default::default()
+    });
+    let (out, _) = run(cfg(1000, 1, 10), nic, false);
+    match out.error {
+        Some(RunError::Completion { wr_id: 5, wc, .. }) => {
+            assert_eq!(wc.opcode, crate::post::WcOpcode::RECV);
+        }
+        other => panic!("expected the receive completion to stop the run, got {other:?}"),
+    }
+    assert_eq!(out.completed, 0, "the receive was counted");
+}

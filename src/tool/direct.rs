@@ -21,7 +21,7 @@ use super::setup::Resources;
 use super::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::clock::Clock;
-use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, DirectQp, HwSteps};
+use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, ud_av_from_ibv_ah, DirectQp, HwSteps};
 use crate::mlx5::env::{BfPolicy, Mlx5Env};
 use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure};
 use crate::mlx5::{DirectCq, DirectSq, HwMmio, Mmio, Transport};
@@ -30,7 +30,7 @@ use crate::run::geometry::Geometry;
 use crate::sys;
 use crate::verbs::error::errno_of;
 use crate::verbs::qp::{build_init, build_rtr, build_rts};
-use crate::verbs::{Cq, InitAttr, Pd, QpType, RtrAttr, RtsAttr, VerbsError};
+use crate::verbs::{Cq, InitAttr, Pd, QpType, RtrAttr, RtsAttr, UdDest, VerbsError};
 
 /// A direct-path QP with what it was created on. Fields drop in order: the
 /// QP (with its parent domain and thread domain) before PD and CQs.
@@ -213,9 +213,13 @@ pub unsafe fn allow_buffer<M: Mmio>(
 }
 
 /// The SQs of `res.direct_qps` (inline allowed from the MR) and one poller on
-/// the send CQ with every SQ attached. Once per resources: the second call
-/// is an error.
-pub fn open_queues(res: &Resources) -> Result<DirectQueues<'_>, Fail> {
+/// the send CQ with every SQ attached; on UD, QP i sends to `uds[i]` (the
+/// address vector libmlx5 built for its AH). Once per resources: the second
+/// call is an error.
+pub fn open_queues<'r>(
+    res: &'r Resources,
+    uds: &[Option<UdDest>],
+) -> Result<DirectQueues<'r>, Fail> {
     if res.direct_qps.is_empty() {
         return Err(Fail::new(
             "--post direct: the QPs were not created for the direct path (internal: use \
@@ -237,11 +241,27 @@ pub fn open_queues(res: &Resources) -> Result<DirectQueues<'_>, Fail> {
     // the tools build no verbs poller on it when the method is direct.
     let mut cq = unsafe { cq_from_ibv_cq(res.cq.raw()) }.map_err(|e| Fail::new(e.to_string()))?;
     let mut sqs = Vec::with_capacity(res.direct_qps.len());
-    for h in &res.direct_qps {
+    for (i, h) in res.direct_qps.iter().enumerate() {
+        let transport = match (h.qp_type == QpType::UD, uds.get(i)) {
+            (false, _) => Transport::Rc,
+            (true, Some(Some(ud))) => {
+                // SAFETY: the AH is live (the UdDest holds it) and of this
+                // mlx5 context; its AV is copied into the SQ.
+                let av = unsafe { ud_av_from_ibv_ah(ud.ah.raw(), ud.remote_qpn, ud.remote_qkey) }
+                    .map_err(|e| Fail::new(e.to_string()))?;
+                Transport::Ud(av)
+            }
+            (true, _) => {
+                return Err(Fail::new(format!(
+                    "--post direct: UD QP {i} has no destination (internal: open the queues \
+                     after the address handles); use --post wr-api"
+                )))
+            }
+        };
         // SAFETY: the QP lives as long as `res` ('r); nothing was posted on
         // it (fresh; handed out once, see `opened`), the handle has no
         // libmlx5 post path, and it sits on its own thread-domain UAR.
-        let mut sq = unsafe { sq_from_ibv_qp(h.qp.qp(), Transport::Rc) }
+        let mut sq = unsafe { sq_from_ibv_qp(h.qp.qp(), transport) }
             .map_err(|e| Fail::new(e.to_string()))?;
         sq.set_bf_policy(h.bf_policy);
         // SAFETY: the MR's buffer is owned by `res` and outlives the SQ ('r).

@@ -129,14 +129,16 @@ pub fn after_direct_failure(
 }
 
 /// Whether this tool runs the direct path today: the unidirectional RC/UC
-/// write/read/atomic/send bandwidth tools (`rdma_bw`, `send_bw`'s client).
+/// write/read/atomic/send bandwidth tools (`rdma_bw`, `send_bw`'s client),
+/// and UD send-bw.
 /// Others get `wr-api` from `auto` and a clear error from `--post direct`
 /// until they are wired.
 pub fn direct_wired(p: &Params) -> bool {
     p.tool.kind == Kind::Bw
         && matches!(p.tool.verb, Verb::Write | Verb::Read | Verb::Atomic | Verb::Send)
         && !p.duplex
-        && matches!(p.conn, Conn::Rc | Conn::Uc)
+        // UD: SENDs only (the address vector from the peer's AH).
+        && (matches!(p.conn, Conn::Rc | Conn::Uc) || p.tool.verb == Verb::Send)
         // -e sleeps on the verbs CQ's completion channel; the direct poller has none.
         && !p.use_event
         // The direct SQ is given one buffer (the shared MR) to post from.
@@ -289,7 +291,10 @@ mod tests {
             connection: Some("UD".into()),
             ..base()
         };
-        assert!(!wired("send-bw", ud), "UD needs the address vector path");
+        assert!(
+            wired("send-bw", ud),
+            "UD SENDs carry the peer's address vector"
+        );
         let duplex = PerfArgs {
             bidirectional: true,
             ..base()

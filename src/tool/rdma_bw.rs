@@ -20,7 +20,7 @@ use crate::ctrl::{BwReport, Channel, Dest, Listener, Role, Session};
 use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
-use crate::post::{Completion, CompletionQueue, SendQueue, WrDesc};
+use crate::post::{Completion, CompletionQueue, SendQueue, WcStatus, WrDesc};
 use crate::report::{json, stats, text};
 use crate::run::bw::{BwConfig, BwLoop, BwOutcome, Deadlines, QpCount, QpTarget, RunError};
 use crate::run::geometry::Geometry;
@@ -280,7 +280,7 @@ pub(crate) fn run_session(
 
     // Direct: one set of queues for every size (the SQ/CQ indices carry over).
     let mut dq = if method == Method::Direct {
-        Some(direct::open_queues(&res)?)
+        Some(direct::open_queues(&res, &[])?)
     } else {
         None
     };
@@ -375,6 +375,9 @@ pub(crate) fn run_session(
             // --run_infinitely printed its period rows; no whole-run row (perftest neither).
             out.print(&text::bw_row(r, &info, 0.0));
         }
+        if run.unknown_qpn_cqes > 0 {
+            out.print(&unknown_qpn_line(run.unknown_qpn_cqes));
+        }
         let summary = SizeSummary::of(p, size, &run, method.name(), &clock);
         let cost =
             (run.outcome.post_calls > 0).then_some((size, summary.ns_per_call, summary.ns_per_wr));
@@ -389,6 +392,9 @@ pub(crate) fn run_session(
             }
             if let Some(t) = per_thread.take() {
                 rec = rec.with("threads", t);
+            }
+            if method == Method::Direct {
+                rec = rec.with("unknown_qpn_cqes", run.unknown_qpn_cqes);
             }
             if let Some(e) = &run.error {
                 rec = rec.with("error", e.as_str());
@@ -508,6 +514,9 @@ pub struct SizeRun {
     pub outcome: BwOutcome,
     pub error: Option<String>,
     pub row: stats::BwResult,
+    /// CQEs of QPs the poller does not know, dropped during this size
+    /// (direct poller: e.g. a destroyed QP's; reported, never silent).
+    pub unknown_qpn_cqes: u64,
 }
 
 /// The loop outcome and its peak timestamps.
@@ -565,6 +574,7 @@ pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
         None => deadlines(p, clock, start),
     };
     let cfg = bw_config(p, size, &g, clock);
+    let unknown_before = cq.unknown_qpn_cqes();
     let outcome = BwLoop {
         cfg,
         sqs,
@@ -591,11 +601,27 @@ pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
         outcome,
         error,
         row,
+        unknown_qpn_cqes: cq.unknown_qpn_cqes() - unknown_before,
     })
+}
+
+/// The line printed under a row when the direct poller dropped CQEs of QPs
+/// it does not know (libmlx5 would have returned them as errors).
+pub(crate) fn unknown_qpn_line(n: u64) -> String {
+    format!(
+        " Unknown-QPN CQEs : {n} (completions for QPs this run did not create were dropped; \
+         another process or a destroyed QP shares the CQ — report this)\n"
+    )
 }
 
 pub(crate) fn describe(e: RunError, counts: &[QpCount]) -> String {
     match e {
+        RunError::Completion { qp, wr_id, wc } if wc.status == WcStatus::SUCCESS => format!(
+            "unexpected completion on the send CQ: opcode {}, QPN {:#x}, wr_id {wr_id:#x} (QP index \
+             {qp}) is not a completion of a WR this run posted (a receive, or another QP's); the \
+             run stopped so it is not counted — report this with the command line",
+            wc.opcode.0, wc.qp_num
+        ),
         RunError::Completion { qp, wr_id, wc } => format!(
             "completion with error on QP {qp}: status {} ({}), vendor error {:#x}{}, wr_id {wr_id:#x} \
              (message {} of that QP); the run stopped — check that both sides use the same -s/-a/-c and test, the peer's rkey/permissions, and the link",

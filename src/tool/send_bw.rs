@@ -262,6 +262,9 @@ fn send_one(
             )?
         }
     };
+    if run.unknown_qpn_cqes > 0 {
+        eprint!("{}", super::rdma_bw::unknown_qpn_line(run.unknown_qpn_cqes));
+    }
     let r = run.row;
     let m = (r, run.error);
     // rdma_bw's wording is about rkeys; a failed SEND is usually a receive-side problem.
@@ -458,7 +461,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let method = r.method;
     // The client's direct queues, kept across sizes (their indices carry over).
     let mut dq = if method == Method::Direct && !p.is_server() {
-        Some(direct::open_queues(&r.res)?)
+        Some(direct::open_queues(&r.res, &uds)?)
     } else {
         None
     };

@@ -213,6 +213,9 @@ fn summarize(
             outcome,
             error,
             row: row_total,
+            // Not counted with --threads: the workers' pollers stay inside
+            // the thread engine (run::threads).
+            unknown_qpn_cqes: 0,
         },
         lines,
     ))

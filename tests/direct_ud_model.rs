@@ -1,0 +1,218 @@
+//! Direct UD send-bw and unknown-QPN CQEs on the queue model, through the
+//! tool's own functions: `method::direct_wired` admits UD send-bw, the
+//! address vector is made from the 48 bytes libmlx5 builds for an AH by
+//! `mlx5::device::ud_av` (what `tool::direct::open_queues` does after
+//! `MLX5DV_OBJ_AH`), and `tool::direct::run_size` runs the bw loop: every
+//! SEND lands in the peer's receive queue with the right bytes. CQEs of a
+//! QP the poller does not know are counted in the run's result.
+
+#[cfg(not(feature = "model"))]
+#[test]
+fn direct_ud_needs_the_model_feature() {
+    println!("SKIPPED: the direct UD tests need `--features model`");
+}
+
+#[cfg(feature = "model")]
+mod with_model {
+    use clap::Parser;
+    use rdmaperf::cli::args::{Cli, Command};
+    use rdmaperf::cli::params::{self, Kind, Params, Tool, Verb};
+    use rdmaperf::clock::Clock;
+    use rdmaperf::ctrl::Dest;
+    use rdmaperf::mlx5::device::ud_av;
+    use rdmaperf::mlx5::seg::DatagramSeg;
+    use rdmaperf::mlx5::Transport;
+    use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport};
+    use rdmaperf::post::{Op, SendQueue, WrDesc};
+    use rdmaperf::run::geometry::Geometry;
+    use rdmaperf::tool::direct;
+    use rdmaperf::tool::landing;
+    use rdmaperf::tool::method::direct_wired;
+    use rdmaperf::tool::rdma_bw::qp_targets_shared;
+
+    const PEER_QPN: u32 = 0x0a0b0c;
+    const QKEY: u32 = 0x1111_1111;
+
+    fn params(cmdline: &str) -> Params {
+        let mut argv = vec!["rdmaperf".to_string()];
+        argv.extend(cmdline.split_whitespace().map(String::from));
+        argv.push("127.0.0.1".into());
+        let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{cmdline}: {e}"));
+        let (verb, a) = match cli.cmd {
+            Command::SendBw(a) => (Verb::Send, a),
+            Command::WriteBw(a) => (Verb::Write, a),
+            _ => panic!("{cmdline}: not send-bw/write-bw"),
+        };
+        let tool = Tool {
+            verb,
+            kind: Kind::Bw,
+        };
+        params::resolve(tool, &a).unwrap_or_else(|e| panic!("{cmdline}: {e}"))
+    }
+
+    /// An AV as libmlx5 lays one out for an IB AH (LID 1, SL 0, no GRH).
+    fn libmlx5_av() -> [u8; 48] {
+        DatagramSeg::new(0, 0, 0, 0, 0, 0x0001, [0; 6], 0, 64, 0, [0; 16]).to_bytes()
+    }
+
+    #[test]
+    fn ud_send_bw_is_wired_for_direct() {
+        assert!(direct_wired(&params("send-bw -c UD --post direct")));
+    }
+
+    /// UD send-bw over direct queues: `iters` receives posted at the peer
+    /// (UD drops a SEND without one), every SEND lands, byte for byte.
+    #[test]
+    fn ud_sends_land_in_the_peers_receive_queue() {
+        let p = params("send-bw -c UD --post direct -n 300 -s 256 -l 4 -Q 2");
+        let size = p.sizes[0] as usize;
+        let base = Geometry::new(p.max_size(), 4096, 64, 1);
+        let mut local: Box<[u8]> = vec![0u8; base.total() as usize].into();
+        landing::fill_pattern(&mut local[..(base.slot * base.slots) as usize]);
+        let mut rx = vec![0u8; p.iters as usize * size];
+        let mut model = Model::new(ModelConfig {
+            wqe_cnt: (p.tx_depth * 4).next_power_of_two(),
+            cqe_cnt: p.tx_depth.next_power_of_two(),
+            record_history: false,
+            transport: ModelTransport::Ud {
+                peer_qpn: PEER_QPN,
+                qkey: QKEY,
+            },
+            ..ModelConfig::default()
+        })
+        .unwrap();
+        let transport = Transport::Ud(ud_av(libmlx5_av(), PEER_QPN, QKEY));
+        let (sq, mut cq) = model.pair_with_transport(model.mmio(), transport).unwrap();
+        // SAFETY: both buffers outlive the model (stopped and dropped first).
+        let (lk, rxk) = unsafe {
+            (
+                model.register(local.as_mut_ptr(), local.len(), Access::ALL),
+                model.register(rx.as_mut_ptr(), rx.len(), Access::ALL),
+            )
+        };
+        let at = |s: u64| rx.as_ptr() as usize + s as usize * size;
+        for s in 0..p.iters {
+            model.post_peer_recv(s, at(s) as *mut u8, size as u32, rxk.lkey);
+        }
+        let targets = qp_targets_shared(&base, local.as_ptr() as u64, lk.lkey, &[Dest::default()]);
+        let mut sqs = [sq];
+        model.start();
+        let clock = Clock::calibrate();
+        let r = direct::run_size(&p, &base, size as u64, &targets, &mut sqs, &mut cq, &clock)
+            .unwrap_or_else(|f| panic!("{}", f.msg));
+        model.stop();
+        assert_eq!(r.error, None);
+        assert_eq!((r.outcome.posted, r.outcome.completed), (p.iters, p.iters));
+        assert_eq!(r.unknown_qpn_cqes, 0);
+        let stats = model.stats();
+        assert_eq!((stats.ud_dropped, stats.wqes), (0, p.iters), "{stats:?}");
+        let done = model.take_peer_completions();
+        assert_eq!(done.len() as u64, p.iters);
+        assert!(
+            done.iter().all(|c| c.ok && c.byte_len as usize == size),
+            "{done:?}"
+        );
+        assert_eq!(model.violations(), Vec::<String>::new());
+        drop((sqs, cq, model));
+        // Every message is the client's send slot (perftest's UD send-bw
+        // posts the same slot each time).
+        for s in 0..p.iters as usize {
+            assert_eq!(rx[s * size..(s + 1) * size], local[..size], "message {s}");
+        }
+    }
+
+    /// The AV's destination is what reaches the wire: a wrong qkey in the
+    /// AV makes the peer drop every SEND (the run still completes: UD).
+    #[test]
+    fn the_av_from_the_ah_decides_where_sends_go() {
+        let model = Model::new(ModelConfig {
+            transport: ModelTransport::Ud {
+                peer_qpn: PEER_QPN,
+                qkey: QKEY,
+            },
+            ..ModelConfig::default()
+        })
+        .unwrap();
+        let transport = Transport::Ud(ud_av(libmlx5_av(), PEER_QPN, QKEY ^ 1));
+        let (mut sq, _cq) = model.pair_with_transport(model.mmio(), transport).unwrap();
+        let (mut src, mut dst) = (vec![1u8; 64], vec![0u8; 64]);
+        // SAFETY: both buffers outlive the model.
+        let (l, d) = unsafe {
+            (
+                model.register(src.as_mut_ptr(), 64, Access::ALL),
+                model.register(dst.as_mut_ptr(), 64, Access::ALL),
+            )
+        };
+        model.post_peer_recv(1, dst.as_mut_ptr(), 64, d.lkey);
+        let wr = WrDesc {
+            wr_id: 1,
+            laddr: src.as_ptr() as u64,
+            lkey: l.lkey,
+            len: 64,
+            signaled: true,
+            ..WrDesc::default()
+        };
+        sq.post(Op::Send, &[wr]).unwrap();
+        model.step();
+        assert_eq!(model.stats().ud_dropped, 1);
+        assert_eq!(dst, vec![0u8; 64]);
+    }
+
+    /// CQEs of a QP the poller was not given (another QP on the same CQ)
+    /// are counted in the run's result, and the run's own QP completes.
+    #[test]
+    fn unknown_qpn_cqes_are_counted_in_the_result() {
+        let p = params("write-bw --post direct -n 200 -s 64");
+        let base = Geometry::new(p.max_size(), 4096, 64, 1);
+        let mut local: Box<[u8]> = vec![7u8; base.total() as usize].into();
+        let mut remote: Box<[u8]> = vec![0u8; base.total() as usize].into();
+        let mut model = Model::new(ModelConfig {
+            qps: 2,
+            wqe_cnt: 1024,
+            cqe_cnt: 256,
+            record_history: false,
+            ..ModelConfig::default()
+        })
+        .unwrap();
+        let (sq, mut cq) = model.pair().unwrap();
+        // SAFETY: QP 1 is built once, and pair() built only QP 0.
+        let mut stranger = unsafe { model.extra_sq(1) }.unwrap();
+        // SAFETY: both buffers outlive the model.
+        let (lk, rk) = unsafe {
+            (
+                model.register(local.as_mut_ptr(), local.len(), Access::ALL),
+                model.register(remote.as_mut_ptr(), remote.len(), Access::ALL),
+            )
+        };
+        for i in 0..3u64 {
+            let wr = WrDesc {
+                wr_id: i,
+                laddr: local.as_ptr() as u64,
+                lkey: lk.lkey,
+                len: 8,
+                raddr: remote.as_ptr() as u64,
+                rkey: rk.rkey,
+                signaled: true,
+                ..WrDesc::default()
+            };
+            stranger.post(Op::Write, &[wr]).unwrap();
+        }
+        assert_eq!(model.step(), 3);
+        let peer = Dest {
+            vaddr: remote.as_ptr() as u64 + base.recv_offset(0),
+            rkey: rk.rkey,
+            ..Dest::default()
+        };
+        let targets = qp_targets_shared(&base, local.as_ptr() as u64, lk.lkey, &[peer]);
+        let mut sqs = [sq];
+        model.start();
+        let clock = Clock::calibrate();
+        let r = direct::run_size(&p, &base, 64, &targets, &mut sqs, &mut cq, &clock)
+            .unwrap_or_else(|f| panic!("{}", f.msg));
+        model.stop();
+        assert_eq!(r.error, None);
+        assert_eq!(r.outcome.completed, p.iters);
+        assert_eq!(r.unknown_qpn_cqes, 3);
+        drop((sqs, stranger, cq, model));
+    }
+}
