@@ -53,6 +53,26 @@ fn script() -> String {
         "pair pty_sweep '{r} write-bw {COMMON} -a -n 5 --cq-timeout 120 -p $PORT' \
          'script -qec \"$RDMAPERF_BIN write-bw {COMMON} -a -n 5 --cq-timeout 120 -p $PORT 127.0.0.1\" /dev/null'\n"
     );
+    // --tclass/--flow_label/--pkey_index: set on the QPs (read back after RTR, or the run
+    // fails), rdmaperf both ends, stock 4.5 both ways (4.5 has --tclass, not --flow_label).
+    let bw = "write-bw -s 64 -n 200";
+    s += &format!(
+        "pair qos_rr '{r} {bw} {COMMON} -q 2 --tclass 96 --flow_label 5,0x6 --pkey_index 0 -p $PORT' \
+         '{r} {bw} {COMMON} -q 2 --tclass 96 --flow_label 5,0x6 --pkey_index 0 -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair qos_sr 'ib_write_bw -s 64 -n 200 {COMMON} --tclass 96 -p $PORT' \
+         '{r} {bw} {COMMON} --tclass 96 -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair qos_rs '{r} {bw} {COMMON} --tclass 96 -p $PORT' \
+         'ib_write_bw -s 64 -n 200 {COMMON} --tclass 96 -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair qos_ud '{r} send-bw -c UD -s 64 -n 200 {COMMON} --tclass 32 -p $PORT' \
+         '{r} send-bw -c UD -s 64 -n 200 {COMMON} --tclass 32 -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!("single pkey1 '{r} {bw} {COMMON} --loopback --pkey_index 1 -p 19301'\n");
     s += "exit 0\n";
     s
 }
@@ -309,4 +329,33 @@ fn sweep_rows_on_a_terminal_carry_no_progress_text() {
         raw.contains(" Post cost (2..8388608 B, 23 sizes): median "),
         "{raw}"
     );
+}
+
+#[test]
+fn traffic_class_flow_label_and_pkey_reach_the_qps() {
+    let Some(b) = batch() else { return };
+    let p = b.pair("qos_rr");
+    p.assert_ok();
+    for out in [&p.server.out, &p.client.out] {
+        assert!(
+            out.contains(
+                " GRH             : traffic class 96, flow label 5,6 (read back from the QPs)"
+            ),
+            "{out}"
+        );
+    }
+    for pair in ["qos_sr", "qos_rs", "qos_ud"] {
+        let p = b.pair(pair);
+        p.assert_ok();
+        assert_eq!(
+            vm::bw_result_rows(&p.client.out).len(),
+            1,
+            "{pair}: {}",
+            p.client.out
+        );
+    }
+    // rxe has one P_Key (index 0): index 1 reaches ibv_modify_qp and is refused there.
+    let s = b.single("pkey1");
+    assert_ne!(s.rc, Some(0), "{}", s.out);
+    assert!(s.out.contains("RESET->INIT"), "{}", s.out);
 }

@@ -195,6 +195,15 @@ pub struct PerfArgs {
     /// Report latencies in TSC cycles instead of microseconds.
     #[arg(short = 'C', long = "report-cycles")]
     pub report_cycles: bool,
+    /// Traffic class in the GRH (RoCE: the DSCP/ECN byte) of the data QPs.
+    #[arg(long = "tclass")]
+    pub tclass: Option<u8>,
+    /// GRH flow label per QP, round-robin over the list (e.g. 1,2,3).
+    #[arg(long = "flow_label")]
+    pub flow_label: Option<String>,
+    /// P_Key index of the data QPs.
+    #[arg(long = "pkey_index")]
+    pub pkey_index: Option<u16>,
     /// Print perftest's version line and rdmaperf's, then exit.
     #[arg(short = 'V', long = "version")]
     pub version: bool,

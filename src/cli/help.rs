@@ -74,6 +74,8 @@ pub fn default_of(t: Tool, id: &str) -> Option<String> {
         "atomic_type" => s("FETCH_AND_ADD"),
         "out_json_file" => Some(params::DEF_JSON_FILE.to_string()),
         "output" => s("the full report"),
+        "tclass" | "pkey_index" => s("0"),
+        "flow_label" => s("0 for every QP"),
         _ => None,
     }
 }

@@ -252,6 +252,32 @@ pub struct Params {
     pub cpus: Option<Vec<usize>>,
     /// Latency sample reports (`-U`, `-H`, `--samples-file`) and units (`-C`).
     pub samples: SampleReport,
+    /// GRH of the data QPs (`--tclass`, `--flow_label`) and `--pkey_index`.
+    pub qos: Qos,
+}
+
+/// `--tclass`, `--flow_label`, `--pkey_index`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Qos {
+    pub traffic_class: u8,
+    /// Flow label of QP i is `flow_labels[i % len]` (empty: 0).
+    pub flow_labels: Vec<u32>,
+    pub pkey_index: u16,
+}
+
+impl Qos {
+    /// The flow label of QP `i`.
+    pub fn flow_label(&self, i: usize) -> u32 {
+        if self.flow_labels.is_empty() {
+            0
+        } else {
+            self.flow_labels[i % self.flow_labels.len()]
+        }
+    }
+    /// Whether `--tclass` or `--flow_label` asks for a non-default GRH.
+    pub fn grh_set(&self) -> bool {
+        self.traffic_class != 0 || self.flow_labels.iter().any(|&f| f != 0)
+    }
 }
 
 /// What the latency tools print or write besides the result row.
@@ -376,6 +402,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         return Err(rule("--send_with_imm applies to send tests only"));
     }
     sample_rules(a, bw)?;
+    let qos = qos_of(a)?;
     if a.atomic_type.is_some() && verb != Verb::Atomic {
         return Err(rule("-A applies to atomic tests only"));
     }
@@ -670,7 +697,45 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
             cycles: a.report_cycles,
             file: a.samples_file.clone(),
         },
+        qos,
     })
+}
+
+/// `--tclass`, `--flow_label` (perftest: a comma list, C `strtol` base 0 each),
+/// `--pkey_index`.
+fn qos_of(a: &PerfArgs) -> Result<Qos, String> {
+    let flow_labels = match a.flow_label.as_deref() {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|w| {
+                let w = w.trim();
+                let v = match w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")) {
+                    Some(h) => u32::from_str_radix(h, 16),
+                    None => w.parse(),
+                };
+                v.ok().filter(|&v| v < 1 << 20).ok_or_else(|| {
+                    format!(
+                        "--flow_label {list}: '{w}' is not a flow label; give numbers 0..1048575 \
+                         separated by commas (QP i takes the i-th, round-robin)"
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let qos = Qos {
+        traffic_class: a.tclass.unwrap_or(0),
+        flow_labels,
+        pkey_index: a.pkey_index.unwrap_or(0),
+    };
+    if a.rdma_cm && (a.tclass.is_some() || a.flow_label.is_some()) {
+        return Err(
+            "--tclass/--flow_label with -R: the RDMA CM builds the data QPs' GRH itself \
+             (perftest ignores them there); drop -R, or drop --tclass/--flow_label"
+                .to_string(),
+        );
+    }
+    Ok(qos)
 }
 
 /// `-U`, `-H`, `-C` and `--samples-file`: latency tests, iteration mode.

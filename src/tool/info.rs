@@ -20,6 +20,24 @@ pub fn test_info(
 ) -> TestInfo {
     let (mut extra, json_extra) = chosen.info_extras();
     extra.push(("Clock".into(), clock.to_string()));
+    if p.qos.grh_set() {
+        let fl: Vec<String> = p.qos.flow_labels.iter().map(|f| f.to_string()).collect();
+        extra.push((
+            "GRH".into(),
+            format!(
+                "traffic class {}, flow label {} (read back from the QPs)",
+                p.qos.traffic_class,
+                if fl.is_empty() {
+                    "0".into()
+                } else {
+                    fl.join(",")
+                }
+            ),
+        ));
+    }
+    if p.qos.pkey_index != 0 {
+        extra.push(("P_Key index".into(), p.qos.pkey_index.to_string()));
+    }
     let method = chosen.method;
     TestInfo {
         device: ep.ctx.name().to_string(),

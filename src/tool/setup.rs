@@ -323,7 +323,8 @@ impl Resources {
         for i in 0..p.num_qps as usize {
             psns.push(random_psn());
             let scq = &thread_cqs[i % nthreads];
-            let init_attr = InitAttr::new(p.ib_port, access_for(p.tool.verb));
+            let mut init_attr = InitAttr::new(p.ib_port, access_for(p.tool.verb));
+            init_attr.pkey_index = p.qos.pkey_index;
             let send_ops_flags = match maker {
                 QpMaker::Verbs(f) => f,
                 QpMaker::Direct(_) => {
@@ -412,10 +413,18 @@ impl Resources {
             rtr.dlid = r.lid;
             rtr.sl = p.sl;
             rtr.max_dest_rd_atomic = self.out_reads.min(255) as u8;
-            if let (Some((idx, _)), Some(dgid)) = (ep.gid, r.gid) {
-                rtr.grh = Some(Grh::new(dgid, idx as u8));
+            rtr.grh = grh_of(ep, p, r, i);
+            if rtr.grh.is_none() && p.qos.grh_set() {
+                return Err(Fail::new(
+                    "--tclass/--flow_label: the QPs carry no GRH here (InfiniBand without -x); \
+                     give a GID index with -x",
+                ));
             }
             qp.to_rtr(&rtr).map_err(Fail::verbs)?;
+            // Verbs QPs are read back; a direct (mlx5dv) QP is modified by the same verb.
+            if let (true, Some(q)) = (p.qos.grh_set(), self.qps.get(i)) {
+                check_grh(q, p, i)?;
+            }
             if rts {
                 let mut a = RtsAttr::new(self.psns[i], r.out_reads.min(255) as u8);
                 a.timeout = p.qp_timeout;
@@ -428,10 +437,7 @@ impl Resources {
     /// UD: where sends to the peer `r` go — an AH built from the same
     /// address vector as RTR (perftest `ctx_connect`), its QPN, perftest's Q_Key.
     pub fn ud_dest(&self, ep: &Endpoint, p: &Params, r: &Dest) -> Result<UdDest, Fail> {
-        let grh = match (ep.gid, r.gid) {
-            (Some((idx, _)), Some(dgid)) => Some(Grh::new(dgid, idx as u8)),
-            _ => None,
-        };
+        let grh = grh_of(ep, p, r, 0);
         let attr = AhAttr {
             port: p.ib_port,
             dlid: r.lid,
@@ -452,4 +458,32 @@ impl Resources {
             let _ = self.qp_ctl(i).to_err();
         }
     }
+}
+
+/// The GRH towards peer QP `r` from our QP `i` (none without GIDs): perftest's
+/// hop limit 0xFF, `--tclass`, and `--flow_label` round-robin over the QPs.
+fn grh_of(ep: &Endpoint, p: &Params, r: &Dest, i: usize) -> Option<Grh> {
+    let (Some((idx, _)), Some(dgid)) = (ep.gid, r.gid) else {
+        return None;
+    };
+    let mut g = Grh::new(dgid, idx as u8);
+    g.traffic_class = p.qos.traffic_class;
+    g.flow_label = p.qos.flow_label(i);
+    Some(g)
+}
+
+/// `--tclass`/`--flow_label`: the QP must hold what was asked (read back after
+/// RTR), so a device that drops them fails the run instead of measuring
+/// something else.
+fn check_grh(qp: &crate::verbs::Qp, p: &Params, i: usize) -> Result<(), Fail> {
+    let (tclass, flow, _) = qp.query_grh().map_err(Fail::verbs)?;
+    let want = (p.qos.traffic_class, p.qos.flow_label(i));
+    if (tclass, flow) != want {
+        return Err(Fail::new(format!(
+            "QP {i}: the device holds traffic class {tclass} and flow label {flow} after RTR, \
+             not the {} and {} asked for; it does not honour --tclass/--flow_label",
+            want.0, want.1
+        )));
+    }
+    Ok(())
 }

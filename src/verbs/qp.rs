@@ -376,6 +376,27 @@ impl Qp {
         Ok(())
     }
 
+    /// The GRH the QP holds after RTR, read back with `ibv_query_qp`:
+    /// (traffic class, flow label, hop limit).
+    pub fn query_grh(&self) -> Result<(u8, u32, u8)> {
+        // SAFETY: both structs are plain C data for which all-zero is valid.
+        let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: the QP is live; the kernel fills `attr`/`init`, which we own.
+        let ret =
+            unsafe { sys::ibv_query_qp(self.raw(), &mut attr, sys::IBV_QP_AV as i32, &mut init) };
+        if ret != 0 {
+            return Err(VerbsError::new(
+                "ibv_query_qp(IBV_QP_AV)",
+                errno_of(ret),
+                "the QP's address vector could not be read back",
+            ));
+        }
+        let g = attr.ah_attr.grh;
+        Ok((g.traffic_class, g.flow_label, g.hop_limit))
+    }
+
     /// Applies attributes computed elsewhere (the RDMA CM's
     /// `rdma_init_qp_attr`, see [`super::cm`]); `what` names the transition.
     pub fn apply(&self, verb: &'static str, mut attr: sys::ibv_qp_attr, mask: u32) -> Result<()> {
