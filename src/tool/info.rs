@@ -22,21 +22,29 @@ pub fn test_info(
     extra.push(("Clock".into(), clock.to_string()));
     if p.qos.grh_set() {
         let fl: Vec<String> = p.qos.flow_labels.iter().map(|f| f.to_string()).collect();
+        let fl = if fl.is_empty() {
+            "0".into()
+        } else {
+            fl.join(",")
+        };
+        let where_ = if p.conn == crate::cli::params::Conn::Ud {
+            "on the address handle"
+        } else {
+            "read back from the QPs"
+        };
         extra.push((
             "GRH".into(),
             format!(
-                "traffic class {}, flow label {} (read back from the QPs)",
-                p.qos.traffic_class,
-                if fl.is_empty() {
-                    "0".into()
-                } else {
-                    fl.join(",")
-                }
+                "traffic class {}, flow label {fl} ({where_})",
+                p.qos.traffic_class
             ),
         ));
     }
     if p.qos.pkey_index != 0 {
-        extra.push(("P_Key index".into(), p.qos.pkey_index.to_string()));
+        extra.push((
+            "P_Key index".into(),
+            format!("{} (read back from the QPs)", p.qos.pkey_index),
+        ));
     }
     let method = chosen.method;
     TestInfo {

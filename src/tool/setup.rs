@@ -422,8 +422,8 @@ impl Resources {
             }
             qp.to_rtr(&rtr).map_err(Fail::verbs)?;
             // Verbs QPs are read back; a direct (mlx5dv) QP is modified by the same verb.
-            if let (true, Some(q)) = (p.qos.grh_set(), self.qps.get(i)) {
-                check_grh(q, p, i)?;
+            if let (true, Some(q)) = (p.qos.grh_set() || p.qos.pkey_index != 0, self.qps.get(i)) {
+                check_qos(q, p, i)?;
             }
             if rts {
                 let mut a = RtsAttr::new(self.psns[i], r.out_reads.min(255) as u8);
@@ -472,13 +472,20 @@ fn grh_of(ep: &Endpoint, p: &Params, r: &Dest, i: usize) -> Option<Grh> {
     Some(g)
 }
 
-/// `--tclass`/`--flow_label`: the QP must hold what was asked (read back after
-/// RTR), so a device that drops them fails the run instead of measuring
-/// something else.
-fn check_grh(qp: &crate::verbs::Qp, p: &Params, i: usize) -> Result<(), Fail> {
-    let (tclass, flow, _) = qp.query_grh().map_err(Fail::verbs)?;
+/// `--tclass`/`--flow_label`/`--pkey_index`: the QP must hold what was asked
+/// (read back after RTR), so a device that drops them fails the run instead of
+/// measuring something else. A UD QP has no address vector (its AH carries
+/// the GRH), so only its P_Key index is checked.
+fn check_qos(qp: &crate::verbs::Qp, p: &Params, i: usize) -> Result<(), Fail> {
+    let (tclass, flow, pkey) = qp.query_grh().map_err(Fail::verbs)?;
+    if pkey != p.qos.pkey_index {
+        return Err(Fail::new(format!(
+            "QP {i}: the device holds P_Key index {pkey} after RTR, not the {} asked for",
+            p.qos.pkey_index
+        )));
+    }
     let want = (p.qos.traffic_class, p.qos.flow_label(i));
-    if (tclass, flow) != want {
+    if p.conn != crate::cli::params::Conn::Ud && (tclass, flow) != want {
         return Err(Fail::new(format!(
             "QP {i}: the device holds traffic class {tclass} and flow label {flow} after RTR, \
              not the {} and {} asked for; it does not honour --tclass/--flow_label",

@@ -376,9 +376,9 @@ impl Qp {
         Ok(())
     }
 
-    /// The GRH the QP holds after RTR, read back with `ibv_query_qp`:
-    /// (traffic class, flow label, hop limit).
-    pub fn query_grh(&self) -> Result<(u8, u32, u8)> {
+    /// The GRH the QP holds after RTR and its P_Key index, read back with
+    /// `ibv_query_qp`: (traffic class, flow label, P_Key index).
+    pub fn query_grh(&self) -> Result<(u8, u32, u16)> {
         // SAFETY: both structs are plain C data for which all-zero is valid.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
@@ -388,13 +388,13 @@ impl Qp {
             unsafe { sys::ibv_query_qp(self.raw(), &mut attr, sys::IBV_QP_AV as i32, &mut init) };
         if ret != 0 {
             return Err(VerbsError::new(
-                "ibv_query_qp(IBV_QP_AV)",
+                "ibv_query_qp(IBV_QP_AV|IBV_QP_PKEY_INDEX)",
                 errno_of(ret),
                 "the QP's address vector could not be read back",
             ));
         }
         let g = attr.ah_attr.grh;
-        Ok((g.traffic_class, g.flow_label, g.hop_limit))
+        Ok((g.traffic_class, g.flow_label, attr.pkey_index))
     }
 
     /// Applies attributes computed elsewhere (the RDMA CM's
