@@ -153,10 +153,7 @@ fn no_misleading_hints() {
     ] {
         let e = refusal(args);
         assert!(!e.contains(not), "{args:?}: {e}");
-        assert!(
-            e.starts_with(&format!("rdmaperf {}: {}", args[0], args[1])),
-            "{e}"
-        );
+        assert!(e.contains(args[1]), "{e}");
     }
     assert!(outcome(vec!["rdmaperf".into(), "write-lat".into(), "-U".into()]).unwrap());
 }

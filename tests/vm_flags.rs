@@ -73,6 +73,20 @@ fn script() -> String {
          '{r} send-bw -c UD -s 64 -n 200 {COMMON} --tclass 32 -p $PORT 127.0.0.1'\n"
     );
     s += &format!("single pkey1 '{r} {bw} {COMMON} --loopback --pkey_index 1 -p 19301'\n");
+    // --cpu_util under -D: rdmaperf both ends, stock 4.5 both ways, and a latency tool.
+    let d = "-s 64 -D 4 --cpu_util";
+    s += &format!(
+        "pair cpu_rr '{r} write-bw {COMMON} {d} -p $PORT' '{r} write-bw {COMMON} {d} -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair cpu_sr 'ib_write_bw {COMMON} {d} -p $PORT' '{r} write-bw {COMMON} {d} -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair cpu_rs '{r} read-bw {COMMON} {d} -p $PORT' 'ib_read_bw {COMMON} {d} -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair cpu_lat '{r} write-lat {COMMON} -D 4 --cpu_util -p $PORT' '{r} write-lat {COMMON} -D 4 --cpu_util -p $PORT 127.0.0.1'\n"
+    );
     s += "exit 0\n";
     s
 }
@@ -373,5 +387,53 @@ fn traffic_class_flow_label_and_pkey_reach_the_qps() {
             .contains(" P_Key index     : 1 (read back from the QPs)"),
         "{}",
         s.out
+    );
+}
+
+/// The last number of every table row that has `width` numbers.
+fn last_column(out: &str, width: usize) -> Vec<f64> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<f64> = l
+                .split_whitespace()
+                .map(|x| x.parse().ok())
+                .collect::<Option<_>>()?;
+            (f.len() == width).then(|| f[width - 1])
+        })
+        .collect()
+}
+
+#[test]
+fn cpu_util_column_under_duration() {
+    let Some(b) = batch() else { return };
+    // rdmaperf's client measures; a stock client's numbers are its own.
+    for pair in ["cpu_rr", "cpu_sr"] {
+        let p = b.pair(pair);
+        p.assert_ok();
+        assert!(
+            p.client.out.contains("MsgRate[Mpps]    CPU_Util[%]\n"),
+            "{pair}: {}",
+            p.client.out
+        );
+        let cpu = last_column(&p.client.out, 6);
+        assert_eq!(cpu.len(), 1, "{pair}: {}", p.client.out);
+        // Both sides of the pair spin on this 2-CPU guest: busy, but not over 100 %.
+        assert!(
+            cpu[0] > 0.0 && cpu[0] <= 100.0,
+            "{pair}: CPU_Util {}",
+            cpu[0]
+        );
+    }
+    let p = b.pair("cpu_rs");
+    p.assert_ok();
+    assert!(p.server.out.contains("CPU_Util[%]"), "{}", p.server.out);
+    let p = b.pair("cpu_lat");
+    p.assert_ok();
+    let cpu = last_column(&p.client.out, 5);
+    assert_eq!(cpu.len(), 1, "{}", p.client.out);
+    assert!(
+        cpu[0] > 0.0 && cpu[0] <= 100.0,
+        "write-lat CPU_Util {}",
+        cpu[0]
     );
 }

@@ -195,6 +195,10 @@ pub struct PerfArgs {
     /// Report latencies in TSC cycles instead of microseconds.
     #[arg(short = 'C', long = "report-cycles")]
     pub report_cycles: bool,
+    /// Add perftest's CPU_Util column (-D runs): user / (user + idle) time of
+    /// the whole host over the sample window, from /proc/stat.
+    #[arg(long = "cpu_util")]
+    pub cpu_util: bool,
     /// Traffic class in the GRH (RoCE: the DSCP/ECN byte) of the data QPs.
     #[arg(long = "tclass")]
     pub tclass: Option<u8>,

@@ -134,7 +134,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(None, "rate_limit_type", true, "not implemented yet in rdmaperf: the rate limiter (SW, HW or PP) - drop it"),
     no(None, "rate_units", true, "not implemented yet in rdmaperf: the rate limiter - drop it"),
     imp(None, "output", true),
-    no(None, "cpu_util", false, "not implemented yet in rdmaperf: the CPU utilisation column of -D runs - measure with `mpstat` or `perf stat` around the run"),
+    imp(None, "cpu_util", false),
     imp(None, "out_json", false),
     imp(None, "out_json_file", true),
     no(None, "latency_gap", true, "not implemented yet in rdmaperf: a busy-wait between latency posts - drop --latency_gap"),

@@ -254,6 +254,8 @@ pub struct Params {
     pub samples: SampleReport,
     /// GRH of the data QPs (`--tclass`, `--flow_label`) and `--pkey_index`.
     pub qos: Qos,
+    /// `--cpu_util` (duration mode).
+    pub cpu_util: bool,
 }
 
 /// `--tclass`, `--flow_label`, `--pkey_index`.
@@ -403,6 +405,17 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     }
     sample_rules(a, bw)?;
     let qos = qos_of(a)?;
+    if a.cpu_util && a.duration.is_none() {
+        return Err(rule(
+            "--cpu_util: CPU utilisation is measured in duration mode only (as in perftest); add -D",
+        ));
+    }
+    if a.cpu_util && (a.run_infinitely || a.bidirectional || (verb == Verb::Send && bw)) {
+        return Err(rule(
+            "--cpu_util: not implemented yet in rdmaperf for --run_infinitely, -b or send-bw; \
+             it runs with write-bw, read-bw, atomic-bw and the latency tools under -D",
+        ));
+    }
     if a.atomic_type.is_some() && verb != Verb::Atomic {
         return Err(rule("-A applies to atomic tests only"));
     }
@@ -698,6 +711,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
             file: a.samples_file.clone(),
         },
         qos,
+        cpu_util: a.cpu_util,
     })
 }
 

@@ -48,6 +48,7 @@ pub fn test_info(
     }
     let method = chosen.method;
     TestInfo {
+        cpu_util: p.cpu_util,
         device: ep.ctx.name().to_string(),
         wr_api: method == Method::WrApi,
         mtu: mtu_bytes,

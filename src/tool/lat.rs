@@ -320,6 +320,12 @@ impl Lat<'_> {
             rx_depth: p.rx_depth as u64,
         };
         let start = clock::now();
+        let cpu = match p.mode {
+            Mode::Duration { secs, margin } if p.cpu_util => {
+                Some(super::cpu_util::Sampler::start(margin, secs - 2 * margin))
+            }
+            _ => None,
+        };
         let mut window = 0;
         if let Mode::Duration { secs, margin } = p.mode {
             let at = |s: u32| start + self.clock.cycles_for(Duration::from_secs(s as u64));
@@ -369,12 +375,14 @@ impl Lat<'_> {
                 )
             }
         };
+        let cpu = cpu.map_or(0.0, |c| c.finish());
         let n = (outcome.iters as usize).min(tposted.len());
         tposted.truncate(n);
         Ok(Measured {
             outcome,
             tposted,
             window,
+            cpu,
         })
     }
 
@@ -391,8 +399,8 @@ impl Lat<'_> {
             let r = stats::lat_duration(m.window, n, hz, rtt)
                 .map_err(|e| Fail::new(format!("computing the result: {e}")))?;
             (
-                text::lat_duration_row(size, n, &r, self.info, 0.0),
-                json::Record::lat_duration(size, n, &r, self.info, 0.0),
+                text::lat_duration_row(size, n, &r, self.info, m.cpu),
+                json::Record::lat_duration(size, n, &r, self.info, m.cpu),
             )
         } else {
             let units = if self.p.samples.cycles {
@@ -491,6 +499,8 @@ struct Measured {
     tposted: Vec<u64>,
     /// Duration mode: the sample window in ticks.
     window: u64,
+    /// `--cpu_util` over the sample window (0 without it).
+    cpu: f32,
 }
 
 /// Latency statistics from post stamps: exact by default, perftest's own

@@ -308,6 +308,12 @@ pub(crate) fn run_session(
             }
             _ => None,
         };
+        let cpu = match p.mode {
+            Mode::Duration { secs, margin } if p.cpu_util => {
+                Some(super::cpu_util::Sampler::start(margin, secs - 2 * margin))
+            }
+            _ => None,
+        };
         let mut per_thread = None;
         let run = if let Some(w) = &workers {
             let (run, lines) = threads_bw::run_size(p, &res, w, size, &targets, method, &clock)?;
@@ -366,6 +372,7 @@ pub(crate) fn run_session(
             }
         };
         drop(ticker);
+        let cpu = cpu.map_or(0.0, |c| c.finish());
         let r = &run.row;
         if !p.run_infinitely {
             if p.sizes.len() > 1 {
@@ -373,7 +380,7 @@ pub(crate) fn run_session(
                 progress::clear();
             }
             // --run_infinitely printed its period rows; no whole-run row (perftest neither).
-            out.print(&text::bw_row(r, &info, 0.0));
+            out.print(&text::bw_row(r, &info, cpu));
         }
         if run.unknown_qpn_cqes > 0 {
             out.print(&unknown_qpn_line(run.unknown_qpn_cqes));
@@ -384,7 +391,7 @@ pub(crate) fn run_session(
         costs.extend(cost);
         summaries.push(summary);
         if let Some(j) = report.as_mut().filter(|_| !p.run_infinitely) {
-            let mut rec = json::Record::bw(r, &info, 0.0);
+            let mut rec = json::Record::bw(r, &info, cpu);
             if let Some((_, call, wr)) = cost {
                 rec = rec
                     .with("post_ns_per_call", (call * 10.0).round() / 10.0)
