@@ -15,5 +15,6 @@ pub mod model;
 pub mod post;
 pub mod report;
 pub mod run;
+pub mod selfcheck;
 pub mod tool;
 pub mod verbs;

@@ -152,6 +152,10 @@ pub fn main() -> i32 {
     if argv.get(1).map(String::as_str) == Some("fabric") {
         return crate::fabric::cli::main(&argv[2..]);
     }
+    // `selfcheck` has its own flags too (crate::selfcheck::cli).
+    if argv.get(1).map(String::as_str) == Some("selfcheck") {
+        return crate::selfcheck::cli::main(&argv[2..]);
+    }
     match parse(argv) {
         Parsed::Print {
             text,

@@ -98,6 +98,15 @@ impl DirectCq {
     pub fn cqe_size(&self) -> u32 {
         1 << self.cqe_shift
     }
+    /// Routes this SQ's CQEs to it instead of the SQ attached before with
+    /// the same QPN (a QP moved through RESET gets a fresh SQ). Control path.
+    pub fn reattach<M: Mmio>(&mut self, sq: &DirectSq<M>) {
+        let qpn = sq.qpn();
+        self.sqs.retain(|s| s.qpn() != qpn);
+        self.last = 0;
+        self.attach(sq);
+    }
+
     /// Number of CQEs.
     pub fn cqe_cnt(&self) -> u32 {
         self.cqe_cnt

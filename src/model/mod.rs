@@ -540,6 +540,27 @@ impl Model {
         mine
     }
 
+    /// Fault injection: the next `n` WQEs (any QP) complete without being
+    /// executed, as if the NIC lost them.
+    pub fn drop_next_wqes(&self, n: u32) {
+        lock(&self.shared.nic).drop_wqes = n;
+    }
+
+    /// Moves QP `q` through RESET back to RTS: the NIC forgets its ring
+    /// position and error state, the SQ doorbell record reads 0. Build its
+    /// SQ again with [`extra_sq`](Self::extra_sq) and
+    /// `DirectCq::reattach` it; stores of the old SQ not yet processed are
+    /// discarded.
+    pub fn reset_qp(&self, q: usize) {
+        let mut nic = lock(&self.shared.nic);
+        lock(&self.shared.log).pending.retain(|e| e.0 != q);
+        nic.reset_qp(q);
+        let rec = self.shared.mem.qps[q].dbrec.ptr().wrapping_add(4);
+        // SAFETY: the SQ record lies in QP q's 64-byte dbrec region; stored
+        // atomically as every record is (a poller may read it).
+        unsafe { AtomicU32::from_ptr(rec.cast()) }.store(0, Ordering::Release);
+    }
+
     /// Processes every recorded store so far; returns WQEs executed.
     pub fn step(&self) -> usize {
         self.shared.step()

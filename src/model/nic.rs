@@ -129,6 +129,9 @@ pub(crate) struct Nic {
     pub(crate) peer_done: Vec<PeerCompletion>,
     pub(crate) violations: Vec<String>,
     pub(crate) stats: NicStats,
+    /// Fault injection: this many WQEs are consumed and completed without
+    /// being executed (a NIC that loses them), for tests that must fail.
+    pub(crate) drop_wqes: u32,
 }
 
 impl Nic {
@@ -141,7 +144,17 @@ impl Nic {
             peer_done: Vec::new(),
             violations: Vec::new(),
             stats: NicStats::default(),
+            drop_wqes: 0,
         }
+    }
+
+    /// QP `q` back to a fresh state (RESET..RTS): nothing executed, not in
+    /// error; its peer's receives and counters stay.
+    pub(crate) fn reset_qp(&mut self, q: usize) {
+        let fresh = Qp::new();
+        let old = std::mem::replace(&mut self.qps[q], fresh);
+        self.qps[q].peer_rq = old.peer_rq;
+        self.qps[q].stats = old.stats;
     }
 
     pub(crate) fn qp_in_error(&self) -> bool {
@@ -423,6 +436,9 @@ impl Nic {
         let w = Self::read_ring(mem, cfg, q, start, nbb);
         let res = if self.qps[q].error {
             Err((synd::WR_FLUSH, vendor::FLUSH))
+        } else if self.drop_wqes > 0 {
+            self.drop_wqes -= 1;
+            Ok(0)
         } else {
             self.exec(cfg, q, &w, start)
         };

@@ -1,0 +1,471 @@
+//! Running one case on a [`Rig`] (a requester QP and its peer in loopback,
+//! posting through one post method) and checking everything it did: the
+//! bytes where they landed (a pattern, byte for byte), the requester's
+//! completions (count, wr_ids, status, opcode), the peer's receive
+//! completions (count, wr_ids, opcode, byte_len, immediate), and for the bad
+//! rkey the error status, its decoded syndrome and the QP after recovery.
+//! Control path: allocation and formatting are fine here.
+
+use std::time::{Duration, Instant};
+
+use super::cases::{Case, Shape, Tr};
+use crate::post::{Completion, Op, PostError, WcOpcode, WcStatus, WrDesc};
+
+/// A registered buffer of a rig: where it is and its key.
+#[derive(Clone, Copy, Debug)]
+pub struct BufRef {
+    pub addr: u64,
+    pub key: u32,
+    pub len: usize,
+}
+
+/// A requester QP, its peer and their buffers, posting through one method.
+pub trait Rig {
+    fn tr(&self) -> Tr;
+    /// The requester QP's inline maximum (bytes).
+    fn max_inline(&self) -> u32;
+    /// WRs the send queue holds: the wrap case posts twice as many.
+    fn sq_depth(&self) -> u32;
+    /// The requester's buffer (gather source, READ/atomic destination) and
+    /// the peer's (WRITE/READ/atomic target, receive buffers).
+    fn local(&self) -> BufRef;
+    fn remote(&self) -> BufRef;
+    fn local_bytes(&mut self) -> &mut [u8];
+    fn remote_bytes(&mut self) -> &mut [u8];
+    fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError>;
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError>;
+    /// A receive at the peer into its buffer.
+    fn post_recv(&mut self, wr_id: u64, addr: u64, len: u32) -> Result<(), String>;
+    /// Receive completions at the peer so far (drained).
+    fn poll_recv(&mut self, out: &mut Vec<Completion>) -> Result<(), String>;
+    /// Lets a software NIC run (the model); nothing on a device.
+    fn progress(&mut self) {}
+    /// Bytes of GRH in front of a UD receive.
+    fn grh(&self) -> u32;
+    /// Moves both QPs through RESET back to RTS after an error and drains
+    /// what the error flushed.
+    fn recover(&mut self) -> Result<(), String>;
+    /// Fault injection (the model): lose the next `n` WQEs; false where
+    /// the rig cannot.
+    fn inject_drop(&mut self, _n: u32) -> bool {
+        false
+    }
+    /// The error completion decoded (status and syndrome as this method
+    /// reports them).
+    fn describe_error(&self, c: &Completion) -> String;
+}
+
+const WAIT: Duration = Duration::from_secs(20);
+const SLOT: usize = 64;
+const IMM: u32 = 0x1234_5678;
+
+/// Runs `case`; `Err` says what was wrong.
+pub fn run_case(rig: &mut dyn Rig, case: &Case) -> Result<(), String> {
+    match case.shape {
+        Shape::BadRkey => bad_rkey(rig),
+        Shape::Single => burst(rig, case.op, 1, len_of(case.op, 64), false, 1),
+        Shape::List(n) => burst(rig, case.op, n, len_of(case.op, 64), false, n),
+        Shape::Inline(n) => burst(rig, case.op, 1, n, true, 1),
+        Shape::Wrap => {
+            // Two laps of the ring in lists of 8 (one signaled WR each).
+            let lists = (2 * rig.sq_depth()).div_ceil(8) + 1;
+            burst(rig, case.op, 8 * lists, len_of(case.op, 8), false, 8)
+        }
+    }
+}
+
+fn len_of(op: Op, len: u32) -> u32 {
+    if matches!(op, Op::FetchAdd | Op::CmpSwap) {
+        8
+    } else {
+        len
+    }
+}
+
+/// A fresh pattern for a case (differs between cases, so stale bytes of an
+/// earlier case never pass).
+fn fill(bytes: &mut [u8], seed: u64) {
+    let mut x = seed | 1;
+    for b in bytes.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+}
+
+fn seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+    N.fetch_add(0x2545_f491_4f6c_dd1d, Ordering::Relaxed)
+}
+
+fn ne64(b: &[u8], off: usize) -> u64 {
+    u64::from_ne_bytes(b[off..off + 8].try_into().unwrap_or([0; 8]))
+}
+
+/// Posts `n` WRs of `len` bytes in post lists of `per_list` (the last of
+/// each list signaled), waits for every completion and checks all.
+fn burst(
+    rig: &mut dyn Rig,
+    op: Op,
+    n: u32,
+    len: u32,
+    inline: bool,
+    per_list: u32,
+) -> Result<(), String> {
+    let (l, r) = (rig.local(), rig.remote());
+    let recv = matches!(op, Op::Send | Op::SendImm | Op::WriteImm);
+    let grh = if rig.tr() == Tr::Ud { rig.grh() } else { 0 };
+    // Each WR has its own slot in both buffers (wrapping for the long case).
+    let stride = (len as usize + grh as usize).div_ceil(SLOT) * SLOT;
+    let slots = (l.len.min(r.len) / stride).min(4096);
+    if slots == 0 {
+        return Err(format!(
+            "internal: buffers of {} B hold no {stride}-byte slot",
+            l.len
+        ));
+    }
+    let s = seed();
+    fill(rig.local_bytes(), s);
+    if matches!(op, Op::Read | Op::FetchAdd | Op::CmpSwap) {
+        fill(rig.remote_bytes(), s ^ 0xdead_beef);
+        if op != Op::Read {
+            for slot in rig.remote_bytes().chunks_exact_mut(stride) {
+                for k in 0..4 {
+                    slot[7 - k] = slot[k];
+                }
+            }
+        }
+    } else {
+        rig.remote_bytes().fill(0);
+    }
+    let before_local = rig.local_bytes().to_vec();
+    let before_remote = rig.remote_bytes().to_vec();
+    let mut expect_wr = Vec::new();
+    let mut expect_rx = Vec::new();
+    let mut touched = vec![None::<u32>; slots];
+    let mut sent = 0u32;
+    while sent < n {
+        let k = per_list.min(n - sent);
+        let mut wrs = Vec::with_capacity(k as usize);
+        for j in 0..k {
+            let i = sent + j;
+            let slot = i as usize % slots;
+            let off = (slot * stride) as u64;
+            let signaled = j + 1 == k;
+            let wr_id = 0x5c00_0000 + i as u64;
+            let remote_at = r.addr + off;
+            let local_at = l.addr + off;
+            if recv {
+                rig.post_recv(wr_id, remote_at, len + grh)?;
+                expect_rx.push(wr_id);
+            }
+            let init = ne64(&before_remote, slot * stride);
+            let wr = WrDesc {
+                wr_id,
+                laddr: local_at,
+                lkey: l.key,
+                len,
+                raddr: remote_at,
+                rkey: r.key,
+                imm: IMM,
+                swap_add: if op == Op::CmpSwap {
+                    !init
+                } else {
+                    i as u64 + 1
+                },
+                compare: init,
+                signaled,
+                inline,
+            };
+            if signaled {
+                expect_wr.push(wr_id);
+            }
+            touched[slot] = Some(i);
+            wrs.push(wr);
+        }
+        post_with_room(rig, op, &wrs)?;
+        sent += k;
+        // Each list completes before the next: the ring never overflows
+        // and the receives are never short.
+        wait_completions(rig, op, &expect_wr)?;
+        expect_wr.clear();
+        if recv {
+            let rx_len = if op == Op::WriteImm { len } else { len + grh };
+            wait_receives(rig, op, &expect_rx, rx_len)?;
+            expect_rx.clear();
+        }
+    }
+    check_bytes(
+        rig,
+        op,
+        len,
+        stride,
+        grh,
+        &touched,
+        &before_local,
+        &before_remote,
+    )
+}
+
+fn post_with_room(rig: &mut dyn Rig, op: Op, wrs: &[WrDesc]) -> Result<(), String> {
+    let t0 = Instant::now();
+    loop {
+        match rig.post(op, wrs) {
+            Ok(()) => return Ok(()),
+            Err(PostError::QueueFull) if t0.elapsed() < WAIT => rig.progress(),
+            Err(e) => return Err(format!("post of {} WRs failed: {e:?}", wrs.len())),
+        }
+    }
+}
+
+fn wc_opcode(op: Op) -> WcOpcode {
+    match op {
+        Op::Write | Op::WriteImm => WcOpcode::RDMA_WRITE,
+        Op::Send | Op::SendImm => WcOpcode::SEND,
+        Op::Read => WcOpcode::RDMA_READ,
+        Op::FetchAdd => WcOpcode::FETCH_ADD,
+        Op::CmpSwap => WcOpcode::COMP_SWAP,
+    }
+}
+
+/// Polls until `want.len()` completions came, each successful, in order,
+/// with the expected wr_id and opcode, and nothing more arrives.
+fn wait_completions(rig: &mut dyn Rig, op: Op, want: &[u64]) -> Result<(), String> {
+    let mut got: Vec<Completion> = Vec::new();
+    let t0 = Instant::now();
+    let mut buf = [Completion::default(); 16];
+    while got.len() < want.len() {
+        rig.progress();
+        let n = rig
+            .poll(&mut buf)
+            .map_err(|e| format!("poll failed: {e:?}"))?;
+        got.extend_from_slice(&buf[..n]);
+        if t0.elapsed() > WAIT {
+            return Err(format!(
+                "{} of {} completions after {}s",
+                got.len(),
+                want.len(),
+                WAIT.as_secs()
+            ));
+        }
+    }
+    rig.progress();
+    let n = rig
+        .poll(&mut buf)
+        .map_err(|e| format!("poll failed: {e:?}"))?;
+    got.extend_from_slice(&buf[..n]);
+    if got.len() != want.len() {
+        return Err(format!(
+            "{} completions, {} expected (extra: {:?})",
+            got.len(),
+            want.len(),
+            &got[want.len()..]
+        ));
+    }
+    for (i, (c, &w)) in got.iter().zip(want).enumerate() {
+        if c.status != WcStatus::SUCCESS {
+            return Err(format!(
+                "completion {i} (wr_id {:#x}): {}",
+                c.wr_id,
+                rig.describe_error(c)
+            ));
+        }
+        if c.wr_id != w {
+            return Err(format!(
+                "completion {i}: wr_id {:#x}, expected {w:#x}",
+                c.wr_id
+            ));
+        }
+        if c.opcode != wc_opcode(op) {
+            return Err(format!(
+                "completion {i}: opcode {}, expected {}",
+                c.opcode.0,
+                wc_opcode(op).0
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn wait_receives(rig: &mut dyn Rig, op: Op, want: &[u64], byte_len: u32) -> Result<(), String> {
+    let mut got = Vec::new();
+    let t0 = Instant::now();
+    while got.len() < want.len() {
+        rig.progress();
+        rig.poll_recv(&mut got)?;
+        if t0.elapsed() > WAIT {
+            return Err(format!(
+                "{} of {} receive completions at the peer after {}s",
+                got.len(),
+                want.len(),
+                WAIT.as_secs()
+            ));
+        }
+    }
+    let (opcode, imm) = match op {
+        Op::WriteImm => (WcOpcode::RECV_RDMA_WITH_IMM, true),
+        Op::SendImm => (WcOpcode::RECV, true),
+        _ => (WcOpcode::RECV, false),
+    };
+    for (i, (c, &w)) in got.iter().zip(want).enumerate() {
+        if c.status != WcStatus::SUCCESS || c.wr_id != w || c.opcode != opcode {
+            return Err(format!(
+                "receive {i}: wr_id {:#x} status {} opcode {}, expected wr_id {w:#x} success \
+                 opcode {}",
+                c.wr_id,
+                c.status.name(),
+                c.opcode.0,
+                opcode.0
+            ));
+        }
+        // WRITE_IMM: the RDMA WRITE's length (its payload went to the
+        // target address, not into the receive buffer).
+        let want_len = byte_len;
+        if c.byte_len != want_len {
+            return Err(format!(
+                "receive {i}: byte_len {}, expected {want_len}",
+                c.byte_len
+            ));
+        }
+        if imm && u32::from_be(c.imm) != IMM {
+            return Err(format!(
+                "receive {i}: immediate {:#x}, expected {IMM:#x}",
+                u32::from_be(c.imm)
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_bytes(
+    rig: &mut dyn Rig,
+    op: Op,
+    len: u32,
+    stride: usize,
+    grh: u32,
+    touched: &[Option<u32>],
+    before_local: &[u8],
+    before_remote: &[u8],
+) -> Result<(), String> {
+    let local = rig.local_bytes().to_vec();
+    let remote = rig.remote_bytes().to_vec();
+    let len = len as usize;
+    for (slot, t) in touched.iter().enumerate() {
+        let Some(i) = *t else { continue };
+        let at = slot * stride;
+        let (got, want, what): (Vec<u8>, Vec<u8>, &str) = match op {
+            Op::Write | Op::WriteImm => (
+                remote[at..at + len].to_vec(),
+                local[at..at + len].to_vec(),
+                "peer buffer",
+            ),
+            Op::Send | Op::SendImm => {
+                let g = at + grh as usize;
+                (
+                    remote[g..g + len].to_vec(),
+                    local[at..at + len].to_vec(),
+                    "peer receive buffer",
+                )
+            }
+            Op::Read => (
+                local[at..at + len].to_vec(),
+                remote[at..at + len].to_vec(),
+                "local buffer (READ)",
+            ),
+            Op::FetchAdd | Op::CmpSwap => {
+                // The targets are byte palindromes (see `burst`), so the
+                // compare operand matches whichever byte order the device
+                // gives atomics; the fetch-add result is accepted in either.
+                let init = ne64(before_remote, at);
+                let (now, old) = (ne64(&remote, at), ne64(&local, at));
+                let add = i as u64 + 1;
+                let ok_now = match op {
+                    Op::FetchAdd => {
+                        now == init.wrapping_add(add)
+                            || u64::from_be(now) == u64::from_be(init).wrapping_add(add)
+                    }
+                    _ => now == !init,
+                };
+                if old != init {
+                    return Err(format!(
+                        "WR {i}: the atomic's old value in the local buffer is {old:#x}, the \
+                         target held {init:#x}"
+                    ));
+                }
+                if !ok_now {
+                    return Err(format!(
+                        "WR {i}: the target holds {now:#x} after the atomic, {init:#x} before"
+                    ));
+                }
+                continue;
+            }
+        };
+        if got != want {
+            let k = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(0);
+            return Err(format!(
+                "WR {i}: {what} differs at byte {k} of {len}: {:#04x}, expected {:#04x}",
+                got[k], want[k]
+            ));
+        }
+    }
+    // Nothing outside the touched slots changed at the target.
+    let (after, before) = match op {
+        Op::Read => (&local, before_local),
+        _ => (&remote, before_remote),
+    };
+    for (slot, t) in touched.iter().enumerate() {
+        if t.is_none()
+            && after[slot * stride..(slot + 1) * stride]
+                != before[slot * stride..(slot + 1) * stride]
+        {
+            return Err(format!("slot {slot}, which no WR targeted, changed"));
+        }
+    }
+    Ok(())
+}
+
+/// A WRITE to a wrong rkey: an error completion (remote access), decoded;
+/// then recovery and a WRITE that lands.
+fn bad_rkey(rig: &mut dyn Rig) -> Result<(), String> {
+    let (l, r) = (rig.local(), rig.remote());
+    let wr = WrDesc {
+        wr_id: 0xbad,
+        laddr: l.addr,
+        lkey: l.key,
+        len: 64,
+        raddr: r.addr,
+        rkey: r.key ^ 0x00ab_cd00,
+        signaled: true,
+        ..WrDesc::default()
+    };
+    post_with_room(rig, Op::Write, &[wr])?;
+    let t0 = Instant::now();
+    let mut buf = [Completion::default(); 4];
+    let c = loop {
+        rig.progress();
+        let n = rig
+            .poll(&mut buf)
+            .map_err(|e| format!("poll failed: {e:?}"))?;
+        if n > 0 {
+            break buf[0];
+        }
+        if t0.elapsed() > WAIT {
+            return Err("no completion for the WRITE to a bad rkey".into());
+        }
+    };
+    if c.wr_id != 0xbad || c.status != WcStatus::REM_ACCESS_ERR {
+        return Err(format!(
+            "the WRITE to a bad rkey completed with wr_id {:#x}: {}; expected REM_ACCESS_ERR",
+            c.wr_id,
+            rig.describe_error(&c)
+        ));
+    }
+    let decoded = rig.describe_error(&c);
+    rig.recover()
+        .map_err(|e| format!("bad rkey gave {decoded}; recovery failed: {e}"))?;
+    burst(rig, Op::Write, 4, 64, false, 4)
+        .map_err(|e| format!("bad rkey gave {decoded}; after recovery: {e}"))
+}

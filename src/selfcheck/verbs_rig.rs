@@ -1,0 +1,299 @@
+//! The rig on a real device: a requester QP and a peer QP of the same
+//! transport on one device (loopback), connected to each other; the
+//! requester posts through `ibv_post_send` or the WR API (`post::*`), the
+//! peer only receives (`VerbsRecv`). Recovery moves both QPs through RESET
+//! back to RTS with new PSNs.
+
+use std::sync::Arc;
+
+use super::cases::Tr;
+use super::exec::{BufRef, Rig};
+use crate::post::post_send::PostSendQueue;
+use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
+use crate::post::wr_api::{send_ops_flags, WrApiQueue};
+use crate::post::{Completion, CompletionQueue, Op, PostError, RecvQueue, SendQueue, WrDesc};
+use crate::sys;
+use crate::tool::method::Method;
+use crate::verbs::{
+    random_psn, Access, Ah, AlignedBuf, Context, Cq, Grh, InitAttr, Mr, Mtu, Pd, Qp, QpInit,
+    QpType, RtrAttr, RtsAttr, UdDest, UD_QKEY,
+};
+
+const BUF: usize = 64 * 1024;
+const DEPTH: u32 = 128;
+const UD_GRH: u32 = 40;
+
+/// The device and port the rigs use.
+pub struct Dev {
+    pub ctx: Arc<Context>,
+    pub pd: Arc<Pd>,
+    pub port: u8,
+    pub mtu: Mtu,
+    pub lid: u16,
+    pub grh: Option<Grh>,
+}
+
+impl Dev {
+    pub fn open(name: Option<&str>) -> Result<Dev, String> {
+        let ctx = Context::open(name).map_err(|e| e.to_string())?;
+        let pa = ctx.query_port(1).map_err(|e| e.to_string())?;
+        if !pa.state.is_active() {
+            return Err(format!(
+                "{} port 1 is {}: it must be ACTIVE (check the link)",
+                ctx.name(),
+                pa.state.name()
+            ));
+        }
+        let grh = if pa.link_layer.is_ethernet() {
+            let t = ctx.gid_table(1).map_err(|e| e.to_string())?;
+            let i = t
+                .auto_select(false)
+                .ok_or_else(|| format!("{} port 1 has no usable GID", ctx.name()))?;
+            let e = t.get(i).map_err(|e| e.to_string())?;
+            Some(Grh::new(e.gid.0, i as u8))
+        } else {
+            None
+        };
+        let pd = Pd::new(&ctx).map_err(|e| e.to_string())?;
+        Ok(Dev {
+            ctx,
+            pd,
+            port: 1,
+            mtu: pa.active_mtu,
+            lid: pa.lid,
+            grh,
+        })
+    }
+}
+
+pub fn qp_type(tr: Tr) -> QpType {
+    match tr {
+        Tr::Rc => QpType::RC,
+        Tr::Uc => QpType::UC,
+        Tr::Ud => QpType::UD,
+    }
+}
+
+const ALL: Access = Access(
+    Access::LOCAL_WRITE.0
+        | Access::REMOTE_WRITE.0
+        | Access::REMOTE_READ.0
+        | Access::REMOTE_ATOMIC.0,
+);
+
+/// One verbs QP end with its CQ.
+struct End {
+    qp: Arc<Qp>,
+    cq: Arc<Cq>,
+    psn: u32,
+}
+
+/// The requester's post method.
+enum Poster {
+    PostSend(PostSendQueue),
+    WrApi(WrApiQueue),
+}
+
+pub struct VerbsRig<'d> {
+    dev: &'d Dev,
+    tr: Tr,
+    method: Method,
+    a: End,
+    b: End,
+    sq: Poster,
+    cq: VerbsCq,
+    peer_rq: VerbsRecv,
+    peer_cq: VerbsCq,
+    local: Mr,
+    remote: Mr,
+    ud: Option<UdDest>,
+    max_inline: u32,
+}
+
+fn e2s(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl<'d> VerbsRig<'d> {
+    /// The two QPs of `tr` connected, posting through `method` (post-send
+    /// or wr-api).
+    pub fn new(dev: &'d Dev, tr: Tr, method: Method) -> Result<Self, String> {
+        let t = qp_type(tr);
+        let ops = (method == Method::WrApi).then(|| send_ops_flags(tr.ops()));
+        let probe_cq = Cq::new(&dev.ctx, 4, false).map_err(e2s)?;
+        let mut max_inline = Qp::probe_max_inline(&dev.pd, &probe_cq, t, 1024);
+        if tr == Tr::Ud {
+            // A UD message (inline or not) must fit one MTU.
+            max_inline = max_inline.min(dev.mtu.bytes().unwrap_or(256));
+        }
+        let end = |inline: u32| -> Result<End, String> {
+            let cq = Cq::new(&dev.ctx, 4 * DEPTH, false).map_err(e2s)?;
+            let init = QpInit {
+                max_send_wr: DEPTH,
+                max_recv_wr: DEPTH,
+                max_inline_data: inline,
+                send_ops_flags: ops,
+                ..QpInit::new(t)
+            };
+            let qp = Qp::create(&dev.pd, &cq, &cq, &init).map_err(e2s)?;
+            Ok(End {
+                qp,
+                cq,
+                psn: random_psn(),
+            })
+        };
+        let (a, b) = (end(max_inline)?, end(0)?);
+        let local = Mr::new(&dev.pd, AlignedBuf::zeroed(BUF).map_err(e2s)?, ALL).map_err(e2s)?;
+        let remote = Mr::new(&dev.pd, AlignedBuf::zeroed(BUF).map_err(e2s)?, ALL).map_err(e2s)?;
+        connect(dev, &a, &b)?;
+        let ud = if tr == Tr::Ud {
+            let ah = Ah::new(&dev.pd, &rtr_to(dev, &b).ah_attr()).map_err(e2s)?;
+            Some(UdDest {
+                ah,
+                remote_qpn: b.qp.qpn(),
+                remote_qkey: UD_QKEY,
+            })
+        } else {
+            None
+        };
+        let sq = poster(&a.qp, method, &ud)?;
+        Ok(VerbsRig {
+            dev,
+            tr,
+            method,
+            cq: VerbsCq::new(&a.cq, 16).map_err(e2s)?,
+            peer_rq: VerbsRecv::new(&b.qp).map_err(e2s)?,
+            peer_cq: VerbsCq::new(&b.cq, 16).map_err(e2s)?,
+            a,
+            b,
+            sq,
+            local,
+            remote,
+            ud,
+            max_inline: max_inline.min(1024),
+        })
+    }
+}
+
+fn poster(qp: &Arc<Qp>, method: Method, ud: &Option<UdDest>) -> Result<Poster, String> {
+    Ok(match method {
+        Method::WrApi => Poster::WrApi(WrApiQueue::new(qp, ud.clone()).map_err(e2s)?),
+        _ => Poster::PostSend(PostSendQueue::new(qp, 64, ud.clone()).map_err(e2s)?),
+    })
+}
+
+fn rtr_to(dev: &Dev, peer: &End) -> RtrAttr {
+    let mut r = RtrAttr::new(dev.port, dev.mtu, peer.qp.qpn(), peer.psn);
+    r.dlid = dev.lid;
+    r.grh = dev.grh;
+    r.max_dest_rd_atomic = 16;
+    r
+}
+
+/// Both ends RESET -> INIT -> RTR -> RTS, each to the other.
+fn connect(dev: &Dev, a: &End, b: &End) -> Result<(), String> {
+    for (x, y) in [(a, b), (b, a)] {
+        x.qp.to_init(&InitAttr::new(dev.port, ALL)).map_err(e2s)?;
+        x.qp.to_rtr(&rtr_to(dev, y)).map_err(e2s)?;
+        x.qp.to_rts(&RtsAttr::new(x.psn, 16)).map_err(e2s)?;
+    }
+    Ok(())
+}
+
+fn to_reset(qp: &Qp) -> Result<(), String> {
+    let attr = sys::ibv_qp_attr {
+        qp_state: sys::IBV_QPS_RESET,
+        ..Default::default()
+    };
+    qp.apply("ibv_modify_qp(->RESET)", attr, sys::IBV_QP_STATE)
+        .map_err(e2s)
+}
+
+fn mr_ref(m: &Mr) -> BufRef {
+    BufRef {
+        addr: m.addr(),
+        key: m.lkey(),
+        len: m.len(),
+    }
+}
+
+impl Rig for VerbsRig<'_> {
+    fn tr(&self) -> Tr {
+        self.tr
+    }
+    fn max_inline(&self) -> u32 {
+        self.max_inline
+    }
+    fn sq_depth(&self) -> u32 {
+        self.a.qp.caps().max_send_wr.max(1)
+    }
+    fn local(&self) -> BufRef {
+        mr_ref(&self.local)
+    }
+    fn remote(&self) -> BufRef {
+        BufRef {
+            key: self.remote.rkey(),
+            ..mr_ref(&self.remote)
+        }
+    }
+    fn local_bytes(&mut self) -> &mut [u8] {
+        self.local
+            .buf_mut()
+            .map(|b| b.as_mut_slice())
+            .unwrap_or_default()
+    }
+    fn remote_bytes(&mut self) -> &mut [u8] {
+        self.remote
+            .buf_mut()
+            .map(|b| b.as_mut_slice())
+            .unwrap_or_default()
+    }
+    fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
+        match &mut self.sq {
+            Poster::PostSend(q) => q.post(op, wrs),
+            Poster::WrApi(q) => q.post(op, wrs),
+        }
+    }
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        self.cq.poll(out)
+    }
+    fn post_recv(&mut self, wr_id: u64, addr: u64, len: u32) -> Result<(), String> {
+        let lkey = self.remote.lkey();
+        self.peer_rq
+            .post_recv(wr_id, addr, lkey, len)
+            .map_err(|e| format!("ibv_post_recv at the peer: {e:?}"))
+    }
+    fn poll_recv(&mut self, out: &mut Vec<Completion>) -> Result<(), String> {
+        let mut buf = [Completion::default(); 16];
+        let n = self
+            .peer_cq
+            .poll(&mut buf)
+            .map_err(|e| format!("peer poll: {e:?}"))?;
+        out.extend_from_slice(&buf[..n]);
+        Ok(())
+    }
+    fn grh(&self) -> u32 {
+        UD_GRH
+    }
+    fn recover(&mut self) -> Result<(), String> {
+        to_reset(&self.a.qp)?;
+        to_reset(&self.b.qp)?;
+        // Drain what the error flushed.
+        let mut buf = [Completion::default(); 16];
+        while self.cq.poll(&mut buf).map_err(|e| format!("{e:?}"))? > 0 {}
+        while self.peer_cq.poll(&mut buf).map_err(|e| format!("{e:?}"))? > 0 {}
+        self.a.psn = random_psn();
+        self.b.psn = random_psn();
+        connect(self.dev, &self.a, &self.b)?;
+        self.sq = poster(&self.a.qp, self.method, &self.ud)?;
+        Ok(())
+    }
+    fn describe_error(&self, c: &Completion) -> String {
+        format!(
+            "status {} ({}), vendor error {:#x}",
+            c.status.name(),
+            c.status.0,
+            c.vendor_err
+        )
+    }
+}
