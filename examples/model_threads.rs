@@ -49,6 +49,7 @@ fn main() {
                 &workers,
                 cfg,
                 None,
+                false,
                 &rdmaperf::clock::now,
             )
             .expect("run");

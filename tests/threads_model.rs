@@ -52,6 +52,7 @@ mod with_model {
                 &workers(2),
                 cfg(iters, post_list),
                 None,
+                true,
                 &rdmaperf::clock::now,
             )
             .unwrap();
@@ -65,6 +66,9 @@ mod with_model {
                 assert_eq!(o.counts.len(), 1);
                 assert_eq!((o.counts[0].scnt, o.counts[0].ccnt), (iters, iters));
                 assert!(o.outcome.post_ticks > 0);
+                // Stamps for the thread's peak: one per message, all filled.
+                assert_eq!(o.tposted.len(), iters as usize);
+                assert!(o.tcompleted.last().is_some_and(|&t| t > 0));
             }
             let agg = aggregate(&outs);
             assert_eq!(agg.measured, 2 * iters);
@@ -83,6 +87,7 @@ mod with_model {
             &w,
             cfg(100, 1),
             None,
+            false,
             &rdmaperf::clock::now,
         )
         .unwrap_err();

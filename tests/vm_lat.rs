@@ -373,7 +373,8 @@ fn vm_write_lat_json() {
         .unwrap_or_else(|| panic!("no JSON file from the client\n{}", p.client.out));
     let v: serde_json::Value =
         serde_json::from_str(text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"));
-    let res = &v["results"];
+    let res = &v["results"][0];
+    assert_eq!(v["test_info"]["Statistics"], "exact", "{text}");
     assert_eq!(res["MsgSize"], 2, "{text}");
     assert_eq!(res["n_iterations"], ITERS, "{text}");
     let num = |k: &str| {

@@ -81,7 +81,7 @@ wait $S1; echo $? > $RESULTS/stock.server1.rc
     );
     let j: Value =
         serde_json::from_str(r.file("threads.json").expect("threads.json")).expect("valid JSON");
-    let th = j["results"]["threads"]
+    let th = j["results"][0]["threads"]
         .as_array()
         .expect("per-thread results");
     assert_eq!(th.len(), 2);
@@ -115,9 +115,8 @@ wait $S1; echo $? > $RESULTS/stock.server1.rc
     }
     let j: Value =
         serde_json::from_str(r.file("stock.json").expect("stock.json")).expect("valid JSON");
-    let th = j["results"]["threads"]
+    let th = j["results"][0]["threads"]
         .as_array()
-        .or_else(|| j["results"][0]["threads"].as_array())
         .expect("per-thread records in the JSON");
     assert_eq!(th.len(), 2, "{j}");
 }

@@ -19,6 +19,8 @@ pub const DEF_CQ_MOD: u32 = 100;
 pub const DEF_QP_TIME: u8 = 14;
 pub const MAX_SIZE: u64 = 8 * 1024 * 1024;
 pub const MIN_ITER: u64 = 5;
+/// perftest master's MAX_ITER (4.5: 100000000).
+pub const MAX_ITER: u64 = 1 << 32;
 pub const MAX_TX: u32 = 15000;
 pub const MAX_QP_NUM: u32 = 16384;
 pub const MAX_CQ_MOD: u32 = 1024;
@@ -256,6 +258,12 @@ pub struct Params {
     pub qos: Qos,
     /// `--cpu_util` (duration mode).
     pub cpu_util: bool,
+    /// `-I` was given (perftest's notice when the device turns inline off).
+    pub inline_given: bool,
+    /// `-s` was given (perftest's `req_size`: UD refuses, not clamps, a size above the MTU).
+    pub size_given: bool,
+    /// perftest's notices about parameters it changed, printed at the start.
+    pub notices: Vec<String>,
 }
 
 /// `--tclass`, `--flow_label`, `--pkey_index`.
@@ -491,6 +499,11 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
             "-n {iters}: at least {MIN_ITER} iterations are needed"
         ));
     }
+    if iters > MAX_ITER {
+        return Err(format!(
+            "-n {iters}: at most {MAX_ITER} iterations (perftest's limit); use -D for longer runs"
+        ));
+    }
 
     let threads = a.threads.unwrap_or(1);
     if threads == 0 {
@@ -505,6 +518,11 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     };
     // Each thread owns at least one QP: with --threads and no -q, one QP per thread.
     let num_qps = a.qps.unwrap_or(threads);
+    if num_qps == 0 || num_qps > MAX_QP_NUM {
+        return Err(format!(
+            "-q {num_qps}: the number of QPs must be 1..{MAX_QP_NUM}"
+        ));
+    }
     if num_qps < threads {
         return Err(format!(
             "--threads {threads} -q {num_qps}: every thread needs its own QP; use -q {threads} or more"
@@ -660,7 +678,15 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         None
     };
     let no_peak = a.no_peak || is_dur || iters * num_qps as u64 > PEAK_MAX_ITERS;
+    let mut notices = Vec::new();
+    if bw && post_list > 1 && a.cq_mod.is_none() {
+        notices
+            .push("Post List requested - CQ moderation will be the size of the post list".into());
+    }
     Ok(Params {
+        size_given: a.size.is_some(),
+        inline_given: a.inline_size.is_some(),
+        notices,
         tool,
         server: a.server.clone(),
         port: a.port.unwrap_or(DEF_PORT),
@@ -1023,6 +1049,63 @@ mod tests {
         )
         .unwrap_err()
         .starts_with("--cpus"));
+    }
+
+    #[test]
+    fn perftest_limits_and_notices() {
+        // -q 0 names -q, not a --threads that was never given.
+        let e = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                qps: Some(0),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.starts_with("-q 0: the number of QPs must be 1.."), "{e}");
+        // -n above perftest master's MAX_ITER.
+        let e = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                iters: Some(MAX_ITER + 1),
+                ..args()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("at most 4294967296 iterations"), "{e}");
+        assert!(resolve(
+            WRITE_BW,
+            &PerfArgs {
+                iters: Some(MAX_ITER),
+                ..args()
+            },
+        )
+        .is_ok());
+        // -l without -Q: perftest's notice; with -Q none.
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                post_list: Some(4),
+                iters: Some(100),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            p.notices,
+            ["Post List requested - CQ moderation will be the size of the post list"]
+        );
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                post_list: Some(4),
+                cq_mod: Some(2),
+                iters: Some(100),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert!(p.notices.is_empty());
     }
 
     #[test]

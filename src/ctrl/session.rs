@@ -28,6 +28,8 @@ pub struct Session {
     peer_run_timeout: Option<Duration>,
     /// Carried in binary key messages only (`-R`).
     gid_index: u32,
+    /// Sent after our version string (see [`wire::PeerParams`]).
+    local_params: Option<wire::PeerParams>,
 }
 
 impl Session {
@@ -42,6 +44,7 @@ impl Session {
             peer_run_pending: false,
             peer_run_timeout: None,
             gid_index: 0,
+            local_params: None,
         }
     }
 
@@ -71,6 +74,11 @@ impl Session {
         Ok(self)
     }
 
+    /// Send `p` in the version message's padding (stock perftest ignores it).
+    pub fn set_local_params(&mut self, p: wire::PeerParams) {
+        self.local_params = Some(p);
+    }
+
     /// Client (writes first) or server (reads first).
     pub fn role(&self) -> Role {
         self.channel.role()
@@ -84,6 +92,14 @@ impl Session {
     /// The peer's version, once exchanged.
     pub fn peer_version(&self) -> Option<&PeerVersion> {
         self.peer_version.as_ref()
+    }
+
+    /// Watch the control connection for the peer's exit while a
+    /// measurement runs (see [`crate::run::peer`]); None over rdma_cm.
+    pub fn watch_peer(&self) -> Option<crate::run::peer::PeerWatch> {
+        self.channel
+            .try_clone_socket()
+            .map(crate::run::peer::PeerWatch::start)
     }
 
     /// The channel, e.g. to change its step timeout.
@@ -136,10 +152,14 @@ impl Session {
     /// a peer below 5.70 (or not speaking perftest) is refused.
     pub fn exchange_versions(&mut self) -> Result<PeerVersion, CtrlError> {
         const STEP: &str = "version";
-        let out = wire::encode_version(&self.local_version).map_err(|source| CtrlError::Local {
-            step: STEP.into(),
-            source,
-        })?;
+        let mut out =
+            wire::encode_version(&self.local_version).map_err(|source| CtrlError::Local {
+                step: STEP.into(),
+                source,
+            })?;
+        if let Some(p) = &self.local_params {
+            wire::encode_params(&mut out, self.local_version.len(), p);
+        }
         let got = self.exchange(STEP, &out, VERSION_LEN)?;
         let v = wire::decode_version(&got).map_err(|e| self.protocol(STEP, e))?;
         self.peer_version = Some(v.clone());

@@ -140,6 +140,62 @@ pub struct PeerVersion {
     pub text: String,
     /// `atof(text)`.
     pub value: f64,
+    /// An rdmaperf peer's parameters, carried after the string's NUL.
+    pub params: Option<PeerParams>,
+}
+
+/// The parameters both sides must agree on, which perftest's messages do
+/// not carry: rdmaperf puts them after the NUL of its version string, in the
+/// padding stock perftest never reads (it takes the string: `atof`,
+/// `strcmp`). Stock perftest sends zeros there, so it has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerParams {
+    /// Connection type: b'R' (RC), b'U' (UC), b'D' (UD).
+    pub conn: u8,
+    /// `-q`.
+    pub num_qps: u16,
+    /// `-n` (0: duration mode, or above u32).
+    pub iters: u32,
+}
+
+/// Marks [`PeerParams`] after the version string's NUL.
+pub const PARAMS_MARK: u8 = b'!';
+
+impl PeerParams {
+    /// The connection type as perftest spells it.
+    pub fn conn_name(&self) -> &'static str {
+        match self.conn {
+            b'R' => "RC",
+            b'U' => "UC",
+            b'D' => "UD",
+            _ => "unknown",
+        }
+    }
+}
+
+/// Writes `p` into the padding of a version message whose string is
+/// `text_len` bytes; false (nothing written) when it does not fit.
+pub fn encode_params(msg: &mut [u8; VERSION_LEN], text_len: usize, p: &PeerParams) -> bool {
+    let at = text_len + 1;
+    if at + 8 > VERSION_LEN {
+        return false;
+    }
+    msg[at] = PARAMS_MARK;
+    msg[at + 1] = p.conn;
+    msg[at + 2..at + 4].copy_from_slice(&p.num_qps.to_le_bytes());
+    msg[at + 4..at + 8].copy_from_slice(&p.iters.to_le_bytes());
+    true
+}
+
+/// The parameters after the string of version message `b` (None: none there).
+pub fn decode_params(b: &[u8]) -> Option<PeerParams> {
+    let at = b.iter().position(|&c| c == 0)? + 1;
+    let t = b.get(at..at + 8)?;
+    (t[0] == PARAMS_MARK).then(|| PeerParams {
+        conn: t[1],
+        num_qps: u16::from_le_bytes([t[2], t[3]]),
+        iters: u32::from_le_bytes([t[4], t[5], t[6], t[7]]),
+    })
 }
 
 impl PeerVersion {
@@ -148,6 +204,7 @@ impl PeerVersion {
         atof(text.as_bytes()).map(|value| PeerVersion {
             text: text.to_owned(),
             value,
+            params: None,
         })
     }
     /// The peer is rdmaperf (its version carries [`RDMAPERF_MARK`]), not stock perftest.
@@ -220,7 +277,11 @@ pub fn decode_version(b: &[u8]) -> Result<PeerVersion, WireError> {
             b,
         ));
     }
-    Ok(PeerVersion { text, value })
+    Ok(PeerVersion {
+        text,
+        value,
+        params: decode_params(b),
+    })
 }
 
 /// C `atof` on a byte string, decimal forms only: optional leading white
@@ -837,6 +898,23 @@ mod tests {
         assert!(!PeerVersion::from_text("6.06").unwrap().is_rdmaperf());
         assert_eq!(&b[7..], &[0u8; 9]);
         assert!(encode_version("0123456789abcdef").is_err());
+        // Parameters ride in the padding; the string (all stock reads) is unchanged.
+        let mut m = b;
+        let pp = PeerParams {
+            conn: b'U',
+            num_qps: 2,
+            iters: 1000,
+        };
+        assert!(encode_params(&mut m, OUR_VERSION.len(), &pp));
+        let v2 = decode_version(&m).unwrap();
+        assert_eq!(v2.text, OUR_VERSION);
+        assert_eq!(v2.params, Some(pp));
+        assert_eq!(v2.params.unwrap().conn_name(), "UC");
+        assert_eq!(decode_version(&b).unwrap().params, None);
+        assert!(
+            !encode_params(&mut m, 9, &pp),
+            "no room after a 9-byte string"
+        );
         assert!(encode_version("6.2\x007").is_err());
     }
 

@@ -298,6 +298,9 @@ pub struct TestInfo {
     /// JSON-only `test_info` keys of our own (after `extra`), e.g. why
     /// `--post auto` passed over a method.
     pub json_extra: Vec<(String, String)>,
+    /// Latency statistics as perftest computes them (`--perftest-stats`)
+    /// instead of the exact ones.
+    pub perftest_stats: bool,
 }
 
 impl Default for TestInfo {
@@ -349,6 +352,7 @@ impl Default for TestInfo {
             output: OutputMode::Full,
             extra: Vec::new(),
             json_extra: Vec::new(),
+            perftest_stats: false,
         }
     }
 }

@@ -10,21 +10,25 @@
 //! "test": "RDMA_Write_BW_Test",
 //! ...perftest's keys..., then ours (units, sizes, clock, extra lines)
 //! },
-//! "results": {
+//! "results": [
+//! {
 //! "MsgSize": 65536,
 //! "n_iterations": 5000,
 //! "BW_peak": 11716.84,
 //! "BW_average": 11715.97,
 //! "MsgRate": 0.187456
 //! }
+//! ]
 //! }
 //! ```
 //!
 //! Differences from perftest, on purpose:
-//! - **Several records** (an `-a` sweep, `--report-both`): `results` becomes an
-//!   array of such objects, in the order they were produced. With one record it
-//!   is a single object exactly as perftest writes it. (perftest rewrites the
-//!   file per size, so an `-a` run keeps only the last size.)
+//! - **`results` is always an array** of such objects, one per record, in the
+//!   order they were produced: one shape for every tool, side and mode (one
+//!   size, an `-a` sweep, `-D`, `-b`, `--threads`, `--run_infinitely`
+//!   periods), where perftest writes one object (and, rewriting the file per
+//!   size, keeps only an `-a` run's last size). `test_info` says which
+//!   statistics were used (`"Statistics": "exact"` or `"perftest"`).
 //! - Numbers carry perftest's rounding (`%.2f`, `%.6f`) but are JSON numbers, so
 //!   trailing zeros are not printed (11716.80 is written 11716.8). Non-finite
 //!   values become `null`.
@@ -197,6 +201,16 @@ pub fn test_info(i: &TestInfo) -> Ordered {
     if i.cpu_util {
         o.put("CPU_util_units", "%");
     }
+    // Bandwidth always uses perftest's formulas; latency by default the exact
+    // statistics (true maximum, floating-point stdev), or perftest's.
+    o.put(
+        "Statistics",
+        if i.kind == TestKind::Bw || i.perftest_stats {
+            "perftest"
+        } else {
+            "exact"
+        },
+    );
     for (k, v) in &i.extra {
         o.put(&k.replace(' ', "_"), v.as_str());
     }
@@ -303,10 +317,8 @@ impl Serialize for Doc<'_> {
         let n = if self.results.is_empty() { 1 } else { 2 };
         let mut m = s.serialize_map(Some(n))?;
         m.serialize_entry("test_info", self.info)?;
-        match self.results {
-            [] => {}
-            [one] => m.serialize_entry("results", one)?,
-            many => m.serialize_entry("results", many)?,
+        if !self.results.is_empty() {
+            m.serialize_entry("results", self.results)?;
         }
         m.end()
     }
@@ -430,10 +442,11 @@ mod tests {
         let s = rep.render();
         assert!(s.starts_with("{\n\"test_info\": {\n\"test\": \"RDMA_Write_BW_Test\",\n\"Dual_port\": \"OFF\",\n\"Device\": \"mlx5_0\",\n"));
         assert!(s.ends_with(
-            "\"results\": {\n\"MsgSize\": 65536,\n\"n_iterations\": 5000,\n\"BW_peak\": 11716.84,\n\"BW_average\": 11715.97,\n\"MsgRate\": 0.187456\n}\n}\n"
+            "\"results\": [\n{\n\"MsgSize\": 65536,\n\"n_iterations\": 5000,\n\"BW_peak\": 11716.84,\n\"BW_average\": 11715.97,\n\"MsgRate\": 0.187456\n}\n]\n}\n"
         ));
         let v: Value = serde_json::from_str(&s).unwrap();
-        assert_eq!(v["results"]["BW_average"], 11715.97);
+        assert_eq!(v["results"][0]["BW_average"], 11715.97);
+        assert_eq!(v["test_info"]["Statistics"], "perftest");
         assert_eq!(v["test_info"]["BW_units"], "MiB/sec");
         // The awk scrapers use.
         let line = s.lines().find(|l| l.contains("BW_average")).unwrap();
@@ -456,9 +469,10 @@ mod tests {
         rep.push(Record::bw(&bw(2, 0.0123456789), &info, 7.126))
             .unwrap();
         let one: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        assert!(one["results"].is_object());
-        assert_eq!(one["results"]["BW_average"], 0.012346); // 6 decimals under 0.1 Gb/s
-        assert_eq!(one["results"]["CPU_util"], 7.13);
+        // One record or many: always an array.
+        assert_eq!(one["results"].as_array().map(Vec::len), Some(1));
+        assert_eq!(one["results"][0]["BW_average"], 0.012346); // 6 decimals under 0.1 Gb/s
+        assert_eq!(one["results"][0]["CPU_util"], 7.13);
         rep.push(Record::bw(&bw(4, 5.0), &info, 0.0).with("Side", "local"))
             .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

@@ -9,6 +9,7 @@
 
 use super::period::{PeriodClock, PeriodLog};
 use super::stop;
+use super::watchdog::{self, Expiry};
 use crate::post::{
     Completion, CompletionQueue, Op, PostError, SendQueue, WcOpcode, WcStatus, WrDesc,
 };
@@ -72,6 +73,38 @@ pub enum RunError {
         idle_ticks: u64,
     },
     Interrupted,
+    /// The peer's control connection closed mid-run and nothing completed since.
+    PeerExited,
+    /// The peer sent its next control message (its run is over) while we
+    /// still wait: the sides' -n (or -q) differ.
+    PeerFinished,
+}
+
+impl RunError {
+    /// The error for a watchdog verdict about the peer (None: not about the peer).
+    #[cold]
+    pub fn of_peer(e: Expiry) -> Option<RunError> {
+        match e {
+            Expiry::PeerExited => Some(RunError::PeerExited),
+            Expiry::PeerFinished => Some(RunError::PeerFinished),
+            Expiry::Stalled | Expiry::No => None,
+        }
+    }
+
+    /// An error completion, unless a stop was requested: then the error is
+    /// the stop's consequence (the peer saw us go, or our QPs moved to ERR).
+    #[cold]
+    pub fn completion(qp: u32, wc: Completion) -> RunError {
+        if stop::requested() {
+            RunError::Interrupted
+        } else {
+            RunError::Completion {
+                qp,
+                wr_id: wc.wr_id,
+                wc,
+            }
+        }
+    }
 }
 
 /// What the loop measured.
@@ -254,11 +287,7 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                         || q >= self.counts.len()
                         || wc.opcode.0 >= WcOpcode::RECV.0
                     {
-                        out.error = Some(RunError::Completion {
-                            qp: q as u32,
-                            wr_id: wc.wr_id,
-                            wc: *wc,
-                        });
+                        out.error = Some(RunError::completion(q as u32, *wc));
                         break 'run;
                     }
                     let done = wc.wr_id & SEQ_MASK;
@@ -276,7 +305,17 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                 }
                 if n > 0 {
                     last_progress = t;
-                } else if t.wrapping_sub(last_progress) > cfg.stall_ticks {
+                } else if let e @ (Expiry::PeerExited | Expiry::PeerFinished | Expiry::Stalled) =
+                    watchdog::check(
+                        t.wrapping_sub(last_progress),
+                        cfg.stall_ticks,
+                        (out.posted - out.completed).saturating_mul(cfg.size as u64),
+                    )
+                {
+                    if let Some(p) = RunError::of_peer(e) {
+                        out.error = Some(p);
+                        break;
+                    }
                     let (qp, c) = self
                         .counts
                         .iter()

@@ -15,6 +15,7 @@
 use super::bw::{signaled, wr_id, BwConfig, BwOutcome, QpCount, QpTarget, RunError};
 use super::recv::{post_next, wants_more, RecvBuf, RecvConfig, RxCount, Window};
 use super::stop;
+use super::watchdog::{self, Expiry};
 use crate::post::{Completion, CompletionQueue, Op, RecvQueue, SendQueue, WcStatus, WrDesc};
 
 /// `wr_id` layout of [`wr_id`]: QP index above bit 48, 1-based sequence below.
@@ -205,11 +206,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
                 let wc = self.rwcs[i];
                 let q = wc.wr_id as usize;
                 if wc.status != WcStatus::SUCCESS || q >= nqp {
-                    out.tx.error = Some(RunError::Completion {
-                        qp: q.min(u32::MAX as usize) as u32,
-                        wr_id: wc.wr_id,
-                        wc,
-                    });
+                    out.tx.error = Some(RunError::completion(q.min(u32::MAX as usize) as u32, wc));
                     out.rx_error = true;
                     break 'run;
                 }
@@ -236,11 +233,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
                 for wc in &self.wcs[..n] {
                     let q = (wc.wr_id >> QP_SHIFT) as usize;
                     if wc.status != WcStatus::SUCCESS || q >= nqp {
-                        out.tx.error = Some(RunError::Completion {
-                            qp: q as u32,
-                            wr_id: wc.wr_id,
-                            wc: *wc,
-                        });
+                        out.tx.error = Some(RunError::completion(q as u32, *wc));
                         break 'run;
                     }
                     let seq = wc.wr_id & SEQ_MASK;
@@ -264,9 +257,23 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
                 || phase == Phase::Idle;
             if progress || !waiting {
                 last_progress = t;
-            } else if t.wrapping_sub(last_progress) > tx.stall_ticks {
-                out.tx.error = Some(self.stalled(t.wrapping_sub(last_progress), total));
-                break;
+            } else {
+                let in_flight = (out.tx.posted - out.tx.completed)
+                    .saturating_mul(tx.size as u64)
+                    .saturating_add(
+                        (nqp as u64 * cfg.rx.rx_depth).saturating_mul(cfg.rx.len as u64),
+                    );
+                match watchdog::check(t.wrapping_sub(last_progress), tx.stall_ticks, in_flight) {
+                    Expiry::No => {}
+                    e @ (Expiry::PeerExited | Expiry::PeerFinished) => {
+                        out.tx.error = RunError::of_peer(e);
+                        break;
+                    }
+                    Expiry::Stalled => {
+                        out.tx.error = Some(self.stalled(t.wrapping_sub(last_progress), total));
+                        break;
+                    }
+                }
             }
         }
         let t = (self.now)();

@@ -9,6 +9,7 @@
 //! send-lat the *client* sends first and the server first waits.
 
 use super::stop;
+use super::watchdog::{self, Expiry};
 use crate::post::{
     Completion, CompletionQueue, Op, PostError, RecvQueue, SendQueue, WcStatus, WrDesc,
 };
@@ -37,6 +38,15 @@ pub enum LatError {
     /// Nothing from the peer (or the NIC) for `stall_ticks`; `at` is the
     /// round trip (1-based) that was being waited for.
     Stalled {
+        at: u64,
+    },
+    /// The peer's control connection closed while round trip `at` was awaited.
+    PeerExited {
+        at: u64,
+    },
+    /// The peer sent its next control message (its loop ended) while round
+    /// trip `at` was awaited: the sides' -n differ.
+    PeerFinished {
         at: u64,
     },
     Interrupted,
@@ -119,6 +129,7 @@ fn wait_one<C: CompletionQueue, F: Fn() -> u64>(
     loop {
         match cq.poll(&mut wc) {
             Ok(1) if wc[0].status == WcStatus::SUCCESS => return Ok(Some(wc[0])),
+            Ok(1) if stop::requested() => return Err(LatError::Interrupted),
             Ok(1) => return Err(LatError::Completion { wc: wc[0] }),
             Ok(_) => {}
             Err(err) => return Err(LatError::Poll { err }),
@@ -130,8 +141,11 @@ fn wait_one<C: CompletionQueue, F: Fn() -> u64>(
         if cfg.ended(t) {
             return Ok(None);
         }
-        if t.wrapping_sub(t0) > cfg.stall_ticks {
-            return Err(LatError::Stalled { at });
+        match watchdog::check(t.wrapping_sub(t0), cfg.stall_ticks, cfg.size as u64) {
+            Expiry::No => {}
+            Expiry::PeerExited => return Err(LatError::PeerExited { at }),
+            Expiry::PeerFinished => return Err(LatError::PeerFinished { at }),
+            Expiry::Stalled => return Err(LatError::Stalled { at }),
         }
     }
 }
@@ -180,9 +194,20 @@ pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
                 if cfg.ended(ts) {
                     break 'run;
                 }
-                if ts.wrapping_sub(t0) > cfg.stall_ticks {
-                    out.error = Some(LatError::Stalled { at: rcnt });
-                    break 'run;
+                match watchdog::check(ts.wrapping_sub(t0), cfg.stall_ticks, cfg.size as u64) {
+                    Expiry::No => {}
+                    Expiry::PeerExited => {
+                        out.error = Some(LatError::PeerExited { at: rcnt });
+                        break 'run;
+                    }
+                    Expiry::PeerFinished => {
+                        out.error = Some(LatError::PeerFinished { at: rcnt });
+                        break 'run;
+                    }
+                    Expiry::Stalled => {
+                        out.error = Some(LatError::Stalled { at: rcnt });
+                        break 'run;
+                    }
                 }
                 core::hint::spin_loop();
             }

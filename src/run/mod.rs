@@ -5,10 +5,12 @@ pub mod bw;
 pub mod duplex;
 pub mod geometry;
 pub mod lat;
+pub mod peer;
 pub mod period;
 pub mod recv;
 pub mod stop;
 pub mod threads;
+pub mod watchdog;
 
 #[cfg(test)]
 mod bw_tests;

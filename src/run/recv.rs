@@ -11,6 +11,7 @@
 
 use super::bw::RunError;
 use super::stop;
+use super::watchdog::{self, Expiry};
 use crate::post::{Completion, CompletionQueue, RecvQueue, WcStatus};
 
 /// Where QP `q`'s receives land: the first address and the MR's key.
@@ -172,11 +173,18 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
                 }
             };
             if n == 0 {
-                if t.wrapping_sub(last_progress) > cfg.stall_ticks {
-                    out.error = Some(self.stalled(t.wrapping_sub(last_progress)));
-                    break;
+                // Up to rx_depth messages per QP may be on their way.
+                let in_flight = (nqp as u64 * cfg.rx_depth).saturating_mul(cfg.len as u64);
+                match watchdog::check(t.wrapping_sub(last_progress), cfg.stall_ticks, in_flight) {
+                    Expiry::No => continue,
+                    e @ (Expiry::PeerExited | Expiry::PeerFinished) => {
+                        out.error = RunError::of_peer(e)
+                    }
+                    Expiry::Stalled => {
+                        out.error = Some(self.stalled(t.wrapping_sub(last_progress)))
+                    }
                 }
-                continue;
+                break;
             }
             last_progress = t;
             if phase == Phase::BeforeFirst {
@@ -192,11 +200,7 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
                 let wc = self.wcs[i];
                 let q = wc.wr_id as usize;
                 if wc.status != WcStatus::SUCCESS || q >= nqp {
-                    out.error = Some(RunError::Completion {
-                        qp: q.min(u32::MAX as usize) as u32,
-                        wr_id: wc.wr_id,
-                        wc,
-                    });
+                    out.error = Some(RunError::completion(q.min(u32::MAX as usize) as u32, wc));
                     break 'run;
                 }
                 out.received += 1;

@@ -34,14 +34,19 @@ pub struct WorkerOutcome {
     pub worker: Worker,
     pub outcome: BwOutcome,
     pub counts: Vec<QpCount>,
+    /// Post and completion stamps for this thread's peak (empty without one).
+    pub tposted: Vec<u64>,
+    pub tcompleted: Vec<u64>,
 }
 
 /// Run `workers` in parallel. `cfg.iters` is per QP, as in the single-threaded loop.
+/// `peak`: stamp every post and completion (iterations mode) for each thread's peak.
 pub fn run<F: QueueFactory, N: Fn() -> u64 + Sync>(
     factory: &F,
     workers: &[Worker],
     cfg: BwConfig,
     deadlines: Option<Deadlines>,
+    peak: bool,
     now: &N,
 ) -> Result<Vec<WorkerOutcome>, String> {
     let barrier = Barrier::new(workers.len());
@@ -68,6 +73,13 @@ pub fn run<F: QueueFactory, N: Fn() -> u64 + Sync>(
                     let mut counts = vec![QpCount::default(); sqs.len()];
                     let mut list = vec![WrDesc::default(); cfg.post_list as usize];
                     let mut wcs = [Completion::default(); 16];
+                    let stamps = if peak {
+                        (cfg.iters * sqs.len() as u64) as usize
+                    } else {
+                        0
+                    };
+                    let mut tposted = vec![0u64; stamps];
+                    let mut tcompleted = vec![0u64; stamps];
                     let outcome = BwLoop {
                         cfg,
                         sqs: &mut sqs,
@@ -76,8 +88,8 @@ pub fn run<F: QueueFactory, N: Fn() -> u64 + Sync>(
                         counts: &mut counts,
                         list: &mut list,
                         wcs: &mut wcs,
-                        tposted: &mut [],
-                        tcompleted: &mut [],
+                        tposted: &mut tposted,
+                        tcompleted: &mut tcompleted,
                         deadlines,
                         periods: None,
                         now,
@@ -87,6 +99,8 @@ pub fn run<F: QueueFactory, N: Fn() -> u64 + Sync>(
                         worker: w.clone(),
                         outcome,
                         counts,
+                        tposted,
+                        tcompleted,
                     })
                 })
             })
@@ -196,10 +210,11 @@ mod tests {
                 qps: vec![1],
             },
         ];
-        let outs = run(&Factory, &workers, cfg(), None, &crate::clock::now).unwrap();
+        let outs = run(&Factory, &workers, cfg(), None, true, &crate::clock::now).unwrap();
         assert_eq!(outs.len(), 2);
         assert_eq!(outs[0].outcome.completed, 1000);
         assert_eq!(outs[1].outcome.completed, 500);
+        assert_eq!((outs[0].tposted.len(), outs[1].tposted.len()), (1000, 500));
         assert!(outs.iter().all(|o| o.outcome.error.is_none()));
         let a = aggregate(&outs);
         assert_eq!(a.measured, 1500);
@@ -233,7 +248,7 @@ mod tests {
                 qps: vec![1],
             },
         ];
-        let e = run(&Bad, &workers, cfg(), None, &crate::clock::now).unwrap_err();
+        let e = run(&Bad, &workers, cfg(), None, false, &crate::clock::now).unwrap_err();
         assert_eq!(e, "thread 1: no CQ");
     }
 }

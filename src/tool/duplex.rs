@@ -48,7 +48,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let ep = Endpoint::open(p0)?;
     let local_mtu = Mtu(ep.mtu_enum(p0) as u32).bytes().unwrap_or(1024) as u64;
     let mut p = p0.clone();
-    clamp_for_ud(&mut p, local_mtu);
+    clamp_for_ud(&mut p, local_mtu)?;
     let p = &p;
     let steps = choreography(&super::scenario(p, local_mtu as u32));
     let send = p.tool.verb == Verb::Send;
@@ -78,7 +78,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
         match e.step {
             Step::Versions => {
-                sess.exchange_versions().map_err(Fail::ctrl)?;
+                super::peer_check::versions(&mut sess, p)?;
             }
             Step::SysData => {
                 let page = crate::verbs::mr::page_size() as u32;
@@ -95,7 +95,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                     .ok_or_else(|| Fail::new("internal: no resources"))?;
                 match e.step {
                     Step::Keys { qp, round } => {
-                        r.keys(&mut sess, &e.step, qp, round, out)?;
+                        r.keys(&mut sess, p, &e.step, qp, round, out)?;
                     }
                     Step::Connect => {
                         // Duplex: both sides send, so both go to RTS.
@@ -114,10 +114,12 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                     }
                     Step::Run { size } => {
                         let size = size.unwrap_or(p.sizes[0]);
+                        let watch = sess.watch_peer();
                         let (row, err) = match receiver.as_mut() {
                             Some(rx) => send_one(p, r, rx, &uds, method, size)?,
                             None => rdma_one(p, r, method, size)?,
                         };
+                        drop(watch);
                         local = report_of(size, &row);
                         // perftest prints the local row only where no report follows (send -D).
                         let alone = !steps[i..].iter().any(|e| e.step == Step::BwReport);

@@ -80,6 +80,7 @@ pub fn params_info(p: &Params) -> TestInfo {
         Mode::Iterations => (None, None),
     };
     TestInfo {
+        perftest_stats: p.perftest_stats,
         verb,
         atomic_op: match p.atomic_type {
             AtomicType::FetchAdd => AtomicOp::FetchAndAdd,

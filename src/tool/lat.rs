@@ -51,6 +51,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let res = Resources::create(&ep, p, cb, cl, flags)?;
     let _cm = super::cm_data::connect_qps(&mut sess, &ep, p, &res)?;
     let clock = Clock::calibrate();
+    crate::run::watchdog::configure(&clock);
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
     let info = test_info(
         p,
@@ -221,6 +222,8 @@ impl Lat<'_> {
             Step::Run { size } => {
                 self.header();
                 let size = self.size_of(size);
+                // A peer that exits mid-run is noticed at once, not after --cq-timeout.
+                let _watch = sess.watch_peer();
                 self.run_size(size)?;
             }
             s => {
@@ -523,6 +526,21 @@ pub fn lat_stats(
 
 fn describe(e: LatError, o: &LatOutcome) -> String {
     match e {
+        LatError::Completion { wc } if super::peer_exited_before(&wc) => format!(
+            "{}; our outstanding work then failed with {} after {} messages — the peer's own \
+             output says why it stopped",
+            super::PEER_EXITED,
+            wc.status.name(),
+            o.iters
+        ),
+        LatError::PeerExited { at } => format!(
+            "{} while we waited for round trip {at} — the peer's own output says why it stopped",
+            super::PEER_EXITED
+        ),
+        LatError::PeerFinished { at } => format!(
+            "the peer ended its run (it sent its next control message) while we waited for round \
+             trip {at}: the two sides' -n differ — give both the same -n"
+        ),
         LatError::Completion { wc } => format!(
             "completion with error: status {} ({}), vendor error {:#x}, after {} messages; \
              the run stopped — check the peer's rkey/permissions and the link",
@@ -542,7 +560,7 @@ fn describe(e: LatError, o: &LatOutcome) -> String {
              stopped or the link is down — check the peer (same -n/-s/-c on both sides?), or \
              raise --cq-timeout"
         ),
-        LatError::Interrupted => "interrupted: QPs moved to ERR".into(),
+        LatError::Interrupted => "interrupted: QPs moved to ERR, partial result above".into(),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod compare_table;
 pub mod cpu_util;
 pub mod cpus;
+pub mod device_rules;
 pub mod devices;
 pub mod direct;
 pub mod duplex;
@@ -16,6 +17,7 @@ pub mod info;
 pub mod landing;
 pub mod lat;
 pub mod method;
+pub mod peer_check;
 pub mod progress;
 pub mod rdma_bw;
 pub mod send_bw;
@@ -59,6 +61,17 @@ pub(crate) fn scenario(p: &Params, mtu_bytes: u32) -> Scenario {
         num_qps: p.num_qps as usize,
         ud_mtu: (p.conn == Conn::Ud).then_some(mtu_bytes),
     }
+}
+
+/// The one wording for a peer that vanished mid-run.
+pub(crate) const PEER_EXITED: &str =
+    "the peer exited during the run (its control connection closed)";
+
+/// After an error completion: did the peer's exit cause it? Waits briefly
+/// for the control connection's verdict (its end of file can trail the
+/// error completions); never after our own stop request.
+pub(crate) fn peer_exited_before(_wc: &crate::post::Completion) -> bool {
+    !stop::requested() && crate::run::peer::gone_within(std::time::Duration::from_millis(1500))
 }
 
 /// A failure of a tool, already worded for the user (problem and fix).
@@ -146,6 +159,12 @@ fn not_implemented(p: &Params) -> Option<&'static str> {
 pub(crate) fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
     if let Some(m) = not_implemented(p) {
         return Err(Fail::new(m));
+    }
+    let p = &device_rules::apply(p, out)?;
+    for n in &p.notices {
+        // perftest prints its parameter notices after a result line, first thing.
+        out.print(crate::report::text::RESULT_LINE);
+        out.print(&format!("{n}\n"));
     }
     if p.threads > 1 && !p.is_server() && p.tool.verb == Verb::Send {
         return Err(Fail::new(

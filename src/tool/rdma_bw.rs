@@ -58,6 +58,7 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
         ch.set_step_timeout(Some(t));
         let mut sess = Session::new(ch);
         sess.set_gid_index(ep.gid.map_or(0, |g| g.0));
+        sess.set_local_params(super::peer_check::local_params(p));
         return Ok(sess);
     }
     let ch = match &p.server {
@@ -66,9 +67,24 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
             // The loopback server must not wait forever for a client that failed.
             let accept = if p.loopback { Some(t) } else { None };
             let l = Listener::bind(None, p.port).map_err(Fail::ctrl)?;
+            let port = l.port();
+            if p.port == 0 && !p.loopback {
+                eprintln!(
+                    " -p 0: listening on port {port} (picked by the kernel); give the client -p {port}"
+                );
+            }
             // Ctrl-C while waiting for the client shuts the listener down.
             let _w = stop::watch_socket(l.raw_fd());
-            l.accept(accept).map_err(Fail::ctrl)?
+            l.accept(accept).map_err(|e| {
+                if stop::requested() {
+                    // The shut-down listener's EINVAL is our signal's doing.
+                    Fail::new(format!(
+                        "interrupted while waiting for a client on port {port}"
+                    ))
+                } else {
+                    Fail::ctrl(e)
+                }
+            })?
         }
     };
     let mut ch = ch;
@@ -76,7 +92,9 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
     // Ctrl-C in any control step shuts the socket down, so a blocked read
     // returns at once (the peer sees us go, too).
     let watch = stop::watch_socket(ch.raw_fd());
-    Ok(Session::new(ch).with_guard(Box::new(watch)))
+    let mut sess = Session::new(ch).with_guard(Box::new(watch));
+    sess.set_local_params(super::peer_check::local_params(p));
+    Ok(sess)
 }
 
 /// The common preamble (perftest `exchange_versions`, `check_sys_data`,
@@ -88,7 +106,7 @@ pub(crate) fn preamble(
 ) -> Result<(u64, u64, u8), Fail> {
     // Already done when the caller had to know the peer first (--threads).
     if sess.peer_version().is_none() {
-        sess.exchange_versions().map_err(Fail::ctrl)?;
+        super::peer_check::versions(sess, p)?;
     }
     let page = crate::verbs::mr::page_size() as u32;
     let (cb, cl) = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
@@ -186,7 +204,7 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
         // Against stock perftest, thread i talks to its own server on port
         // p+i (one stock process per port, as NVIDIA's scripts run them);
         // between two rdmaperf ends one connection carries every thread.
-        let peer = sess.exchange_versions().map_err(Fail::ctrl)?;
+        let peer = super::peer_check::versions(&mut sess, p)?;
         if !peer.is_rdmaperf() {
             return threads_stock::run(p, out, &ep, method, sess);
         }
@@ -217,18 +235,23 @@ pub(crate) fn run_session(
     let method = chosen.method;
     let _cm = cm_data::connect_qps(&mut sess, ep, p, &res)?;
     let clock = Clock::calibrate();
+    crate::run::watchdog::configure(&clock);
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
     let info = test_info(p, ep, &res, mtu_bytes, &chosen, &clock);
     out.print(&text::info_block(&info));
 
     let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(ep, i)).collect();
     let mut rem = Vec::with_capacity(my.len());
-    for d in &my {
-        rem.push(sess.hand_shake(d).map_err(Fail::ctrl)?);
+    for (i, d) in my.iter().enumerate() {
+        let r = sess.hand_shake(d).map_err(Fail::ctrl)?;
+        super::peer_check::key(p, &rem, &r, i, false)?;
+        rem.push(r);
     }
     res.connect(ep, p, mtu, &rem, !p.is_server())?;
     for (i, d) in my.iter().enumerate() {
-        rem[i] = sess.hand_shake(d).map_err(Fail::ctrl)?;
+        let r = sess.hand_shake(d).map_err(Fail::ctrl)?;
+        super::peer_check::key(p, &rem, &r, i, true)?;
+        rem[i] = r;
     }
     for (l, r) in my.iter().zip(&rem) {
         out.print(&text::address_line(
@@ -266,6 +289,12 @@ pub(crate) fn run_session(
         };
         out.print(&text::bw_row(&r, &info, 0.0));
         out.print(super::result_line(p));
+        if let Some(f) = &p.json_file {
+            // The client's numbers, as the row above (perftest master writes them too).
+            json::JsonReport::new(f, &info)
+                .push(json::Record::bw(&r, &info, 0.0))
+                .map_err(|e| Fail::new(e.to_string()))?;
+        }
         let landing_result = if p.check_landing {
             Some(check_landing(p, &res, theirs.iters))
         } else {
@@ -300,6 +329,9 @@ pub(crate) fn run_session(
     };
     let mut thread_lines = String::new();
     out.print(&text::bw_header(&info));
+    // The server is silent until our run ends: its control connection's end
+    // of file means it exited (noticed at once, not after --cq-timeout).
+    let watch = sess.watch_peer();
     for (i, &size) in p.sizes.iter().enumerate() {
         progress::sweep(i, p.sizes.len(), size);
         let ticker = match p.mode {
@@ -415,6 +447,7 @@ pub(crate) fn run_session(
             break;
         }
     }
+    drop(watch);
     if p.sizes.len() > 1 {
         progress::clear();
     }
@@ -622,6 +655,13 @@ pub(crate) fn unknown_qpn_line(n: u64) -> String {
 }
 
 pub(crate) fn describe(e: RunError, counts: &[QpCount]) -> String {
+    let waiting = || {
+        counts
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.scnt > c.ccnt)
+            .map_or((0, 0), |(i, c)| (i, c.scnt - c.ccnt))
+    };
     match e {
         RunError::Completion { qp, wr_id, wc } if wc.status == WcStatus::SUCCESS => format!(
             "unexpected completion on the send CQ: opcode {}, QPN {:#x}, wr_id {wr_id:#x} (QP index \
@@ -629,6 +669,28 @@ pub(crate) fn describe(e: RunError, counts: &[QpCount]) -> String {
              run stopped so it is not counted — report this with the command line",
             wc.opcode.0, wc.qp_num
         ),
+        RunError::Completion { wc, .. } if super::peer_exited_before(&wc) => format!(
+            "{}; our outstanding work then failed with {} — partial result above, the peer's \
+             own output says why it stopped",
+            super::PEER_EXITED,
+            wc.status.name()
+        ),
+        RunError::PeerExited => {
+            let (qp, n) = waiting();
+            format!(
+                "{} while QP {qp} had {n} messages outstanding; partial result above — the \
+                 peer's own output says why it stopped",
+                super::PEER_EXITED
+            )
+        }
+        RunError::PeerFinished => {
+            let (qp, n) = waiting();
+            format!(
+                "the peer ended its run (it sent its next control message) while QP {qp} still \
+                 had {n} messages outstanding: the two sides expected different amounts of work \
+                 — give both the same -n (or -D) and -q"
+            )
+        }
         RunError::Completion { qp, wr_id, wc } => format!(
             "completion with error on QP {qp}: status {} ({}), vendor error {:#x}{}, wr_id {wr_id:#x} \
              (message {} of that QP); the run stopped — check that both sides use the same -s/-a/-c and test, the peer's rkey/permissions, and the link",
@@ -644,8 +706,10 @@ pub(crate) fn describe(e: RunError, counts: &[QpCount]) -> String {
         ),
         RunError::Poll { err } => format!("polling the CQ failed: {err:?}"),
         RunError::Stalled { qp, outstanding, last_completed, idle_ticks: _ } => format!(
-            "no completion for --cq-timeout seconds: QP {qp} has {outstanding} messages outstanding, \
-             {last_completed} completed; the peer or the link stopped — check the peer, or raise --cq-timeout"
+            "no completion for --cq-timeout seconds (plus the time the data in flight needs at \
+             256 KiB/s): QP {qp} has {outstanding} messages outstanding, {last_completed} completed, \
+             and the peer is still connected; the link or the peer's QP stopped — check the peer \
+             (same -n/-s/-c/-q on both sides?), or raise --cq-timeout"
         ),
         RunError::Interrupted => "interrupted: QPs moved to ERR, partial result above".into(),
     }

@@ -35,17 +35,28 @@ use std::time::Duration;
 pub const UD_GRH: u64 = 40;
 
 /// The sizes a UD test may use: perftest clamps `-s` to the MTU and stops `-a` there.
-pub(crate) fn clamp_for_ud(p: &mut Params, mtu: u64) {
+pub(crate) fn clamp_for_ud(p: &mut Params, mtu: u64) -> Result<(), Fail> {
     if p.conn != Conn::Ud {
-        return;
+        return Ok(());
     }
     if p.all_sizes {
         p.sizes.retain(|&s| s <= mtu);
+    } else if p.size_given && p.sizes.iter().any(|&s| s > mtu) {
+        // perftest (ctx_check_mtu): a requested size is refused, not shrunk.
+        return Err(Fail::new(format!(
+            "Max message size in UD cannot be greater than MTU: -s {} with -c UD, the MTU is \
+             {mtu} bytes; use -s {mtu} or less (or -m for a larger MTU)",
+            p.sizes[0]
+        )));
     } else {
         for s in &mut p.sizes {
-            *s = (*s).min(mtu);
+            if *s > mtu {
+                eprintln!(" Max msg size in UD is MTU {mtu}\n Changing to this MTU");
+                *s = mtu;
+            }
         }
     }
+    Ok(())
 }
 
 /// Where the AH of a UD sender points: the peer's LID/GID as the RTR would.
@@ -189,6 +200,27 @@ impl Receiver {
 
 pub(crate) fn describe_recv(e: RunError, size: u64, cfg: &RecvConfig) -> String {
     match e {
+        RunError::Completion { wc, .. } if super::peer_exited_before(&wc) => format!(
+            "{}; our posted receives then failed with {} — partial result above, the peer's \
+             own output says why it stopped",
+            super::PEER_EXITED,
+            wc.status.name()
+        ),
+        RunError::PeerExited => format!(
+            "{}; partial result above — the peer's own output says why it stopped",
+            super::PEER_EXITED
+        ),
+        RunError::PeerFinished => {
+            let more = if cfg.iters == 0 {
+                String::new()
+            } else {
+                format!(" (we expect {} per QP)", cfg.iters)
+            };
+            format!(
+                "the sender ended its run (it sent its next control message) while we still \
+                 expect messages{more}: the two sides' -n differ (or -q, -D) — give both the same -n"
+            )
+        }
         RunError::Completion { qp, wc, .. } => format!(
             "receive completion with error on QP {qp}: status {} ({}), vendor error {:#x}, {} bytes; \
              the run stopped — LOC_LEN_ERR (rxe: LOC_QP_OP_ERR) means the sender's messages exceed \
@@ -206,7 +238,8 @@ pub(crate) fn describe_recv(e: RunError, size: u64, cfg: &RecvConfig) -> String 
         RunError::Stalled { qp, outstanding, last_completed, .. } => format!(
             "no message for --cq-timeout seconds: QP {qp} received {last_completed} and still expects \
              {outstanding}; the sender stopped, or (UC/UD) messages were dropped because no receive was \
-             posted — check the peer, raise -r/--rx-depth, or raise --cq-timeout"
+             posted — check the peer (same -n/-q on both sides?), raise -r/--rx-depth, or raise \
+             --cq-timeout"
         ),
         RunError::Interrupted => "interrupted: QPs moved to ERR, partial result above".into(),
     }
@@ -319,6 +352,7 @@ impl Ready {
         };
         let cm = super::cm_data::connect_qps(sess, ep, p, &res)?;
         let clock = Clock::calibrate();
+        crate::run::watchdog::configure(&clock);
         let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
         let info = test_info(p, ep, &res, mtu_bytes, &chosen, &clock);
         out.print(&text::info_block(&info));
@@ -345,6 +379,7 @@ impl Ready {
     pub(crate) fn keys(
         &mut self,
         sess: &mut Session,
+        p: &Params,
         step: &Step,
         qp: usize,
         round: KeyRound,
@@ -359,9 +394,13 @@ impl Ready {
                 ));
             }
         }
-        self.rem[qp] = sess
+        let got = sess
             .hand_shake_step(&step.to_string(), &self.my[qp])
             .map_err(Fail::ctrl)?;
+        // Before the second round, rem holds the first round's keys.
+        let after = round == KeyRound::AfterConnect;
+        super::peer_check::key(p, &self.rem, &got, qp, after)?;
+        self.rem[qp] = got;
         if round == KeyRound::AfterConnect {
             out.print(&text::address_line(
                 text::Side::Remote,
@@ -382,7 +421,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let ep = Endpoint::open(p0)?;
     let local_mtu = Mtu(ep.mtu_enum(p0) as u32).bytes().unwrap_or(1024) as u64;
     let mut p = p0.clone();
-    clamp_for_ud(&mut p, local_mtu);
+    clamp_for_ud(&mut p, local_mtu)?;
     let p = &p;
     let op = p.op();
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
@@ -408,7 +447,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
         match e.step {
             Step::Versions => {
-                sess.exchange_versions().map_err(Fail::ctrl)?;
+                super::peer_check::versions(&mut sess, p)?;
             }
             Step::SysData => {
                 let page = crate::verbs::mr::page_size() as u32;
@@ -423,7 +462,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 let r = ready
                     .as_mut()
                     .ok_or_else(|| Fail::new("internal: no resources"))?;
-                r.keys(&mut sess, &e.step, qp, round, out)?;
+                r.keys(&mut sess, p, &e.step, qp, round, out)?;
                 if round == KeyRound::AfterConnect && qp + 1 == r.my.len() {
                     out.print(&text::bw_header(&r.info));
                 }
@@ -476,10 +515,12 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
             }
             Step::Run { size } => {
                 let size = size.unwrap_or(p.sizes[0]);
+                let watch = sess.watch_peer();
                 let (row, err) = match receiver.as_mut() {
                     Some(rx) => rx.run(p, &r.res, size, &r.clock)?,
                     None => send_one(p, &r.res, &r.rem, &uds, method, dq.as_mut(), size, &r.clock)?,
                 };
+                drop(watch);
                 out.print(&text::bw_row(&row, &r.info, 0.0));
                 if let Some(j) = report.as_mut() {
                     let mut rec = json::Record::bw(&row, &r.info, 0.0);
@@ -573,7 +614,7 @@ mod tests {
             a.connection = Some("UD".into());
             a.all = true;
         });
-        clamp_for_ud(&mut p, 1024);
+        clamp_for_ud(&mut p, 1024).unwrap();
         assert_eq!(p.sizes, [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]);
         let s = crate::tool::scenario(&p, 1024);
         let runs: Vec<u64> = choreography(&s)
@@ -586,11 +627,23 @@ mod tests {
         assert_eq!(runs, p.sizes);
         // Default size 65536 is clamped, as perftest does.
         let mut p = params(|a| a.connection = Some("UD".into()));
-        clamp_for_ud(&mut p, 4096);
+        clamp_for_ud(&mut p, 4096).unwrap();
         assert_eq!(p.sizes, [4096]);
+        // A requested size above the MTU is refused (perftest's ctx_check_mtu).
+        let mut p = params(|a| {
+            a.connection = Some("UD".into());
+            a.size = Some(4096);
+        });
+        let e = clamp_for_ud(&mut p, 1024).unwrap_err();
+        assert!(
+            e.msg
+                .starts_with("Max message size in UD cannot be greater than MTU"),
+            "{e}"
+        );
+        assert!(e.msg.contains("use -s 1024"), "{e}");
         // RC keeps its sizes.
         let mut p = params(|_| {});
-        clamp_for_ud(&mut p, 1024);
+        clamp_for_ud(&mut p, 1024).unwrap();
         assert_eq!(p.sizes, [65536]);
     }
 

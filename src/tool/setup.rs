@@ -39,6 +39,15 @@ impl Endpoint {
                 ctx.name()
             )));
         }
+        if let Some(m) = p.mtu.and_then(Mtu::from_bytes) {
+            if m.value() > port.active_mtu.value() {
+                // perftest's set_mtu notice (stdout, the active MTU as its enum value).
+                print!(
+                    "Requested mtu is higher than active mtu \nChanging to active mtu - {}\n",
+                    port.active_mtu.value()
+                );
+            }
+        }
         let ethernet = port.link_layer == LinkLayer::ETHERNET;
         let gid = if p.gid_index.is_some() || ethernet {
             let table = ctx.gid_table(p.ib_port).map_err(Fail::verbs)?;
@@ -64,8 +73,9 @@ impl Endpoint {
 
     /// The MTU perftest exchanges (the `enum ibv_mtu` value 1..5).
     pub fn mtu_enum(&self, p: &Params) -> u8 {
+        // A requested MTU above the port's active one is clamped (perftest's set_mtu).
         match p.mtu.and_then(Mtu::from_bytes) {
-            Some(m) => m.value() as u8,
+            Some(m) => m.value().min(self.port.active_mtu.value()) as u8,
             None => self.port.active_mtu.value() as u8,
         }
     }

@@ -93,6 +93,7 @@ pub fn run_size(
     );
     let cfg = bw_config(p, size, &g, clock);
     let deadlines = deadlines(p, clock, clock::now());
+    let peak = !p.no_peak && !p.is_duration();
     let now = clock::now;
     let outs = match method {
         Method::PostSend => {
@@ -103,7 +104,7 @@ pub fn run_size(
                 build: |qp: &Arc<Qp>| PostSendQueue::new(qp, p.post_list as usize, None),
                 _s: std::marker::PhantomData,
             };
-            run(&f, workers, cfg, deadlines, &now)
+            run(&f, workers, cfg, deadlines, peak, &now)
         }
         Method::WrApi => {
             let f = VerbsFactory {
@@ -113,7 +114,7 @@ pub fn run_size(
                 build: |qp: &Arc<Qp>| WrApiQueue::new(qp, None),
                 _s: std::marker::PhantomData,
             };
-            run(&f, workers, cfg, deadlines, &now)
+            run(&f, workers, cfg, deadlines, peak, &now)
         }
         Method::Direct => {
             return Err(Fail::new(
@@ -155,6 +156,31 @@ fn row(
     stats::bw_perftest(&inp).map_err(|e| Fail::new(format!("computing the result: {e}")))
 }
 
+/// One thread's BW peak from its stamps (perftest's formula, iterations mode).
+fn thread_peak(p: &Params, size: u64, o: &WorkerOutcome, clock: &Clock) -> Result<f64, Fail> {
+    let inp = stats::BwInput {
+        size,
+        iters: p.iters,
+        num_qps: o.worker.qps.len() as u32,
+        duration: false,
+        no_peak: false,
+        post_list: p.post_list,
+        cq_mod: p.cq_mod,
+        tposted: &o.tposted,
+        tcompleted: &o.tcompleted,
+        hz: clock.hz(),
+        units: if p.report_gbits {
+            stats::BwUnits::Gbit
+        } else {
+            stats::BwUnits::MiB
+        },
+        inf_bidir_factor: 1,
+    };
+    stats::bw_perftest(&inp)
+        .map(|r| r.bw_peak)
+        .map_err(|e| Fail::new(format!("computing thread peak: {e}")))
+}
+
 fn summarize(
     p: &Params,
     size: u64,
@@ -163,7 +189,7 @@ fn summarize(
 ) -> Result<(SizeRun, Vec<ThreadLine>), Fail> {
     let a = aggregate(outs);
     // All messages of all threads over the span from the first start to the last end.
-    let row_total = row(
+    let mut row_total = row(
         p,
         size,
         a.measured,
@@ -190,6 +216,18 @@ fn summarize(
             mpps: r.msg_rate,
             bw: r.bw_avg,
         });
+    }
+    // The peak: the sum of the threads' peaks, each perftest's formula over
+    // its own QPs' stamps (perftest's multi-process runs are summed the same way).
+    if outs
+        .iter()
+        .all(|o| !o.tposted.is_empty() && o.outcome.error.is_none())
+    {
+        let mut sum = 0.0;
+        for o in outs {
+            sum += thread_peak(p, size, o, clock)?;
+        }
+        row_total.bw_peak = sum;
     }
     let error = outs.iter().enumerate().find_map(|(i, o)| {
         o.outcome.error.map(|e| {

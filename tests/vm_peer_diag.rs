@@ -1,0 +1,291 @@
+//! A working link is never called stuck, a vanished peer is named at once,
+//! and parameters the two sides disagree on are refused with both values
+//! (issue 12, parts 1 and 6). One VM boot; rdmaperf against rdmaperf and
+//! against stock perftest 4.5, both ways where a peer is involved.
+
+mod common;
+use common::vm;
+use std::collections::BTreeMap;
+
+/// Each case writes `NAME.out` (stdout+stderr of the side under test) and a
+/// line `NAME rc=N dt=S` to rc.txt; dt counts from the fault (or the start).
+const SCRIPT: &str = r#"
+B=$RDMAPERF_BIN
+O="-d rxe0 -x 0 -F"
+T="timeout -k 5 120"
+now() { cut -d' ' -f1 /proc/uptime; }
+since() { awk "BEGIN{printf \"%.1f\", $(now) - $1}"; }
+done_case() { # NAME PID T0
+    local rc=0; wait "$2" || rc=$?
+    echo "$1 rc=$rc dt=$(since "$3")" >> $RESULTS/rc.txt
+}
+reap() { kill "$@" 2>/dev/null; wait "$@" 2>/dev/null; }
+
+# 1. One completion covers 80 MiB (-Q 20): far longer than --cq-timeout 1 on
+#    this link, yet healthy. Against rdmaperf and a stock server.
+BIG="-s 4M -n 20 -Q 20 -t 20 --cq-timeout 1"
+$T $B write-bw $O $BIG -p 18800 > $RESULTS/big.peer 2>&1 & S=$!
+wait_port 18800 $S; t0=$(now)
+$T $B write-bw $O $BIG -p 18800 127.0.0.1 > $RESULTS/big.out 2>&1 & C=$!
+done_case big $C $t0; wait $S; echo "big_srv rc=$? dt=0" >> $RESULTS/rc.txt
+$T ib_write_bw $O -s 4M -n 20 -Q 20 -t 20 -p 18801 > $RESULTS/big_stock.peer 2>&1 & S=$!
+wait_port 18801 $S; t0=$(now)
+$T $B write-bw $O $BIG -p 18801 127.0.0.1 > $RESULTS/big_stock.out 2>&1 & C=$!
+done_case big_stock $C $t0; reap $S
+
+# 2. The server vanishes mid-run (ours by SIGINT, stock by SIGKILL): the
+#    client says the peer exited, within seconds, and blames no rkey.
+$B write-bw $O -s 64 -D 20 -p 18802 > $RESULTS/srv_int.peer 2>&1 & S=$!
+wait_port 18802 $S
+$T $B write-bw $O -s 64 -D 20 -p 18802 127.0.0.1 > $RESULTS/srv_int.out 2>&1 & C=$!
+sleep 4; kill -INT $S; t0=$(now); done_case srv_int $C $t0; reap $S
+ib_write_bw $O -s 64 -D 20 -p 18803 > $RESULTS/srv_kill.peer 2>&1 & S=$!
+wait_port 18803 $S
+$T $B write-bw $O -s 64 -D 20 -p 18803 127.0.0.1 > $RESULTS/srv_kill.out 2>&1 & C=$!
+sleep 4; kill -KILL $S; t0=$(now); done_case srv_kill $C $t0; reap $S
+
+# 3. SIGTERM to a read-bw client: the same words as write-bw.
+$T $B read-bw $O -s 64 -D 20 -p 18804 > $RESULTS/read_term.peer 2>&1 & S=$!
+wait_port 18804 $S
+$B read-bw $O -s 64 -D 20 -p 18804 127.0.0.1 > $RESULTS/read_term.out 2>&1 & C=$!
+sleep 4; kill -TERM $C; t0=$(now); done_case read_term $C $t0; reap $S
+
+# 4. -c RC server, -c UC client (rdmaperf both): both refuse, naming both.
+$T $B send-bw $O -c RC -s 64 -n 100 -p 18805 > $RESULTS/conn_srv.out 2>&1 & S=$!
+wait_port 18805 $S; t0=$(now)
+$T $B send-bw $O -c UC -s 64 -n 100 -p 18805 127.0.0.1 > $RESULTS/conn_cli.out 2>&1 & C=$!
+done_case conn_cli $C $t0; done_case conn_srv $S $t0
+
+# 5. -q 1 server, -q 2 client and the reverse; rdmaperf both, and against stock.
+qcase() { # NAME SERVER-CMD CLIENT-CMD PORT (the side under test is named by NAME's suffix)
+    $T $2 -p $4 > $RESULTS/$1.srv 2>&1 & S=$!
+    wait_port $4 $S; t0=$(now)
+    $T $3 -p $4 127.0.0.1 > $RESULTS/$1.cli 2>&1 & C=$!
+    ( sleep 20; kill $S $C 2>/dev/null ) & W=$!
+    done_case $1.cli $C $t0; done_case $1.srv $S $t0; reap $W
+}
+qcase q12 "$B write-bw $O -s 64 -n 100 -q 1" "$B write-bw $O -s 64 -n 100 -q 2" 18806
+qcase q21 "$B write-bw $O -s 64 -n 100 -q 2" "$B write-bw $O -s 64 -n 100 -q 1" 18807
+qcase q12_stock_srv "ib_write_bw $O -s 64 -n 100 -q 1" "$B write-bw $O -s 64 -n 100 -q 2" 18808
+qcase q21_stock_srv "ib_write_bw $O -s 64 -n 100 -q 2" "$B write-bw $O -s 64 -n 100 -q 1" 18809
+qcase q12_stock_cli "$B write-bw $O -s 64 -n 100 -q 1" "ib_write_bw $O -s 64 -n 100 -q 2" 18810
+qcase q21_stock_cli "$B write-bw $O -s 64 -n 100 -q 2" "ib_write_bw $O -s 64 -n 100 -q 1" 18811
+
+# 6. send-bw with different -n: rdmaperf both (refused at the versions) and a
+#    stock client sending fewer messages than our server expects.
+qcase n_ours "$B send-bw $O -s 64 -n 2000" "$B send-bw $O -s 64 -n 1000" 18812
+qcase n_stock_cli "$B send-bw $O -s 64 -n 2000" "ib_send_bw $O -s 64 -n 1000" 18813
+
+# 7. Ctrl-C on a server still waiting for a client; -p 0 says its port.
+$B write-bw $O -p 18814 > $RESULTS/accept_int.out 2>&1 & S=$!
+wait_port 18814 $S; kill -INT $S; t0=$(now); done_case accept_int $S $t0
+$B write-bw $O -p 0 > $RESULTS/port0.out 2>&1 & S=$!
+sleep 3; kill -INT $S; t0=$(now); done_case port0 $S $t0
+
+# 8. perftest's parameter rules (part 5): -m above the active MTU (1024 on
+#    rxe here) is clamped with perftest's notice; UD refuses -s above the MTU;
+#    -l without -Q prints perftest's CQ moderation notice.
+t0=$(now)
+$T $B write-bw --loopback $O -m 4096 -s 64 -n 100 -l 4 > $RESULTS/mtu.out 2>&1 & C=$!
+done_case mtu $C $t0
+$T $B send-bw $O -c UD -s 4096 -n 100 -p 18815 127.0.0.1 > $RESULTS/ud_size.out 2>&1 & C=$!
+done_case ud_size $C $t0
+
+# 9. Servers of write/read/atomic-bw write --out_json (part 2), against
+#    rdmaperf and stock clients.
+J="--out_json --out_json_file"
+qcase json_w "$B write-bw $O -s 64 -n 100 $J=$RESULTS/json_w.json" "$B write-bw $O -s 64 -n 100" 18816
+qcase json_r "$B read-bw $O -s 64 -n 100 $J=$RESULTS/json_r.json" "ib_read_bw $O -s 64 -n 100" 18817
+qcase json_a "$B atomic-bw $O -n 100 $J=$RESULTS/json_a.json" "$B atomic-bw $O -n 100" 18818
+echo finished >> $RESULTS/rc.txt
+"#;
+
+/// `NAME rc=N dt=S` lines of rc.txt.
+fn outcomes(rc_txt: &str) -> BTreeMap<String, (i32, f64)> {
+    rc_txt
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let name = it.next()?.to_owned();
+            let rc = it.next()?.strip_prefix("rc=")?.parse().ok()?;
+            let dt = it.next()?.strip_prefix("dt=")?.parse().ok()?;
+            Some((name, (rc, dt)))
+        })
+        .collect()
+}
+
+#[test]
+fn healthy_links_run_and_peer_problems_are_named() {
+    if let Err(why) = vm::available() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let r = vm::Batch::new()
+        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
+        .timeout_s(900)
+        .run(SCRIPT);
+    let rc_txt = r.file("rc.txt").unwrap_or("").to_string();
+    let get = |n: &str| r.file(n).unwrap_or("").to_string();
+    for (name, body) in &r.files {
+        println!("--- {name}\n{body}");
+    }
+    assert!(
+        rc_txt.contains("finished"),
+        "the batch did not finish:\n{rc_txt}"
+    );
+    let o = outcomes(&rc_txt);
+    let case = |n: &str| {
+        *o.get(n)
+            .unwrap_or_else(|| panic!("case {n} left no status:\n{rc_txt}"))
+    };
+    let mut failures = Vec::new();
+    let mut expect = |ok: bool, what: String| {
+        if !ok {
+            failures.push(what);
+        }
+    };
+    // 1. Healthy big transfers complete: exit 0 and a 4 MiB row with 20 messages.
+    for n in ["big", "big_stock"] {
+        let (rc, _) = case(n);
+        let out = get(&format!("{n}.out"));
+        expect(rc == 0, format!("{n}: rc {rc}, want 0:\n{out}"));
+        let rows = vm::bw_result_rows(&out);
+        expect(
+            rows.iter().any(|&(s, it)| s == 4 << 20 && it == 20),
+            format!("{n}: no 4194304 B row with 20 iterations:\n{out}"),
+        );
+    }
+    expect(case("big_srv").0 == 0, "big: the server failed".into());
+    // 2. The vanished server is named as such, fast, and no rkey is blamed.
+    for n in ["srv_int", "srv_kill"] {
+        let (rc, dt) = case(n);
+        let out = get(&format!("{n}.out"));
+        expect(rc != 0 && rc != 124, format!("{n}: rc {rc}:\n{out}"));
+        expect(
+            out.contains("the peer exited during the run"),
+            format!("{n}: must say the peer exited:\n{out}"),
+        );
+        expect(
+            !out.contains("rkey"),
+            format!("{n}: blames the rkey:\n{out}"),
+        );
+        expect(dt < 6.0, format!("{n}: noticed {dt} s after the peer went"));
+    }
+    // 3. read-bw SIGTERM: write-bw's wording, 143.
+    let (rc, _) = case("read_term");
+    let out = get("read_term.out");
+    expect(rc == 143, format!("read_term: rc {rc}, want 143:\n{out}"));
+    expect(
+        out.contains("interrupted: QPs moved to ERR, partial result above")
+            && !out.contains("completion with error"),
+        format!("read_term: wrong wording:\n{out}"),
+    );
+    // 4. Connection types: both sides refuse, naming both values.
+    for (n, want) in [
+        ("conn_cli", "we run -c UC, the server runs -c RC"),
+        ("conn_srv", "we run -c RC, the client runs -c UC"),
+    ] {
+        let (rc, dt) = case(n);
+        let out = get(&format!("{n}.out"));
+        expect(rc == 1, format!("{n}: rc {rc}, want 1:\n{out}"));
+        expect(
+            out.contains(want),
+            format!("{n}: must say {want:?}:\n{out}"),
+        );
+        expect(dt < 10.0, format!("{n}: took {dt} s"));
+    }
+    // 5. -q: every rdmaperf side refuses at the key exchange, naming its -q.
+    for (n, q) in [
+        ("q12.cli", 2),
+        ("q12.srv", 1),
+        ("q21.cli", 1),
+        ("q21.srv", 2),
+        ("q12_stock_srv.cli", 2),
+        ("q21_stock_srv.cli", 1),
+        ("q12_stock_cli.srv", 1),
+        ("q21_stock_cli.srv", 2),
+    ] {
+        let (rc, dt) = case(n);
+        let (base, side) = n.split_once('.').unwrap();
+        let out = get(&format!("{base}.{side}"));
+        expect(rc == 1, format!("{n}: rc {rc}, want 1:\n{out}"));
+        expect(
+            out.contains(&format!("number of QPs differs: we run -q {q}")),
+            format!("{n}: must name -q {q}:\n{out}"),
+        );
+        expect(dt < 15.0, format!("{n}: took {dt} s"));
+    }
+    // 6. send-bw -n: named, both sides between rdmaperf ends; our server
+    //    against a stock client that sends fewer messages, fast.
+    for (n, want) in [
+        ("n_ours.cli", "we run -n 1000, the server runs -n 2000"),
+        ("n_ours.srv", "we run -n 2000, the client runs -n 1000"),
+        ("n_stock_cli.srv", "the two sides' -n differ"),
+    ] {
+        let (rc, dt) = case(n);
+        let (base, side) = n.split_once('.').unwrap();
+        let out = get(&format!("{base}.{side}"));
+        expect(rc == 1, format!("{n}: rc {rc}, want 1:\n{out}"));
+        expect(
+            out.contains(want),
+            format!("{n}: must say {want:?}:\n{out}"),
+        );
+        expect(dt < 8.0, format!("{n}: took {dt} s"));
+    }
+    // 7. Interrupted in accept: said so, 130; -p 0 names its port.
+    let (rc, _) = case("accept_int");
+    let out = get("accept_int.out");
+    expect(rc == 130, format!("accept_int: rc {rc}, want 130:\n{out}"));
+    expect(
+        out.contains("interrupted while waiting for a client on port 18814")
+            && !out.contains("os error"),
+        format!("accept_int: wrong message:\n{out}"),
+    );
+    let out = get("port0.out");
+    expect(
+        out.contains("-p 0: listening on port ") && out.contains("give the client -p "),
+        format!("port0: must say its port:\n{out}"),
+    );
+    // 8. Parameter rules.
+    let out = get("mtu.out");
+    expect(
+        case("mtu").0 == 0
+            && out.contains("Requested mtu is higher than active mtu \nChanging to active mtu - 3")
+            && out.contains("Mtu             : 1024[B]")
+            && out
+                .contains("Post List requested - CQ moderation will be the size of the post list"),
+        format!("mtu: -m 4096 must be clamped to 1024 with perftest's notices:\n{out}"),
+    );
+    let out = get("ud_size.out");
+    expect(
+        case("ud_size").0 == 1
+            && out.contains("Max message size in UD cannot be greater than MTU")
+            && out.contains("use -s 1024"),
+        format!("ud_size: must refuse -s 4096 with -c UD:\n{out}"),
+    );
+    // 9. Server JSON: valid, results an array, statistics named.
+    for (n, size) in [("json_w", 64), ("json_r", 64), ("json_a", 8)] {
+        let text = get(&format!("{n}.json"));
+        let v: serde_json::Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                expect(false, format!("{n}: no valid server JSON ({e}):\n{text}"));
+                continue;
+            }
+        };
+        expect(
+            case(&format!("{n}.srv")).0 == 0 && case(&format!("{n}.cli")).0 == 0,
+            format!("{n}: a side failed"),
+        );
+        let recs = v["results"].as_array().cloned().unwrap_or_default();
+        expect(
+            recs.len() == 1 && recs[0]["MsgSize"] == size && recs[0]["n_iterations"] == 100,
+            format!("{n}: results must be an array with the one {size} B record:\n{text}"),
+        );
+        expect(
+            v["test_info"]["Statistics"] == "perftest",
+            format!("{n}: no Statistics in test_info:\n{text}"),
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
