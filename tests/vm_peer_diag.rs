@@ -97,6 +97,14 @@ J="--out_json --out_json_file"
 qcase json_w "$B write-bw $O -s 64 -n 100 $J=$RESULTS/json_w.json" "$B write-bw $O -s 64 -n 100" 18816
 qcase json_r "$B read-bw $O -s 64 -n 100 $J=$RESULTS/json_r.json" "ib_read_bw $O -s 64 -n 100" 18817
 qcase json_a "$B atomic-bw $O -n 100 $J=$RESULTS/json_a.json" "$B atomic-bw $O -n 100" 18818
+
+# 10. Inline as perftest on a device it does not know (rxe): off, with its
+#     notice when -I asks; --threads reports a peak.
+t0=$(now)
+$T $B write-lat --loopback $O -s 2 -n 100 -I 64 > $RESULTS/inline.out 2>&1 & C=$!
+done_case inline $C $t0
+$T $B write-bw --loopback $O -s 64 -n 200 --threads 2 -q 2 > $RESULTS/threads.out 2>&1 & C=$!
+done_case threads $C $t0
 echo finished >> $RESULTS/rc.txt
 "#;
 
@@ -287,5 +295,22 @@ fn healthy_links_run_and_peer_problems_are_named() {
             format!("{n}: no Statistics in test_info:\n{text}"),
         );
     }
+    // 10. Inline off on rxe with perftest's notice; a --threads peak.
+    let out = get("inline.out");
+    expect(
+        case("inline").0 == 0
+            && out.contains("Device not recognized to implement inline feature. Disabling it")
+            && out.contains("Max inline data : 0[B]"),
+        format!("inline: -I on rxe must be turned off with perftest's notice:\n{out}"),
+    );
+    let out = get("threads.out");
+    let peak = out
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("64"))
+        .and_then(|l| l.split_whitespace().nth(2)?.parse::<f64>().ok());
+    expect(
+        case("threads").0 == 0 && peak.is_some_and(|p| p > 0.0),
+        format!("threads: the row must carry a peak above 0:\n{out}"),
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
