@@ -259,11 +259,11 @@ impl Channel {
     }
 
     /// A clone of the TCP socket (for a watcher that notices the peer's
-    /// exit during a run); None over rdma_cm or if the clone fails.
+    /// exit during a run); None over rdma_cm or another link, or if the clone fails.
     pub fn try_clone_socket(&self) -> Option<std::net::TcpStream> {
         match &self.io {
             Io::Tcp(s) => s.try_clone().ok(),
-            Io::Cm(_) => None,
+            _ => None,
         }
     }
 
