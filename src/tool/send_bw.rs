@@ -257,7 +257,7 @@ fn send_one(
     dq: Option<&mut direct::DirectQueues<'_>>,
     size: u64,
     clock: &Clock,
-) -> Result<(stats::BwResult, Option<String>), Fail> {
+) -> Result<(stats::BwResult, Option<String>, u64), Fail> {
     let targets = qp_targets(res, rem);
     let run = match method {
         Method::PostSend => {
@@ -295,9 +295,7 @@ fn send_one(
             )?
         }
     };
-    if run.unknown_qpn_cqes > 0 {
-        eprint!("{}", super::rdma_bw::unknown_qpn_line(run.unknown_qpn_cqes));
-    }
+    let unknown = run.unknown_qpn_cqes;
     let r = run.row;
     let m = (r, run.error);
     // rdma_bw's wording is about rkeys; a failed SEND is usually a receive-side problem.
@@ -311,7 +309,7 @@ fn send_one(
             e
         }
     });
-    Ok((r, err))
+    Ok((r, err, unknown))
 }
 
 /// Everything after the MTU exchange, built once (send-bw and duplex).
@@ -516,14 +514,23 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
             Step::Run { size } => {
                 let size = size.unwrap_or(p.sizes[0]);
                 let watch = sess.watch_peer();
-                let (row, err) = match receiver.as_mut() {
-                    Some(rx) => rx.run(p, &r.res, size, &r.clock)?,
+                let (row, err, unknown) = match receiver.as_mut() {
+                    Some(rx) => {
+                        let (row, err) = rx.run(p, &r.res, size, &r.clock)?;
+                        (row, err, 0)
+                    }
                     None => send_one(p, &r.res, &r.rem, &uds, method, dq.as_mut(), size, &r.clock)?,
                 };
                 drop(watch);
                 out.print(&text::bw_row(&row, &r.info, 0.0));
+                if unknown > 0 {
+                    out.print(&super::rdma_bw::unknown_qpn_line(unknown));
+                }
                 if let Some(j) = report.as_mut() {
                     let mut rec = json::Record::bw(&row, &r.info, 0.0);
+                    if method == Method::Direct && !p.is_server() {
+                        rec = rec.with("unknown_qpn_cqes", unknown);
+                    }
                     if let Some(e) = &err {
                         rec = rec.with("error", e.as_str());
                     }
