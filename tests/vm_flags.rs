@@ -87,6 +87,23 @@ fn script() -> String {
     s += &format!(
         "pair cpu_lat '{r} write-lat {COMMON} -D 4 --cpu_util -p $PORT' '{r} write-lat {COMMON} -D 4 --cpu_util -p $PORT 127.0.0.1'\n"
     );
+    // --wait_destroy and -R --retry_count: rdmaperf both ends, stock 4.5 both ways.
+    s += &format!(
+        "pair wait_rr '{r} {bw} {COMMON} --wait_destroy 2 -p $PORT' '{r} {bw} {COMMON} --wait_destroy 2 -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair wait_sr 'ib_write_bw -s 64 -n 200 {COMMON} --wait_destroy 2 -p $PORT' '{r} {bw} {COMMON} --wait_destroy 2 -p $PORT 127.0.0.1'\n"
+    );
+    let cm = "-d rxe0 -F -R -s 64 -n 200 --retry_count 3";
+    s += &format!(
+        "pair retry_rr '{r} write-bw {cm} -p $PORT' '{r} write-bw {cm} -p $PORT 169.254.7.1'\n"
+    );
+    s += &format!(
+        "pair retry_sr 'ib_write_bw {cm} -p $PORT' '{r} write-bw {cm} -p $PORT 169.254.7.1'\n"
+    );
+    s += &format!(
+        "pair retry_rs '{r} write-bw {cm} -p $PORT' 'ib_write_bw {cm} -p $PORT 169.254.7.1'\n"
+    );
     s += "exit 0\n";
     s
 }
@@ -436,4 +453,31 @@ fn cpu_util_column_under_duration() {
         "write-lat CPU_Util {}",
         cpu[0]
     );
+}
+
+#[test]
+fn wait_destroy_and_retry_count() {
+    let Some(b) = batch() else { return };
+    let msg = " Waiting 2 seconds before releasing resources...\n";
+    let p = b.pair("wait_rr");
+    p.assert_ok();
+    assert!(
+        p.server.out.contains(msg) && p.client.out.contains(msg),
+        "{p:?}"
+    );
+    assert!(p.time_s.unwrap() >= 2.0, "{:?}", p.time_s);
+    let p = b.pair("wait_sr");
+    p.assert_ok();
+    assert!(p.client.out.contains(msg), "{}", p.client.out);
+    // The client reads its data QP's retry count back after the CM moved it to RTS.
+    for pair in ["retry_rr", "retry_sr", "retry_rs"] {
+        let p = b.pair(pair);
+        p.assert_ok();
+        assert_eq!(
+            vm::bw_result_rows(&p.client.out).len(),
+            1,
+            "{pair}: {}",
+            p.client.out
+        );
+    }
 }

@@ -199,6 +199,12 @@ pub struct PerfArgs {
     /// the whole host over the sample window, from /proc/stat.
     #[arg(long = "cpu_util")]
     pub cpu_util: bool,
+    /// -R: the retry count rdma_cm puts in the connect request (data QPs).
+    #[arg(long = "retry_count")]
+    pub retry_count: Option<u8>,
+    /// bw tests: wait this many seconds before destroying the QPs, CQs and MRs.
+    #[arg(long = "wait_destroy")]
+    pub wait_destroy: Option<u32>,
     /// Traffic class in the GRH (RoCE: the DSCP/ECN byte) of the data QPs.
     #[arg(long = "tclass")]
     pub tclass: Option<u8>,

@@ -24,7 +24,7 @@ pub fn applies(t: Tool, id: &str) -> bool {
         | "perftest_stats" => !bw,
         "bidirectional" | "post_list" | "no_peak" | "qps" | "cq_mod" | "tx_depth" | "limit_bw"
         | "limit_msgrate" | "mr_per_qp" | "report_gbits" | "run_infinitely" | "threads"
-        | "cpus" | "no_cost" => bw,
+        | "cpus" | "no_cost" | "wait_destroy" => bw,
         _ => true,
     }
 }
@@ -74,7 +74,8 @@ pub fn default_of(t: Tool, id: &str) -> Option<String> {
         "atomic_type" => s("FETCH_AND_ADD"),
         "out_json_file" => Some(params::DEF_JSON_FILE.to_string()),
         "output" => s("the full report"),
-        "tclass" | "pkey_index" => s("0"),
+        "tclass" | "pkey_index" | "wait_destroy" => s("0"),
+        "retry_count" => Some(params::DEF_RETRY_COUNT.to_string()),
         "flow_label" => s("0 for every QP"),
         _ => None,
     }

@@ -17,6 +17,7 @@ pub const DEF_TX_LAT: u32 = 1;
 pub const DEF_RX_SEND: u32 = 512;
 pub const DEF_CQ_MOD: u32 = 100;
 pub const DEF_QP_TIME: u8 = 14;
+pub const DEF_RETRY_COUNT: u8 = 7;
 pub const MAX_SIZE: u64 = 8 * 1024 * 1024;
 pub const MIN_ITER: u64 = 5;
 /// perftest master's MAX_ITER (4.5: 100000000).
@@ -264,6 +265,10 @@ pub struct Params {
     pub size_given: bool,
     /// perftest's notices about parameters it changed, printed at the start.
     pub notices: Vec<String>,
+    /// `--retry_count` (-R data QPs; perftest's default 7).
+    pub retry_count: u8,
+    /// `--wait_destroy` seconds (0: none).
+    pub wait_destroy: u32,
 }
 
 /// `--tclass`, `--flow_label`, `--pkey_index`.
@@ -413,6 +418,22 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     }
     sample_rules(a, bw)?;
     let qos = qos_of(a)?;
+    if a.retry_count.is_some() && !a.rdma_cm {
+        return Err(rule(
+            "--retry_count sets rdma_cm's connect retry count; add -R (without it the QPs' retry \
+             count is perftest's 7)",
+        ));
+    }
+    if a.retry_count.is_some_and(|r| r > 7) {
+        return Err(rule(
+            "--retry_count: the retry count is a 3-bit field; give 0..7",
+        ));
+    }
+    if a.wait_destroy.is_some() && !bw {
+        return Err(rule(
+            "--wait_destroy applies to bw tests (as in perftest); drop it",
+        ));
+    }
     if a.cpu_util && a.duration.is_none() {
         return Err(rule(
             "--cpu_util: CPU utilisation is measured in duration mode only (as in perftest); add -D",
@@ -738,6 +759,8 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         },
         qos,
         cpu_util: a.cpu_util,
+        retry_count: a.retry_count.unwrap_or(DEF_RETRY_COUNT),
+        wait_destroy: a.wait_destroy.unwrap_or(0),
     })
 }
 

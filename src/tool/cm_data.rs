@@ -69,10 +69,14 @@ pub fn connect_qps(
             let dst = cm_link::resolve_v4(host, p.port).map_err(Fail::ctrl)?;
             for qp in &res.qps {
                 let until = Instant::now() + timeout;
-                let param = cm_link::conn_param(qp.qpn(), out_reads);
+                let mut param = cm_link::conn_param(qp.qpn(), out_reads);
+                param.retry_count = p.retry_count;
                 let (id, ev) = cm_link::connect_id(&ch, &ep.ctx, dst, until, CANCEL, param, ud)
                     .map_err(Fail::ctrl)?;
                 cm_link::to_rts(&id, qp, "data QP", host).map_err(Fail::ctrl)?;
+                if !ud && p.retry_count != crate::cli::params::DEF_RETRY_COUNT {
+                    check_retry(qp, p.retry_count)?;
+                }
                 match ev.ud {
                     Some(u) => uds.push(UdDest {
                         ah: Ah::from_raw(&res.pd, u.ah_attr).map_err(Fail::verbs)?,
@@ -99,8 +103,9 @@ pub fn connect_qps(
                     cm_link::next_request(&listen, until, CANCEL, p.port).map_err(Fail::ctrl)?;
                 cm_link::check_device(&id, &ep.ctx, &here).map_err(Fail::ctrl)?;
                 cm_link::to_rts(&id, qp, "data QP", &here).map_err(Fail::ctrl)?;
-                id.accept(&cm_link::conn_param(qp.qpn(), out_reads))
-                    .map_err(Fail::verbs)?;
+                let mut param = cm_link::conn_param(qp.qpn(), out_reads);
+                param.retry_count = p.retry_count;
+                id.accept(&param).map_err(Fail::verbs)?;
                 ids.push(id);
             }
         }
@@ -112,4 +117,20 @@ pub fn connect_qps(
         _ch: ch,
         ud: uds,
     }))
+}
+
+/// `--retry_count`: the client's data QP must hold it after the CM moved it
+/// to RTS (read back), or the run would measure with another retry count.
+fn check_retry(qp: &crate::verbs::Qp, want: u8) -> Result<(), Fail> {
+    let a = qp
+        .query(crate::sys::IBV_QP_RETRY_CNT)
+        .map_err(Fail::verbs)?;
+    if a.retry_cnt != want {
+        return Err(Fail::new(format!(
+            "rdma_cm: the data QP holds retry count {} after RTS, not the --retry_count {want} \
+             asked for",
+            a.retry_cnt
+        )));
+    }
+    Ok(())
 }

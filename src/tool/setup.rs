@@ -112,6 +112,25 @@ pub struct Resources {
     pub psns: Vec<u32>,
     pub pd: Arc<Pd>,
     pub out_reads: u32,
+    /// `--wait_destroy` seconds: the drop waits this long before the QPs,
+    /// CQs and MRs go (perftest's `destroy_ctx`).
+    pub wait_destroy: u32,
+}
+
+impl Drop for Resources {
+    fn drop(&mut self) {
+        if self.wait_destroy > 0 {
+            use std::io::Write;
+            let mut o = std::io::stdout().lock();
+            let _ = writeln!(
+                o,
+                " Waiting {} seconds before releasing resources...",
+                self.wait_destroy
+            );
+            let _ = o.flush();
+            std::thread::sleep(std::time::Duration::from_secs(self.wait_destroy as u64));
+        }
+    }
 }
 
 /// How [`Resources`] creates its QPs.
@@ -368,6 +387,7 @@ impl Resources {
             psns,
             pd,
             out_reads,
+            wait_destroy: p.wait_destroy,
         })
     }
 

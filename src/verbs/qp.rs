@@ -376,23 +376,28 @@ impl Qp {
         Ok(())
     }
 
-    /// The GRH the QP holds after RTR and its P_Key index, read back with
-    /// `ibv_query_qp`: (traffic class, flow label, P_Key index).
-    pub fn query_grh(&self) -> Result<(u8, u32, u16)> {
+    /// The attributes named in `mask`, read back with `ibv_query_qp`.
+    pub fn query(&self, mask: u32) -> Result<sys::ibv_qp_attr> {
         // SAFETY: both structs are plain C data for which all-zero is valid.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: the QP is live; the kernel fills `attr`/`init`, which we own.
-        let ret =
-            unsafe { sys::ibv_query_qp(self.raw(), &mut attr, sys::IBV_QP_AV as i32, &mut init) };
+        // SAFETY: the QP is live; the provider fills `attr`/`init`, which we own.
+        let ret = unsafe { sys::ibv_query_qp(self.raw(), &mut attr, mask as i32, &mut init) };
         if ret != 0 {
             return Err(VerbsError::new(
-                "ibv_query_qp(IBV_QP_AV|IBV_QP_PKEY_INDEX)",
+                "ibv_query_qp",
                 errno_of(ret),
-                "the QP's address vector could not be read back",
+                format!("the QP's attributes (mask {mask:#x}) could not be read back"),
             ));
         }
+        Ok(attr)
+    }
+
+    /// The GRH the QP holds after RTR and its P_Key index:
+    /// (traffic class, flow label, P_Key index).
+    pub fn query_grh(&self) -> Result<(u8, u32, u16)> {
+        let attr = self.query(sys::IBV_QP_AV | sys::IBV_QP_PKEY_INDEX)?;
         let g = attr.ah_attr.grh;
         Ok((g.traffic_class, g.flow_label, attr.pkey_index))
     }
