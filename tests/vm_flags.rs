@@ -104,6 +104,14 @@ fn script() -> String {
     s += &format!(
         "pair retry_rs '{r} write-bw {cm} -p $PORT' 'ib_write_bw {cm} -p $PORT 169.254.7.1'\n"
     );
+    // -W: port counter deltas after the row, rdmaperf both ends and under a stock server.
+    let w = "-W hw_counters/sent_pkts,hw_counters/rcvd_pkts";
+    s += &format!(
+        "pair cnt_rr '{r} {bw} {COMMON} {w} -p $PORT' '{r} {bw} {COMMON} {w} -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair cnt_lat_sr 'ib_write_lat -n 200 {COMMON} -p $PORT' '{r} write-lat -n 200 {COMMON} {w} -p $PORT 127.0.0.1'\n"
+    );
     s += "exit 0\n";
     s
 }
@@ -480,4 +488,39 @@ fn wait_destroy_and_retry_count() {
             p.client.out
         );
     }
+}
+
+/// `\t<name>=<delta>` lines of -W.
+fn counter(out: &str, name: &str) -> u64 {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("\t{name}=")))
+        .unwrap_or_else(|| panic!("no -W line for {name} in:\n{out}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn report_counters_after_the_row() {
+    let Some(b) = batch() else { return };
+    // Both ends share rxe0 in the guest: 200 WRITEs and their ACKs at least.
+    let p = b.pair("cnt_rr");
+    p.assert_ok();
+    assert!(
+        counter(&p.client.out, "hw_counters/sent_pkts") >= 200,
+        "{}",
+        p.client.out
+    );
+    assert!(
+        counter(&p.client.out, "hw_counters/rcvd_pkts") >= 200,
+        "{}",
+        p.client.out
+    );
+    // write-lat: 200 ping-pong WRITEs each way.
+    let p = b.pair("cnt_lat_sr");
+    p.assert_ok();
+    assert!(
+        counter(&p.client.out, "hw_counters/sent_pkts") >= 200,
+        "{}",
+        p.client.out
+    );
 }

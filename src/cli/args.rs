@@ -195,6 +195,10 @@ pub struct PerfArgs {
     /// Report latencies in TSC cycles instead of microseconds.
     #[arg(short = 'C', long = "report-cycles")]
     pub report_cycles: bool,
+    /// Report the change of these port counters after each row (comma list of
+    /// files under /sys/class/infiniband/<dev>/ports/<port>/, e.g. hw_counters/sent_pkts).
+    #[arg(short = 'W', long = "report-counters")]
+    pub report_counters: Option<String>,
     /// Add perftest's CPU_Util column (-D runs): user / (user + idle) time of
     /// the whole host over the sample window, from /proc/stat.
     #[arg(long = "cpu_util")]

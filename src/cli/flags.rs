@@ -111,7 +111,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(Some('P'), "client", false, RAW_ETH),
     no(Some('v'), "mac_fwd", false, RAW_ETH),
     no(Some('G'), "use_rss", false, RAW_ETH),
-    no(Some('W'), "report-counters", true, "not implemented yet in rdmaperf: sysfs counter deltas - read /sys/class/infiniband/<dev>/ports/<port>/counters before and after the run"),
+    imp(Some('W'), "report-counters", true),
     no(None, "force-link", true, "not implemented yet in rdmaperf: the link layer is always the port's own (ibv_query_port) - drop --force-link"),
     no(None, "remote_mac", true, RAW_ETH),
     no(None, "local_mac", true, RAW_ETH),

@@ -269,6 +269,8 @@ pub struct Params {
     pub retry_count: u8,
     /// `--wait_destroy` seconds (0: none).
     pub wait_destroy: u32,
+    /// `-W`: port counters to report after each row.
+    pub counters: Vec<String>,
 }
 
 /// `--tclass`, `--flow_label`, `--pkey_index`.
@@ -432,6 +434,18 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     if a.wait_destroy.is_some() && !bw {
         return Err(rule(
             "--wait_destroy applies to bw tests (as in perftest); drop it",
+        ));
+    }
+    let counters = match a.report_counters.as_deref() {
+        Some(l) => crate::tool::counters::parse_list(l)?,
+        None => Vec::new(),
+    };
+    if !counters.is_empty()
+        && (a.bidirectional || (verb == Verb::Send && bw) || a.threads.is_some_and(|t| t > 1))
+    {
+        return Err(rule(
+            "-W: not implemented yet in rdmaperf for -b, --threads and send-bw; it runs with \
+             write-bw, read-bw, atomic-bw and the latency tools",
         ));
     }
     if a.cpu_util && a.duration.is_none() {
@@ -761,6 +775,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         cpu_util: a.cpu_util,
         retry_count: a.retry_count.unwrap_or(DEF_RETRY_COUNT),
         wait_destroy: a.wait_destroy.unwrap_or(0),
+        counters,
     })
 }
 

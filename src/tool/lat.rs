@@ -48,6 +48,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
 
     let mut sess = connect(p, &ep)?;
     let (cb, cl, mtu) = super::rdma_bw::preamble(&mut sess, &ep, p)?;
+    let counters = super::counters::for_run(p, &ep)?;
     let res = Resources::create(&ep, p, cb, cl, flags)?;
     let _cm = super::cm_data::connect_qps(&mut sess, &ep, p, &res)?;
     let clock = Clock::calibrate();
@@ -91,6 +92,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
             .as_ref()
             .map(|f| json::JsonReport::new(f, &info)),
         samples_written: false,
+        counters,
     };
     let body = &plan[3..plan.len() - 1];
     for (k, e) in body.iter().enumerate() {
@@ -145,6 +147,8 @@ struct Lat<'a> {
     json: Option<json::JsonReport>,
     /// `--samples-file` was written for an earlier size.
     samples_written: bool,
+    /// `-W`: counters reported after each row.
+    counters: Option<super::counters::Counters>,
 }
 
 impl Lat<'_> {
@@ -419,6 +423,9 @@ impl Lat<'_> {
             )
         };
         self.out.print(&row);
+        if let Some(c) = self.counters.as_mut() {
+            self.out.print(&c.report()?);
+        }
         if let Some(j) = self.json.as_mut() {
             j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
         }

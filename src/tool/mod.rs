@@ -6,6 +6,7 @@
 pub mod cm_data;
 pub mod compare;
 pub mod compare_table;
+pub mod counters;
 pub mod cpu_util;
 pub mod cpus;
 pub mod device_rules;

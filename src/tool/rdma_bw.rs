@@ -223,6 +223,7 @@ pub(crate) fn run_session(
     let op = p.op();
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
     let (cb, cl, mtu) = preamble(&mut sess, ep, p)?;
+    let mut counters = super::counters::for_run(p, ep)?;
     let (res, chosen) = if method == Method::Direct {
         Resources::create_for(ep, p, cb, cl, method, &[op])?
     } else {
@@ -288,6 +289,9 @@ pub(crate) fn run_session(
             bw_peak_exact: 0.0,
         };
         out.print(&text::bw_row(&r, &info, 0.0));
+        if let Some(c) = counters.as_mut() {
+            out.print(&c.report()?);
+        }
         out.print(super::result_line(p));
         if let Some(f) = &p.json_file {
             // The client's numbers, as the row above (perftest master writes them too).
@@ -413,6 +417,9 @@ pub(crate) fn run_session(
             }
             // --run_infinitely printed its period rows; no whole-run row (perftest neither).
             out.print(&text::bw_row(r, &info, cpu));
+            if let Some(c) = counters.as_mut() {
+                out.print(&c.report()?);
+            }
         }
         if run.unknown_qpn_cqes > 0 {
             out.print(&unknown_qpn_line(run.unknown_qpn_cqes));
