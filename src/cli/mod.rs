@@ -148,10 +148,6 @@ pub fn parse(argv: Vec<String>) -> Parsed {
 /// Runs the command line; returns the process exit status.
 pub fn main() -> i32 {
     let argv = multicall_argv(std::env::args().collect());
-    // `fabric` takes its own flags before the tool's parser (crate::fabric::cli).
-    if argv.get(1).map(String::as_str) == Some("fabric") {
-        return crate::fabric::cli::main(&argv[2..]);
-    }
     // `selfcheck` has its own flags too (crate::selfcheck::cli).
     if argv.get(1).map(String::as_str) == Some("selfcheck") {
         return crate::selfcheck::cli::main(&argv[2..]);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::cm_link::CmLink;
 use super::error::{CtrlError, Dir};
-use super::link::StreamLink;
+use super::stream_link::StreamLink;
 
 /// perftest's default control port (`-p`).
 pub const DEFAULT_PORT: u16 = 18515;

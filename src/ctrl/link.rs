@@ -12,23 +12,9 @@
 
 use super::channel::{Channel, Role};
 use super::session::Session;
+pub use super::stream_link::StreamLink;
 use std::cell::RefCell;
-use std::io;
-use std::net::SocketAddr;
 use std::time::Duration;
-
-/// A reliable, ordered byte stream to one peer with bounded waits.
-pub trait StreamLink: Send + std::fmt::Debug {
-    /// Writes all of `msg`, waiting at most `timeout` (None: no bound).
-    fn write_all(&mut self, msg: &[u8], timeout: Option<Duration>) -> io::Result<()>;
-    /// Reads 1..=buf.len() bytes, waiting at most `timeout`; Ok(0) when the
-    /// peer closed; `ErrorKind::TimedOut` when the time ran out.
-    fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize>;
-    /// An address that names the peer in errors.
-    fn peer(&self) -> SocketAddr;
-    /// Ends the link (the peer's reads see the close).
-    fn close(&mut self);
-}
 
 thread_local! {
     static NEXT: RefCell<Option<Session>> = const { RefCell::new(None) };

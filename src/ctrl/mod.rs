@@ -19,6 +19,7 @@ pub mod cm_link;
 pub mod error;
 pub mod link;
 pub mod session;
+pub mod stream_link;
 pub mod wire;
 
 pub use channel::{Channel, Listener, Role, DEFAULT_PORT};

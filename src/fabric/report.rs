@@ -23,7 +23,7 @@ pub struct Report {
     rate: Vec<Value>,
     lat: Vec<Value>,
     failed: Vec<PairResult>,
-    /// Sum of the matrix metric per client rank (its share of the fabric).
+    /// Message rate (Mpps) per client rank: its share of the fabric's rate.
     share: Vec<f64>,
     json: Option<JsonStream>,
     start: Instant,
@@ -158,8 +158,8 @@ impl Report {
                     }
                     if let Some(v) = self.metric().of(m) {
                         self.matrix.set(pair, v);
-                        self.share[pair.client] += v;
                     }
+                    self.share[pair.client] += m.msg_rate;
                 }
                 (None, e) => {
                     failed += 1;
@@ -261,12 +261,15 @@ impl Report {
             }
         };
         if per_rank {
-            let _ = writeln!(out, " per rank (as client, sum of its pairs) [{units}]:");
+            let _ = writeln!(
+                out,
+                " message rate per rank (as client, sum of its pairs at once) [Mpps]:"
+            );
             let total: f64 = self.share.iter().sum();
             for (r, s) in self.share.iter().enumerate() {
-                let _ = writeln!(out, "   {:<24} {s:.3}", self.labels[r]);
+                let _ = writeln!(out, "   {:<32} {s:.6}", format!("{} ({r})", self.labels[r]));
             }
-            let _ = writeln!(out, "   {:<24} {total:.3}", "fabric total");
+            let _ = writeln!(out, "   {:<32} {total:.6}", "fabric total");
         }
         if !self.failed.is_empty() {
             status = 1;

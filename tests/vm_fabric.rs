@@ -1,0 +1,362 @@
+//! `rdmaperf fabric` under `mpirun` in the soft-RoCE VM (one boot for the
+//! whole file): every pattern for write-bw and write-lat on 4 and 5 ranks
+//! sharing rxe0, the JSON / CSV / heatmap read back and checked pair by pair
+//! against the pattern's plan, `--expect-bw` both ways, a rank killed mid-step
+//! and SIGTERM to every rank (scancel).
+
+mod common;
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn fabric_needs_the_mpi_feature() {
+    println!("SKIPPED: built without the `mpi` feature (cargo test --all-features runs the fabric VM tests)");
+}
+
+#[cfg(feature = "mpi")]
+mod with_mpi {
+    use super::common::vm;
+    use rdmaperf::fabric::heatmap;
+    use rdmaperf::fabric::pattern::{Direction, Pair, Pattern, Plan};
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+    use std::sync::OnceLock;
+
+    static BATCH: OnceLock<vm::BatchResult> = OnceLock::new();
+
+    /// (case name, ranks, tool, pattern flags, plan).
+    fn cases() -> Vec<(String, usize, &'static str, &'static str, Pattern, bool)> {
+        let mut v = Vec::new();
+        for np in [4usize, 5] {
+            for tool in ["write-bw", "write-lat"] {
+                for (tag, flags, pat, serial) in [
+                    ("pairs", "--pattern pairs", Pattern::Pairs, false),
+                    ("serial", "--pattern pairs --serial", Pattern::Pairs, true),
+                    (
+                        "bisection",
+                        "--pattern bisection",
+                        Pattern::Bisection,
+                        false,
+                    ),
+                    ("incast", "--pattern incast 2", Pattern::Incast(2), false),
+                    ("alltoall", "--pattern alltoall", Pattern::AllToAll, false),
+                ] {
+                    v.push((format!("{tool}-{tag}-{np}"), np, tool, flags, pat, serial));
+                }
+            }
+        }
+        v
+    }
+
+    fn script() -> String {
+        let mut s = String::from(
+            r#"
+hostname fabricvm   # Open MPI refuses the VM's "(none)"
+# Shared memory between the ranks of this one host; no network fabric components.
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_pml=ob1 \
+       OMPI_MCA_mtl=^ofi,psm,psm2 OMPI_MCA_coll=basic,libnbc,self OMPI_MCA_osc=pt2pt OMPI_MCA_io=^ompio,romio321
+command -v mpirun > $RESULTS/mpirun.path || { echo "no mpirun" > $RESULTS/mpirun.path; exit 0; }
+MPI="timeout -k 5 400 mpirun --allow-run-as-root --oversubscribe --bind-to none"
+fab() { # NAME NP TOOL FLAGS...
+    local name=$1 np=$2 tool=$3 n=40; shift 3
+    [ $tool = write-lat ] && n=20
+    local s=$(date +%s.%N)
+    $MPI -np $np $RDMAPERF_BIN fabric $tool -d rxe0 -x 0 -s 64 -n $n --timeout 30 "$@" \
+        --out_json_file=$RESULTS/$name.json --csv $RESULTS/$name.csv --heatmap $RESULTS/$name.svg \
+        > $RESULTS/$name.out 2>&1
+    echo $? > $RESULTS/$name.rc
+    echo "$name $(echo "$(date +%s.%N) - $s" | bc)" >> $RESULTS/times
+}
+"#,
+        );
+        // RDMAPERF_FABRIC_FAULTS_ONLY=1: only the fault cases (to rerun those alone).
+        let faults_only = std::env::var_os("RDMAPERF_FABRIC_FAULTS_ONLY").is_some();
+        for (name, np, tool, flags, _, _) in cases().into_iter().filter(|_| !faults_only) {
+            let extra = if name == "write-bw-bisection-4" {
+                " --expect-bw 0.000001"
+            } else {
+                ""
+            };
+            s.push_str(&format!("fab {name} {np} {tool} {flags}{extra}\n"));
+        }
+        s.push_str(
+            r#"
+fab expect-high 4 write-bw --pattern bisection --expect-bw 1000000
+# A rank killed (SIGKILL, by itself: the binary's test hook RDMAPERF_FABRIC_SIGNAL) 1 s into
+# step 2; mpirun --enable-recovery keeps the others running.
+s=$(date +%s.%N)
+# Each rank under sh, which records the rank's own exit status: with --enable-recovery
+# mpirun's status says nothing about its ranks.
+RDMAPERF_FABRIC_SIGNAL=3:2:9:1000 $MPI --enable-recovery -x RDMAPERF_FABRIC_SIGNAL -np 4 sh -c \
+    "$RDMAPERF_BIN fabric write-bw -d rxe0 -x 0 -s 64 -D 4 --timeout 6 --out_json_file=$RESULTS/kill.json; \
+     echo \$? > $RESULTS/kill.rank\$OMPI_COMM_WORLD_RANK.rc" > $RESULTS/kill.out 2>&1
+echo $? > $RESULTS/kill.rc
+echo "total=$(echo "$(date +%s.%N) - $s" | bc)" > $RESULTS/kill.info
+sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" >> $RESULTS/kill.info
+# SIGTERM to every rank 1 s into step 2 (what scancel does).
+RDMAPERF_FABRIC_SIGNAL='*:2:15:1000' $MPI -x RDMAPERF_FABRIC_SIGNAL -np 4 $RDMAPERF_BIN fabric write-bw \
+    -d rxe0 -x 0 -s 64 -D 4 --timeout 10 --out_json_file=$RESULTS/term.json > $RESULTS/term.out 2>&1
+echo $? > $RESULTS/term.rc
+sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
+"#,
+        );
+        s
+    }
+
+    fn batch() -> Option<&'static vm::BatchResult> {
+        let r = vm::shared_batch(&BATCH, env!("CARGO_BIN_EXE_rdmaperf"), 3000, script)?;
+        let path = r.file("mpirun.path").unwrap_or("");
+        if path.contains("no mpirun") {
+            assert!(
+                !vm::vm_required(),
+                "mpirun is missing in the VM: scripts/setup.sh installs openmpi-bin"
+            );
+            println!("SKIPPED: no mpirun (install openmpi-bin: scripts/setup.sh)");
+            return None;
+        }
+        if let Some(t) = r.file("times") {
+            println!("fabric case times [s]:\n{t}");
+        }
+        Some(r)
+    }
+
+    fn file<'a>(r: &'a vm::BatchResult, name: &str) -> &'a str {
+        r.file(name).unwrap_or_else(|| {
+            panic!(
+                "no {name} from the VM; files: {:?}\n{}",
+                r.files.keys().collect::<Vec<_>>(),
+                r.console
+            )
+        })
+    }
+
+    fn json(r: &vm::BatchResult, name: &str) -> Value {
+        let t = file(r, &format!("{name}.json"));
+        serde_json::from_str(t).unwrap_or_else(|e| panic!("{name}.json: {e}\n{t}"))
+    }
+
+    /// Every pair of the plan, in every step, measured with positive values.
+    fn check_case(
+        r: &vm::BatchResult,
+        name: &str,
+        np: usize,
+        tool: &str,
+        pat: Pattern,
+        serial: bool,
+    ) {
+        let out = file(r, &format!("{name}.out"));
+        assert_eq!(
+            file(r, &format!("{name}.rc")).trim(),
+            "0",
+            "{name}: exit status\n{out}"
+        );
+        let v = json(r, name);
+        let plan = Plan::new(pat, np, Direction::Uni, serial).unwrap();
+        assert_eq!(v["complete"], true, "{name}");
+        assert_eq!(v["ranks"].as_array().unwrap().len(), np, "{name}");
+        let steps = v["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), plan.steps(), "{name}: steps");
+        let lat = tool.ends_with("-lat");
+        for (i, st) in steps.iter().enumerate() {
+            let want: BTreeSet<Pair> = plan.pairs(i).into_iter().collect();
+            let mut got = BTreeSet::new();
+            for p in st["pairs"].as_array().unwrap() {
+                let pair = Pair::new(
+                    p["client"].as_u64().unwrap() as usize,
+                    p["server"].as_u64().unwrap() as usize,
+                );
+                let ok = &p["ok"];
+                assert!(
+                    ok.is_object(),
+                    "{name} step {}: {pair:?} failed: {p}\n{out}",
+                    i + 1
+                );
+                let val = if lat {
+                    ok["lat"]["t_typical"].as_f64()
+                } else {
+                    ok["bw"].as_f64()
+                };
+                assert!(val.unwrap_or(0.0) > 0.0, "{name}: {pair:?} value {p}");
+                assert!(
+                    ok["msg_rate"].as_f64().unwrap_or(0.0) > 0.0,
+                    "{name}: {pair:?} msg_rate {p}"
+                );
+                got.insert(pair);
+            }
+            assert_eq!(got, want, "{name} step {}", i + 1);
+        }
+        // The matrix: exactly the plan's ordered pairs have a value.
+        let all: BTreeSet<Pair> = (0..plan.steps()).flat_map(|i| plan.pairs(i)).collect();
+        let rows = v["matrix"]["values"].as_array().unwrap();
+        assert_eq!(rows.len(), np);
+        for (c, row) in rows.iter().enumerate() {
+            let row = row.as_array().unwrap();
+            assert_eq!(row.len(), np);
+            for (s, cell) in row.iter().enumerate() {
+                let has = all.contains(&Pair::new(c, s));
+                assert_eq!(
+                    cell.as_f64().is_some_and(|x| x > 0.0),
+                    has,
+                    "{name}: matrix[{c}][{s}] = {cell}"
+                );
+            }
+        }
+        // The CSV: a header of N labels, N rows; values where the plan has pairs.
+        let csv = file(r, &format!("{name}.csv"));
+        let lines: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        assert_eq!(lines.len(), np + 1, "{name}.csv\n{csv}");
+        assert!(lines.iter().all(|l| l.len() == np + 1), "{name}.csv\n{csv}");
+        assert!(
+            lines[1][0].starts_with("fabricvm:rxe0"),
+            "{name}.csv labels\n{csv}"
+        );
+        for (c, l) in lines[1..].iter().enumerate() {
+            for (s, cell) in l[1..].iter().enumerate() {
+                let has = all.contains(&Pair::new(c, s));
+                assert_eq!(
+                    cell.parse::<f64>().is_ok_and(|x| x > 0.0),
+                    has,
+                    "{name}.csv [{c}][{s}] = {cell:?}"
+                );
+            }
+        }
+        // The heatmap: an SVG of the documented size with a cell per pair.
+        let svg = file(r, &format!("{name}.svg"));
+        let (_, _, w, h) = heatmap::geometry(np);
+        assert!(
+            svg.contains(&format!("width=\"{w}\"")) && svg.contains(&format!("height=\"{h}\"")),
+            "{name}.svg size"
+        );
+        assert!(svg.matches("<rect").count() > np * np, "{name}.svg cells");
+        assert!(svg.trim_end().ends_with("</svg>"), "{name}.svg complete");
+        // Per pair rows and the summary on rank 0.
+        assert!(out.contains("fabric summary"), "{name}\n{out}");
+        assert_eq!(
+            out.matches("fabric: step ").count(),
+            plan.steps(),
+            "{name}: a progress line per step\n{out}"
+        );
+    }
+
+    #[test]
+    fn every_pattern_on_4_and_5_ranks() {
+        let Some(r) = batch() else { return };
+        for (name, np, tool, _, pat, serial) in cases() {
+            check_case(r, &name, np, tool, pat, serial);
+        }
+        // Odd N, pairs: one rank idle per step.
+        let v = json(r, "write-bw-pairs-5");
+        assert_eq!(v["steps"].as_array().unwrap().len(), 5);
+        // alltoall: each rank's share of the message rate.
+        let out = file(r, "write-bw-alltoall-5.out");
+        assert!(
+            out.contains("message rate per rank") && out.contains("fabric total"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn expect_bw_fails_and_passes() {
+        let Some(r) = batch() else { return };
+        let low = file(r, "write-bw-bisection-4.out");
+        assert!(
+            low.contains("--expect-bw 0.000001") && low.contains("every pair passes"),
+            "{low}"
+        );
+        let out = file(r, "expect-high.out");
+        assert_ne!(
+            file(r, "expect-high.rc").trim(),
+            "0",
+            "--expect-bw above rxe's rate must fail\n{out}"
+        );
+        assert!(out.contains("2 pair(s) miss it"), "{out}");
+        for pair in ["(0) -> fabricvm:rxe0 (2)", "(1) -> fabricvm:rxe0 (3)"] {
+            assert!(
+                out.lines().filter(|l| l.contains(pair)).count() >= 2,
+                "failing pair {pair} named\n{out}"
+            );
+        }
+        let v = json(r, "expect-high");
+        assert_eq!(
+            v["failed_thresholds"][0]["pairs"].as_array().unwrap().len(),
+            2
+        );
+    }
+
+    #[test]
+    fn killed_rank_is_reported_and_nothing_is_left() {
+        // Rank 3 kills itself 1 s into step 2, where it pairs with rank 1.
+        let Some(r) = batch() else { return };
+        let out = file(r, "kill.out");
+        let info = file(r, "kill.info");
+        println!("{info}\n{out}");
+        assert_eq!(
+            file(r, "kill.rank0.rc").trim(),
+            "1",
+            "rank 0 must exit 1 when a rank is gone\n{out}"
+        );
+        assert_eq!(
+            file(r, "kill.rank3.rc").trim(),
+            "137",
+            "rank 3 was killed (SIGKILL)\n{out}"
+        );
+        assert!(
+            out.contains("rank 3 (fabricvm:rxe0) stopped answering"),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.contains("FAILED") && l.contains("(3)")),
+            "failed pairs named\n{out}"
+        );
+        let total: f64 = info
+            .split("total=")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|s| s.parse().ok())
+            .unwrap();
+        // --timeout 6, -D 4: rank 0 waits for a step's results at most 10 + 2 x 6 s;
+        // MPI start-up under TCG is 10-30 s; three steps of ~5 s.
+        assert!(
+            total < 120.0,
+            "the run took {total} s with a rank killed\n{out}"
+        );
+        assert!(info.contains("left=0"), "ranks left running: {info}");
+        // What was measured before the kill is in the JSON.
+        let v: Value = serde_json::from_str(file(r, "kill.json")).expect("kill.json parses");
+        assert_eq!(v["complete"], false);
+        assert!(
+            v["steps"][0]["pairs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["ok"].is_object()),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn sigterm_to_every_rank_writes_what_was_measured() {
+        let Some(r) = batch() else { return };
+        let out = file(r, "term.out");
+        println!("{out}");
+        assert_ne!(file(r, "term.rc").trim(), "0", "{out}");
+        assert!(
+            file(r, "term.info").contains("left=0"),
+            "ranks left running"
+        );
+        let v: Value = serde_json::from_str(file(r, "term.json")).expect("term.json parses");
+        assert_eq!(v["complete"], false, "{v}");
+        assert!(
+            v["stopped"].as_str().unwrap_or("").contains("signal 15"),
+            "{v}"
+        );
+        assert!(
+            v["steps"][0]["pairs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["ok"].is_object()),
+            "{v}"
+        );
+    }
+}
