@@ -242,7 +242,8 @@ fn unsorted_and_histogram_recomputed_from_the_raw_samples() {
     let p = b.pair("lat_uh");
     p.assert_ok();
     let s = samples(b.file("lat_uh.csv").expect("lat_uh.csv"));
-    assert_eq!(s.len(), 199, "200 posts give 199 samples");
+    // 200 posts, 199 round trips; exact statistics leave out the first (a warm-up).
+    assert_eq!(s.len(), 198, "200 posts give 198 samples");
     let usec: Vec<f64> = s.iter().map(|x| x.1).collect();
     check_dump(&p.client.out, "usec", &usec);
     check_histogram(&p.client.out, "usec", &usec);
