@@ -22,7 +22,7 @@ pub fn parse(args: &[String]) -> Result<(FabricOpts, Params), String> {
         .map(|t| t.2)
     else {
         return Err(format!(
-            "fabric: unknown test {:?}\n{}",
+            "unknown test {:?}\n{}",
             o.tool,
             opts::USAGE
         ));
@@ -34,7 +34,7 @@ pub fn parse(args: &[String]) -> Result<(FabricOpts, Params), String> {
         Parsed::Tool(_, a) => a,
         Parsed::Clap(e) => return Err(format!("fabric {}: {e}", tool.name())),
         Parsed::Print { text, .. } => return Err(text.trim_end().to_owned()),
-        Parsed::Other(_) => return Err(format!("fabric: {:?} is not a test", o.tool)),
+        Parsed::Other(_) => return Err(format!("{:?} is not a test", o.tool)),
     };
     let p = params::resolve(tool, &a)?;
     refuse(&p, &o)?;
@@ -45,39 +45,39 @@ pub fn parse(args: &[String]) -> Result<(FabricOpts, Params), String> {
 fn refuse(p: &Params, o: &FabricOpts) -> Result<(), String> {
     if p.server.is_some() {
         return Err(
-            "fabric: no server name: the ranks find each other through MPI (drop the host name)"
+            "no server name: the ranks find each other through MPI (drop the host name)"
                 .into(),
         );
     }
     if p.loopback {
         return Err(
-            "fabric: --loopback: every pair has two ranks; start 2 ranks on one host instead"
+            "--loopback: every pair has two ranks; start 2 ranks on one host instead"
                 .into(),
         );
     }
     if p.rdma_cm {
         return Err(
-            "fabric: -R: the MPI link carries the control messages in fabric mode; drop -R".into(),
+            "-R: the MPI link carries the control messages in fabric mode; drop -R".into(),
         );
     }
     if p.run_infinitely {
-        return Err("fabric: --run_infinitely: every step must end; use -D SECS".into());
+        return Err("--run_infinitely: every step must end; use -D SECS".into());
     }
     if p.check_landing {
-        return Err("fabric: --check-landing is for a server you start by hand; drop it".into());
+        return Err("--check-landing is for a server you start by hand; drop it".into());
     }
     let lat = p.tool.kind == crate::cli::params::Kind::Lat;
     if lat && o.expect_bw.is_some() {
         return Err(
-            "fabric: --expect-bw needs a bandwidth test (write-bw, ...); use --expect-lat".into(),
+            "--expect-bw needs a bandwidth test (write-bw, ...); use --expect-lat".into(),
         );
     }
     if lat && o.expect_msgrate.is_some() {
-        return Err("fabric: --expect-msgrate needs a bandwidth test; use --expect-lat".into());
+        return Err("--expect-msgrate needs a bandwidth test; use --expect-lat".into());
     }
     if !lat && o.expect_lat.is_some() {
         return Err(
-            "fabric: --expect-lat needs a latency test (write-lat, ...); use --expect-bw".into(),
+            "--expect-lat needs a latency test (write-lat, ...); use --expect-bw".into(),
         );
     }
     Ok(())

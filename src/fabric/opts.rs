@@ -56,7 +56,7 @@ pub fn parse(
     read: impl Fn(&str) -> Result<String, String>,
 ) -> Result<FabricOpts, String> {
     let Some(tool) = args.first().filter(|t| !t.starts_with('-')) else {
-        return Err(format!("fabric: name the test first\n{USAGE}"));
+        return Err(format!("name the test first\n{USAGE}"));
     };
     let mut o = FabricOpts {
         tool: tool.clone(),
