@@ -21,11 +21,7 @@ pub fn parse(args: &[String]) -> Result<(FabricOpts, Params), String> {
         .find(|t| t.0 == o.tool || t.1 == o.tool)
         .map(|t| t.2)
     else {
-        return Err(format!(
-            "unknown test {:?}\n{}",
-            o.tool,
-            opts::USAGE
-        ));
+        return Err(format!("unknown test {:?}\n{}", o.tool, opts::USAGE));
     };
     let mut argv = vec!["rdmaperf".to_string(), tool.name().to_string()];
     argv.extend(o.tool_args.iter().cloned());
@@ -45,20 +41,16 @@ pub fn parse(args: &[String]) -> Result<(FabricOpts, Params), String> {
 fn refuse(p: &Params, o: &FabricOpts) -> Result<(), String> {
     if p.server.is_some() {
         return Err(
-            "no server name: the ranks find each other through MPI (drop the host name)"
-                .into(),
+            "no server name: the ranks find each other through MPI (drop the host name)".into(),
         );
     }
     if p.loopback {
         return Err(
-            "--loopback: every pair has two ranks; start 2 ranks on one host instead"
-                .into(),
+            "--loopback: every pair has two ranks; start 2 ranks on one host instead".into(),
         );
     }
     if p.rdma_cm {
-        return Err(
-            "-R: the MPI link carries the control messages in fabric mode; drop -R".into(),
-        );
+        return Err("-R: the MPI link carries the control messages in fabric mode; drop -R".into());
     }
     if p.run_infinitely {
         return Err("--run_infinitely: every step must end; use -D SECS".into());
@@ -68,17 +60,13 @@ fn refuse(p: &Params, o: &FabricOpts) -> Result<(), String> {
     }
     let lat = p.tool.kind == crate::cli::params::Kind::Lat;
     if lat && o.expect_bw.is_some() {
-        return Err(
-            "--expect-bw needs a bandwidth test (write-bw, ...); use --expect-lat".into(),
-        );
+        return Err("--expect-bw needs a bandwidth test (write-bw, ...); use --expect-lat".into());
     }
     if lat && o.expect_msgrate.is_some() {
         return Err("--expect-msgrate needs a bandwidth test; use --expect-lat".into());
     }
     if !lat && o.expect_lat.is_some() {
-        return Err(
-            "--expect-lat needs a latency test (write-lat, ...); use --expect-bw".into(),
-        );
+        return Err("--expect-lat needs a latency test (write-lat, ...); use --expect-bw".into());
     }
     Ok(())
 }
