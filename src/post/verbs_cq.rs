@@ -101,27 +101,44 @@ impl CompletionQueue for VerbsCq {
 pub struct VerbsRecv {
     post_fn: PostRecvFn,
     qp_raw: *mut sys::ibv_qp,
-    _qp: Arc<Qp>,
+    /// Keeps a verbs QP alive; `None` for a QP whose owner outlives this
+    /// (a direct-path QP: [`VerbsRecv::from_raw`]).
+    _qp: Option<Arc<Qp>>,
 }
 
-// SAFETY: the QP is kept alive by the Arc; `&mut self` serialises posting.
+// SAFETY: the QP is kept alive by the Arc (or by its owner, `from_raw`'s
+// contract); `&mut self` serialises posting.
 unsafe impl Send for VerbsRecv {}
 
 impl VerbsRecv {
     pub fn new(qp: &Arc<Qp>) -> Result<Self, VerbsError> {
-        // SAFETY: the QP is live; its context's ops table is fixed at open.
-        let post_fn = unsafe { (*(*qp.raw()).context).ops.post_recv };
+        // SAFETY: the QP is live (the Arc) for the whole call and after.
+        let mut r = unsafe { Self::from_raw(qp.raw()) }?;
+        r._qp = Some(Arc::clone(qp));
+        Ok(r)
+    }
+
+    /// Receives on a QP not owned through [`Qp`] (one created through
+    /// mlx5dv for the direct path: its RQ stays libmlx5's, only the SQ is
+    /// written directly).
+    ///
+    /// # Safety
+    /// `qp` must be a live QP that outlives the returned value.
+    pub unsafe fn from_raw(qp: *mut sys::ibv_qp) -> Result<Self, VerbsError> {
+        // SAFETY: the caller's contract (live QP); its context's ops table
+        // is fixed at open.
+        let post_fn = unsafe { (*(*qp).context).ops.post_recv };
         let Some(post_fn) = post_fn else {
             return Err(VerbsError::new(
                 "ibv_post_recv",
                 libc::EOPNOTSUPP,
-                format!("the {} provider has no post_recv", qp.context().name()),
+                "the provider has no post_recv".to_string(),
             ));
         };
         Ok(Self {
             post_fn,
-            qp_raw: qp.raw(),
-            _qp: Arc::clone(qp),
+            qp_raw: qp,
+            _qp: None,
         })
     }
 }

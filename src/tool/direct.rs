@@ -25,6 +25,8 @@ use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, ud_av_from_ibv_ah, Dir
 use crate::mlx5::env::{BfPolicy, Mlx5Env};
 use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure};
 use crate::mlx5::{DirectCq, DirectSq, HwMmio, Mmio, Transport};
+use crate::post::verbs_cq::VerbsRecv;
+use crate::post::{PostError, RecvQueue};
 use crate::run::bw::QpTarget;
 use crate::run::geometry::Geometry;
 use crate::sys;
@@ -156,6 +158,19 @@ impl DirectQpHandle {
         )
     }
 
+    /// Its receive queue, posted through libmlx5's `post_recv`: only the SQ
+    /// is written directly, the RQ and its (separate) receive CQ stay
+    /// libmlx5's (send-lat).
+    pub fn recv_queue(&self) -> Result<DirectRecv<'_>, Fail> {
+        // SAFETY: the QP is live while self is, and the borrow in the
+        // returned value keeps self alive as long as it is used.
+        let inner = unsafe { VerbsRecv::from_raw(self.qp.qp()) }.map_err(Fail::verbs)?;
+        Ok(DirectRecv {
+            inner,
+            _h: PhantomData,
+        })
+    }
+
     /// Moves to ERR: the NIC flushes outstanding WQEs (teardown).
     pub fn to_err(&self) -> Result<(), VerbsError> {
         let attr = sys::ibv_qp_attr {
@@ -165,6 +180,19 @@ impl DirectQpHandle {
         self.modify("ibv_modify_qp(->ERR)", (attr, sys::IBV_QP_STATE), || {
             format!("direct {} QP {:#08x}", self.qp_type.name(), self.qpn())
         })
+    }
+}
+
+/// Receives on a direct-path QP ([`DirectQpHandle::recv_queue`]).
+pub struct DirectRecv<'h> {
+    inner: VerbsRecv,
+    _h: PhantomData<&'h DirectQpHandle>,
+}
+
+impl RecvQueue for DirectRecv<'_> {
+    #[inline]
+    fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
+        self.inner.post_recv(wr_id, addr, lkey, len)
     }
 }
 

@@ -8,6 +8,7 @@
 //! the close and waits there; send-lat both sides ping-pong after pre-posting
 //! their receives, then close.
 
+use super::direct::{self, DirectQueues};
 use super::info::test_info;
 use super::method::{self, Method};
 use super::rdma_bw::{connect, qp_type, to_text_dest as text_dest};
@@ -17,16 +18,18 @@ use crate::cli::params::{Conn, Mode, Params, Verb};
 use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
 use crate::ctrl::{choreography, Dest, Session, Step};
-use crate::post::event_cq;
+use crate::post::event_cq::{self, EventCq};
 use crate::post::post_send::PostSendQueue;
+use crate::post::verbs_cq::VerbsCq;
 use crate::post::verbs_cq::VerbsRecv;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
-use crate::post::{RecvQueue, SendQueue};
+use crate::post::{CompletionQueue, RecvQueue, SendQueue};
 use crate::report::info::TestInfo;
 use crate::report::{json, stats, text};
 use crate::run::lat::{self, LatConfig, LatError, LatOutcome, LatTarget, Mailbox};
 use crate::verbs::{Mr, UdDest};
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// perftest's `UD_ADDITION`: room for the GRH in front of each UD receive.
@@ -49,19 +52,20 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let mut sess = connect(p, &ep)?;
     let (cb, cl, mtu) = super::rdma_bw::preamble(&mut sess, &ep, p)?;
     let counters = super::counters::for_run(p, &ep)?;
-    let res = Resources::create(&ep, p, cb, cl, flags)?;
+    // Direct: every set-up step first; `--post auto` falls back (the
+    // banner and JSON say why), `--post direct` fails with the reason.
+    let (res, chosen) = if method == Method::Direct {
+        Resources::create_for(&ep, p, cb, cl, method, &[op])?
+    } else {
+        let r = Resources::create(&ep, p, cb, cl, flags)?;
+        (r, method::Chosen::plain(method))
+    };
+    let method = chosen.method;
     let _cm = super::cm_data::connect_qps(&mut sess, &ep, p, &res)?;
     let clock = Clock::calibrate();
     crate::run::watchdog::configure(&clock);
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
-    let info = test_info(
-        p,
-        &ep,
-        &res,
-        mtu_bytes,
-        &super::method::Chosen::plain(method),
-        &clock,
-    );
+    let info = test_info(p, &ep, &res, mtu_bytes, &chosen, &clock);
     out.print(&text::info_block(&info));
 
     let plan = choreography(&super::scenario(p, mtu_bytes));
@@ -86,6 +90,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         rem: my.clone(),
         my,
         ud: Vec::new(),
+        dq: None,
         header_done: false,
         json: p
             .json_file
@@ -143,6 +148,10 @@ struct Lat<'a> {
     rem: Vec<Dest>,
     /// UD: per-QP destination (after Connect).
     ud: Vec<UdDest>,
+    /// `--post direct`: QP 0's direct SQ and the poller of the send CQ,
+    /// opened at the first size (after Connect: UD needs the AH) and kept
+    /// across sizes (their ring indices carry over).
+    dq: Option<DirectQueues<'a>>,
     header_done: bool,
     json: Option<json::JsonReport>,
     /// `--samples-file` was written for an earlier size.
@@ -151,7 +160,7 @@ struct Lat<'a> {
     counters: Option<super::counters::Counters>,
 }
 
-impl Lat<'_> {
+impl<'a> Lat<'a> {
     fn size_of(&self, size: Option<u64>) -> u64 {
         size.unwrap_or_else(|| self.p.sizes.first().copied().unwrap_or(0))
     }
@@ -252,40 +261,53 @@ impl Lat<'_> {
     }
 
     fn post_recvs(&self, size: u64) -> Result<(), Fail> {
-        let (addr, len) = self.recv_buf(size);
         for qp in &self.res.qps {
-            let mut rq = VerbsRecv::new(qp).map_err(Fail::verbs)?;
-            for i in 0..self.p.rx_depth as u64 {
-                rq.post_recv(i, addr, self.res.mr.lkey(), len)
-                    .map_err(|e| {
-                        Fail::new(format!(
-                            "posting receive {i} of {} failed: {e:?}; lower -r/--rx-depth",
-                            self.p.rx_depth
-                        ))
-                    })?;
-            }
+            self.post_recvs_on(size, VerbsRecv::new(qp).map_err(Fail::verbs)?)?;
+        }
+        // Direct QPs' receive queues stay libmlx5's (only the SQ is direct).
+        for h in &self.res.direct_qps {
+            self.post_recvs_on(size, h.recv_queue()?)?;
+        }
+        Ok(())
+    }
+
+    fn post_recvs_on<R: RecvQueue>(&self, size: u64, mut rq: R) -> Result<(), Fail> {
+        let (addr, len) = self.recv_buf(size);
+        for i in 0..self.p.rx_depth as u64 {
+            rq.post_recv(i, addr, self.res.mr.lkey(), len)
+                .map_err(|e| {
+                    Fail::new(format!(
+                        "posting receive {i} of {} failed: {e:?}; lower -r/--rx-depth",
+                        self.p.rx_depth
+                    ))
+                })?;
         }
         Ok(())
     }
 
     fn run_size(&mut self, size: u64) -> Result<(), Fail> {
         let ud = self.ud.first().cloned();
-        let qp = &self.res.qps[0];
         let m = match self.method {
             Method::PostSend => {
-                let sq = PostSendQueue::new(qp, 1, ud).map_err(Fail::verbs)?;
-                self.measure(size, sq)?
+                let qp = &self.res.qps[0];
+                let mut sq = PostSendQueue::new(qp, 1, ud).map_err(Fail::verbs)?;
+                let mut cq = self.verbs_cq()?;
+                self.measure(size, &mut sq, &mut cq)?
             }
             Method::WrApi => {
-                let sq = WrApiQueue::new(qp, ud).map_err(Fail::verbs)?;
-                self.measure(size, sq)?
+                let qp = &self.res.qps[0];
+                let mut sq = WrApiQueue::new(qp, ud).map_err(Fail::verbs)?;
+                let mut cq = self.verbs_cq()?;
+                self.measure(size, &mut sq, &mut cq)?
             }
-            // `method::direct_wired` is false for the latency tools, so
-            // `resolve` never picks it here.
             Method::Direct => {
-                return Err(Fail::new(
-                    "--post direct: the latency tools do not run the direct path yet; use --post wr-api",
-                ))
+                let mut dq = match self.dq.take() {
+                    Some(dq) => dq,
+                    None => self.open_direct()?,
+                };
+                let r = self.measure(size, &mut dq.sqs[0], &mut dq.cq);
+                self.dq = Some(dq);
+                r?
             }
         };
         if let Some(e) = m.outcome.error {
@@ -295,8 +317,34 @@ impl Lat<'_> {
         self.report(size, m)
     }
 
-    /// One size with post method `S` (monomorphised per method).
-    fn measure<S: SendQueue>(&self, size: u64, mut sq: S) -> Result<Measured, Fail> {
+    /// The verbs poller of the send CQ (post-send, wr-api).
+    fn verbs_cq(&self) -> Result<EventCq<VerbsCq>, Fail> {
+        event_cq::verbs(&self.res.cq, 1, self.p.use_event).map_err(Fail::verbs)
+    }
+
+    /// The direct queues, once (after Connect). The direct poller owns the
+    /// send CQ; send-lat's receive completions go to the separate receive
+    /// CQ, still polled through libmlx5, so no receive CQE can reach (and
+    /// be dropped by) the direct poller.
+    fn open_direct(&self) -> Result<DirectQueues<'a>, Fail> {
+        let res: &'a Resources = self.res;
+        if self.p.tool.verb == Verb::Send && Arc::ptr_eq(&res.cq, &res.rcq) {
+            return Err(Fail::new(
+                "internal: --post direct send-lat needs a receive CQ apart from the send CQ; \
+                 please report this, and use --post wr-api",
+            ));
+        }
+        let uds: Vec<Option<UdDest>> = self.ud.iter().cloned().map(Some).collect();
+        direct::open_queues(res, &uds)
+    }
+
+    /// One size with post method `S` polled by `C` (monomorphised per method).
+    fn measure<S: SendQueue, C: CompletionQueue>(
+        &self,
+        size: u64,
+        sq: &mut S,
+        cq: &mut C,
+    ) -> Result<Measured, Fail> {
         let p = self.p;
         let res = self.res;
         let g = &res.geometry;
@@ -309,23 +357,7 @@ impl Lat<'_> {
             recv_addr,
             recv_len,
         };
-        let mut cq = event_cq::verbs(&res.cq, 1, p.use_event).map_err(Fail::verbs)?;
         let mut tposted = vec![0u64; p.iters as usize];
-        let inline = matches!(p.tool.verb, Verb::Write | Verb::Send)
-            && p.inline_size > 0
-            && size <= p.inline_size as u64;
-        let mut cfg = LatConfig {
-            op: p.op(),
-            size: size as u32,
-            iters: p.iters,
-            inline,
-            initiator: initiator(p),
-            stall_ticks: self.clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
-            end: 0,
-            sample_start: 0,
-            sample_stop: 0,
-            rx_depth: p.rx_depth as u64,
-        };
         let start = clock::now();
         let cpu = match p.mode {
             Mode::Duration { secs, margin } if p.cpu_util => {
@@ -333,14 +365,7 @@ impl Lat<'_> {
             }
             _ => None,
         };
-        let mut window = 0;
-        if let Mode::Duration { secs, margin } = p.mode {
-            let at = |s: u32| start + self.clock.cycles_for(Duration::from_secs(s as u64));
-            cfg.end = at(secs).max(start + 1);
-            cfg.sample_start = at(margin);
-            cfg.sample_stop = at(secs - margin);
-            window = cfg.sample_stop - cfg.sample_start;
-        }
+        let (cfg, window) = lat_config(p, size, self.clock, start);
         let outcome = match p.tool.verb {
             Verb::Write => {
                 let mut mb = BufMailbox::new(
@@ -354,32 +379,42 @@ impl Lat<'_> {
                         res.mr.len()
                     ))
                 })?;
-                lat::write_lat(
-                    &cfg,
-                    &mut sq,
-                    &mut cq,
-                    &mut mb,
-                    &target,
-                    &mut tposted,
-                    clock::now,
-                )
+                lat::write_lat(&cfg, sq, cq, &mut mb, &target, &mut tposted, clock::now)
             }
             Verb::Read | Verb::Atomic => {
-                lat::rdma_lat(&cfg, &mut sq, &mut cq, &target, &mut tposted, clock::now)
+                lat::rdma_lat(&cfg, sq, cq, &target, &mut tposted, clock::now)
             }
             Verb::Send => {
-                let mut rq = VerbsRecv::new(&res.qps[0]).map_err(Fail::verbs)?;
+                // Receives: verbs on either kind of QP (see `open_direct`).
                 let mut rcq = event_cq::verbs(&res.rcq, 1, p.use_event).map_err(Fail::verbs)?;
-                lat::send_lat(
-                    &cfg,
-                    &mut sq,
-                    &mut cq,
-                    &mut rq,
-                    &mut rcq,
-                    &target,
-                    &mut tposted,
-                    clock::now,
-                )
+                match res.direct_qps.first() {
+                    Some(h) => {
+                        let mut rq = h.recv_queue()?;
+                        lat::send_lat(
+                            &cfg,
+                            sq,
+                            cq,
+                            &mut rq,
+                            &mut rcq,
+                            &target,
+                            &mut tposted,
+                            clock::now,
+                        )
+                    }
+                    None => {
+                        let mut rq = VerbsRecv::new(&res.qps[0]).map_err(Fail::verbs)?;
+                        lat::send_lat(
+                            &cfg,
+                            sq,
+                            cq,
+                            &mut rq,
+                            &mut rcq,
+                            &target,
+                            &mut tposted,
+                            clock::now,
+                        )
+                    }
+                }
             }
         };
         let cpu = cpu.map_or(0.0, |c| c.finish());
@@ -516,6 +551,36 @@ fn measured_stamps(tposted: &[u64], perftest: bool) -> &[u64] {
     } else {
         &tposted[1..]
     }
+}
+
+/// The latency loop's settings for one size of `p`, the run starting at
+/// `start` (ticks of `clock`), and the duration mode's sample window in
+/// ticks (0 in iterations mode).
+pub fn lat_config(p: &Params, size: u64, clock: &Clock, start: u64) -> (LatConfig, u64) {
+    let inline = matches!(p.tool.verb, Verb::Write | Verb::Send)
+        && p.inline_size > 0
+        && size <= p.inline_size as u64;
+    let mut cfg = LatConfig {
+        op: p.op(),
+        size: size as u32,
+        iters: p.iters,
+        inline,
+        initiator: initiator(p),
+        stall_ticks: clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
+        end: 0,
+        sample_start: 0,
+        sample_stop: 0,
+        rx_depth: p.rx_depth as u64,
+    };
+    let mut window = 0;
+    if let Mode::Duration { secs, margin } = p.mode {
+        let at = |s: u32| start + clock.cycles_for(Duration::from_secs(s as u64));
+        cfg.end = at(secs).max(start + 1);
+        cfg.sample_start = at(margin);
+        cfg.sample_stop = at(secs - margin);
+        window = cfg.sample_stop - cfg.sample_start;
+    }
+    (cfg, window)
 }
 
 /// A run's stamps and what the loop said.

@@ -130,13 +130,21 @@ pub fn after_direct_failure(
 
 /// Whether this tool runs the direct path today: the unidirectional RC/UC
 /// write/read/atomic/send bandwidth tools (`rdma_bw`, `send_bw`'s client),
-/// and UD send-bw.
+/// UD send-bw, and send-lat over RC/UC/UD (both sides post SENDs through the
+/// direct SQ; their receives stay on libmlx5's separate receive CQ).
 /// Others get `wr-api` from `auto` and a clear error from `--post direct`
 /// until they are wired.
 pub fn direct_wired(p: &Params) -> bool {
-    p.tool.kind == Kind::Bw
-        && matches!(p.tool.verb, Verb::Write | Verb::Read | Verb::Atomic | Verb::Send)
-        && !p.duplex
+    let tool = match p.tool.kind {
+        Kind::Bw => {
+            matches!(
+                p.tool.verb,
+                Verb::Write | Verb::Read | Verb::Atomic | Verb::Send
+            ) && !p.duplex
+        }
+        Kind::Lat => p.tool.verb == Verb::Send,
+    };
+    tool
         // UD: SENDs only (the address vector from the peer's AH).
         && (matches!(p.conn, Conn::Rc | Conn::Uc) || p.tool.verb == Verb::Send)
         // -e sleeps on the verbs CQ's completion channel; the direct poller has none.
@@ -179,8 +187,9 @@ pub fn decide(
             f.device
         ))),
         PostChoice::Direct if !f.direct_wired => Err(Fail::new(format!(
-            "--post direct: {} does not run the direct path yet (only write-bw, read-bw and atomic-bw \
-             over RC/UC, without -b); use --post wr-api on {}",
+            "--post direct: {} does not run the direct path yet with these options (only write-bw, \
+             read-bw, atomic-bw over RC/UC and send-bw over RC/UC/UD, without -b, and send-lat; \
+             none with -e, -R or --mr_per_qp); use --post wr-api on {}",
             f.tool, f.device
         ))),
         PostChoice::Direct => Ok(Method::Direct),
@@ -284,7 +293,7 @@ mod tests {
         for t in ["write-bw", "read-bw", "atomic-bw", "send-bw"] {
             assert!(wired(t, base()), "{t}");
         }
-        for t in ["write-lat", "read-lat", "atomic-lat", "send-lat"] {
+        for t in ["write-lat", "read-lat", "atomic-lat"] {
             assert!(!wired(t, base()), "{t}");
         }
         let ud = PerfArgs {
@@ -300,6 +309,58 @@ mod tests {
             ..base()
         };
         assert!(!wired("write-bw", duplex));
+    }
+
+    /// send-lat runs direct over RC, UC and UD (auto picks it on mlx5);
+    /// -e, -R keep it on the verbs methods, and the other latency tools
+    /// are not wired: auto gives them the WR API, `--post direct` an error.
+    #[test]
+    fn send_lat_is_wired_for_direct_and_auto_picks_it_only_there() {
+        use crate::cli::args::PerfArgs;
+        use crate::cli::params::{resolve, Tool};
+        let args = |conn: &str, events: bool, rdma_cm: bool| PerfArgs {
+            post: "auto".into(),
+            connection: Some(conn.into()),
+            events,
+            rdma_cm,
+            ..PerfArgs::default()
+        };
+        let params = |name: &str, a: PerfArgs| {
+            let tool = Tool::ALL.iter().find(|t| t.0 == name).unwrap().2;
+            resolve(tool, &a).unwrap()
+        };
+        let auto = |p: &Params| {
+            let f = Facts {
+                device: "mlx5_0",
+                mlx5: true,
+                direct_wired: direct_wired(p),
+                tool: p.tool.name(),
+            };
+            decide(PostChoice::Auto, &f, ok).map_err(|f| f.msg)
+        };
+        for conn in ["RC", "UC", "UD"] {
+            let p = params("send-lat", args(conn, false, false));
+            assert!(direct_wired(&p), "send-lat -c {conn}");
+            assert_eq!(auto(&p), Ok(Method::Direct), "send-lat -c {conn}");
+        }
+        for (events, cm) in [(true, false), (false, true)] {
+            let p = params("send-lat", args("RC", events, cm));
+            assert!(!direct_wired(&p), "-e {events} -R {cm}");
+            assert_eq!(auto(&p), Ok(Method::WrApi), "-e {events} -R {cm}");
+        }
+        let p = params("write-lat", args("RC", false, false));
+        assert_eq!(auto(&p), Ok(Method::WrApi));
+        let f = Facts {
+            device: "mlx5_0",
+            mlx5: true,
+            direct_wired: direct_wired(&p),
+            tool: p.tool.name(),
+        };
+        let e = decide(PostChoice::Direct, &f, ok).unwrap_err().msg;
+        assert!(
+            e.contains("write-lat") && e.contains("--post wr-api"),
+            "{e}"
+        );
     }
 
     #[test]
