@@ -175,7 +175,13 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
                 } else {
                     ok["bw"].as_f64()
                 };
-                assert!(val.unwrap_or(0.0) > 0.0, "{name}: {pair:?} value {p}");
+                // perftest's JSON keeps 2 decimals of BW_average: under TCG a slow alltoall
+                // pair can round to 0.00 MB/sec; its message rate (6 decimals) must be > 0.
+                let v = val.unwrap_or(-1.0);
+                assert!(
+                    if lat { v > 0.0 } else { v >= 0.0 },
+                    "{name}: {pair:?} value {p}"
+                );
                 assert!(
                     ok["msg_rate"].as_f64().unwrap_or(0.0) > 0.0,
                     "{name}: {pair:?} msg_rate {p}"
@@ -194,7 +200,7 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
             for (s, cell) in row.iter().enumerate() {
                 let has = all.contains(&Pair::new(c, s));
                 assert_eq!(
-                    cell.as_f64().is_some_and(|x| x > 0.0),
+                    cell.as_f64().is_some_and(|x| x >= 0.0),
                     has,
                     "{name}: matrix[{c}][{s}] = {cell}"
                 );
@@ -213,7 +219,7 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
             for (s, cell) in l[1..].iter().enumerate() {
                 let has = all.contains(&Pair::new(c, s));
                 assert_eq!(
-                    cell.parse::<f64>().is_ok_and(|x| x > 0.0),
+                    cell.parse::<f64>().is_ok_and(|x| x >= 0.0),
                     has,
                     "{name}.csv [{c}][{s}] = {cell:?}"
                 );
