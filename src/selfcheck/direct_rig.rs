@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::cases::Tr;
 use super::exec::{BufRef, Rig};
+use super::rig_parts::{e2s, Bufs, PeerRecv, ALL, BUF, DEPTH, UD_GRH};
 use super::verbs_rig::{qp_type, Dev};
 use crate::mlx5::device::{
     cq_from_ibv_cq, sq_from_dv, sq_from_ibv_qp, ud_av_from_ibv_ah, DirectQp, HwSteps,
@@ -19,24 +20,11 @@ use crate::mlx5::env::Mlx5Env;
 use crate::mlx5::prm::Syndrome;
 use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind};
 use crate::mlx5::{DirectCq, DirectSq, HwMmio, Transport};
-use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
-use crate::post::{Completion, CompletionQueue, Op, PostError, RecvQueue, SendQueue, WrDesc};
+use crate::post::{Completion, CompletionQueue, Op, PostError, SendQueue, WrDesc};
 use crate::sys;
 use crate::verbs::error::errno_of;
 use crate::verbs::qp::{build_init, build_rtr, build_rts};
-use crate::verbs::{
-    random_psn, Access, Ah, AlignedBuf, Cq, InitAttr, Mr, Qp, QpInit, RtrAttr, RtsAttr, UdDest,
-    UD_QKEY,
-};
-
-const BUF: usize = 64 * 1024;
-const DEPTH: u32 = 128;
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+use crate::verbs::{random_psn, Ah, Cq, InitAttr, Qp, QpInit, RtsAttr, UdDest, UD_QKEY};
 
 pub struct DirectRig<'d> {
     dev: &'d Dev,
@@ -48,19 +36,13 @@ pub struct DirectRig<'d> {
     a_psn: u32,
     peer: Arc<Qp>,
     b_psn: u32,
-    peer_rq: VerbsRecv,
-    peer_cq: VerbsCq,
+    peer_rx: PeerRecv,
     transport: Transport,
     env: Mlx5Env,
-    local: Mr,
-    remote: Mr,
+    bufs: Bufs,
     _ud: Option<UdDest>,
     _a_cq: Arc<Cq>,
     max_inline: u32,
-}
-
-fn e2s(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 impl<'d> DirectRig<'d> {
@@ -99,10 +81,9 @@ impl<'d> DirectRig<'d> {
             },
         )
         .map_err(e2s)?;
-        let local = Mr::new(&dev.pd, AlignedBuf::zeroed(BUF).map_err(e2s)?, ALL).map_err(e2s)?;
-        let remote = Mr::new(&dev.pd, AlignedBuf::zeroed(BUF).map_err(e2s)?, ALL).map_err(e2s)?;
+        let bufs = Bufs::new(&dev.pd)?;
         let (a_psn, b_psn) = (random_psn(), random_psn());
-        let peer_rq = VerbsRecv::new(&peer).map_err(e2s)?;
+        let peer_rx = PeerRecv::new(&peer, &b_cq)?;
         // SAFETY: the CQ is fresh and polled only by this poller.
         let cq = unsafe { cq_from_ibv_cq(a_cq.raw()) }.map_err(e2s)?;
         let mut rig = DirectRig {
@@ -114,21 +95,17 @@ impl<'d> DirectRig<'d> {
             a_psn,
             peer,
             b_psn,
-            peer_rq,
-            peer_cq: VerbsCq::new(&b_cq, 16).map_err(e2s)?,
+            peer_rx,
             transport: Transport::Rc,
             env: env.clone(),
-            local,
-            remote,
+            bufs,
             _ud: None,
             _a_cq: a_cq,
             max_inline,
         };
         rig.connect()?;
         if tr == Tr::Ud {
-            let mut r = RtrAttr::new(dev.port, dev.mtu, rig.peer.qpn(), rig.b_psn);
-            r.dlid = dev.lid;
-            r.grh = dev.grh;
+            let r = dev.rtr_to(rig.peer.qpn(), rig.b_psn);
             let ah = Ah::new(&dev.pd, &r.ah_attr()).map_err(e2s)?;
             // SAFETY: the AH is live (kept in the rig) and of this context.
             let av =
@@ -150,7 +127,7 @@ impl<'d> DirectRig<'d> {
     fn install(&mut self, mut sq: DirectSq<HwMmio>) -> Result<(), String> {
         sq.set_bf_policy(self.env.bf_policy());
         // SAFETY: the local MR's buffer outlives the SQ (field order).
-        unsafe { sq.allow_inline_source(self.local.as_ptr(), BUF) }.map_err(e2s)?;
+        unsafe { sq.allow_inline_source(self.bufs.local.as_ptr(), BUF) }.map_err(e2s)?;
         self.cq.reattach(&sq);
         self.sq = Some(sq);
         Ok(())
@@ -168,14 +145,6 @@ impl<'d> DirectRig<'d> {
         Ok(())
     }
 
-    fn rtr_to(&self, qpn: u32, psn: u32) -> RtrAttr {
-        let mut r = RtrAttr::new(self.dev.port, self.dev.mtu, qpn, psn);
-        r.dlid = self.dev.lid;
-        r.grh = self.dev.grh;
-        r.max_dest_rd_atomic = 16;
-        r
-    }
-
     /// Both QPs RESET/INIT -> RTR -> RTS, each to the other.
     fn connect(&mut self) -> Result<(), String> {
         let t = qp_type(self.tr);
@@ -183,11 +152,11 @@ impl<'d> DirectRig<'d> {
         self.modify(build_init(t, &init))?;
         // SAFETY: the QP is live; qp_num is fixed.
         let a_qpn = unsafe { (*self.qp.qp()).qp_num };
-        self.modify(build_rtr(t, &self.rtr_to(self.peer.qpn(), self.b_psn)))?;
+        self.modify(build_rtr(t, &self.dev.rtr_to(self.peer.qpn(), self.b_psn)))?;
         self.modify(build_rts(t, &RtsAttr::new(self.a_psn, 16)))?;
         self.peer.to_init(&init).map_err(e2s)?;
         self.peer
-            .to_rtr(&self.rtr_to(a_qpn, self.a_psn))
+            .to_rtr(&self.dev.rtr_to(a_qpn, self.a_psn))
             .map_err(e2s)?;
         self.peer.to_rts(&RtsAttr::new(self.b_psn, 16)).map_err(e2s)
     }
@@ -204,30 +173,16 @@ impl Rig for DirectRig<'_> {
         self.sq.as_ref().map_or(1, |s| s.capacity())
     }
     fn local(&self) -> BufRef {
-        BufRef {
-            addr: self.local.addr(),
-            key: self.local.lkey(),
-            len: BUF,
-        }
+        self.bufs.local_ref()
     }
     fn remote(&self) -> BufRef {
-        BufRef {
-            addr: self.remote.addr(),
-            key: self.remote.rkey(),
-            len: BUF,
-        }
+        self.bufs.remote_ref()
     }
     fn local_bytes(&mut self) -> &mut [u8] {
-        self.local
-            .buf_mut()
-            .map(|b| b.as_mut_slice())
-            .unwrap_or_default()
+        self.bufs.local_bytes()
     }
     fn remote_bytes(&mut self) -> &mut [u8] {
-        self.remote
-            .buf_mut()
-            .map(|b| b.as_mut_slice())
-            .unwrap_or_default()
+        self.bufs.remote_bytes()
     }
     fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
         match self.sq.as_mut() {
@@ -239,22 +194,14 @@ impl Rig for DirectRig<'_> {
         self.cq.poll(out)
     }
     fn post_recv(&mut self, wr_id: u64, addr: u64, len: u32) -> Result<(), String> {
-        let lkey = self.remote.lkey();
-        self.peer_rq
-            .post_recv(wr_id, addr, lkey, len)
-            .map_err(|e| format!("ibv_post_recv at the peer: {e:?}"))
+        let lkey = self.bufs.remote.lkey();
+        self.peer_rx.post(wr_id, addr, lkey, len)
     }
     fn poll_recv(&mut self, out: &mut Vec<Completion>) -> Result<(), String> {
-        let mut buf = [Completion::default(); 16];
-        let n = self
-            .peer_cq
-            .poll(&mut buf)
-            .map_err(|e| format!("peer poll: {e:?}"))?;
-        out.extend_from_slice(&buf[..n]);
-        Ok(())
+        self.peer_rx.poll_into(out)
     }
     fn grh(&self) -> u32 {
-        40
+        UD_GRH
     }
     fn recover(&mut self) -> Result<(), String> {
         self.sq = None;
@@ -268,7 +215,7 @@ impl Rig for DirectRig<'_> {
             .map_err(e2s)?;
         let mut buf = [Completion::default(); 16];
         while self.cq.poll(&mut buf).unwrap_or(0) > 0 {}
-        while self.peer_cq.poll(&mut buf).unwrap_or(0) > 0 {}
+        while self.peer_rx.cq.poll(&mut buf).unwrap_or(0) > 0 {}
         self.a_psn = random_psn();
         self.b_psn = random_psn();
         self.connect()?;

@@ -16,6 +16,7 @@ pub mod direct_rig;
 pub mod exec;
 #[cfg(feature = "model")]
 pub mod model_rig;
+mod rig_parts;
 pub mod verbs_rig;
 
 use std::fmt::Write as _;

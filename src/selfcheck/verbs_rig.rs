@@ -8,20 +8,17 @@ use std::sync::Arc;
 
 use super::cases::Tr;
 use super::exec::{BufRef, Rig};
+use super::rig_parts::{e2s, Bufs, PeerRecv, ALL, DEPTH, UD_GRH};
 use crate::post::post_send::PostSendQueue;
-use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
+use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
-use crate::post::{Completion, CompletionQueue, Op, PostError, RecvQueue, SendQueue, WrDesc};
+use crate::post::{Completion, CompletionQueue, Op, PostError, SendQueue, WrDesc};
 use crate::sys;
 use crate::tool::method::Method;
 use crate::verbs::{
-    random_psn, Access, Ah, AlignedBuf, Context, Cq, Grh, InitAttr, Mr, Mtu, Pd, Qp, QpInit,
-    QpType, RtrAttr, RtsAttr, UdDest, UD_QKEY,
+    random_psn, Ah, Context, Cq, Grh, InitAttr, Mtu, Pd, Qp, QpInit, QpType, RtrAttr, RtsAttr,
+    UdDest, UD_QKEY,
 };
-
-const BUF: usize = 64 * 1024;
-const DEPTH: u32 = 128;
-const UD_GRH: u32 = 40;
 
 /// The device and port the rigs use.
 pub struct Dev {
@@ -66,6 +63,17 @@ impl Dev {
     }
 }
 
+impl Dev {
+    /// RTR attributes towards QP `qpn` (PSN `psn`) on this device's port.
+    pub fn rtr_to(&self, qpn: u32, psn: u32) -> RtrAttr {
+        let mut r = RtrAttr::new(self.port, self.mtu, qpn, psn);
+        r.dlid = self.lid;
+        r.grh = self.grh;
+        r.max_dest_rd_atomic = 16;
+        r
+    }
+}
+
 pub fn qp_type(tr: Tr) -> QpType {
     match tr {
         Tr::Rc => QpType::RC,
@@ -73,13 +81,6 @@ pub fn qp_type(tr: Tr) -> QpType {
         Tr::Ud => QpType::UD,
     }
 }
-
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
 
 /// One verbs QP end with its CQ.
 struct End {
@@ -102,16 +103,10 @@ pub struct VerbsRig<'d> {
     b: End,
     sq: Poster,
     cq: VerbsCq,
-    peer_rq: VerbsRecv,
-    peer_cq: VerbsCq,
-    local: Mr,
-    remote: Mr,
+    peer_rx: PeerRecv,
+    bufs: Bufs,
     ud: Option<UdDest>,
     max_inline: u32,
-}
-
-fn e2s(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 impl<'d> VerbsRig<'d> {
@@ -143,11 +138,10 @@ impl<'d> VerbsRig<'d> {
             })
         };
         let (a, b) = (end(max_inline)?, end(0)?);
-        let local = Mr::new(&dev.pd, AlignedBuf::zeroed(BUF).map_err(e2s)?, ALL).map_err(e2s)?;
-        let remote = Mr::new(&dev.pd, AlignedBuf::zeroed(BUF).map_err(e2s)?, ALL).map_err(e2s)?;
+        let bufs = Bufs::new(&dev.pd)?;
         connect(dev, &a, &b)?;
         let ud = if tr == Tr::Ud {
-            let ah = Ah::new(&dev.pd, &rtr_to(dev, &b).ah_attr()).map_err(e2s)?;
+            let ah = Ah::new(&dev.pd, &dev.rtr_to(b.qp.qpn(), b.psn).ah_attr()).map_err(e2s)?;
             Some(UdDest {
                 ah,
                 remote_qpn: b.qp.qpn(),
@@ -162,13 +156,11 @@ impl<'d> VerbsRig<'d> {
             tr,
             method,
             cq: VerbsCq::new(&a.cq, 16).map_err(e2s)?,
-            peer_rq: VerbsRecv::new(&b.qp).map_err(e2s)?,
-            peer_cq: VerbsCq::new(&b.cq, 16).map_err(e2s)?,
+            peer_rx: PeerRecv::new(&b.qp, &b.cq)?,
             a,
             b,
             sq,
-            local,
-            remote,
+            bufs,
             ud,
             max_inline: max_inline.min(1024),
         })
@@ -182,19 +174,11 @@ fn poster(qp: &Arc<Qp>, method: Method, ud: &Option<UdDest>) -> Result<Poster, S
     })
 }
 
-fn rtr_to(dev: &Dev, peer: &End) -> RtrAttr {
-    let mut r = RtrAttr::new(dev.port, dev.mtu, peer.qp.qpn(), peer.psn);
-    r.dlid = dev.lid;
-    r.grh = dev.grh;
-    r.max_dest_rd_atomic = 16;
-    r
-}
-
 /// Both ends RESET -> INIT -> RTR -> RTS, each to the other.
 fn connect(dev: &Dev, a: &End, b: &End) -> Result<(), String> {
     for (x, y) in [(a, b), (b, a)] {
         x.qp.to_init(&InitAttr::new(dev.port, ALL)).map_err(e2s)?;
-        x.qp.to_rtr(&rtr_to(dev, y)).map_err(e2s)?;
+        x.qp.to_rtr(&dev.rtr_to(y.qp.qpn(), y.psn)).map_err(e2s)?;
         x.qp.to_rts(&RtsAttr::new(x.psn, 16)).map_err(e2s)?;
     }
     Ok(())
@@ -209,14 +193,6 @@ fn to_reset(qp: &Qp) -> Result<(), String> {
         .map_err(e2s)
 }
 
-fn mr_ref(m: &Mr) -> BufRef {
-    BufRef {
-        addr: m.addr(),
-        key: m.lkey(),
-        len: m.len(),
-    }
-}
-
 impl Rig for VerbsRig<'_> {
     fn tr(&self) -> Tr {
         self.tr
@@ -228,25 +204,16 @@ impl Rig for VerbsRig<'_> {
         self.a.qp.caps().max_send_wr.max(1)
     }
     fn local(&self) -> BufRef {
-        mr_ref(&self.local)
+        self.bufs.local_ref()
     }
     fn remote(&self) -> BufRef {
-        BufRef {
-            key: self.remote.rkey(),
-            ..mr_ref(&self.remote)
-        }
+        self.bufs.remote_ref()
     }
     fn local_bytes(&mut self) -> &mut [u8] {
-        self.local
-            .buf_mut()
-            .map(|b| b.as_mut_slice())
-            .unwrap_or_default()
+        self.bufs.local_bytes()
     }
     fn remote_bytes(&mut self) -> &mut [u8] {
-        self.remote
-            .buf_mut()
-            .map(|b| b.as_mut_slice())
-            .unwrap_or_default()
+        self.bufs.remote_bytes()
     }
     fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
         match &mut self.sq {
@@ -258,19 +225,11 @@ impl Rig for VerbsRig<'_> {
         self.cq.poll(out)
     }
     fn post_recv(&mut self, wr_id: u64, addr: u64, len: u32) -> Result<(), String> {
-        let lkey = self.remote.lkey();
-        self.peer_rq
-            .post_recv(wr_id, addr, lkey, len)
-            .map_err(|e| format!("ibv_post_recv at the peer: {e:?}"))
+        let lkey = self.bufs.remote.lkey();
+        self.peer_rx.post(wr_id, addr, lkey, len)
     }
     fn poll_recv(&mut self, out: &mut Vec<Completion>) -> Result<(), String> {
-        let mut buf = [Completion::default(); 16];
-        let n = self
-            .peer_cq
-            .poll(&mut buf)
-            .map_err(|e| format!("peer poll: {e:?}"))?;
-        out.extend_from_slice(&buf[..n]);
-        Ok(())
+        self.peer_rx.poll_into(out)
     }
     fn grh(&self) -> u32 {
         UD_GRH
@@ -281,7 +240,13 @@ impl Rig for VerbsRig<'_> {
         // Drain what the error flushed.
         let mut buf = [Completion::default(); 16];
         while self.cq.poll(&mut buf).map_err(|e| format!("{e:?}"))? > 0 {}
-        while self.peer_cq.poll(&mut buf).map_err(|e| format!("{e:?}"))? > 0 {}
+        while self
+            .peer_rx
+            .cq
+            .poll(&mut buf)
+            .map_err(|e| format!("{e:?}"))?
+            > 0
+        {}
         self.a.psn = random_psn();
         self.b.psn = random_psn();
         connect(self.dev, &self.a, &self.b)?;
