@@ -13,13 +13,14 @@ fn direct_lat_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
-    use clap::Parser;
-    use rdmaperf::cli::args::{Cli, Command};
-    use rdmaperf::cli::params::{self, Kind, Params, Tool, Verb};
+    use crate::common::cli::params;
+    use crate::common::mlx5::libmlx5_av;
     use rdmaperf::clock::{self, Clock};
     use rdmaperf::mlx5::device::ud_av;
-    use rdmaperf::mlx5::seg::DatagramSeg;
     use rdmaperf::mlx5::Transport;
     use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport, PeerCompletion};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, RecvQueue, WcStatus};
@@ -32,26 +33,6 @@ mod with_model {
 
     const PEER_QPN: u32 = 0x0d0e0f;
     const QKEY: u32 = 0x1111_1111;
-
-    fn params(cmdline: &str) -> Params {
-        let mut argv = vec!["rdmaperf".to_string()];
-        argv.extend(cmdline.split_whitespace().map(String::from));
-        argv.push("127.0.0.1".into());
-        let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{cmdline}: {e}"));
-        let Command::SendLat(a) = cli.cmd else {
-            panic!("{cmdline}: not send-lat");
-        };
-        let tool = Tool {
-            verb: Verb::Send,
-            kind: Kind::Lat,
-        };
-        params::resolve(tool, &a).unwrap_or_else(|e| panic!("{cmdline}: {e}"))
-    }
-
-    /// An AV as libmlx5 lays one out for an IB AH (LID 1, SL 0, no GRH).
-    fn libmlx5_av() -> [u8; 48] {
-        DatagramSeg::new(0, 0, 0, 0, 0, 0x0001, [0; 6], 0, 64, 0, [0; 16]).to_bytes()
-    }
 
     /// Our receives (reposted by the loop): counted; the loop decides how many.
     struct Reposts(u64);

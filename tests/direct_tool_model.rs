@@ -13,10 +13,12 @@ fn direct_tool_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
-    use clap::Parser;
-    use rdmaperf::cli::args::{Cli, Command};
-    use rdmaperf::cli::params::{self, Kind, Params, Tool, Verb};
+    use crate::common::cli::params;
+    use rdmaperf::cli::params::Params;
     use rdmaperf::clock::Clock;
     use rdmaperf::ctrl::Dest;
     use rdmaperf::model::{Access, Model, ModelConfig, NicStats};
@@ -28,26 +30,6 @@ mod with_model {
 
     const PAGE: u64 = 4096;
     const CACHE_LINE: u64 = 64;
-
-    /// Client parameters from a command line, as `rdmaperf` resolves them.
-    fn params(cmdline: &str) -> Params {
-        let mut argv = vec!["rdmaperf".to_string()];
-        argv.extend(cmdline.split_whitespace().map(String::from));
-        argv.push("127.0.0.1".into());
-        let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{cmdline}: {e}"));
-        let (verb, a) = match cli.cmd {
-            Command::WriteBw(a) => (Verb::Write, a),
-            Command::ReadBw(a) => (Verb::Read, a),
-            Command::AtomicBw(a) => (Verb::Atomic, a),
-            Command::SendBw(a) => (Verb::Send, a),
-            _ => panic!("{cmdline}: not a direct bw tool"),
-        };
-        let tool = Tool {
-            verb,
-            kind: Kind::Bw,
-        };
-        params::resolve(tool, &a).unwrap_or_else(|e| panic!("{cmdline}: {e}"))
-    }
 
     fn clock() -> &'static Clock {
         static C: OnceLock<Clock> = OnceLock::new();

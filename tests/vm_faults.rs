@@ -6,7 +6,6 @@
 
 mod common;
 use common::vm;
-use std::collections::BTreeMap;
 
 /// The guest script. Each case writes `NAME.out` (stdout+stderr of the side
 /// under test) and a line `NAME rc=N dt=S` to rc.txt, where dt is the time
@@ -86,20 +85,6 @@ sleep 1; kill $S 2>/dev/null; wait $S
 echo finished >> $RESULTS/rc.txt
 "#;
 
-/// `NAME rc=N dt=S` lines of rc.txt.
-fn outcomes(rc_txt: &str) -> BTreeMap<String, (i32, f64)> {
-    rc_txt
-        .lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            let name = it.next()?.to_owned();
-            let rc = it.next()?.strip_prefix("rc=")?.parse().ok()?;
-            let dt = it.next()?.strip_prefix("dt=")?.parse().ok()?;
-            Some((name, (rc, dt)))
-        })
-        .collect()
-}
-
 /// The partial/final result row of a 64-byte run and its iteration count.
 fn row_iters(out: &str, size: &str) -> Option<u64> {
     out.lines()
@@ -129,7 +114,7 @@ fn faults_end_runs_with_clear_errors() {
         rc_txt.contains("finished"),
         "the batch did not finish:\n{rc_txt}"
     );
-    let o = outcomes(&rc_txt);
+    let o = vm::outcomes(&rc_txt);
     let case = |n: &str| {
         *o.get(n)
             .unwrap_or_else(|| panic!("case {n} left no status:\n{rc_txt}"))

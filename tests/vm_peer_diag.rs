@@ -5,7 +5,6 @@
 
 mod common;
 use common::vm;
-use std::collections::BTreeMap;
 
 /// Each case writes `NAME.out` (stdout+stderr of the side under test) and a
 /// line `NAME rc=N dt=S` to rc.txt; dt counts from the fault (or the start).
@@ -108,20 +107,6 @@ done_case threads $C $t0
 echo finished >> $RESULTS/rc.txt
 "#;
 
-/// `NAME rc=N dt=S` lines of rc.txt.
-fn outcomes(rc_txt: &str) -> BTreeMap<String, (i32, f64)> {
-    rc_txt
-        .lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            let name = it.next()?.to_owned();
-            let rc = it.next()?.strip_prefix("rc=")?.parse().ok()?;
-            let dt = it.next()?.strip_prefix("dt=")?.parse().ok()?;
-            Some((name, (rc, dt)))
-        })
-        .collect()
-}
-
 #[test]
 fn healthy_links_run_and_peer_problems_are_named() {
     if let Err(why) = vm::available() {
@@ -141,7 +126,7 @@ fn healthy_links_run_and_peer_problems_are_named() {
         rc_txt.contains("finished"),
         "the batch did not finish:\n{rc_txt}"
     );
-    let o = outcomes(&rc_txt);
+    let o = vm::outcomes(&rc_txt);
     let case = |n: &str| {
         *o.get(n)
             .unwrap_or_else(|| panic!("case {n} left no status:\n{rc_txt}"))

@@ -2,4 +2,6 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
+pub mod cli;
+pub mod mlx5;
 pub mod vm;

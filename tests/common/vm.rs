@@ -357,3 +357,18 @@ pub fn bw_result_rows(out: &str) -> Vec<(u64, u64)> {
         })
         .collect()
 }
+
+/// `NAME rc=N dt=S` lines of a batch's rc.txt: each case's exit status and
+/// seconds, by name.
+pub fn outcomes(rc_txt: &str) -> BTreeMap<String, (i32, f64)> {
+    rc_txt
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let name = it.next()?.to_owned();
+            let rc = it.next()?.strip_prefix("rc=")?.parse().ok()?;
+            let dt = it.next()?.strip_prefix("dt=")?.parse().ok()?;
+            Some((name, (rc, dt)))
+        })
+        .collect()
+}

@@ -1,0 +1,19 @@
+//! Parameters from a command line, through the CLI's own path.
+
+use rdmaperf::cli::params::{self, Params};
+use rdmaperf::cli::{self, Parsed};
+
+/// `rdmaperf <cmdline> 127.0.0.1` (a client) as the binary resolves it:
+/// `cli::parse` (flag table, clap) then perftest's rules. Panics naming the
+/// command line when it is not one of the eight tools or is refused.
+pub fn params(cmdline: &str) -> Params {
+    let mut argv = vec!["rdmaperf".to_string()];
+    argv.extend(cmdline.split_whitespace().map(String::from));
+    argv.push("127.0.0.1".into());
+    match cli::parse(argv) {
+        Parsed::Tool(tool, a) => {
+            params::resolve(tool, &a).unwrap_or_else(|e| panic!("{cmdline}: {e}"))
+        }
+        _ => panic!("{cmdline}: not a tool command line, or refused"),
+    }
+}
