@@ -218,6 +218,25 @@ pub struct PerfArgs {
     /// P_Key index of the data QPs.
     #[arg(long = "pkey_index")]
     pub pkey_index: Option<u16>,
+    /// -R: the ToS (IP DSCP/ECN byte) the RDMA CM puts on the data QPs'
+    /// path (rdma_set_option RDMA_OPTION_ID_TOS), read back from the QP.
+    #[arg(short = 'T', long = "tos")]
+    pub tos: Option<String>,
+    /// The control channel over rdma_cm (an RC QP the CM connects), the data
+    /// QPs still connected by the key messages (perftest's -z).
+    #[arg(short = 'z', long = "comm_rdma_cm", alias = "com_rdma_cm")]
+    pub comm_rdma_cm: bool,
+    /// GID auto-selection (no -x) prefers IPv6 GIDs over IPv4-mapped ones.
+    #[arg(long = "ipv6")]
+    pub ipv6: bool,
+    /// The TCP control connection over IPv6 (the server listens on ::, the
+    /// client resolves the server name to IPv6 addresses only).
+    #[arg(long = "ipv6-addr")]
+    pub ipv6_addr: bool,
+    /// Client: bind the TCP control socket to this source address before
+    /// connecting (4.5 spells it --source_ip).
+    #[arg(long = "bind_source_ip", alias = "source_ip")]
+    pub bind_source_ip: Option<String>,
     /// Print perftest's version line and rdmaperf's, then exit.
     #[arg(short = 'V', long = "version")]
     pub version: bool,

@@ -79,9 +79,9 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     imp(Some('I'), "inline_size", true),
     imp(Some('o'), "outs", true),
     no(Some('g'), "mcg", false, "not implemented yet in rdmaperf: UD multicast (attaching the QP to a multicast group) - use stock ib_send_bw -g"),
-    no(Some('z'), "comm_rdma_cm", false, "not implemented yet in rdmaperf: the control channel over rdma_cm with manually connected data QPs; use -R (both over rdma_cm) or the default TCP channel"),
+    imp(Some('z'), "comm_rdma_cm", false),
     imp(Some('R'), "rdma_cm", false),
-    no(Some('T'), "tos", true, "not implemented yet in rdmaperf: the rdma_cm TOS option (-T works with -R only) - set the DSCP with the device's default ToS (/sys/kernel/config/rdma_cm) or use stock perftest"),
+    imp(Some('T'), "tos", true),
     no(Some('L'), "hop_limit", true, "belongs to perftest's raw_ethernet_* tools (the IP TTL of raw packets; perftest refuses it for other QPs: 'Hop limit only valid for RawEth QP'); RC/UC/UD QPs use GRH hop limit 0xFF, as in perftest - drop -L"),
     imp(Some('h'), "help", false),
     no(Some('M'), "MGID", true, "not implemented yet in rdmaperf: UD multicast (-g/-M) - use stock ib_send_bw -g"),
@@ -101,7 +101,9 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(Some('B'), "source_mac", true, RAW_ETH),
     no(Some('E'), "dest_mac", true, RAW_ETH),
     no(Some('J'), "dest_ip", true, RAW_ETH),
-    no(Some('j'), "source_ip", true, "is the raw_ethernet_* tools' source IP in perftest master (4.5's --source_ip is master's --bind_source_ip); not implemented yet in rdmaperf: binding the control socket to a source address - let the routing table choose"),
+    // The long name is 4.5's --source_ip (master: --bind_source_ip), an
+    // alias in args; the letter is master's raw_ethernet one (SHORT_ONLY).
+    imp(Some('j'), "source_ip", true),
     no(Some('K'), "dest_port", true, RAW_ETH),
     no(Some('k'), "source_port", true, RAW_ETH),
     no(Some('Y'), "ethertype", true, RAW_ETH),
@@ -165,8 +167,8 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(None, "gpu_touch", true, GPU),
     no(None, "mmap", true, "not implemented yet in rdmaperf: an mmap'd file as the test buffer - drop --mmap"),
     no(None, "mmap-offset", true, "not implemented yet in rdmaperf: an mmap'd file as the test buffer (--mmap) - drop it"),
-    no(None, "ipv6", false, "not implemented yet in rdmaperf: preferring IPv6 GIDs in the auto-selection - pick the IPv6 GID with -x (`rdmaperf devices` lists them)"),
-    no(None, "ipv6-addr", false, "not implemented yet in rdmaperf: an IPv6 control connection - give the server's IPv4 address"),
+    imp(None, "ipv6", false),
+    imp(None, "ipv6-addr", false),
     no(None, "raw_ipv6", false, RAW_ETH),
     no(None, "report-per-port", false, DUAL_PORT),
     no(None, "odp", false, "not implemented yet in rdmaperf: On-Demand Paging MRs (IBV_ACCESS_ON_DEMAND) - drop --odp"),
@@ -199,7 +201,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(None, "disable_pcie_relaxed", false, "not implemented yet in rdmaperf: MRs are registered without IBV_ACCESS_RELAXED_ORDERING already - drop it"),
     no(None, "use_ooo", false, "needs out-of-order data placement (a ConnectX QP attribute rxe lacks), which rdmaperf does not set - drop it"),
     no(None, "congest_type", true, "needs the HNS (HiSilicon) direct-verbs congestion control interface, which rdmaperf does not use - drop it"),
-    no(None, "bind_source_ip", true, "not implemented yet in rdmaperf: binding the control socket to a source address - let the routing table choose"),
+    imp(None, "bind_source_ip", true),
     imp(None, "write_with_imm", false),
     imp(None, "send_with_imm", false),
     no(None, "no_enhanced_reorder", false, "needs out-of-order receive WRs (a ConnectX capability rxe lacks), which rdmaperf never enables, so there is nothing to disable - drop it"),
@@ -219,6 +221,15 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     // perftest 4.5 only (removed from master).
     no(None, "inline_recv", true, "was removed from perftest master and not implemented in rdmaperf: inline receive (scatter to CQE) - drop it"),
 ];
+
+/// Letters refused although their entry's long name works: perftest
+/// master's `-j` is the raw_ethernet tools' source IP, while `--source_ip`
+/// is 4.5's name for binding the control socket (master's --bind_source_ip).
+const SHORT_REFUSED: &[(char, &str)] = &[(
+    'j',
+    "belongs to perftest's raw_ethernet_* tools in master (the raw packets' source IP); to \
+     bind the control connection's source address give --bind_source_ip IP (4.5: --source_ip)",
+)];
 
 /// The table entry for a long name (with perftest's spelling), if any.
 pub fn by_long(name: &str) -> Option<&'static Flag> {
@@ -261,6 +272,9 @@ pub fn check(args: &[String], takes_value: impl Fn(&str) -> bool) -> Result<(), 
             }
         } else if let Some(shorts) = a.strip_prefix('-').filter(|s| !s.is_empty()) {
             for (k, c) in shorts.char_indices() {
+                if let Some((_, why)) = SHORT_REFUSED.iter().find(|r| r.0 == c) {
+                    return Err(format!("-{c}: {why}"));
+                }
                 let Some(f) = by_short(c) else { break };
                 if let Status::Refused(why) = f.status {
                     return Err(format!("-{c} (--{}): {why}", f.long));
@@ -296,6 +310,14 @@ mod tests {
         assert!(e.starts_with("-O (--dualport): needs a second port"), "{e}");
         let e = chk(&["-aO"]).unwrap_err();
         assert!(e.contains("dualport"), "{e}");
+        // -j is master's raw_ethernet letter; --source_ip is 4.5's bind flag.
+        let e = chk(&["-j", "169.254.7.2"]).unwrap_err();
+        assert!(
+            e.starts_with("-j: belongs to perftest's raw_ethernet")
+                && e.contains("--bind_source_ip"),
+            "{e}"
+        );
+        assert!(chk(&["--source_ip", "169.254.7.2"]).is_ok());
     }
 
     #[test]

@@ -77,6 +77,8 @@ pub fn default_of(t: Tool, id: &str) -> Option<String> {
         "tclass" | "pkey_index" | "wait_destroy" => s("0"),
         "retry_count" => Some(params::DEF_RETRY_COUNT.to_string()),
         "flow_label" => s("0 for every QP"),
+        "tos" => s("off: the RDMA CM's default ToS"),
+        "bind_source_ip" => s("chosen by the routing table"),
         _ => None,
     }
 }

@@ -2,6 +2,7 @@
 //! and dispatch to the tools.
 
 pub mod args;
+pub mod conn_rules;
 pub mod flags;
 pub mod help;
 pub mod params;

@@ -271,6 +271,36 @@ pub struct Params {
     pub wait_destroy: u32,
     /// `-W`: port counters to report after each row.
     pub counters: Vec<String>,
+    /// Connection flags: `-T`, `-z`, `--ipv6`, `--ipv6-addr`, `--bind_source_ip`.
+    pub conn_opts: ConnOpts,
+}
+
+/// How the two ends find each other: `-T`, `-z`, `--ipv6`, `--ipv6-addr`,
+/// `--bind_source_ip` (rules in `cli::conn_rules`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnOpts {
+    /// `-T` (with -R): the ToS the RDMA CM puts on the data QPs' path.
+    pub tos: Option<u8>,
+    /// `-z`: the control channel over rdma_cm, data QPs connected by hand.
+    pub comm_rdma_cm: bool,
+    /// `--ipv6`: GID auto-selection prefers IPv6 GIDs.
+    pub prefer_ipv6_gid: bool,
+    /// `--ipv6-addr`: the TCP control connection over IPv6.
+    pub ipv6_ctrl: bool,
+    /// `--bind_source_ip` (client): the control socket's source address
+    /// (port 0; an IPv6 link-local one carries its scope).
+    pub source_ip: Option<std::net::SocketAddr>,
+}
+
+impl ConnOpts {
+    /// The IPv4 source for the rdma_cm ids (`-R`/`-z` are IPv4-only, so an
+    /// IPv6 source never gets this far: `--ipv6-addr` is refused with them).
+    pub fn source_v4(&self) -> Option<std::net::Ipv4Addr> {
+        match self.source_ip? {
+            std::net::SocketAddr::V4(a) => Some(*a.ip()),
+            std::net::SocketAddr::V6(_) => None,
+        }
+    }
 }
 
 /// `--tclass`, `--flow_label`, `--pkey_index`.
@@ -313,6 +343,10 @@ pub struct SampleReport {
 impl Params {
     pub fn is_server(&self) -> bool {
         self.server.is_none()
+    }
+    /// The control channel runs over rdma_cm (`-R` or `-z`).
+    pub fn cm_ctrl(&self) -> bool {
+        self.rdma_cm || self.conn_opts.comm_rdma_cm
     }
     /// The send opcode of this test.
     pub fn op(&self) -> Op {
@@ -420,6 +454,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     }
     sample_rules(a, bw)?;
     let qos = qos_of(a)?;
+    let conn_opts = super::conn_rules::conn_opts(a, conn)?;
     if a.retry_count.is_some() && !a.rdma_cm {
         return Err(rule(
             "--retry_count sets rdma_cm's connect retry count; add -R (without it the QPs' retry \
@@ -776,6 +811,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         retry_count: a.retry_count.unwrap_or(DEF_RETRY_COUNT),
         wait_destroy: a.wait_destroy.unwrap_or(0),
         counters,
+        conn_opts,
     })
 }
 

@@ -11,6 +11,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::bound_connect::FromError;
 use super::cm_link::CmLink;
 use super::error::{CtrlError, Dir};
 use super::stream_link::StreamLink;
@@ -123,6 +124,16 @@ impl Listener {
     }
 }
 
+/// How a client's control connection is made (perftest's `--ipv6-addr`,
+/// `--bind_source_ip`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConnectHow {
+    /// Only the server's IPv6 addresses.
+    pub ipv6_only: bool,
+    /// Bind the socket to this address (port 0) before connecting.
+    pub source: Option<SocketAddr>,
+}
+
 /// What carries the messages: perftest's TCP socket, (`-R`) an RC QP
 /// connected by the RDMA CM, or another byte stream (see [`super::link`]).
 #[derive(Debug)]
@@ -166,6 +177,17 @@ impl Channel {
     /// `deadline` has passed (perftest gives up at once; retrying lets the two
     /// sides start in either order). A zero deadline tries once.
     pub fn connect(host: &str, port: u16, deadline: Duration) -> Result<Channel, CtrlError> {
+        Channel::connect_with(host, port, deadline, &ConnectHow::default())
+    }
+
+    /// [`Channel::connect`] with perftest's `--ipv6-addr` (IPv6 addresses
+    /// only) and `--bind_source_ip` (bind the socket to a source first).
+    pub fn connect_with(
+        host: &str,
+        port: u16,
+        deadline: Duration,
+        how: &ConnectHow,
+    ) -> Result<Channel, CtrlError> {
         let mut addrs: Vec<SocketAddr> = (host, port)
             .to_socket_addrs()
             .map_err(|source| CtrlError::Resolve {
@@ -176,6 +198,30 @@ impl Channel {
             .collect();
         // perftest is AF_INET only; try IPv4 first.
         addrs.sort_by_key(|a| !a.is_ipv4());
+        if how.ipv6_only {
+            addrs.retain(SocketAddr::is_ipv6);
+        }
+        if let Some(src) = how.source {
+            addrs.retain(|a| a.is_ipv4() == src.is_ipv4());
+        }
+        if addrs.is_empty() {
+            let want = if how.ipv6_only || how.source.is_some_and(|s| s.is_ipv6()) {
+                "IPv6"
+            } else {
+                "IPv4"
+            };
+            return Err(CtrlError::Resolve {
+                host: host.to_owned(),
+                port,
+                source: io::Error::new(
+                    ErrorKind::AddrNotAvailable,
+                    format!(
+                        "no {want} address for it (--ipv6-addr / --bind_source_ip ask for {want}); \
+                         give the server's {want} address"
+                    ),
+                ),
+            });
+        }
         let start = Instant::now();
         let mut backoff = BACKOFF_FIRST;
         let mut last = String::from("no address");
@@ -183,7 +229,22 @@ impl Channel {
             for addr in &addrs {
                 let left = deadline.saturating_sub(start.elapsed());
                 let attempt = left.clamp(Duration::from_millis(100), CONNECT_ATTEMPT_MAX);
-                match TcpStream::connect_timeout(addr, attempt) {
+                let tried = match how.source {
+                    Some(src) => match super::bound_connect::connect_from(src, *addr, attempt) {
+                        Ok(s) => Ok(s),
+                        Err(FromError::Connect(e)) => Err(e),
+                        Err(FromError::Source(source)) => {
+                            return Err(CtrlError::Io {
+                                dir: Dir::Writing,
+                                step: "binding the control socket (--bind_source_ip)".into(),
+                                peer: *addr,
+                                source,
+                            })
+                        }
+                    },
+                    None => TcpStream::connect_timeout(addr, attempt),
+                };
+                match tried {
                     Ok(s) => {
                         return Channel::new(s, *addr, Role::Client).map_err(|e| CtrlError::Io {
                             dir: Dir::Writing,

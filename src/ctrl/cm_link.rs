@@ -148,6 +148,8 @@ pub fn conn_param(qp_num: u32, out_reads: u8) -> ConnParam {
         initiator_depth: out_reads,
         retry_count: 7,
         rnr_retry_count: 7,
+        tos: None,
+        src: None,
     }
 }
 
@@ -275,10 +277,13 @@ fn attempt(
             )))
         }
     };
-    id.resolve_addr(dst, RESOLVE_MS)
+    id.resolve_addr(dst, param.src, RESOLVE_MS)
         .map_err(|e| fail("address", &e))?;
     wait(CmEventType::ADDR_RESOLVED)?;
     check_device(id, ctx, &peer).map_err(Attempt::Fail)?;
+    if let Some(tos) = param.tos {
+        id.set_tos(tos).map_err(|e| fail("ToS", &e))?;
+    }
     id.resolve_route(RESOLVE_MS)
         .map_err(|e| fail("route", &e))?;
     wait(CmEventType::ROUTE_RESOLVED)?;
@@ -344,6 +349,7 @@ impl CmLink {
         port: u16,
         deadline: Duration,
         cancel: Cancel,
+        src: Option<std::net::Ipv4Addr>,
     ) -> Result<CmLink, CtrlError> {
         let dst = resolve_v4(host, port)?;
         let peer = dst.to_string();
@@ -351,7 +357,11 @@ impl CmLink {
         let p = parts(ctx, port_num, &peer)?;
         let qpn = p.qp.qpn();
         let until = Instant::now() + deadline.max(Duration::from_secs(2));
-        let (id, _) = connect_id(&ch, ctx, dst, until, cancel, conn_param(qpn, 0), false)?;
+        let param = ConnParam {
+            src,
+            ..conn_param(qpn, 0)
+        };
+        let (id, _) = connect_id(&ch, ctx, dst, until, cancel, param, false)?;
         to_rts(&id, &p.qp, "connect", &peer)?;
         id.establish().map_err(|e| cm_err("establish", &peer, e))?;
         CmLink::finish_setup(p, id, SocketAddr::V4(dst), cancel)

@@ -13,6 +13,7 @@
 //! We advertise version "6.27-rs" (`atof` reads 6.27), so stock perftest 4.5 (6.06) and master (6.29)
 //! both speak the 4.5 protocol with us (no master parameter negotiation).
 
+pub mod bound_connect;
 pub mod channel;
 pub mod choreo;
 pub mod cm_link;
@@ -22,7 +23,7 @@ pub mod session;
 pub mod stream_link;
 pub mod wire;
 
-pub use channel::{Channel, Listener, Role, DEFAULT_PORT};
+pub use channel::{Channel, ConnectHow, Listener, Role, DEFAULT_PORT};
 pub use choreo::{choreography, Entry, Message, Mode, Scenario, Step, Tool};
 pub use error::CtrlError;
 pub use session::Session;

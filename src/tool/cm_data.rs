@@ -71,11 +71,16 @@ pub fn connect_qps(
                 let until = Instant::now() + timeout;
                 let mut param = cm_link::conn_param(qp.qpn(), out_reads);
                 param.retry_count = p.retry_count;
+                param.tos = p.conn_opts.tos;
+                param.src = p.conn_opts.source_v4();
                 let (id, ev) = cm_link::connect_id(&ch, &ep.ctx, dst, until, CANCEL, param, ud)
                     .map_err(Fail::ctrl)?;
                 cm_link::to_rts(&id, qp, "data QP", host).map_err(Fail::ctrl)?;
                 if !ud && p.retry_count != crate::cli::params::DEF_RETRY_COUNT {
                     check_retry(qp, p.retry_count)?;
+                }
+                if let (Some(tos), false) = (p.conn_opts.tos, ud) {
+                    check_tos(qp, tos, ep)?;
                 }
                 match ev.ud {
                     Some(u) => uds.push(UdDest {
@@ -117,6 +122,25 @@ pub fn connect_qps(
         _ch: ch,
         ud: uds,
     }))
+}
+
+/// `-T`: on RoCE the CM turns the ToS into the GRH traffic class of the
+/// data QP's path; read it back so a ToS that did not take is an error, not
+/// a run on another DSCP. (On InfiniBand the ToS selects the SL through the
+/// path record instead; nothing to compare there.)
+fn check_tos(qp: &crate::verbs::Qp, want: u8, ep: &Endpoint) -> Result<(), Fail> {
+    if ep.port.link_layer != crate::verbs::LinkLayer::ETHERNET {
+        return Ok(());
+    }
+    let a = qp.query(crate::sys::IBV_QP_AV).map_err(Fail::verbs)?;
+    let got = a.ah_attr.grh.traffic_class;
+    if got != want {
+        return Err(Fail::new(format!(
+            "rdma_cm: the data QP's traffic class is {got} after RTS, not the -T {want} asked \
+             for; the kernel's RDMA CM did not apply the ToS"
+        )));
+    }
+    Ok(())
 }
 
 /// `--retry_count`: the client's data QP must hold it after the CM moved it

@@ -127,7 +127,9 @@ pub fn params_info(p: &Params) -> TestInfo {
             Some(OutputKind::Latency) => OutputMode::Latency,
         },
         rdma_cm_qps: p.rdma_cm,
-        rdma_cm_exchange: p.rdma_cm,
+        // -z: the control messages over rdma_cm, the data QPs by hand.
+        rdma_cm_exchange: p.cm_ctrl(),
+        tos: p.conn_opts.tos.map(i32::from),
         // perftest: " Test with events. Using <dev>_comp<eq_num>", eq_num 0 without -X.
         events: p.use_event.then_some(0),
         ..TestInfo::default()

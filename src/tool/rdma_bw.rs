@@ -40,10 +40,18 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
         // perftest's banner, before it waits for the client (TCP or rdma_cm).
         Out { quiet: false }.print(text::SERVER_WAIT_BANNER);
     }
-    if p.rdma_cm {
+    if p.cm_ctrl() {
         let (link, role) = match &p.server {
             Some(host) => (
-                CmLink::connect(&ep.ctx, p.ib_port, host, p.port, t, stop::requested),
+                CmLink::connect(
+                    &ep.ctx,
+                    p.ib_port,
+                    host,
+                    p.port,
+                    t,
+                    stop::requested,
+                    p.conn_opts.source_v4(),
+                ),
                 Role::Client,
             ),
             None => {
@@ -62,11 +70,20 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
         return Ok(sess);
     }
     let ch = match &p.server {
-        Some(host) => Channel::connect(host, p.port, t).map_err(Fail::ctrl)?,
+        Some(host) => {
+            let how = crate::ctrl::ConnectHow {
+                ipv6_only: p.conn_opts.ipv6_ctrl,
+                source: p.conn_opts.source_ip,
+            };
+            Channel::connect_with(host, p.port, t, &how).map_err(Fail::ctrl)?
+        }
         None => {
             // The loopback server must not wait forever for a client that failed.
             let accept = if p.loopback { Some(t) } else { None };
-            let l = Listener::bind(None, p.port).map_err(Fail::ctrl)?;
+            // --ipv6-addr: perftest's AF_INET6 wildcard (Linux serves IPv4
+            // clients on it too, as v4-mapped peers).
+            let bind = p.conn_opts.ipv6_ctrl.then_some("::");
+            let l = Listener::bind(bind, p.port).map_err(Fail::ctrl)?;
             let port = l.port();
             if p.port == 0 && !p.loopback {
                 eprintln!(

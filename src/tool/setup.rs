@@ -53,7 +53,8 @@ impl Endpoint {
             let table = ctx.gid_table(p.ib_port).map_err(Fail::verbs)?;
             let idx = match p.gid_index {
                 Some(i) => i,
-                None => table.auto_select(false).ok_or_else(|| {
+                // --ipv6: prefer IPv6 GIDs over IPv4-mapped ones (perftest's ipv6).
+                None => table.auto_select(p.conn_opts.prefer_ipv6_gid).ok_or_else(|| {
                     Fail::new(format!(
                         "no usable GID on {} port {}: the GID table is empty; configure an address on the \
                          netdev or give -x\n{}",

@@ -231,6 +231,12 @@ pub struct ConnParam {
     pub initiator_depth: u8,
     pub retry_count: u8,
     pub rnr_retry_count: u8,
+    /// `-T`: not part of rdma_conn_param; set on the active id with
+    /// [`CmId::set_tos`] after address resolution, as perftest does.
+    pub tos: Option<u8>,
+    /// `--bind_source_ip`: not part of rdma_conn_param either; the source
+    /// address [`CmId::resolve_addr`] binds the id to.
+    pub src: Option<std::net::Ipv4Addr>,
 }
 
 impl ConnParam {
@@ -325,14 +331,25 @@ impl CmId {
     }
 
     /// Starts address resolution (answered by ADDR_RESOLVED / ADDR_ERROR).
-    pub fn resolve_addr(&self, dst: SocketAddrV4, timeout_ms: i32) -> Result<()> {
+    /// `src` (perftest's --bind_source_ip) binds the id to that address first.
+    pub fn resolve_addr(
+        &self,
+        dst: SocketAddrV4,
+        src: Option<std::net::Ipv4Addr>,
+        timeout_ms: i32,
+    ) -> Result<()> {
         let mut sin = sockaddr_in(dst);
-        // SAFETY: the id is live; `sin` is a valid sockaddr_in for the call
-        // (librdmacm copies it).
+        let mut src_sin = src.map(|ip| sockaddr_in(SocketAddrV4::new(ip, 0)));
+        let src_ptr = match src_sin.as_mut() {
+            Some(s) => (s as *mut libc::sockaddr_in).cast(),
+            None => std::ptr::null_mut(),
+        };
+        // SAFETY: the id is live; `sin` (and `src_sin` when given) are valid
+        // sockaddr_in values that outlive the call (librdmacm copies them).
         let ret = unsafe {
             sys::rdma_resolve_addr(
                 self.raw(),
-                std::ptr::null_mut(),
+                src_ptr,
                 (&mut sin as *mut libc::sockaddr_in).cast(),
                 timeout_ms,
             )
@@ -382,6 +399,26 @@ impl CmId {
         let ret = unsafe { sys::rdma_accept(self.raw(), &mut raw) };
         Self::check(ret, "rdma_accept", || {
             format!("QP {:#x}: accepting the connection failed", p.qp_num)
+        })
+    }
+
+    /// `rdma_set_option(RDMA_OPTION_ID_TOS)`: the ToS of the connection's
+    /// path (RoCE: the GRH traffic class, so the IP DSCP/ECN byte).
+    pub fn set_tos(&self, tos: u8) -> Result<()> {
+        let mut v = tos;
+        // SAFETY: the id is live; the option is one byte (librdmacm checks the
+        // length and copies the value).
+        let ret = unsafe {
+            sys::rdma_set_option(
+                self.raw(),
+                sys::RDMA_OPTION_ID as i32,
+                sys::RDMA_OPTION_ID_TOS as i32,
+                (&mut v as *mut u8).cast(),
+                1,
+            )
+        };
+        Self::check(ret, "rdma_set_option(RDMA_OPTION_ID_TOS)", || {
+            format!("the RDMA CM refused ToS {tos}")
         })
     }
 
@@ -574,6 +611,8 @@ mod tests {
             initiator_depth: 16,
             retry_count: 7,
             rnr_retry_count: 7,
+            tos: Some(96),
+            src: None,
         };
         let r = p.raw();
         assert_eq!(r.qp_num, 0x1234);
