@@ -237,6 +237,32 @@ pub struct PerfArgs {
     /// connecting (4.5 spells it --source_ip).
     #[arg(long = "bind_source_ip", alias = "source_ip")]
     pub bind_source_ip: Option<String>,
+    /// Test buffers in huge pages (SysV shmget SHM_HUGETLB, rounded up to 2 MiB);
+    /// reserve pages first in /proc/sys/vm/nr_hugepages.
+    #[arg(long = "use_hugepages")]
+    pub use_hugepages: bool,
+    /// The test buffer is this file, mmap'd shared read-write (it must hold the
+    /// whole buffer); what the peer writes lands in the file.
+    #[arg(long = "mmap")]
+    pub mmap: Option<PathBuf>,
+    /// Byte offset of the buffer in the --mmap file (a multiple of the page size).
+    #[arg(long = "mmap-offset")]
+    pub mmap_offset: Option<u64>,
+    /// Fill the buffers with this pattern: a text file of comma-separated DWORDs
+    /// (0xaaaaaaaa,0xbbbbbbbb,...), each stored little-endian, at most -s bytes.
+    #[arg(long = "payload_file_path")]
+    pub payload_file_path: Option<PathBuf>,
+    /// Send from a null MR (ibv_alloc_null_mr, write/read tests): no local data
+    /// is read or written; the device must support it (mlx5).
+    #[arg(long = "use-null-mr")]
+    pub use_null_mr: bool,
+    /// Register the buffers as On-Demand Paging MRs (IBV_ACCESS_ON_DEMAND); the
+    /// device's odp_caps must allow this transport and verb.
+    #[arg(long = "odp")]
+    pub odp: bool,
+    /// send tests: the receiving side's QPs share one receive queue (SRQ).
+    #[arg(long = "use-srq")]
+    pub use_srq: bool,
     /// Print perftest's version line and rdmaperf's, then exit.
     #[arg(short = 'V', long = "version")]
     pub version: bool,

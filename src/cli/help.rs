@@ -19,7 +19,9 @@ pub fn applies(t: Tool, id: &str) -> bool {
         "outs" => matches!(v, Verb::Read | Verb::Atomic),
         "rx_depth" => v == Verb::Send,
         "write_with_imm" | "check_landing" => v == Verb::Write,
-        "send_with_imm" => v == Verb::Send,
+        "send_with_imm" | "use_srq" => v == Verb::Send,
+        "use_null_mr" => v == Verb::Read || (bw && v == Verb::Write),
+        "payload_file_path" => v != Verb::Write || bw,
         "report_cycles" | "report_histogram" | "report_unsorted" | "samples_file"
         | "perftest_stats" => !bw,
         "bidirectional" | "post_list" | "no_peak" | "qps" | "cq_mod" | "tx_depth" | "limit_bw"
@@ -79,6 +81,7 @@ pub fn default_of(t: Tool, id: &str) -> Option<String> {
         "flow_label" => s("0 for every QP"),
         "tos" => s("off: the RDMA CM's default ToS"),
         "bind_source_ip" => s("chosen by the routing table"),
+        "mmap_offset" => s("0"),
         _ => None,
     }
 }

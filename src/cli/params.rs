@@ -271,6 +271,9 @@ pub struct Params {
     pub wait_destroy: u32,
     /// `-W`: port counters to report after each row.
     pub counters: Vec<String>,
+    /// Test-buffer options (`--use_hugepages`, `--mmap`, `--payload_file_path`,
+    /// `--use-null-mr`, `--odp`, `--use-srq`).
+    pub mem: super::mem_opts::MemOpts,
     /// Connection flags: `-T`, `-z`, `--ipv6`, `--ipv6-addr`, `--bind_source_ip`.
     pub conn_opts: ConnOpts,
 }
@@ -532,6 +535,8 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     } else {
         vec![size]
     };
+    let mem =
+        super::mem_opts::mem_opts(tool, a, conn, sizes.iter().copied().max().unwrap_or(size))?;
 
     let duration = a.duration.or(if a.run_infinitely { Some(5) } else { None });
     let mode = match duration {
@@ -812,6 +817,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         wait_destroy: a.wait_destroy.unwrap_or(0),
         counters,
         conn_opts,
+        mem,
     })
 }
 

@@ -351,7 +351,7 @@ impl<'a> Lat<'a> {
         let (recv_addr, recv_len) = self.recv_buf(size);
         let target = LatTarget {
             laddr: res.mr.addr() + g.send_offset(0),
-            lkey: res.mr.lkey(),
+            lkey: res.send_lkey(&res.mr),
             raddr: self.rem[0].vaddr,
             rkey: self.rem[0].rkey,
             recv_addr,

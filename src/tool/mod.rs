@@ -17,6 +17,7 @@ pub mod infinite;
 pub mod info;
 pub mod landing;
 pub mod lat;
+pub mod mem_setup;
 pub mod method;
 pub mod peer_check;
 pub mod progress;

@@ -563,7 +563,7 @@ pub fn qp_targets(res: &Resources, rem: &[Dest]) -> Vec<QpTarget> {
             let (mr, gi) = res.qp_mem(i);
             QpTarget {
                 laddr: mr.addr() + res.geometry.send_offset(gi),
-                lkey: mr.lkey(),
+                lkey: res.send_lkey(mr),
                 raddr: r.vaddr,
                 rkey: r.rkey,
             }

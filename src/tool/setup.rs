@@ -3,6 +3,7 @@
 //! connect them from the peer's key messages.
 
 use super::direct::DirectQpHandle;
+use super::mem_setup;
 use super::method::{after_direct_failure, Chosen, Method};
 use super::Fail;
 use crate::cli::params::{Conn, Params, Verb};
@@ -13,8 +14,8 @@ use crate::post::wr_api::{send_ops_flags, wr_api_probe};
 use crate::post::Op;
 use crate::run::geometry::Geometry;
 use crate::verbs::{
-    random_psn, Access, Ah, AhAttr, AlignedBuf, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd,
-    PortAttr, Qp, QpInit, QpType, RtrAttr, RtsAttr, UdDest, UD_QKEY,
+    random_psn, Access, Ah, AhAttr, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd, PortAttr,
+    Qp, QpInit, QpType, RtrAttr, RtsAttr, UdDest, UD_QKEY,
 };
 use std::sync::Arc;
 
@@ -100,6 +101,8 @@ pub struct Resources {
     pub mr: Mr,
     /// `--mr_per_qp`: the MRs of QPs 1.. (perftest: one buffer and MR per QP).
     pub qp_mrs: Vec<Mr>,
+    /// `--use-null-mr`: the lkey the sends use instead of the buffer's.
+    pub null_mr: Option<Mr>,
     pub cq: Arc<Cq>,
     pub rcq: Arc<Cq>,
     /// `--threads N` (client): one send CQ per worker thread; QP i completes on
@@ -294,22 +297,24 @@ impl Resources {
         let geometry = Geometry::new(size, cycle_buffer, cache_line, slots);
         let ud_extra = if p.conn == Conn::Ud { cache_line } else { 0 };
         let pd = Pd::new(&ep.ctx).map_err(Fail::verbs)?;
+        mem_setup::check_odp(&ep.ctx, p)?;
         let n_mrs = if per_qp { p.num_qps as usize } else { 1 };
         let mut mrs = Vec::with_capacity(n_mrs);
         for _ in 0..n_mrs {
-            let mut buf = AlignedBuf::with_align(
+            let mut buf = mem_setup::alloc(
+                p,
                 (geometry.total() + ud_extra) as usize,
                 cycle_buffer as usize,
-            )
-            .map_err(Fail::verbs)?;
-            if !p.is_server() || p.duplex {
-                // The client's send halves carry rdmaperf's pattern (see landing.rs);
-                // the remote-accessible halves stay zero so a server can check landings.
-                let send_len = (geometry.slot * geometry.slots) as usize;
-                super::landing::fill_pattern(&mut buf.as_mut_slice()[..send_len]);
-            }
-            mrs.push(Mr::new(&pd, buf, access_for(p.tool.verb)).map_err(Fail::verbs)?);
+            )?;
+            // The client's send halves carry rdmaperf's pattern (see landing.rs)
+            // or the payload file; the remote-accessible halves stay zero so a
+            // server can check landings.
+            let send_len = (geometry.slot * geometry.slots) as usize;
+            mem_setup::fill(p, buf.as_mut_slice(), send_len);
+            let access = mem_setup::access(p, access_for(p.tool.verb));
+            mrs.push(Mr::new(&pd, buf, access).map_err(Fail::verbs)?);
         }
+        let null_mr = mem_setup::null_mr(p, &pd)?;
         let mr = mrs.remove(0);
         let qp_mrs = mrs;
         let depth = (p.tx_depth * p.num_qps).max(p.rx_depth * p.num_qps).max(1);
@@ -380,6 +385,7 @@ impl Resources {
             geometry,
             mr,
             qp_mrs,
+            null_mr,
             cq,
             rcq,
             thread_cqs,
@@ -400,6 +406,11 @@ impl Resources {
             None if self.qp_mrs.is_empty() => (&self.mr, i as u64),
             None => (&self.mr, 0),
         }
+    }
+
+    /// The lkey a send from `mr` uses: the null MR's with `--use-null-mr`.
+    pub fn send_lkey(&self, mr: &Mr) -> u32 {
+        self.null_mr.as_ref().map_or(mr.lkey(), Mr::lkey)
     }
 
     /// Our key message for QP `i` (perftest `set_up_connection`).

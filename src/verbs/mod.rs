@@ -13,6 +13,7 @@ pub mod cq;
 pub mod device;
 pub mod error;
 pub mod gid;
+pub mod membuf;
 pub mod mr;
 pub mod pd;
 pub mod port;
@@ -27,7 +28,7 @@ pub use device::{
 };
 pub use error::{Result, VerbsError};
 pub use gid::{Gid, GidEntry, GidTable, GidType};
-pub use mr::{Access, AlignedBuf, Mr};
+pub use mr::{Access, AlignedBuf, Backing, Mr};
 pub use pd::Pd;
 pub use psn::{random_psn, PsnRng};
 pub use qp::{InitAttr, Qp, QpCaps, QpInit, QpType, RtrAttr, RtsAttr, UD_QKEY};

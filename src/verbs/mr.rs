@@ -85,9 +85,23 @@ pub fn page_size() -> usize {
 /// drop. The NIC reads and writes it behind the compiler's back, so code that
 /// polls it for remote writes must use volatile reads through `as_ptr`.
 pub struct AlignedBuf {
-    ptr: NonNull<u8>,
-    len: usize,
-    align: usize,
+    pub(super) ptr: NonNull<u8>,
+    pub(super) len: usize,
+    pub(super) align: usize,
+    /// Where the memory came from, so Drop gives it back the same way.
+    pub(super) backing: Backing,
+}
+
+/// How an [`AlignedBuf`]'s memory was obtained (see `membuf` for the
+/// non-heap ones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// `posix_memalign` (freed with `free`).
+    Heap,
+    /// `shmget(SHM_HUGETLB)` + `shmat` (`--use_hugepages`; `shmdt` on drop).
+    HugeShm,
+    /// `mmap` of a file (`--mmap`): `map_len` bytes mapped (`munmap` on drop).
+    FileMap { map_len: usize },
 }
 
 // SAFETY: the buffer is plain owned memory; nothing in it is thread-bound.
@@ -145,7 +159,12 @@ impl AlignedBuf {
         };
         // SAFETY: `ptr` points to `len` writable bytes just allocated.
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
-        Ok(Self { ptr, len, align })
+        Ok(Self {
+            ptr,
+            len,
+            align,
+            backing: Backing::Heap,
+        })
     }
 
     /// Fills with a cheap pseudo-random pattern (perftest fills its buffers
@@ -174,6 +193,10 @@ impl AlignedBuf {
         self.align
     }
 
+    pub fn backing(&self) -> Backing {
+        self.backing
+    }
+
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
@@ -196,8 +219,20 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        // SAFETY: `ptr` came from posix_memalign and is freed once.
-        unsafe { libc::free(self.ptr.as_ptr() as *mut libc::c_void) }
+        let p = self.ptr.as_ptr() as *mut libc::c_void;
+        match self.backing {
+            // SAFETY: `ptr` came from posix_memalign and is freed once.
+            Backing::Heap => unsafe { libc::free(p) },
+            // SAFETY: `ptr` came from shmat and is detached once; the segment
+            // was marked IPC_RMID, so the last detach frees it.
+            Backing::HugeShm => unsafe {
+                libc::shmdt(p);
+            },
+            // SAFETY: `ptr..ptr+map_len` came from mmap and is unmapped once.
+            Backing::FileMap { map_len } => unsafe {
+                libc::munmap(p, map_len);
+            },
+        }
     }
 }
 
@@ -307,6 +342,19 @@ impl Mr {
                     ),
                 ))
             }
+        }
+    }
+
+    /// Wraps an MR of `pd` the caller made (the null MR).
+    ///
+    /// # Safety
+    /// `mr` must be a live MR of `pd`, deregistered by nobody else.
+    pub(super) unsafe fn from_raw(pd: &Arc<Pd>, mr: NonNull<sys::ibv_mr>) -> Mr {
+        Mr {
+            mr,
+            access: Access::NONE,
+            buf: None,
+            pd: Arc::clone(pd),
         }
     }
 

@@ -1,0 +1,240 @@
+//! The test-buffer flags on soft-RoCE in the VM (one boot): `--use_hugepages` (refused
+//! naming /proc/sys/vm/nr_hugepages while none are reserved, then run with huge pages the
+//! test watches being taken), `--mmap`/`--mmap-offset` (what the peer writes lands in the
+//! file, at the offset), `--payload_file_path` (the peer's file holds the pattern, against
+//! rdmaperf and stock 4.5 servers, and a read test reads it from the server),
+//! `--use-null-mr` and `--odp` (made for real: rxe's answer decides, the refusal names
+//! the device and the reason), `--use-srq` (send tools, rdmaperf both ends and stock 4.5
+//! both ways).
+
+mod common;
+use common::vm;
+use std::sync::OnceLock;
+
+const COMMON: &str = "-d rxe0 -x 0 -F";
+const PAIR_TIMEOUT_S: u64 = 120;
+/// The buffer of a 4 KiB test on one QP: a send half and a receive half of one page each
+/// (perftest's geometry with a 4 KiB cycle buffer).
+const PAGE: usize = 4096;
+/// The bytes of tests/data/payload.txt's first DWORDs, little-endian.
+const PAYLOAD: [u8; 16] = [
+    0x44, 0x33, 0x22, 0x11, 0xdd, 0xcc, 0xbb, 0xaa, 0x04, 0x03, 0x02, 0x01, 0xa5, 0xa5, 0xa5, 0xa5,
+];
+
+fn script() -> String {
+    let r = r#""$RDMAPERF_BIN""#;
+    let pay = vm::repo().join("tests/data/payload.txt");
+    let pay = pay.display();
+    let w = "write-bw -s 4096 -n 20";
+    let mut s = format!("PAIR_TIMEOUT={PAIR_TIMEOUT_S}\n");
+    // Huge pages: none reserved -> the refusal; then reserve 16 and watch them taken.
+    s += "echo 0 > /proc/sys/vm/nr_hugepages\n";
+    s += &format!("single huge_none '{r} {w} {COMMON} --use_hugepages --loopback -p 19401'\n");
+    s += "echo 16 > /proc/sys/vm/nr_hugepages; cat /proc/sys/vm/nr_hugepages > $RESULTS/huge_nr.txt\n";
+    s += &format!(
+        "{r} write-bw -s 4096 -D 3 {COMMON} --use_hugepages --loopback -p 19402 > $RESULTS/huge_lb.out 2>&1 & hp=$!\n\
+         min=9999; while kill -0 $hp 2>/dev/null; do \
+         f=$(awk '/HugePages_Free/{{print $2}}' /proc/meminfo); [ \"$f\" -lt $min ] && min=$f; sleep 0.1; done\n\
+         wait $hp; echo $? > $RESULTS/huge_lb.rc; echo $min > $RESULTS/huge_min.txt\n"
+    );
+    s += &format!(
+        "pair huge_rr '{r} {w} {COMMON} --use_hugepages -p $PORT' '{r} {w} {COMMON} --use_hugepages -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair huge_sr 'ib_write_bw -s 4096 -n 20 {COMMON} --use_hugepages -p $PORT' '{r} {w} {COMMON} --use_hugepages -p $PORT 127.0.0.1'\n"
+    );
+    // --mmap at an offset on the server, the payload from the client: rdmaperf and stock
+    // 4.5 servers. The file is 4 pages of 0xff; the buffer maps pages 1-2.
+    let mkfile = |f: &str| {
+        format!(
+            "head -c {} /dev/zero | tr '\\000' '\\377' > {f}\n",
+            4 * PAGE
+        )
+    };
+    s += &mkfile("/tmp/mm_rr");
+    s += &format!(
+        "pair mmap_rr '{r} {w} {COMMON} --mmap=/tmp/mm_rr --mmap-offset={PAGE} -p $PORT' \
+         '{r} {w} {COMMON} --payload_file_path={pay} -p $PORT 127.0.0.1'\n\
+         od -An -v -tx1 /tmp/mm_rr > $RESULTS/mm_rr.hex\n"
+    );
+    s += &mkfile("/tmp/mm_sr");
+    s += &format!(
+        "pair mmap_sr 'ib_write_bw -s 4096 -n 20 {COMMON} --mmap=/tmp/mm_sr --mmap-offset={PAGE} -p $PORT' \
+         '{r} {w} {COMMON} --payload_file_path={pay} -p $PORT 127.0.0.1'\n\
+         od -An -v -tx1 /tmp/mm_sr > $RESULTS/mm_sr.hex\n"
+    );
+    // read-bw: the server's buffer holds the payload, the client reads it into its file.
+    s += &mkfile("/tmp/mm_rd");
+    s += &format!(
+        "pair mmap_rd '{r} read-bw -s 4096 -n 20 {COMMON} --payload_file_path={pay} -p $PORT' \
+         '{r} read-bw -s 4096 -n 20 {COMMON} --mmap=/tmp/mm_rd -p $PORT 127.0.0.1'\n\
+         od -An -v -tx1 /tmp/mm_rd > $RESULTS/mm_rd.hex\n"
+    );
+    // A file too short for the buffer: the refusal names the fix.
+    s += "head -c 100 /dev/zero > /tmp/mm_short\n";
+    s +=
+        &format!("single mmap_short '{r} {w} {COMMON} --mmap=/tmp/mm_short --loopback -p 19403'\n");
+    // The null MR and ODP are asked of the device for real.
+    s += &format!("single null_mr '{r} {w} {COMMON} --use-null-mr --loopback -p 19404'\n");
+    s += "ibv_devinfo -v -d rxe0 > $RESULTS/devinfo.txt 2>&1\n";
+    s += &format!("single odp '{r} {w} {COMMON} --odp --loopback -p 19405'\n");
+    s += "exit 0\n";
+    s
+}
+
+fn batch() -> Option<&'static vm::BatchResult> {
+    static BATCH: OnceLock<vm::BatchResult> = OnceLock::new();
+    vm::shared_batch(&BATCH, env!("CARGO_BIN_EXE_rdmaperf"), 600, script)
+}
+
+/// `od -An -v -tx1` output back to bytes.
+fn hex_bytes(od: &str) -> Vec<u8> {
+    od.split_whitespace()
+        .map(|h| u8::from_str_radix(h, 16).unwrap())
+        .collect()
+}
+
+fn rc_of(b: &vm::BatchResult, name: &str) -> Option<i32> {
+    b.file(&format!("{name}.rc"))
+        .and_then(|s| s.trim().parse().ok())
+}
+
+#[test]
+fn hugepages_refused_without_reserved_pages_then_used() {
+    let Some(b) = batch() else { return };
+    let none = b.single("huge_none");
+    assert_ne!(none.rc, Some(0), "{}", none.out);
+    assert!(
+        none.out.contains("/proc/sys/vm/nr_hugepages") && none.out.contains("--use_hugepages"),
+        "{}",
+        none.out
+    );
+    let nr: u64 = b.file("huge_nr.txt").unwrap().trim().parse().unwrap();
+    assert_eq!(nr, 16, "the VM reserved the huge pages");
+    let out = b.file("huge_lb.out").unwrap_or("");
+    assert_eq!(rc_of(b, "huge_lb"), Some(0), "{out}");
+    // Server and client buffers of the loopback run: a 2 MiB page each, at least.
+    let min: u64 = b.file("huge_min.txt").unwrap().trim().parse().unwrap();
+    assert!(
+        min <= nr - 2,
+        "HugePages_Free never fell below {min} of {nr}: the buffers were not huge pages\n{out}"
+    );
+    for pair in ["huge_rr", "huge_sr"] {
+        let p = b.pair(pair);
+        p.assert_ok();
+        assert_eq!(
+            vm::bw_result_rows(&p.client.out).len(),
+            1,
+            "{}",
+            p.client.out
+        );
+    }
+}
+
+/// The server's file after a 4 KiB write test with `--mmap-offset=PAGE`: page 0 untouched,
+/// the receive half (page 2) holds the payload repeated.
+fn check_landed(hex: &str, zero_send_half: bool) {
+    let f = hex_bytes(hex);
+    assert_eq!(f.len(), 4 * PAGE);
+    assert!(
+        f[..PAGE].iter().all(|&x| x == 0xff),
+        "bytes before the offset changed"
+    );
+    assert!(
+        f[3 * PAGE..].iter().all(|&x| x == 0xff),
+        "bytes after the buffer changed"
+    );
+    if zero_send_half {
+        assert!(
+            f[PAGE..2 * PAGE].iter().all(|&x| x == 0),
+            "rdmaperf zeroes its send half"
+        );
+    }
+    let recv = &f[2 * PAGE..3 * PAGE];
+    for (k, &x) in recv.iter().enumerate() {
+        assert_eq!(x, PAYLOAD[k % PAYLOAD.len()], "receive half byte {k}");
+    }
+}
+
+#[test]
+fn mmap_file_receives_the_payload_file_pattern() {
+    let Some(b) = batch() else { return };
+    let p = b.pair("mmap_rr");
+    p.assert_ok();
+    check_landed(b.file("mm_rr.hex").expect("mm_rr.hex"), true);
+    // Stock 4.5 server with --mmap, rdmaperf's payload on the wire.
+    let p = b.pair("mmap_sr");
+    p.assert_ok();
+    check_landed(b.file("mm_sr.hex").expect("mm_sr.hex"), false);
+}
+
+#[test]
+fn read_test_reads_the_servers_payload_into_the_clients_file() {
+    let Some(b) = batch() else { return };
+    let p = b.pair("mmap_rd");
+    p.assert_ok();
+    let f = hex_bytes(b.file("mm_rd.hex").expect("mm_rd.hex"));
+    // No offset: the client's send half (page 0) is where the reads land.
+    for (k, &x) in f[..PAGE].iter().enumerate() {
+        assert_eq!(x, PAYLOAD[k % PAYLOAD.len()], "read into byte {k}");
+    }
+    assert!(
+        f[2 * PAGE..].iter().all(|&x| x == 0xff),
+        "bytes after the buffer changed"
+    );
+}
+
+#[test]
+fn mmap_of_a_short_file_names_the_fix() {
+    let Some(b) = batch() else { return };
+    let s = b.single("mmap_short");
+    assert_ne!(s.rc, Some(0), "{}", s.out);
+    assert!(s.out.contains("truncate -s"), "{}", s.out);
+}
+
+#[test]
+fn null_mr_is_asked_of_the_device() {
+    let Some(b) = batch() else { return };
+    let s = b.single("null_mr");
+    // rxe has no null MR: the real call fails and says so; a device with one runs.
+    if s.rc == Some(0) {
+        assert_eq!(vm::bw_result_rows(&s.out).len(), 1, "{}", s.out);
+        println!("null_mr: rxe0 allocated a null MR and ran");
+    } else {
+        assert!(
+            s.out.contains("ibv_alloc_null_mr") && s.out.contains("rxe0 refused a null MR"),
+            "{}",
+            s.out
+        );
+        println!("null_mr: refused as expected: {}", s.out.trim());
+    }
+}
+
+#[test]
+fn odp_follows_the_devices_odp_caps() {
+    let Some(b) = batch() else { return };
+    let dev = b.file("devinfo.txt").expect("devinfo.txt");
+    let general = dev.lines().any(|l| l.trim() == "ODP_SUPPORT");
+    let s = b.single("odp");
+    println!(
+        "odp: device reports general ODP support: {general}; rc {:?}",
+        s.rc
+    );
+    if !general {
+        assert_ne!(s.rc, Some(0), "{}", s.out);
+        assert!(
+            s.out
+                .contains("--odp: rxe0 does not support On-Demand Paging"),
+            "{}",
+            s.out
+        );
+    } else if s.rc != Some(0) {
+        assert!(
+            s.out.contains("--odp: rxe0 does not support ODP Write"),
+            "{}",
+            s.out
+        );
+    } else {
+        assert_eq!(vm::bw_result_rows(&s.out).len(), 1, "{}", s.out);
+    }
+}
