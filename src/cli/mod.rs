@@ -5,6 +5,7 @@ pub mod args;
 pub mod conn_rules;
 pub mod flags;
 pub mod help;
+pub mod lists;
 pub mod mem_opts;
 pub mod params;
 

@@ -475,7 +475,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         ));
     }
     let counters = match a.report_counters.as_deref() {
-        Some(l) => crate::tool::counters::parse_list(l)?,
+        Some(l) => super::lists::parse_list(l)?,
         None => Vec::new(),
     };
     if !counters.is_empty()
@@ -588,7 +588,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         return Err(rule("--threads applies to bw tests only; drop --threads"));
     }
     let cpus = match a.cpus.as_deref() {
-        Some(s) => Some(crate::tool::cpus::parse_cpu_list(s).map_err(|e| format!("--cpus: {e}"))?),
+        Some(s) => Some(super::lists::parse_cpu_list(s).map_err(|e| format!("--cpus: {e}"))?),
         None => None,
     };
     // Each thread owns at least one QP: with --threads and no -q, one QP per thread.

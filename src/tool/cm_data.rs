@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::fail::Fail;
 use super::setup::{Endpoint, Resources};
-use super::Fail;
 use crate::cli::params::Params;
 use crate::cli::params::{Conn, Verb};
 use crate::ctrl::cm_link::{self, Cancel};

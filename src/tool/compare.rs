@@ -3,12 +3,15 @@
 //! this host (loopback), so every repetition gets a fresh session without a
 //! cooperating remote process.
 
+use super::bw_result::SizeSummary;
 pub use super::compare_table::Unsupported;
 use super::compare_table::{schedule, summarize, table, Sample};
+use super::fail::Fail;
 use super::method;
-use super::rdma_bw::SizeSummary;
+use super::out::Out;
+use super::rdma_bw;
 use super::setup::Endpoint;
-use super::{loopback_with, rdma_bw, Fail, Out};
+use super::side::loopback_with;
 use crate::cli::params::{Conn, Params, PostChoice};
 use crate::run::stop;
 use crate::verbs::QpType;

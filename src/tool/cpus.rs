@@ -2,34 +2,8 @@
 //! cores NUMA-local to the device (sysfs `local_cpulist`), and how `-q` QPs are
 //! spread over the threads.
 
+use crate::cli::lists::parse_cpu_list;
 use std::path::Path;
-
-/// Parse a Linux CPU list ("0-3,8,10-11").
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        let bad = || format!("'{s}' is not a CPU list: use e.g. 0-3,8 (part '{part}')");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (
-                    a.trim().parse().map_err(|_| bad())?,
-                    b.trim().parse().map_err(|_| bad())?,
-                );
-                if a > b {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.trim().parse().map_err(|_| bad())?),
-        }
-    }
-    if out.is_empty() {
-        return Err(format!("'{s}' names no CPU"));
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
 
 /// The cores local to an RDMA device, from `/sys/class/infiniband/<dev>/device/local_cpulist`.
 pub fn device_local_cpus(sysfs_root: &Path, dev: &str) -> Option<Vec<usize>> {
@@ -72,18 +46,6 @@ pub fn qps_of(t: usize, threads: usize, qps: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
-        assert_eq!(parse_cpu_list("5\n").unwrap(), vec![5]);
-        assert_eq!(parse_cpu_list("3,1,1").unwrap(), vec![1, 3]);
-        assert!(parse_cpu_list("4-2")
-            .unwrap_err()
-            .contains("not a CPU list"));
-        assert!(parse_cpu_list("x").is_err());
-        assert!(parse_cpu_list("").is_err());
-    }
 
     #[test]
     fn picking_cores() {

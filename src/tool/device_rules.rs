@@ -5,7 +5,7 @@
 //! for one) it turns inline off, with a notice when `-I` asked for it.
 //! We follow the rule so the same flags run the same test.
 
-use super::Fail;
+use super::fail::Fail;
 use crate::cli::params::Params;
 use crate::verbs::Context;
 
@@ -38,7 +38,7 @@ pub fn perftest_knows(vendor_id: u32, part: u32) -> bool {
 pub const INLINE_NOTICE: &str = "Device not recognized to implement inline feature. Disabling it";
 
 /// `p` with perftest's device rules applied (the device opened to read its IDs).
-pub fn apply(p: &Params, out: super::Out) -> Result<Params, Fail> {
+pub fn apply(p: &Params, out: super::out::Out) -> Result<Params, Fail> {
     let mut q = p.clone();
     if q.inline_size == 0 {
         return Ok(q);

@@ -1,11 +1,7 @@
 //! `--post direct` in the tools.
 //!
-//! - [`DirectQpHandle`]: a QP created through mlx5dv
-//!   ([`DirectQpHandle::create_all`]: own UAR via thread + parent domain, scatter-to-CQE
-//!   off so small READ/atomic results land in the buffer, `sq_sig_all` 0),
-//!   moved through INIT/RTR/RTS with the very attribute builders verbs QPs
-//!   use (`verbs::qp::build_*`). It has no post method of its own: nothing
-//!   can post on it through libmlx5.
+//! - the QPs themselves (`direct_qp::DirectQpHandle`, created at set-up) live in
+//!   `direct_qp`, below `setup`; this module runs on built resources.
 //! - [`open_queues`]: once per set of QPs, the [`DirectSq`]s and one
 //!   [`DirectCq`] on the send CQ (all SQs attached). The CQ is then polled
 //!   only by that poller, never by libmlx5.
@@ -13,212 +9,19 @@
 //!   tool calls it with hardware queues, the model tests with model queues.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use super::rdma_bw::{measure_size, SizeRun};
+use super::bw_measure::measure_size;
+use super::bw_result::SizeRun;
+use super::fail::Fail;
 use super::setup::Resources;
-use super::Fail;
-use crate::cli::params::{Conn, Params, Verb};
+use crate::cli::params::Params;
 use crate::clock::Clock;
-use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, ud_av_from_ibv_ah, DirectQp, HwSteps};
-use crate::mlx5::env::{BfPolicy, Mlx5Env};
-use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure};
+use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, ud_av_from_ibv_ah};
 use crate::mlx5::{DirectCq, DirectSq, HwMmio, Mmio, Transport};
-use crate::post::verbs_cq::VerbsRecv;
-use crate::post::{PostError, RecvQueue};
 use crate::run::bw::QpTarget;
 use crate::run::geometry::Geometry;
-use crate::sys;
-use crate::verbs::error::errno_of;
-use crate::verbs::qp::{build_init, build_rtr, build_rts};
-use crate::verbs::{Cq, InitAttr, Pd, QpType, RtrAttr, RtsAttr, UdDest, VerbsError};
-
-/// A direct-path QP with what it was created on. Fields drop in order: the
-/// QP (with its parent domain and thread domain) before PD and CQs.
-pub struct DirectQpHandle {
-    qp: DirectQp,
-    qp_type: QpType,
-    /// Set once its SQ was handed out ([`open_queues`]): a second SQ would
-    /// post into the same ring from index 0.
-    opened: AtomicBool,
-    /// How its doorbell rings (libmlx5's environment, read at set-up).
-    bf_policy: BfPolicy,
-    _send_cq: Arc<Cq>,
-    _recv_cq: Arc<Cq>,
-    _pd: Arc<Pd>,
-}
-
-// SAFETY: the handle offers only QP control verbs (modify), which are
-// thread-safe in libibverbs; posting goes through a DirectSq that
-// `open_queues` hands out once.
-unsafe impl Send for DirectQpHandle {}
-// SAFETY: as above; `&DirectQpHandle` offers only thread-safe verbs and an
-// atomic flag.
-unsafe impl Sync for DirectQpHandle {}
-
-impl DirectQpHandle {
-    /// Creates `p.num_qps` QPs for `p` (perftest's capacities) on `pd` with
-    /// the given CQs, walking every set-up step (`mlx5::setup::set_up`:
-    /// thread domain, parent domain, QP, `mlx5dv_init_obj`, layout checks,
-    /// then the send CQ's) before any QP is used; the first failure says
-    /// which step failed and why, and what was created is destroyed.
-    pub fn create_all(
-        pd: &Arc<Pd>,
-        send_cq: &Arc<Cq>,
-        recv_cq: &Arc<Cq>,
-        p: &Params,
-        env: &Mlx5Env,
-    ) -> Result<Vec<DirectQpHandle>, SetupFailure> {
-        let attr = direct_attr(p);
-        // SAFETY: context, PD and CQs are live objects of one context; every
-        // handle keeps PD and CQs (Arcs) alive until after its QP is destroyed.
-        let mut steps =
-            unsafe { HwSteps::new(pd.context().raw(), pd.raw(), send_cq.raw(), recv_cq.raw()) };
-        let done = set_up(&mut steps, p.num_qps as usize, &attr, env)?;
-        Ok(done
-            .qps
-            .into_iter()
-            .map(|(qp, _dv)| DirectQpHandle {
-                qp,
-                qp_type: qp_type_of(p.conn),
-                opened: AtomicBool::new(false),
-                bf_policy: env.bf_policy(),
-                _send_cq: Arc::clone(send_cq),
-                _recv_cq: Arc::clone(recv_cq),
-                _pd: Arc::clone(pd),
-            })
-            .collect())
-    }
-
-    pub fn qpn(&self) -> u32 {
-        // SAFETY: the QP is live while self is; qp_num is fixed at creation.
-        unsafe { (*self.qp.qp()).qp_num }
-    }
-
-    fn modify(
-        &self,
-        verb: &'static str,
-        (mut attr, mask): (sys::ibv_qp_attr, u32),
-        hint: impl FnOnce() -> String,
-    ) -> Result<(), VerbsError> {
-        // SAFETY: the QP is live; `attr` is initialised and `mask` names only
-        // the fields the builder set.
-        let ret = unsafe { sys::ibv_modify_qp(self.qp.qp(), &mut attr, mask as i32) };
-        if ret != 0 {
-            return Err(VerbsError::new(verb, errno_of(ret), hint()));
-        }
-        Ok(())
-    }
-
-    pub fn to_init(&self, a: &InitAttr) -> Result<(), VerbsError> {
-        self.modify(
-            "ibv_modify_qp(RESET->INIT)",
-            build_init(self.qp_type, a),
-            || {
-                format!(
-                    "direct {} QP {:#08x}: port {} must exist and pkey index {} be valid; check -i",
-                    self.qp_type.name(),
-                    self.qpn(),
-                    a.port,
-                    a.pkey_index
-                )
-            },
-        )
-    }
-
-    pub fn to_rtr(&self, a: &RtrAttr) -> Result<(), VerbsError> {
-        self.modify(
-            "ibv_modify_qp(INIT->RTR)",
-            build_rtr(self.qp_type, a),
-            || {
-                format!(
-                    "direct {} QP {:#08x} to remote QPN {:#08x}: the MTU must not exceed the \
-                     port's (-m) and on RoCE a valid GID index (-x) is required",
-                    self.qp_type.name(),
-                    self.qpn(),
-                    a.dest_qpn
-                )
-            },
-        )
-    }
-
-    pub fn to_rts(&self, a: &RtsAttr) -> Result<(), VerbsError> {
-        self.modify(
-            "ibv_modify_qp(RTR->RTS)",
-            build_rts(self.qp_type, a),
-            || {
-                format!(
-                    "direct {} QP {:#08x} with max_rd_atomic {}; lower -o/--outs or -u",
-                    self.qp_type.name(),
-                    self.qpn(),
-                    a.max_rd_atomic
-                )
-            },
-        )
-    }
-
-    /// Its receive queue, posted through libmlx5's `post_recv`: only the SQ
-    /// is written directly, the RQ and its (separate) receive CQ stay
-    /// libmlx5's (send-lat).
-    pub fn recv_queue(&self) -> Result<DirectRecv<'_>, Fail> {
-        // SAFETY: the QP is live while self is, and the borrow in the
-        // returned value keeps self alive as long as it is used.
-        let inner = unsafe { VerbsRecv::from_raw(self.qp.qp()) }.map_err(Fail::verbs)?;
-        Ok(DirectRecv {
-            inner,
-            _h: PhantomData,
-        })
-    }
-
-    /// Moves to ERR: the NIC flushes outstanding WQEs (teardown).
-    pub fn to_err(&self) -> Result<(), VerbsError> {
-        let attr = sys::ibv_qp_attr {
-            qp_state: sys::IBV_QPS_ERR,
-            ..Default::default()
-        };
-        self.modify("ibv_modify_qp(->ERR)", (attr, sys::IBV_QP_STATE), || {
-            format!("direct {} QP {:#08x}", self.qp_type.name(), self.qpn())
-        })
-    }
-}
-
-/// Receives on a direct-path QP ([`DirectQpHandle::recv_queue`]).
-pub struct DirectRecv<'h> {
-    inner: VerbsRecv,
-    _h: PhantomData<&'h DirectQpHandle>,
-}
-
-impl RecvQueue for DirectRecv<'_> {
-    #[inline]
-    fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
-        self.inner.post_recv(wr_id, addr, lkey, len)
-    }
-}
-
-fn qp_type_of(c: Conn) -> QpType {
-    match c {
-        Conn::Rc => QpType::RC,
-        Conn::Uc => QpType::UC,
-        Conn::Ud => QpType::UD,
-    }
-}
-
-/// The direct QP capacities for `p` (perftest's).
-pub fn direct_attr(p: &Params) -> DirectQpAttr {
-    DirectQpAttr {
-        kind: match p.conn {
-            Conn::Rc => QpKind::Rc,
-            Conn::Uc => QpKind::Uc,
-            Conn::Ud => QpKind::Ud,
-        },
-        max_send_wr: p.tx_depth,
-        max_recv_wr: p.rx_depth.max(1),
-        max_recv_sge: 1,
-        max_inline_data: p.inline_size,
-        atomics: p.tool.verb == Verb::Atomic,
-    }
-}
+use crate::verbs::{QpType, UdDest};
 
 /// The direct queues of one side, borrowing the resources they live in.
 pub struct DirectQueues<'r> {

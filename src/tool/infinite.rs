@@ -3,7 +3,8 @@
 //! thread prints each period's row (perftest prints one `print_report_bw` row
 //! per period from its own print thread) and writes one JSON record per period.
 
-use super::{Fail, Out};
+use super::fail::Fail;
+use super::out::Out;
 use crate::cli::params::{Mode, Params};
 use crate::clock::Clock;
 use crate::report::info::TestInfo;

@@ -8,12 +8,14 @@
 //! the close and waits there; send-lat both sides ping-pong after pre-posting
 //! their receives, then close.
 
+use super::control::{connect, to_text_dest as text_dest};
 use super::direct::{self, DirectQueues};
+use super::fail::Fail;
 use super::info::test_info;
 use super::method::{self, Method};
-use super::rdma_bw::{connect, qp_type, to_text_dest as text_dest};
+use super::out::Out;
+use super::scenario::qp_type;
 use super::setup::{Endpoint, Resources};
-use super::{Fail, Out};
 use crate::cli::params::{Conn, Mode, Params, Verb};
 use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
@@ -50,7 +52,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
 
     let mut sess = connect(p, &ep)?;
-    let (cb, cl, mtu) = super::rdma_bw::preamble(&mut sess, &ep, p)?;
+    let (cb, cl, mtu) = super::control::preamble(&mut sess, &ep, p)?;
     let counters = super::counters::for_run(p, &ep)?;
     // Direct: every set-up step first; `--post auto` falls back (the
     // banner and JSON say why), `--post direct` fails with the reason.
@@ -68,7 +70,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let info = test_info(p, &ep, &res, mtu_bytes, &chosen, &clock);
     out.print(&text::info_block(&info));
 
-    let plan = choreography(&super::scenario(p, mtu_bytes));
+    let plan = choreography(&super::scenario::scenario(p, mtu_bytes));
     let preamble = [Step::Versions, Step::SysData, Step::Mtu];
     if plan.len() < 4 || plan[..3].iter().map(|e| e.step).ne(preamble) {
         return Err(Fail::new(
@@ -115,7 +117,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     // read/atomic-lat print the closing line after the close, the others before.
     let line_after = matches!(p.tool.verb, Verb::Read | Verb::Atomic);
     if !line_after {
-        lat.out.print(super::result_line(p));
+        lat.out.print(super::out::result_line(p));
     }
     match last.step {
         Step::Close => {
@@ -129,7 +131,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         s => return Err(Fail::new(format!("internal: latency test ends in {s}"))),
     }
     if line_after {
-        lat.out.print(super::result_line(p));
+        lat.out.print(super::out::result_line(p));
     }
     Ok(())
 }
@@ -614,16 +616,16 @@ pub fn lat_stats(
 
 fn describe(e: LatError, o: &LatOutcome) -> String {
     match e {
-        LatError::Completion { wc } if super::peer_exited_before(&wc) => format!(
+        LatError::Completion { wc } if super::peer_exit::peer_exited_before(&wc) => format!(
             "{}; our outstanding work then failed with {} after {} messages — the peer's own \
              output says why it stopped",
-            super::PEER_EXITED,
+            super::peer_exit::PEER_EXITED,
             wc.status.name(),
             o.iters
         ),
         LatError::PeerExited { at } => format!(
             "{} while we waited for round trip {at} — the peer's own output says why it stopped",
-            super::PEER_EXITED
+            super::peer_exit::PEER_EXITED
         ),
         LatError::PeerFinished { at } => format!(
             "the peer ended its run (it sent its next control message) while we waited for round \

@@ -4,7 +4,7 @@
 //! (`--odp` after checking the device's `odp_caps`, as perftest's
 //! `check_odp_support`), and the null MR.
 
-use super::Fail;
+use super::fail::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::sys;
 use crate::verbs::membuf::OdpCaps;

@@ -1,6 +1,6 @@
 //! Choosing the post method once, before the loop: `--post auto|post-send|wr-api|direct`.
 
-use super::Fail;
+use super::fail::Fail;
 use crate::cli::params::{Conn, Kind, Params, PostChoice, Verb};
 use crate::mlx5::device::{select_for_device, DirectRequest};
 use crate::mlx5::setup::SetupFailure;

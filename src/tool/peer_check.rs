@@ -5,7 +5,7 @@
 //! `-q`. A mismatch is refused on both sides, naming both values, instead
 //! of running into garbage numbers or a stall.
 
-use super::Fail;
+use super::fail::Fail;
 use crate::cli::params::{Conn, Kind, Params, Verb};
 use crate::ctrl::wire::PeerParams;
 use crate::ctrl::{Dest, PeerVersion, Session};

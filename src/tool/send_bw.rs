@@ -6,14 +6,16 @@
 //! its own row — the server's is the RX view, timed from the first receive,
 //! without peak — and no reports are exchanged.
 
+use super::bw_measure::{measure_size, qp_targets};
+use super::bw_result::{check_limits, report_of};
+use super::control::{connect, to_text_dest};
 use super::direct;
+use super::fail::Fail;
 use super::info::test_info;
 use super::method::{self, Chosen, Method};
-use super::rdma_bw::{
-    check_limits, connect, measure_size, qp_targets, qp_type, report_of, to_text_dest,
-};
+use super::out::Out;
+use super::scenario::qp_type;
 use super::setup::{Endpoint, Resources};
-use super::{Fail, Out};
 use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
@@ -200,15 +202,15 @@ impl Receiver {
 
 pub(crate) fn describe_recv(e: RunError, size: u64, cfg: &RecvConfig) -> String {
     match e {
-        RunError::Completion { wc, .. } if super::peer_exited_before(&wc) => format!(
+        RunError::Completion { wc, .. } if super::peer_exit::peer_exited_before(&wc) => format!(
             "{}; our posted receives then failed with {} — partial result above, the peer's \
              own output says why it stopped",
-            super::PEER_EXITED,
+            super::peer_exit::PEER_EXITED,
             wc.status.name()
         ),
         RunError::PeerExited => format!(
             "{}; partial result above — the peer's own output says why it stopped",
-            super::PEER_EXITED
+            super::peer_exit::PEER_EXITED
         ),
         RunError::PeerFinished => {
             let more = if cfg.iters == 0 {
@@ -424,7 +426,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let op = p.op();
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
-    let steps = choreography(&super::scenario(p, local_mtu as u32));
+    let steps = choreography(&super::scenario::scenario(p, local_mtu as u32));
 
     let mut sess: Session = connect(p, &ep)?;
     let mut cb_cl = (0u32, 0u32);
@@ -524,7 +526,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 drop(watch);
                 out.print(&text::bw_row(&row, &r.info, 0.0));
                 if unknown > 0 {
-                    out.print(&super::rdma_bw::unknown_qpn_line(unknown));
+                    out.print(&super::bw_measure::unknown_qpn_line(unknown));
                 }
                 if let Some(j) = report.as_mut() {
                     let mut rec = json::Record::bw(&row, &r.info, 0.0);
@@ -539,7 +541,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 last = report_of(size, &row);
                 if let Some(e) = err {
                     r.res.to_err();
-                    out.print(super::result_line(p));
+                    out.print(super::out::result_line(p));
                     // The peer sees the control connection close.
                     return Err(Fail::new(e));
                 }
@@ -554,7 +556,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
     }
     drop(dq);
-    out.print(super::result_line(p));
+    out.print(super::out::result_line(p));
     let limits = check_limits(p, &last);
     sess.close(&r.my[0]).map_err(Fail::ctrl)?;
     limits
@@ -623,7 +625,7 @@ mod tests {
         });
         clamp_for_ud(&mut p, 1024).unwrap();
         assert_eq!(p.sizes, [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]);
-        let s = crate::tool::scenario(&p, 1024);
+        let s = crate::tool::scenario::scenario(&p, 1024);
         let runs: Vec<u64> = choreography(&s)
             .iter()
             .filter_map(|e| match e.step {
@@ -660,7 +662,7 @@ mod tests {
             a.all = true;
             a.iters = Some(20);
         });
-        let ch = choreography(&crate::tool::scenario(&p, 1024));
+        let ch = choreography(&crate::tool::scenario::scenario(&p, 1024));
         for (i, e) in ch.iter().enumerate() {
             if let Step::Run { size } = e.step {
                 assert_eq!(ch[i - 1].step, Step::Barrier(Barrier::BeforeRun));

@@ -2,10 +2,10 @@
 //! GID, allocate the buffer with perftest's geometry, create CQ and QPs, and
 //! connect them from the peer's key messages.
 
-use super::direct::DirectQpHandle;
+use super::direct_qp::DirectQpHandle;
+use super::fail::Fail;
 use super::mem_setup;
 use super::method::{after_direct_failure, Chosen, Method};
-use super::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::ctrl::wire::Dest;
 use crate::mlx5::env::Mlx5Env;

@@ -5,11 +5,12 @@
 //! is the mode between two rdmaperf ends (against stock perftest, see
 //! `threads_stock`: one stock server per thread).
 
+use super::bw_measure::{bw_config, deadlines, describe};
+use super::bw_result::SizeRun;
 use super::cpus;
+use super::fail::Fail;
 use super::method::Method;
-use super::rdma_bw::{bw_config, deadlines, describe, SizeRun};
 use super::setup::Resources;
-use super::Fail;
 use crate::cli::params::Params;
 use crate::clock::{self, Clock};
 use crate::post::post_send::PostSendQueue;

@@ -7,12 +7,14 @@
 //! Between two rdmaperf ends one connection carries all threads instead
 //! (`threads_bw`).
 
+use super::bw_result::SizeSummary;
+use super::bw_session;
+use super::fail::Fail;
 use super::info::params_info;
 use super::method::Method;
-use super::rdma_bw::{self, SizeSummary};
+use super::out::Out;
 use super::setup::Endpoint;
 use super::threads_bw::{self, ThreadLine};
-use super::{Fail, Out};
 use crate::cli::params::Params;
 use crate::ctrl::Session;
 use crate::report::{json, stats, text};
@@ -73,13 +75,15 @@ pub fn run(
             .map(|(w, q)| {
                 s.spawn(move || {
                     pin(w);
-                    rdma_bw::run(q, quiet)
+                    bw_session::open_and_run(q, quiet)
                 })
             })
             .collect();
         // Thread 0 is this thread: its session is already open.
         pin(&workers[0]);
-        let mut all = vec![rdma_bw::run_session(&params[0], quiet, ep, method, sess0)];
+        let mut all = vec![bw_session::run_session(
+            &params[0], quiet, ep, method, sess0,
+        )];
         all.extend(others.into_iter().map(|h| {
             h.join()
                 .unwrap_or_else(|_| Err(Fail::new("a worker thread panicked")))
@@ -164,7 +168,7 @@ fn report(
                 / n,
         });
     }
-    out.print(super::result_line(p));
+    out.print(super::out::result_line(p));
     if p.output.is_none() {
         out.print(&lines_out);
     }

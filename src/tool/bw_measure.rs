@@ -1,0 +1,227 @@
+//! One size of the bw loop, shared by every bandwidth tool (write/read/
+//! atomic-bw, send-bw, -b, --threads, --post direct): the loop's
+//! configuration and deadlines, each QP's target, the run, and the error
+//! worded for the user.
+
+use super::bw_result::{result, Measured, SizeRun};
+use super::fail::Fail;
+use super::infinite;
+use super::setup::Resources;
+use crate::cli::params::{Mode, Params};
+use crate::clock::{self, Clock};
+use crate::ctrl::Dest;
+use crate::post::{Completion, CompletionQueue, SendQueue, WcStatus, WrDesc};
+use crate::run::bw::{BwConfig, BwLoop, Deadlines, QpCount, QpTarget, RunError};
+use crate::run::geometry::Geometry;
+use std::time::Duration;
+
+/// perftest's duration state machine as clock deadlines from `start`
+/// (margin, D - margin, D); None in iterations mode.
+pub(crate) fn deadlines(p: &Params, clock: &Clock, start: u64) -> Option<Deadlines> {
+    match p.mode {
+        Mode::Duration { secs, margin } => Some(Deadlines {
+            sample_start: start + clock.cycles_for(Duration::from_secs(margin as u64)),
+            sample_stop: start + clock.cycles_for(Duration::from_secs((secs - margin) as u64)),
+            end: start + clock.cycles_for(Duration::from_secs(secs as u64)),
+        }),
+        Mode::Iterations => None,
+    }
+}
+
+/// The bw loop's configuration for one size.
+pub(crate) fn bw_config(p: &Params, size: u64, g: &Geometry, clock: &Clock) -> BwConfig {
+    BwConfig {
+        op: p.op(),
+        size: size as u32,
+        iters: p.iters,
+        post_list: p.post_list,
+        tx_depth: p.tx_depth,
+        cq_mod: p.cq_mod,
+        inline: size <= p.inline_size as u64,
+        positions: g.positions(),
+        step: g.step(),
+        stall_ticks: clock.cycles_for(Duration::from_secs(p.cq_timeout_s)),
+        cost: !p.no_cost,
+    }
+}
+
+/// Each QP's addressing: our send half (perftest geometry of the largest
+/// size) and the peer's advertised buffer.
+/// Targets for QPs that share one buffer at `mr_addr` laid out by `g`.
+pub fn qp_targets_shared(g: &Geometry, mr_addr: u64, lkey: u32, rem: &[Dest]) -> Vec<QpTarget> {
+    rem.iter()
+        .enumerate()
+        .map(|(i, r)| QpTarget {
+            laddr: mr_addr + g.send_offset(i as u64),
+            lkey,
+            raddr: r.vaddr,
+            rkey: r.rkey,
+        })
+        .collect()
+}
+
+/// Each QP's target: where it sends from (its MR, see
+/// [`Resources::qp_mem`]) and the peer's address and rkey for it.
+pub fn qp_targets(res: &Resources, rem: &[Dest]) -> Vec<QpTarget> {
+    rem.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let (mr, gi) = res.qp_mem(i);
+            QpTarget {
+                laddr: mr.addr() + res.geometry.send_offset(gi),
+                lkey: res.send_lkey(mr),
+                raddr: r.vaddr,
+                rkey: r.rkey,
+            }
+        })
+        .collect()
+}
+
+/// Run one size with post method `S` and poller `C` (monomorphised per
+/// method) over `sqs` (one per target), and compute the row.
+pub(crate) fn measure_size<S: SendQueue, C: CompletionQueue>(
+    p: &Params,
+    base: &Geometry,
+    size: u64,
+    targets: &[QpTarget],
+    sqs: &mut [S],
+    cq: &mut C,
+    clock: &Clock,
+) -> Result<SizeRun, Fail> {
+    measure_size_periods(p, base, size, targets, sqs, cq, clock, None)
+}
+
+/// [`measure_size`], publishing `--run_infinitely` periods into `periods`
+/// (then the run has no end but a stop request).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
+    p: &Params,
+    base: &Geometry,
+    size: u64,
+    targets: &[QpTarget],
+    sqs: &mut [S],
+    cq: &mut C,
+    clock: &Clock,
+    periods: Option<&crate::run::period::PeriodLog>,
+) -> Result<SizeRun, Fail> {
+    if targets.len() != sqs.len() {
+        return Err(Fail::new(format!(
+            "internal: {} send queues for {} targets; report this",
+            sqs.len(),
+            targets.len()
+        )));
+    }
+    let g = Geometry::new(size, base.cycle_buffer, base.cache_line, base.slots);
+    let total = (p.iters * sqs.len() as u64) as usize;
+    let peak_len = if p.no_peak { 0 } else { total };
+    let mut tposted = vec![0u64; peak_len];
+    let mut tcompleted = vec![0u64; peak_len];
+    let mut counts = vec![QpCount::default(); sqs.len()];
+    let mut list = vec![WrDesc::default(); p.post_list as usize];
+    let mut wcs = [Completion::default(); 16];
+    let start = clock::now();
+    let deadlines = match periods {
+        Some(_) => Some(infinite::endless(start)),
+        None => deadlines(p, clock, start),
+    };
+    let cfg = bw_config(p, size, &g, clock);
+    let unknown_before = cq.unknown_qpn_cqes();
+    let outcome = BwLoop {
+        cfg,
+        sqs,
+        cq,
+        targets,
+        counts: &mut counts,
+        list: &mut list,
+        wcs: &mut wcs,
+        tposted: &mut tposted,
+        tcompleted: &mut tcompleted,
+        deadlines,
+        periods,
+        now: clock::now,
+    }
+    .run();
+    let error = outcome.error.map(|e| describe(e, &counts));
+    let m = Measured {
+        outcome,
+        tposted,
+        tcompleted,
+    };
+    let row = result(p, size, &m, clock)?;
+    Ok(SizeRun {
+        outcome,
+        error,
+        row,
+        unknown_qpn_cqes: cq.unknown_qpn_cqes() - unknown_before,
+    })
+}
+
+/// The line printed under a row when the direct poller dropped CQEs of QPs
+/// it does not know (libmlx5 would have returned them as errors).
+pub(crate) fn unknown_qpn_line(n: u64) -> String {
+    format!(
+        " Unknown-QPN CQEs : {n} (completions for QPs this run did not create were dropped; \
+         another process or a destroyed QP shares the CQ — report this)\n"
+    )
+}
+
+pub(crate) fn describe(e: RunError, counts: &[QpCount]) -> String {
+    let waiting = || {
+        counts
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.scnt > c.ccnt)
+            .map_or((0, 0), |(i, c)| (i, c.scnt - c.ccnt))
+    };
+    match e {
+        RunError::Completion { qp, wr_id, wc } if wc.status == WcStatus::SUCCESS => format!(
+            "unexpected completion on the send CQ: opcode {}, QPN {:#x}, wr_id {wr_id:#x} (QP index \
+             {qp}) is not a completion of a WR this run posted (a receive, or another QP's); the \
+             run stopped so it is not counted — report this with the command line",
+            wc.opcode.0, wc.qp_num
+        ),
+        RunError::Completion { wc, .. } if super::peer_exit::peer_exited_before(&wc) => format!(
+            "{}; our outstanding work then failed with {} — partial result above, the peer's \
+             own output says why it stopped",
+            super::peer_exit::PEER_EXITED,
+            wc.status.name()
+        ),
+        RunError::PeerExited => {
+            let (qp, n) = waiting();
+            format!(
+                "{} while QP {qp} had {n} messages outstanding; partial result above — the \
+                 peer's own output says why it stopped",
+                super::peer_exit::PEER_EXITED
+            )
+        }
+        RunError::PeerFinished => {
+            let (qp, n) = waiting();
+            format!(
+                "the peer ended its run (it sent its next control message) while QP {qp} still \
+                 had {n} messages outstanding: the two sides expected different amounts of work \
+                 — give both the same -n (or -D) and -q"
+            )
+        }
+        RunError::Completion { qp, wr_id, wc } => format!(
+            "completion with error on QP {qp}: status {} ({}), vendor error {:#x}{}, wr_id {wr_id:#x} \
+             (message {} of that QP); the run stopped — check that both sides use the same -s/-a/-c and test, the peer's rkey/permissions, and the link",
+            wc.status.name(),
+            wc.status.0,
+            wc.vendor_err,
+            if wc.syndrome != 0 { format!(", syndrome {:#x}", wc.syndrome) } else { String::new() },
+            wr_id & 0xffff_ffff_ffff
+        ),
+        RunError::Post { qp, err } => format!(
+            "posting on QP {qp} failed: {err:?} (after {} messages); the QP is no longer usable",
+            counts.get(qp as usize).map(|c| c.scnt).unwrap_or(0)
+        ),
+        RunError::Poll { err } => format!("polling the CQ failed: {err:?}"),
+        RunError::Stalled { qp, outstanding, last_completed, idle_ticks: _ } => format!(
+            "no completion for --cq-timeout seconds (plus the time the data in flight needs at \
+             256 KiB/s): QP {qp} has {outstanding} messages outstanding, {last_completed} completed, \
+             and the peer is still connected; the link or the peer's QP stopped — check the peer \
+             (same -n/-s/-c/-q on both sides?), or raise --cq-timeout"
+        ),
+        RunError::Interrupted => "interrupted: QPs moved to ERR, partial result above".into(),
+    }
+}

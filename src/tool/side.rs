@@ -1,0 +1,102 @@
+//! One side of one pair: refuse what is not implemented, apply the device
+//! rules, pick the tool's run module; and loopback (both sides in one
+//! process). The fabric mode and `compare` run pairs through here.
+
+use super::device_rules;
+use super::fail::Fail;
+use super::out::Out;
+use super::{duplex, lat, rdma_bw, send_bw};
+use crate::cli::params::{Kind, Params, Verb};
+use crate::run::stop;
+
+/// Flags rdmaperf parses (perftest's) but does not implement yet: refused with
+/// a clear message rather than silently ignored.
+fn not_implemented(p: &Params) -> Option<&'static str> {
+    if p.use_event && (p.duplex || p.threads > 1) {
+        return Some(
+            "-e (completion events) with -b or --threads: not implemented in rdmaperf yet; drop -e (rdmaperf polls) or -b/--threads",
+        );
+    }
+    if p.rdma_cm
+        && p.conn == crate::cli::params::Conn::Ud
+        && (p.duplex || p.tool.kind == crate::cli::params::Kind::Lat)
+    {
+        return Some(
+            "-R with -c UD: rdmaperf runs it for unidirectional send-bw only so far (latency and -b need the peers' QPNs sent over the UD QPs); drop -R or -b, or use -c RC",
+        );
+    }
+    if p.mr_per_qp && p.tool.kind == crate::cli::params::Kind::Lat {
+        return Some("--mr_per_qp: latency tests use one QP; drop --mr_per_qp");
+    }
+    if p.run_infinitely && (p.tool.verb == Verb::Send || p.duplex || p.threads > 1) {
+        return Some("--run_infinitely: rdmaperf runs it for write-bw, read-bw and atomic-bw (one thread, without -b) so far; use -D for send-bw, -b or --threads");
+    }
+    None
+}
+
+/// One side of one pair (the fabric mode runs each pair through this).
+pub(crate) fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
+    if let Some(m) = not_implemented(p) {
+        return Err(Fail::new(m));
+    }
+    let p = &device_rules::apply(p, out)?;
+    for n in &p.notices {
+        // perftest prints its parameter notices after a result line, first thing.
+        out.print(crate::report::text::RESULT_LINE);
+        out.print(&format!("{n}\n"));
+    }
+    if p.threads > 1 && !p.is_server() && p.tool.verb == Verb::Send {
+        return Err(Fail::new(
+            "send-bw --threads: the multi-threaded client is wired for write/read/atomic-bw only; use -q without --threads",
+        ));
+    }
+    match (p.tool.kind, p.tool.verb) {
+        (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => {
+            rdma_bw::run(p, out).map(|_| ())
+        }
+        (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out),
+        (Kind::Bw, _) if p.duplex => duplex::run(p, out),
+        (Kind::Lat, _) => lat::run(p, out),
+        _ => Err(Fail::new(format!(
+            "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
+            p.tool.name(),
+            if p.duplex { " -b" } else { "" },
+            p.tool.perftest_name()
+        ))),
+    }
+}
+
+/// Both ends in one process over 127.0.0.1: the server in a thread (quiet),
+/// the client here.
+pub(crate) fn loopback(p: &Params) -> Result<(), Fail> {
+    loopback_with(p, Out { quiet: false }, run_side)
+}
+
+/// Loopback with a given client side (its return value is passed through).
+pub fn loopback_with<T>(
+    p: &Params,
+    client_out: Out,
+    client_side: fn(&Params, Out) -> Result<T, Fail>,
+) -> Result<T, Fail> {
+    let mut sp = p.clone();
+    sp.server = None;
+    // Marks the server as the loopback's: it stops waiting for a client after --timeout.
+    sp.loopback = true;
+    sp.json_file = None;
+    sp.check_landing = false;
+    let server = std::thread::spawn(move || run_side(&sp, Out { quiet: true }));
+    let mut cp = p.clone();
+    cp.server = Some("127.0.0.1".into());
+    cp.loopback = false;
+    let client = client_side(&cp, client_out);
+    if client.is_err() {
+        // The server may wait for a peer that never comes: ask it to stop.
+        stop::request();
+    }
+    let server = server
+        .join()
+        .unwrap_or_else(|_| Err(Fail::new("loopback server thread panicked")));
+    let client = client?;
+    server.map_err(|f| Fail::new(format!("loopback server side: {f}")))?;
+    Ok(client)
+}

@@ -1,0 +1,412 @@
+//! The module graph stays layered: no import circle among `src/tool/`'s
+//! files, no circle anywhere in the crate that passes through a `tool/`
+//! file, and `tool/` never imports `fabric/` (the fabric mode runs pairs
+//! through `tool`, never the reverse). README "Architecture" has the map.
+//!
+//! The graph is read from the sources: every `crate::…`, `super::…` path
+//! (in `use` trees with their `{a, b::{c}}` groups, and inline), and in a
+//! `mod.rs` the paths through its own child modules, resolved to the file
+//! that holds the module they name. `#[cfg(test)] mod …` blocks and
+//! comments are left out: a unit test may reach anywhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A module path below the crate root (`["tool", "setup"]`).
+type ModPath = Vec<String>;
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())) {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The module a file under `src/` holds (`tool/mod.rs` → `tool`).
+fn module_of(rel: &Path) -> ModPath {
+    let mut v: ModPath = rel
+        .iter()
+        .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if v.last().is_some_and(|l| l == "mod" || l == "lib") {
+        v.pop();
+    }
+    v
+}
+
+/// The source without comments, string contents and `#[cfg(test)] mod` blocks.
+fn code_of(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i..].starts_with(b"/*") {
+            i += 2;
+            while i + 1 < b.len() && !b[i..].starts_with(b"*/") {
+                i += 1;
+            }
+            i += 2;
+        } else if b[i] == b'"' {
+            // Error texts name paths too ("see tool::direct"): not imports.
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if b[i] == b'\'' && i + 2 < b.len() && (b[i + 2] == b'\'' || b[i + 1] == b'\\') {
+            // A char literal ('"', '\n'); lifetimes ('a) are kept.
+            let end = src[i + 1..].find('\'').map_or(b.len(), |k| i + 2 + k);
+            i = end;
+            out.push_str("' '");
+        } else {
+            let c = src[i..].chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    // Drop each `#[cfg(test)] mod name { … }` (braces balanced).
+    let mut s = out;
+    while let Some(at) = s.find("#[cfg(test)]") {
+        let rest = s[at + "#[cfg(test)]".len()..].trim_start();
+        if !rest.starts_with("mod ") {
+            // A test-only item that is not a module: keep scanning after it.
+            s.replace_range(at..at + "#[cfg(test)]".len(), "");
+            continue;
+        }
+        let open = match s[at..].find('{') {
+            Some(k) => at + k,
+            None => break,
+        };
+        let mut depth = 0usize;
+        let mut end = s.len();
+        for (k, ch) in s[open..].char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + k + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        s.replace_range(at..end, "");
+    }
+    s
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Parses a path tree at `s` (after a `crate::`/`super::` prefix): `a::b`,
+/// `a::{b, c::{d}}`, `a::*`; returns every full path (segments).
+fn tree(s: &str) -> Vec<Vec<String>> {
+    fn go(s: &[char], i: &mut usize, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        let skip_ws = |i: &mut usize| {
+            while *i < s.len() && s[*i].is_whitespace() {
+                *i += 1;
+            }
+        };
+        skip_ws(i);
+        if *i < s.len() && s[*i] == '{' {
+            *i += 1;
+            loop {
+                skip_ws(i);
+                if *i >= s.len() || s[*i] == '}' {
+                    *i += 1;
+                    return;
+                }
+                go(s, i, prefix, out);
+                skip_ws(i);
+                if *i < s.len() && s[*i] == ',' {
+                    *i += 1;
+                }
+            }
+        }
+        let start = *i;
+        while *i < s.len() && is_ident(s[*i]) {
+            *i += 1;
+        }
+        let seg: String = s[start..*i].iter().collect();
+        let mut path = prefix.to_vec();
+        if !seg.is_empty() && seg != "self" {
+            path.push(seg);
+        }
+        if *i + 1 < s.len() && s[*i] == ':' && s[*i + 1] == ':' {
+            *i += 2;
+            go(s, i, &path, out);
+        } else {
+            out.push(path);
+        }
+    }
+    let chars: Vec<char> = s.chars().take(2000).collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    go(&chars, &mut i, &[], &mut out);
+    out
+}
+
+/// Every module path `code` (of module `me`, whose child modules are
+/// `children` when it is a `mod.rs`) refers to.
+fn refs(code: &str, me: &ModPath, children: &BTreeSet<String>) -> Vec<ModPath> {
+    let mut out = Vec::new();
+    let b = code.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        if !code.is_char_boundary(i) || (i > 0 && (ident(b[i - 1]) || b[i - 1] == b':')) {
+            i += 1;
+            continue;
+        }
+        let rest = &code[i..];
+        let (base, skip): (ModPath, usize) = if rest.starts_with("crate::") {
+            (Vec::new(), "crate::".len())
+        } else if rest.starts_with("super::") {
+            let mut base = me.clone();
+            let mut k = 0;
+            while rest[k..].starts_with("super::") {
+                base.pop();
+                k += "super::".len();
+            }
+            (base, k)
+        } else {
+            // A path through one of this mod.rs's own children (`side::run`).
+            let n = rest.bytes().take_while(|c| ident(*c)).count();
+            if n > 0 && children.contains(&rest[..n]) && rest[n..].starts_with("::") {
+                (me.clone(), 0)
+            } else {
+                i += n.max(1);
+                continue;
+            }
+        };
+        for p in tree(&rest[skip..]) {
+            let mut full = base.clone();
+            full.extend(p);
+            out.push(full);
+        }
+        i += skip.max(1);
+    }
+    out
+}
+
+/// Strongly connected components with more than one file (Tarjan).
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        e: &'a BTreeMap<String, BTreeSet<String>>,
+        idx: BTreeMap<String, usize>,
+        low: BTreeMap<String, usize>,
+        stack: Vec<String>,
+        on: BTreeSet<String>,
+        n: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit(t: &mut T, v: &str) {
+        t.idx.insert(v.into(), t.n);
+        t.low.insert(v.into(), t.n);
+        t.n += 1;
+        t.stack.push(v.into());
+        t.on.insert(v.into());
+        let next: Vec<String> = t.e.get(v).into_iter().flatten().cloned().collect();
+        for w in next {
+            if !t.idx.contains_key(&w) {
+                visit(t, &w);
+                let l = t.low[v].min(t.low[&w]);
+                t.low.insert(v.into(), l);
+            } else if t.on.contains(&w) {
+                let l = t.low[v].min(t.idx[&w]);
+                t.low.insert(v.into(), l);
+            }
+        }
+        if t.low[v] == t.idx[v] {
+            let mut comp = Vec::new();
+            loop {
+                let w = t.stack.pop().unwrap();
+                t.on.remove(&w);
+                let done = w == v;
+                comp.push(w);
+                if done {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        e: edges,
+        idx: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        n: 0,
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !t.idx.contains_key(v) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+/// The crate's file graph: file (relative to src/) → files it imports from.
+fn crate_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut by_mod: BTreeMap<ModPath, String> = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap();
+        if rel == Path::new("main.rs") {
+            continue; // the binary: it uses the library by its name
+        }
+        by_mod.insert(module_of(rel), rel.to_string_lossy().into_owned());
+    }
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (me, file) in &by_mod {
+        let is_dir_mod = file.ends_with("mod.rs") || file == "lib.rs";
+        let children: BTreeSet<String> = if is_dir_mod {
+            by_mod
+                .keys()
+                .filter(|m| m.len() == me.len() + 1 && m.starts_with(me))
+                .map(|m| m.last().unwrap().clone())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        let code = code_of(&std::fs::read_to_string(src.join(file)).unwrap());
+        let deps = edges.entry(file.clone()).or_default();
+        for r in refs(&code, me, &children) {
+            // The longest prefix that is a file's module.
+            let hit = (0..=r.len())
+                .rev()
+                .find_map(|k| by_mod.get(&r[..k]))
+                .filter(|f| *f != file && !r.is_empty());
+            if let Some(f) = hit {
+                deps.insert(f.clone());
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn tool_modules_form_no_circle() {
+    let g = crate_graph();
+    let tool: BTreeMap<String, BTreeSet<String>> = g
+        .iter()
+        .filter(|(f, _)| f.starts_with("tool/"))
+        .map(|(f, d)| {
+            let d = d
+                .iter()
+                .filter(|x| x.starts_with("tool/"))
+                .cloned()
+                .collect();
+            (f.clone(), d)
+        })
+        .collect();
+    assert!(
+        tool.len() > 10,
+        "found only {} files in src/tool",
+        tool.len()
+    );
+    // Sanity: the reader sees the imports it must (a grouped use, an inline path).
+    assert!(
+        tool["tool/bw_session.rs"].contains("tool/progress.rs"),
+        "{:?}",
+        tool["tool/bw_session.rs"]
+    );
+    assert!(
+        tool["tool/lat.rs"].contains("tool/peer_exit.rs"),
+        "{:?}",
+        tool["tool/lat.rs"]
+    );
+    assert!(
+        tool["tool/mod.rs"].contains("tool/side.rs"),
+        "{:?}",
+        tool["tool/mod.rs"]
+    );
+    let c = circles(&tool);
+    assert!(
+        c.is_empty(),
+        "import circles in src/tool (each set imports itself through the others): {c:?}; \
+         move what they share into a module below both (README, Architecture)"
+    );
+}
+
+#[test]
+fn no_circle_in_the_crate_passes_through_tool() {
+    let g = crate_graph();
+    let c: Vec<_> = circles(&g)
+        .into_iter()
+        .filter(|c| c.iter().any(|f| f.starts_with("tool/")))
+        .collect();
+    assert!(
+        c.is_empty(),
+        "import circles through src/tool: {c:?}; the file outside tool/ must not import tool/ \
+         (or move the shared piece below both)"
+    );
+}
+
+#[test]
+fn tool_never_imports_fabric() {
+    let g = crate_graph();
+    for (f, d) in g.iter().filter(|(f, _)| f.starts_with("tool/")) {
+        let bad: Vec<_> = d.iter().filter(|x| x.starts_with("fabric/")).collect();
+        assert!(
+            bad.is_empty(),
+            "{f} imports {bad:?}: the fabric mode runs pairs through tool, never the reverse; \
+             give tool a seam (ctrl::link) instead"
+        );
+    }
+    // The fabric mode does use tool (the check above would be vacuous otherwise).
+    assert!(
+        g.iter()
+            .any(|(f, d)| f.starts_with("fabric/") && d.iter().any(|x| x.starts_with("tool/"))),
+        "no fabric/ file imports tool/: the reader lost the fabric → tool edge"
+    );
+}
+
+#[test]
+fn the_reader_finds_a_circle() {
+    // The check can fail: two files that import each other are one circle.
+    let mut g = BTreeMap::new();
+    let code_a = code_of(
+        "use super::b::{self, X};\n// super::c\n#[cfg(test)]\nmod tests { use super::c; }\n",
+    );
+    let code_b = code_of("fn f() { super::a::g(\"super::c\") }\n");
+    let me_a: ModPath = vec!["tool".into(), "a".into()];
+    let me_b: ModPath = vec!["tool".into(), "b".into()];
+    let none = BTreeSet::new();
+    let ra: BTreeSet<String> = refs(&code_a, &me_a, &none)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    let rb: BTreeSet<String> = refs(&code_b, &me_b, &none)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        ra,
+        BTreeSet::from(["tool::b".to_string(), "tool::b::X".to_string()])
+    );
+    assert_eq!(rb, BTreeSet::from(["tool::a::g".to_string()]));
+    g.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
+    g.insert("b".to_string(), BTreeSet::from(["a".to_string()]));
+    g.insert("c".to_string(), BTreeSet::from(["a".to_string()]));
+    assert_eq!(circles(&g), vec![vec!["a".to_string(), "b".to_string()]]);
+}
