@@ -231,6 +231,16 @@ mod with_model {
 
     /// Runs the bw loop (counted on this thread) with the NIC on a thread.
     fn run_bw(r: &mut Rig, cfg: BwConfig, marker: bool) -> (u64, rdmaperf::run::bw::BwOutcome) {
+        run_bw_paced(r, cfg, marker, None)
+    }
+
+    /// [`run_bw`], paced by the SW rate limiter (`burst` messages every `gap` ticks) when given.
+    fn run_bw_paced(
+        r: &mut Rig,
+        cfg: BwConfig,
+        marker: bool,
+        pace: Option<(u64, u32)>,
+    ) -> (u64, rdmaperf::run::bw::BwOutcome) {
         let target = [QpTarget {
             laddr: r.local.as_ptr() as u64,
             lkey: r.lkey,
@@ -262,7 +272,14 @@ mod with_model {
             if marker {
                 syscall_marker(b"RDMAPERF_LOOP_BEGIN");
             }
-            let res = count(|| bw.run());
+            let res = count(|| match pace {
+                Some((gap, burst)) => bw.run_paced(&mut rdmaperf::run::pace::SwPace::new(
+                    gap,
+                    burst,
+                    rdmaperf::clock::now(),
+                )),
+                None => bw.run(),
+            });
             if marker {
                 syscall_marker(b"RDMAPERF_LOOP_END");
             }
@@ -298,6 +315,16 @@ mod with_model {
                 "BwLoop::run over the direct path allocated {n} times (post_list {pl}, inline {inline})"
             );
         }
+    }
+
+    /// The SW rate limiter's loop (`--rate_limit_type=SW`) allocates nothing either.
+    #[test]
+    fn paced_bw_loop_allocates_nothing() {
+        let mut r = rig(64);
+        let (n, out) = run_bw_paced(&mut r, bw_cfg(2000, 1, 4, false), false, Some((2000, 8)));
+        assert_eq!(out.error, None);
+        assert_eq!((out.posted, out.completed), (2000, 2000));
+        assert_eq!(n, 0, "the paced BwLoop allocated {n} times");
     }
 
     /// Child side of the syscall check (run under strace by the parent).

@@ -263,6 +263,39 @@ pub struct PerfArgs {
     /// send tests: the receiving side's QPs share one receive queue (SRQ).
     #[arg(long = "use-srq")]
     pub use_srq: bool,
+    /// Rate limiter: the most this side sends, in --rate_units (bw tests).
+    /// Without --rate_limit_type perftest's HW limiter is tried first, falling
+    /// back to the software one where the QP refuses it.
+    #[arg(long = "rate_limit")]
+    pub rate_limit: Option<String>,
+    /// Units of --rate_limit: M (MiB/s), g (Gb/s) or p (messages/s).
+    #[arg(long = "rate_units")]
+    pub rate_units: Option<String>,
+    /// SW (pace the posts), HW (the QP's static rate; InfiniBand) or PP
+    /// (packet pacing; perftest allows it on raw Ethernet QPs only, refused).
+    #[arg(long = "rate_limit_type")]
+    pub rate_limit_type: Option<String>,
+    /// Rate limiter: messages posted back to back per burst.
+    #[arg(long = "burst_size")]
+    pub burst_size: Option<u32>,
+    /// Latency tests: busy-wait this many microseconds before each post
+    /// (outside the measured interval).
+    #[arg(long = "latency_gap")]
+    pub latency_gap: Option<u32>,
+    /// Before measuring, post one TX-depth of messages per QP and wait for them
+    /// (write, read and atomic bw tests).
+    #[arg(long = "perform_warm_up")]
+    pub perform_warm_up: bool,
+    /// Completions polled per ibv_poll_cq call in the bw loops (1..65535).
+    #[arg(long = "cqe_poll")]
+    pub cqe_poll: Option<u32>,
+    /// send-bw: post receive WRs this many per ibv_post_recv call.
+    #[arg(long = "recv_post_list")]
+    pub recv_post_list: Option<u32>,
+    /// With -b: after the total, print this side's and the peer's results
+    /// separately ("Local results", "Remote results").
+    #[arg(long = "report-both")]
+    pub report_both: bool,
     /// Print perftest's version line and rdmaperf's, then exit.
     #[arg(short = 'V', long = "version")]
     pub version: bool,

@@ -26,7 +26,11 @@ pub fn applies(t: Tool, id: &str) -> bool {
         | "perftest_stats" => !bw,
         "bidirectional" | "post_list" | "no_peak" | "qps" | "cq_mod" | "tx_depth" | "limit_bw"
         | "limit_msgrate" | "mr_per_qp" | "report_gbits" | "run_infinitely" | "threads"
-        | "cpus" | "no_cost" | "wait_destroy" => bw,
+        | "cpus" | "no_cost" | "wait_destroy" | "rate_limit" | "rate_units" | "rate_limit_type"
+        | "burst_size" | "cqe_poll" | "report_both" => bw,
+        "latency_gap" => !bw,
+        "recv_post_list" => bw && v == Verb::Send,
+        "perform_warm_up" => bw && v != Verb::Send,
         _ => true,
     }
 }
@@ -82,6 +86,13 @@ pub fn default_of(t: Tool, id: &str) -> Option<String> {
         "tos" => s("off: the RDMA CM's default ToS"),
         "bind_source_ip" => s("chosen by the routing table"),
         "mmap_offset" => s("0"),
+        "rate_limit" => s("off"),
+        "rate_units" => s("g"),
+        "rate_limit_type" => s("HW, falling back to SW where the QP refuses it"),
+        "burst_size" => s("the TX depth"),
+        "latency_gap" => s("0"),
+        "recv_post_list" => s("1"),
+        "cqe_poll" => Some(params::DEF_CQE_POLL.to_string()),
         _ => None,
     }
 }

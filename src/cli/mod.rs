@@ -8,6 +8,7 @@ pub mod help;
 pub mod lists;
 pub mod mem_opts;
 pub mod params;
+pub mod rate;
 
 use args::{Cli, Command};
 use clap::FromArgMatches;

@@ -3,6 +3,7 @@
 //! the fix.
 
 use super::args::PerfArgs;
+pub use super::rate::RateLimit;
 use crate::post::Op;
 use std::path::PathBuf;
 
@@ -30,6 +31,8 @@ pub const UC_MAX_RX: u64 = 16000;
 /// perftest computes the peak only up to this many iterations.
 pub const PEAK_MAX_ITERS: u64 = 20000;
 pub const DEF_JSON_FILE: &str = "perftest_out.json";
+/// perftest's CTX_POLL_BATCH: completions per poll call in the bw loops.
+pub const DEF_CQE_POLL: u32 = 16;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Verb {
@@ -271,6 +274,18 @@ pub struct Params {
     pub wait_destroy: u32,
     /// `-W`: port counters to report after each row.
     pub counters: Vec<String>,
+    /// `--rate_limit` & co. (None: unlimited).
+    pub rate: Option<RateLimit>,
+    /// `--latency_gap`: microseconds of busy-wait before each latency post.
+    pub latency_gap_us: u32,
+    /// `--perform_warm_up`.
+    pub warm_up: bool,
+    /// `--cqe_poll`: completions per poll call in the bw loops.
+    pub cqe_poll: u32,
+    /// `--report-both` (with -b).
+    pub report_both: bool,
+    /// `--recv_post_list`: receive WRs per ibv_post_recv (1: one at a time).
+    pub recv_post_list: u32,
     /// Test-buffer options (`--use_hugepages`, `--mmap`, `--payload_file_path`,
     /// `--use-null-mr`, `--odp`, `--use-srq`).
     pub mem: super::mem_opts::MemOpts,
@@ -754,6 +769,9 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     };
     let no_peak = a.no_peak || is_dur || iters * num_qps as u64 > PEAK_MAX_ITERS;
     let mut notices = Vec::new();
+    let rate = super::rate::rate_of(a, tool, tx_depth, threads, &mut notices)?;
+    pace_rules(a, tool)?;
+    recv_list_rules(a, tool, iters, rx_depth, is_dur)?;
     if bw && post_list > 1 && a.cq_mod.is_none() {
         notices
             .push("Post List requested - CQ moderation will be the size of the post list".into());
@@ -818,7 +836,118 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         counters,
         conn_opts,
         mem,
+        rate,
+        latency_gap_us: a.latency_gap.unwrap_or(0),
+        warm_up: a.perform_warm_up,
+        cqe_poll: a.cqe_poll.unwrap_or(DEF_CQE_POLL),
+        report_both: a.report_both,
+        recv_post_list: a.recv_post_list.unwrap_or(1),
     })
+}
+
+/// `--recv_post_list` (perftest's rules, then rdmaperf's reach).
+fn recv_list_rules(
+    a: &PerfArgs,
+    tool: Tool,
+    iters: u64,
+    rx_depth: u32,
+    is_dur: bool,
+) -> Result<(), String> {
+    let Some(n) = a.recv_post_list else {
+        return Ok(());
+    };
+    if n == 0 {
+        return Err(rule(
+            "--recv_post_list=0: the receive post list must hold at least one WR",
+        ));
+    }
+    if n == 1 {
+        return Ok(());
+    }
+    if !tool.is_bw() {
+        return Err(rule(
+            "--recv_post_list: receive post list is supported in BW tests only (perftest's \
+             rule); drop it",
+        ));
+    }
+    if !is_dur && iters % n as u64 != 0 {
+        return Err(format!(
+            "-n {iters} --recv_post_list={n}: the number of iterations must be a multiple of \
+             the receive post list size (perftest's rule); use -n {}",
+            (iters / n as u64 + 1) * n as u64
+        ));
+    }
+    if tool.verb != Verb::Send || a.bidirectional {
+        return Err(rule(
+            "--recv_post_list: not implemented yet in rdmaperf beyond unidirectional send-bw \
+             (write/read/atomic-bw post no receives; -b and --write_with_imm not yet); drop it",
+        ));
+    }
+    if rx_depth < n {
+        return Err(format!(
+            "-r {rx_depth} --recv_post_list={n}: the receive queue must hold one whole list \
+             (perftest posts rx_depth / recv_post_list lists); raise -r or lower the list"
+        ));
+    }
+    Ok(())
+}
+
+/// `--latency_gap`, `--perform_warm_up`, `--cqe_poll`, `--report-both`.
+fn pace_rules(a: &PerfArgs, tool: Tool) -> Result<(), String> {
+    let bw = tool.is_bw();
+    if a.latency_gap.is_some_and(|g| g > 0) && bw {
+        return Err(rule(
+            "--latency_gap: the latency gap is only for latency tests (perftest's rule); use --rate_limit to pace a bw test",
+        ));
+    }
+    if a.perform_warm_up {
+        if !bw || tool.verb == Verb::Send {
+            return Err(rule(
+                "--perform_warm_up: perftest warms up the write, read and atomic bw tests only; drop it (or use write-bw, read-bw, atomic-bw)",
+            ));
+        }
+        if a.write_with_imm {
+            return Err(rule(
+                "--perform_warm_up: warm up is not supported for the WRITE_IMM verb (perftest skips it); drop --write_with_imm or --perform_warm_up",
+            ));
+        }
+        if a.bidirectional || a.threads.is_some_and(|t| t > 1) || a.run_infinitely {
+            return Err(rule(
+                "--perform_warm_up with -b, --threads or --run_infinitely is not implemented yet in rdmaperf; drop one of them",
+            ));
+        }
+    }
+    if let Some(c) = a.cqe_poll {
+        if !(1..=65535).contains(&c) {
+            return Err(format!(
+                "--cqe_poll={c}: the CQE poll batch must be 1..65535 (perftest's range)"
+            ));
+        }
+        if !bw {
+            return Err(rule(
+                "--cqe_poll: latency tests poll one completion at a time (perftest's loops too); drop it",
+            ));
+        }
+    }
+    if a.report_both {
+        if !bw {
+            return Err(rule(
+                "--report-both applies to bidirectional bw tests; use a *-bw tool with -b",
+            ));
+        }
+        if !a.bidirectional {
+            return Err(rule(
+                "--report-both reports RX and TX separately on bidirectional tests; add -b",
+            ));
+        }
+        if a.all {
+            return Err(rule(
+                "--report-both with -a: perftest reports each side separately for a single \
+                 size only; drop -a (give -s)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `--tclass`, `--flow_label` (perftest: a comma list, C `strtol` base 0 each),
@@ -1186,6 +1315,158 @@ mod tests {
         )
         .unwrap();
         assert!(p.notices.is_empty());
+    }
+
+    #[test]
+    fn pace_flag_rules() {
+        let send_bw = Tool {
+            verb: Verb::Send,
+            kind: Kind::Bw,
+        };
+        type Case = (Tool, fn(&mut PerfArgs), &'static str);
+        let cases: &[Case] = &[
+            (
+                WRITE_BW,
+                |a| a.latency_gap = Some(5),
+                "only for latency tests",
+            ),
+            (
+                send_bw,
+                |a| a.perform_warm_up = true,
+                "write, read and atomic bw",
+            ),
+            (
+                READ_LAT,
+                |a| a.perform_warm_up = true,
+                "write, read and atomic bw",
+            ),
+            (
+                WRITE_BW,
+                |a| {
+                    a.perform_warm_up = true;
+                    a.write_with_imm = true;
+                },
+                "WRITE_IMM",
+            ),
+            (
+                WRITE_BW,
+                |a| {
+                    a.perform_warm_up = true;
+                    a.bidirectional = true;
+                },
+                "not implemented yet",
+            ),
+            (WRITE_BW, |a| a.cqe_poll = Some(0), "1..65535"),
+            (WRITE_BW, |a| a.cqe_poll = Some(65536), "1..65535"),
+            (
+                READ_LAT,
+                |a| a.cqe_poll = Some(4),
+                "one completion at a time",
+            ),
+            (WRITE_BW, |a| a.report_both = true, "add -b"),
+            (READ_LAT, |a| a.report_both = true, "-bw tool with -b"),
+            (
+                WRITE_BW,
+                |a| {
+                    a.report_both = true;
+                    a.bidirectional = true;
+                    a.all = true;
+                },
+                "drop -a",
+            ),
+        ];
+        for (t, f, want) in cases {
+            let mut a = args();
+            f(&mut a);
+            let e = resolve(*t, &a).unwrap_err();
+            assert!(e.contains(want), "{e} (wanted '{want}')");
+        }
+        let p = resolve(
+            READ_LAT,
+            &PerfArgs {
+                latency_gap: Some(7),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.latency_gap_us, 7);
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                perform_warm_up: true,
+                cqe_poll: Some(64),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert!(p.warm_up);
+        assert_eq!(
+            (p.cqe_poll, resolve(WRITE_BW, &args()).unwrap().cqe_poll),
+            (64, 16)
+        );
+        let p = resolve(
+            WRITE_BW,
+            &PerfArgs {
+                rate_limit: Some("2".into()),
+                rate_limit_type: Some("SW".into()),
+                tx_depth: Some(32),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.rate.as_ref().map(|r| r.burst), Some(32));
+        assert_eq!(p.notices, ["Setting burst size to tx depth = 32"]);
+    }
+
+    #[test]
+    fn recv_post_list_rules() {
+        let send_bw = Tool {
+            verb: Verb::Send,
+            kind: Kind::Bw,
+        };
+        let with = |t: Tool, f: fn(&mut PerfArgs)| {
+            let mut a = args();
+            f(&mut a);
+            resolve(t, &a)
+        };
+        let p = with(send_bw, |a| a.recv_post_list = Some(4)).unwrap();
+        assert_eq!(
+            (
+                p.recv_post_list,
+                resolve(send_bw, &args()).unwrap().recv_post_list
+            ),
+            (4, 1)
+        );
+        type Case = (Tool, fn(&mut PerfArgs), &'static str);
+        let cases: &[Case] = &[
+            (send_bw, |a| a.recv_post_list = Some(0), "at least one WR"),
+            (READ_LAT, |a| a.recv_post_list = Some(2), "BW tests only"),
+            (
+                send_bw,
+                |a| {
+                    a.recv_post_list = Some(3);
+                    a.iters = Some(100);
+                },
+                "use -n 102",
+            ),
+            (
+                WRITE_BW,
+                |a| a.recv_post_list = Some(2),
+                "not implemented yet",
+            ),
+            (
+                send_bw,
+                |a| {
+                    a.recv_post_list = Some(8);
+                    a.rx_depth = Some(4);
+                },
+                "raise -r",
+            ),
+        ];
+        for (t, f, want) in cases {
+            let e = with(*t, *f).unwrap_err();
+            assert!(e.contains(want), "{e} (wanted '{want}')");
+        }
     }
 
     #[test]

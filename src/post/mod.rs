@@ -71,6 +71,23 @@ pub trait SendQueue {
 pub trait RecvQueue {
     /// Post one receive of `len` bytes at `addr`.
     fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError>;
+
+    /// Post `n` receives, the k-th at `addr(k)`, in one call where the queue
+    /// can (perftest `--recv_post_list`). The default posts them one by one.
+    #[inline]
+    fn post_recv_list(
+        &mut self,
+        n: usize,
+        wr_id: u64,
+        lkey: u32,
+        len: u32,
+        addr: impl Fn(usize) -> u64,
+    ) -> Result<(), PostError> {
+        for k in 0..n {
+            self.post_recv(wr_id, addr(k), lkey, len)?;
+        }
+        Ok(())
+    }
 }
 
 /// A completion queue. `poll` fills `out` and returns how many it filled; it

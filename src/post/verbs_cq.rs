@@ -97,10 +97,14 @@ impl CompletionQueue for VerbsCq {
     }
 }
 
-/// Posts receives through the provider's `post_recv` (one WR, one SGE).
+/// Posts receives through the provider's `post_recv` (one SGE a WR; one
+/// WR a call, or a chain of up to [`VerbsRecv::with_list`]'s length).
 pub struct VerbsRecv {
     post_fn: PostRecvFn,
     qp_raw: *mut sys::ibv_qp,
+    /// Scratch for one receive post list, chained at post time.
+    list_wr: Box<[sys::ibv_recv_wr]>,
+    list_sge: Box<[sys::ibv_sge]>,
     /// Keeps a verbs QP alive; `None` for a QP whose owner outlives this
     /// (a direct-path QP: [`VerbsRecv::from_raw`]).
     _qp: Option<Arc<Qp>>,
@@ -138,8 +142,17 @@ impl VerbsRecv {
         Ok(Self {
             post_fn,
             qp_raw: qp,
+            list_wr: Box::default(),
+            list_sge: Box::default(),
             _qp: None,
         })
+    }
+
+    /// Room for receive post lists of up to `n` WRs (allocated here, once).
+    pub fn with_list(mut self, n: usize) -> Self {
+        self.list_wr = vec![sys::ibv_recv_wr::default(); n].into_boxed_slice();
+        self.list_sge = vec![sys::ibv_sge::default(); n].into_boxed_slice();
+        self
     }
 }
 
@@ -161,6 +174,52 @@ impl RecvQueue for VerbsRecv {
         // SAFETY: `qp_raw` is live (Arc held); `wr`/`sge` live on this stack
         // frame for the whole call (the provider copies them into the RQ).
         let ret = unsafe { (self.post_fn)(self.qp_raw, &mut wr, &mut bad) };
+        if ret != 0 {
+            return Err(PostError::Errno(crate::verbs::error::errno_of(ret)));
+        }
+        Ok(())
+    }
+
+    /// One `post_recv` call with the `n` WRs chained.
+    #[inline]
+    fn post_recv_list(
+        &mut self,
+        n: usize,
+        wr_id: u64,
+        lkey: u32,
+        len: u32,
+        addr: impl Fn(usize) -> u64,
+    ) -> Result<(), PostError> {
+        if n == 0 {
+            return Ok(());
+        }
+        if n > self.list_wr.len() {
+            return Err(PostError::Unsupported);
+        }
+        let wrs = self.list_wr.as_mut_ptr();
+        let sges = self.list_sge.as_mut_ptr();
+        for k in 0..n {
+            self.list_sge[k] = sys::ibv_sge {
+                addr: addr(k),
+                length: len,
+                lkey,
+            };
+            self.list_wr[k] = sys::ibv_recv_wr {
+                wr_id,
+                next: if k + 1 < n {
+                    wrs.wrapping_add(k + 1)
+                } else {
+                    std::ptr::null_mut()
+                },
+                sg_list: sges.wrapping_add(k),
+                num_sge: 1,
+            };
+        }
+        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: `qp_raw` is live (Arc held, or the owner's contract); the
+        // chain's WRs and SGEs are `self`'s boxed slices, at least `n` long and
+        // untouched during the call (the provider copies them into the RQ).
+        let ret = unsafe { (self.post_fn)(self.qp_raw, wrs, &mut bad) };
         if ret != 0 {
             return Err(PostError::Errno(crate::verbs::error::errno_of(ret)));
         }

@@ -7,6 +7,7 @@
 //! the WRs before it, whatever cq_mod is), and the duration state machine runs
 //! on clock deadlines checked in the loop instead of SIGALRM.
 
+use super::pace::{Pace, Unpaced};
 use super::period::{PeriodClock, PeriodLog};
 use super::stop;
 use super::watchdog::{self, Expiry};
@@ -181,6 +182,11 @@ enum Phase {
 impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
     /// Run to completion (all iterations, or the duration's end), an error, or a stop request.
     pub fn run(&mut self) -> BwOutcome {
+        self.run_paced(&mut Unpaced)
+    }
+
+    /// [`run`](Self::run) with the posts paced by `pace` (the SW rate limiter).
+    pub fn run_paced<P: Pace>(&mut self, pace: &mut P) -> BwOutcome {
         let cfg = self.cfg;
         let nqp = self.sqs.len() as u64;
         let pl = cfg.post_list as u64;
@@ -226,9 +232,14 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                 break;
             }
             for q in 0..self.sqs.len() {
+                if !pace.may_post(t) {
+                    // Rate limited: poll until the next burst is due.
+                    continue;
+                }
                 let c = &mut self.counts[q];
                 while (cfg.iters == 0 || c.scnt < cfg.iters)
                     && c.scnt + pl <= cfg.tx_depth as u64 + c.ccnt
+                    && pace.in_burst()
                 {
                     let tg = self.targets[q];
                     for j in 0..cfg.post_list {
@@ -269,6 +280,7 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                     }
                     c.scnt += pl;
                     out.posted += pl;
+                    pace.posted(pl);
                 }
             }
             if out.completed < out.posted {

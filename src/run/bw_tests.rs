@@ -326,3 +326,51 @@ fn a_receive_completion_is_not_counted_for_qp_0() {
     }
     assert_eq!(out.completed, 0, "the receive was counted");
 }
+
+/// The SW rate limiter in the loop: with `burst` messages every `gap` ticks
+/// the run of N messages takes at least (N / burst - 1) gaps, and every
+/// the same loop unpaced is much faster; the TX window still holds.
+#[test]
+fn sw_pace_holds_the_rate() {
+    use super::pace::SwPace;
+    let paced = |gap: Option<u64>| {
+        let nic = Rc::new(RefCell::new(Nic::default()));
+        let mut sqs = vec![MockSq(nic.clone())];
+        let mut cq = MockCq(nic.clone());
+        let targets = [QpTarget::default()];
+        let mut counts = [QpCount::default()];
+        let mut list = vec![WrDesc::default(); 1];
+        let mut wcs = vec![Completion::default(); 16];
+        let tick = std::cell::Cell::new(0u64);
+        let mut lp = BwLoop {
+            cfg: cfg(400, 1, 4),
+            sqs: &mut sqs,
+            cq: &mut cq,
+            targets: &targets,
+            counts: &mut counts,
+            list: &mut list,
+            wcs: &mut wcs,
+            tposted: &mut [],
+            tcompleted: &mut [],
+            deadlines: None,
+            periods: None,
+            now: || {
+                tick.set(tick.get() + 1);
+                tick.get()
+            },
+        };
+        let out = match gap {
+            Some(g) => lp.run_paced(&mut SwPace::new(g, 8, 0)),
+            None => lp.run(),
+        };
+        assert_eq!((out.error, out.completed), (None, 400));
+        let max = nic.borrow().max_outstanding;
+        (out.t_end - out.t_start, max)
+    };
+    let (fast, _) = paced(None);
+    let (slow, max) = paced(Some(1000));
+    // 400 messages in bursts of 8: 50 bursts, 49 gaps at least.
+    assert!(slow >= 49 * 1000, "paced run took {slow} ticks");
+    assert!(slow > 10 * fast, "paced {slow} vs unpaced {fast}");
+    assert!(max <= 16, "window {max}");
+}

@@ -448,6 +448,7 @@ mod tests {
                 step: 64,
                 stall_ticks: 1000,
                 window: None,
+                list: 1,
             },
             wait_first_rx,
             window: None,

@@ -71,6 +71,27 @@ pub struct LatConfig {
     /// send-lat: receives pre-posted; in iterations mode a receive is reposted
     /// only while `rcnt + rx_depth <= iters` (perftest), so none is left over.
     pub rx_depth: u64,
+    /// `--latency_gap` in ticks: busy-wait this long before each post (0: none).
+    pub gap_ticks: u64,
+}
+
+/// The clock before a post, after `--latency_gap`'s busy-wait of
+/// `cfg.gap_ticks`, and the ticks waited. The loops take the waits off their
+/// stamps, so a sample is the round trip alone (perftest's consecutive-post
+/// stamps include the gap).
+#[inline(always)]
+fn gap_then_now<F: Fn() -> u64>(cfg: &LatConfig, now: &F) -> (u64, u64) {
+    let start = now();
+    if cfg.gap_ticks == 0 {
+        return (start, 0);
+    }
+    let end = start + cfg.gap_ticks;
+    let mut t = start;
+    while t < end {
+        core::hint::spin_loop();
+        t = now();
+    }
+    (t, t - start)
 }
 
 impl LatConfig {
@@ -179,6 +200,7 @@ pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
     let dur = cfg.duration();
     let iters = if dur { 0 } else { cfg.iters };
     let (mut scnt, mut ccnt, mut rcnt) = (0u64, 0u64, 0u64);
+    let mut skew = 0u64;
     let list = [wr(cfg, 1, t.laddr, t.lkey, t.raddr, t.rkey)];
     'run: while scnt < iters || ccnt < iters || rcnt < iters || (dur && !cfg.ended(now())) {
         if (rcnt < iters || dur) && !(scnt < 1 && cfg.initiator) {
@@ -213,12 +235,13 @@ pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
             }
         }
         if scnt < iters || dur {
-            let stamp = now();
+            let (stamp, waited) = gap_then_now(cfg, &now);
+            skew += waited;
             if cfg.ended(stamp) {
                 break;
             }
             if let Some(s) = tposted.get_mut(scnt as usize) {
-                *s = stamp;
+                *s = stamp - skew;
             }
             scnt += 1;
             mb.stamp(scnt as u8);
@@ -264,13 +287,18 @@ pub fn rdma_lat<S: SendQueue, C: CompletionQueue, F: Fn() -> u64>(
     let dur = cfg.duration();
     let list = [wr(cfg, 1, t.laddr, t.lkey, t.raddr, t.rkey)];
     let mut n = 0u64;
+    let mut skew = 0u64;
     loop {
-        let stamp = now();
-        if (!dur && n >= cfg.iters) || cfg.ended(stamp) {
+        if !dur && n >= cfg.iters {
+            break;
+        }
+        let (stamp, waited) = gap_then_now(cfg, &now);
+        skew += waited;
+        if cfg.ended(stamp) {
             break;
         }
         if let Some(s) = tposted.get_mut(n as usize) {
-            *s = stamp;
+            *s = stamp - skew;
         }
         n += 1;
         if let Err(err) = sq.post(cfg.op, &list) {
@@ -323,6 +351,7 @@ pub fn send_lat<
     let iters = if dur { 0 } else { cfg.iters };
     let list = [wr(cfg, 1, t.laddr, t.lkey, 0, 0)];
     let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let mut skew = 0u64;
     while scnt < iters || rcnt < iters || (dur && !cfg.ended(now())) {
         if (rcnt < iters || dur) && !(scnt < 1 && cfg.initiator) {
             match wait_one(rcq, &now, cfg, rcnt + 1) {
@@ -345,12 +374,13 @@ pub fn send_lat<
             }
         }
         if scnt < iters || dur {
-            let stamp = now();
+            let (stamp, waited) = gap_then_now(cfg, &now);
+            skew += waited;
             if cfg.ended(stamp) {
                 break;
             }
             if let Some(s) = tposted.get_mut(scnt as usize) {
-                *s = stamp;
+                *s = stamp - skew;
             }
             scnt += 1;
             if let Err(err) = sq.post(cfg.op, &list) {

@@ -5,6 +5,7 @@ pub mod bw;
 pub mod duplex;
 pub mod geometry;
 pub mod lat;
+pub mod pace;
 pub mod peer;
 pub mod period;
 pub mod recv;

@@ -37,6 +37,8 @@ pub struct RecvConfig {
     pub stall_ticks: u64,
     /// Duration mode: the window, in ticks after the first receive.
     pub window: Option<Window>,
+    /// `--recv_post_list`: receives posted per call (1: one at a time).
+    pub list: u64,
 }
 
 /// perftest's duration states, relative to the first receive: sample from
@@ -53,6 +55,8 @@ pub struct Window {
 pub struct RxCount {
     pub posted: u64,
     pub received: u64,
+    /// Receives completed but not reposted yet (a post list is not full).
+    pub owed: u64,
 }
 
 /// What the receiver measured.
@@ -87,10 +91,37 @@ pub(crate) fn post_next<R: RecvQueue>(
     }
 }
 
+/// Post QP `q`'s next `cfg.list` receives in one call, each at its cycling address.
+#[inline(always)]
+pub(crate) fn post_next_list<R: RecvQueue>(
+    rq: &mut R,
+    q: usize,
+    buf: RecvBuf,
+    c: &mut RxCount,
+    cfg: &RecvConfig,
+) -> Result<(), RunError> {
+    let first = c.posted;
+    let addr = |k: usize| buf.addr + ((first + k as u64) % cfg.positions) * cfg.step;
+    match rq.post_recv_list(cfg.list as usize, q as u64, buf.lkey, cfg.len, addr) {
+        Ok(()) => {
+            c.posted += cfg.list;
+            Ok(())
+        }
+        Err(err) => Err(RunError::Post { qp: q as u32, err }),
+    }
+}
+
 /// Whether QP `c` should get another receive (iterations: never more than it will be sent).
 #[inline(always)]
 pub(crate) const fn wants_more(c: &RxCount, cfg: &RecvConfig) -> bool {
     cfg.iters == 0 || c.posted < cfg.iters
+}
+
+/// With a receive post list: whether QP `c` owes a whole list and may take
+/// one (perftest: `posted + recv_post_list <= iters`).
+#[inline(always)]
+const fn wants_list(c: &RxCount, cfg: &RecvConfig) -> bool {
+    c.owed >= cfg.list && (cfg.iters == 0 || c.posted + cfg.list <= cfg.iters)
 }
 
 /// perftest `ctx_set_recv_wqes`: fill every QP's receive queue up to rx_depth
@@ -104,6 +135,15 @@ pub fn prepost<R: RecvQueue>(
     for (q, rq) in rqs.iter_mut().enumerate() {
         let c = &mut counts[q];
         *c = RxCount::default();
+        if cfg.list > 1 {
+            // perftest: rx_depth / recv_post_list lists.
+            while c.posted + cfg.list <= cfg.rx_depth
+                && (cfg.iters == 0 || c.posted + cfg.list <= cfg.iters)
+            {
+                post_next_list(rq, q, bufs[q], c, cfg)?;
+            }
+            continue;
+        }
         while c.posted < cfg.rx_depth && wants_more(c, cfg) {
             post_next(rq, q, bufs[q], c, cfg)?;
         }
@@ -206,7 +246,16 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
                 out.received += 1;
                 let c = &mut self.counts[q];
                 c.received += 1;
-                if wants_more(c, &cfg) {
+                if cfg.list > 1 {
+                    c.owed += 1;
+                    if wants_list(c, &cfg) {
+                        c.owed -= cfg.list;
+                        if let Err(e) = post_next_list(&mut self.rqs[q], q, self.bufs[q], c, &cfg) {
+                            out.error = Some(e);
+                            break 'run;
+                        }
+                    }
+                } else if wants_more(c, &cfg) {
                     if let Err(e) = post_next(&mut self.rqs[q], q, self.bufs[q], c, &cfg) {
                         out.error = Some(e);
                         break 'run;
@@ -324,6 +373,7 @@ mod tests {
             step: 64,
             stall_ticks: 1000,
             window: None,
+            list: 1,
         }
     }
 
@@ -382,6 +432,74 @@ mod tests {
             [base, base + 64, base + 128, base, base + 64]
         );
         assert!(w.posted.iter().all(|p| p.is_empty()));
+    }
+
+    #[test]
+    fn receive_post_lists_are_whole_and_never_pass_iters() {
+        /// Counts the list calls and their sizes, then posts through `Rq`.
+        struct Lists(Rq, Rc<RefCell<Vec<usize>>>);
+        impl RecvQueue for Lists {
+            fn post_recv(&mut self, w: u64, a: u64, k: u32, l: u32) -> Result<(), PostError> {
+                self.0.post_recv(w, a, k, l)
+            }
+            fn post_recv_list(
+                &mut self,
+                n: usize,
+                wr_id: u64,
+                lkey: u32,
+                len: u32,
+                addr: impl Fn(usize) -> u64,
+            ) -> Result<(), PostError> {
+                self.1.borrow_mut().push(n);
+                for k in 0..n {
+                    self.0.post_recv(wr_id, addr(k), lkey, len)?;
+                }
+                Ok(())
+            }
+        }
+        let wire = Rc::new(RefCell::new(Wire {
+            to_send: vec![12],
+            posted: vec![VecDeque::new()],
+            addrs: vec![Vec::new()],
+            ..Default::default()
+        }));
+        let calls = Rc::new(RefCell::new(Vec::new()));
+        let mut rqs = vec![Lists(Rq(wire.clone(), 0), calls.clone())];
+        let bufs = [RecvBuf {
+            addr: 0x10000,
+            lkey: 7,
+        }];
+        let mut counts = vec![RxCount::default()];
+        // 12 messages, 9 receives of room, lists of 4: two lists up front
+        // (rx_depth rounds down, as in perftest), one more after 4 arrive.
+        let c = RecvConfig {
+            list: 4,
+            ..cfg(12, 9)
+        };
+        prepost(&mut rqs, &bufs, &mut counts, &c).unwrap();
+        assert_eq!(counts[0].posted, 8);
+        let mut cq = Cq(wire.clone());
+        let mut wcs = [Completion::default(); 4];
+        let clock = Cell::new(0u64);
+        let o = RecvLoop {
+            cfg: c,
+            rqs: &mut rqs,
+            cq: &mut cq,
+            bufs: &bufs,
+            counts: &mut counts,
+            wcs: &mut wcs,
+            now: || {
+                clock.set(clock.get() + 1);
+                clock.get()
+            },
+        }
+        .run();
+        assert_eq!((o.error, o.received), (None, 12));
+        assert_eq!(*calls.borrow(), [4, 4, 4]);
+        assert_eq!((counts[0].posted, counts[0].received), (12, 12));
+        // The addresses keep cycling across lists: 3 positions, 64 bytes apart.
+        let a = &wire.borrow().addrs[0];
+        assert_eq!(a[3..6], [0x10000, 0x10040, 0x10080]);
     }
 
     #[test]

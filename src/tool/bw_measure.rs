@@ -8,11 +8,13 @@ use super::fail::Fail;
 use super::infinite;
 use super::setup::Resources;
 use crate::cli::params::{Mode, Params};
+use crate::cli::rate::RateKind;
 use crate::clock::{self, Clock};
 use crate::ctrl::Dest;
 use crate::post::{Completion, CompletionQueue, SendQueue, WcStatus, WrDesc};
 use crate::run::bw::{BwConfig, BwLoop, Deadlines, QpCount, QpTarget, RunError};
 use crate::run::geometry::Geometry;
+use crate::run::pace::SwPace;
 use std::time::Duration;
 
 /// perftest's duration state machine as clock deadlines from `start`
@@ -118,15 +120,18 @@ pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
     let mut tcompleted = vec![0u64; peak_len];
     let mut counts = vec![QpCount::default(); sqs.len()];
     let mut list = vec![WrDesc::default(); p.post_list as usize];
-    let mut wcs = [Completion::default(); 16];
+    let mut wcs = vec![Completion::default(); p.cqe_poll as usize];
     let start = clock::now();
     let deadlines = match periods {
         Some(_) => Some(infinite::endless(start)),
         None => deadlines(p, clock, start),
     };
     let cfg = bw_config(p, size, &g, clock);
+    if p.warm_up {
+        warm_up(cfg, sqs, cq, targets, &mut wcs)?;
+    }
     let unknown_before = cq.unknown_qpn_cqes();
-    let outcome = BwLoop {
+    let mut lp = BwLoop {
         cfg,
         sqs,
         cq,
@@ -139,8 +144,15 @@ pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
         deadlines,
         periods,
         now: clock::now,
-    }
-    .run();
+    };
+    // The limiter is chosen here, once: the unlimited loop has no pacing code.
+    let outcome = match p.rate.as_ref().filter(|r| r.kind == RateKind::Sw) {
+        Some(r) => {
+            let gap = clock.cycles_for(Duration::from_secs_f64(r.burst_gap_secs(size)));
+            lp.run_paced(&mut SwPace::new(gap, r.burst, clock::now()))
+        }
+        None => lp.run(),
+    };
     let error = outcome.error.map(|e| describe(e, &counts));
     let m = Measured {
         outcome,
@@ -154,6 +166,51 @@ pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
         row,
         unknown_qpn_cqes: cq.unknown_qpn_cqes() - unknown_before,
     })
+}
+
+/// perftest `perform_warm_up`: before the measurement, each QP posts one
+/// TX depth of messages (one post list with -l) and waits for them all.
+fn warm_up<S: SendQueue, C: CompletionQueue>(
+    cfg: BwConfig,
+    sqs: &mut [S],
+    cq: &mut C,
+    targets: &[QpTarget],
+    wcs: &mut [Completion],
+) -> Result<(), Fail> {
+    let session = if cfg.post_list == 1 {
+        cfg.tx_depth
+    } else {
+        cfg.post_list
+    };
+    let cfg = BwConfig {
+        iters: session as u64,
+        cost: false,
+        ..cfg
+    };
+    let mut counts = vec![QpCount::default(); sqs.len()];
+    let mut list = vec![WrDesc::default(); cfg.post_list as usize];
+    let o = BwLoop {
+        cfg,
+        sqs,
+        cq,
+        targets,
+        counts: &mut counts,
+        list: &mut list,
+        wcs,
+        tposted: &mut [],
+        tcompleted: &mut [],
+        deadlines: None,
+        periods: None,
+        now: clock::now,
+    }
+    .run();
+    match o.error {
+        Some(e) => Err(Fail::new(format!(
+            "--perform_warm_up: the warm-up failed: {}",
+            describe(e, &counts)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The line printed under a row when the direct poller dropped CQEs of QPs

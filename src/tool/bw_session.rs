@@ -208,7 +208,8 @@ pub(crate) fn run_session(
                         .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(Fail::verbs)?;
-                    let mut cq = event_cq::verbs(&res.cq, 16, p.use_event).map_err(Fail::verbs)?;
+                    let mut cq = event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event)
+                        .map_err(Fail::verbs)?;
                     measured!(&mut sqs, &mut cq)
                 }
                 Method::WrApi => {
@@ -218,7 +219,8 @@ pub(crate) fn run_session(
                         .map(|qp| WrApiQueue::new(qp, None))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(Fail::verbs)?;
-                    let mut cq = event_cq::verbs(&res.cq, 16, p.use_event).map_err(Fail::verbs)?;
+                    let mut cq = event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event)
+                        .map_err(Fail::verbs)?;
                     measured!(&mut sqs, &mut cq)
                 }
                 Method::Direct => {

@@ -4,9 +4,14 @@
 //! vendor and part ID (`ib_dev_name`); on any other device (soft-RoCE,
 //! for one) it turns inline off, with a notice when `-I` asked for it.
 //! We follow the rule so the same flags run the same test.
+//!
+//! And the HW rate limit: perftest applies it only on InfiniBand links (a
+//! RoCE QP does not pace by its address vector's static rate); without
+//! `--rate_limit_type` it falls back to the SW limiter there, with a notice.
 
 use super::fail::Fail;
-use crate::cli::params::Params;
+use crate::cli::params::{Conn, Params};
+use crate::cli::rate::RateKind;
 use crate::verbs::Context;
 
 /// The part IDs perftest master's `ib_dev_name` knows when the vendor ID
@@ -37,13 +42,38 @@ pub fn perftest_knows(vendor_id: u32, part: u32) -> bool {
 /// perftest's notice when `-I` meets a device it does not recognise.
 pub const INLINE_NOTICE: &str = "Device not recognized to implement inline feature. Disabling it";
 
+/// perftest's notice when the HW rate limit falls back to the SW one.
+pub const HW_FALLBACK: &str = "The QP failed to accept HW rate limit, providing SW rate limit";
+
 /// `p` with perftest's device rules applied (the device opened to read its IDs).
 pub fn apply(p: &Params, out: super::out::Out) -> Result<Params, Fail> {
     let mut q = p.clone();
-    if q.inline_size == 0 {
+    let hw_fallback = p
+        .rate
+        .as_ref()
+        .filter(|r| r.kind == RateKind::Hw && !r.kind_given);
+    if q.inline_size == 0 && hw_fallback.is_none() {
         return Ok(q);
     }
     let ctx = Context::open(p.ib_dev.as_deref()).map_err(Fail::verbs)?;
+    if let Some(r) = hw_fallback {
+        let port = ctx.query_port(p.ib_port).map_err(Fail::verbs)?;
+        if port.link_layer.is_ethernet() || p.conn == Conn::Ud {
+            q.rate = Some(r.as_sw().map_err(Fail::new)?);
+            if !out.quiet {
+                out.print(crate::report::text::RESULT_LINE);
+                let why = if p.conn == Conn::Ud {
+                    "a UD QP has no address vector to hold a static rate".to_string()
+                } else {
+                    format!("{} port {} is Ethernet (RoCE)", ctx.name(), p.ib_port)
+                };
+                out.print(&format!("{HW_FALLBACK} ({why})\n"));
+            }
+        }
+    }
+    if q.inline_size == 0 {
+        return Ok(q);
+    }
     let a = ctx.attr();
     if !perftest_knows(a.vendor_id, a.vendor_part_id) {
         if p.inline_given && !out.quiet {

@@ -182,6 +182,17 @@ impl RecvQueue for DirectRecv<'_> {
     fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
         self.inner.post_recv(wr_id, addr, lkey, len)
     }
+    #[inline]
+    fn post_recv_list(
+        &mut self,
+        n: usize,
+        wr_id: u64,
+        lkey: u32,
+        len: u32,
+        addr: impl Fn(usize) -> u64,
+    ) -> Result<(), PostError> {
+        self.inner.post_recv_list(n, wr_id, lkey, len, addr)
+    }
 }
 
 fn qp_type_of(c: Conn) -> QpType {

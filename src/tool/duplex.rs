@@ -158,6 +158,15 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                         out.print(&text::bw_row(&sum, &r.info, 0.0));
                         push_json(&mut report, &sum, &r.info, None)?;
                         shown = report_of(local.size, &sum);
+                        if p.report_both {
+                            // perftest's --report-both: each side's own row under its banner.
+                            for (side, row) in
+                                [(text::Side::Local, &mine), (text::Side::Remote, &remote)]
+                            {
+                                out.print(&text::report_both_banner(side, &r.info));
+                                out.print(&text::bw_row(row, &r.info, 0.0));
+                            }
+                        }
                     }
                     Step::Close => break,
                     Step::RunForever | Step::Exit | Step::Versions | Step::SysData | Step::Mtu => {
@@ -308,10 +317,11 @@ fn send_loop<S: SendQueue>(
     let mut tcompleted = vec![0u64; peak_len];
     let mut counts = vec![QpCount::default(); nqp];
     let mut list = vec![WrDesc::default(); p.post_list as usize];
-    let mut wcs = [Completion::default(); 16];
-    let mut rwcs = [Completion::default(); 16];
-    let mut scq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
-    let mut rcq = VerbsCq::new(&res.rcq, 16).map_err(Fail::verbs)?;
+    let batch = p.cqe_poll as usize;
+    let mut wcs = vec![Completion::default(); batch];
+    let mut rwcs = vec![Completion::default(); batch];
+    let mut scq = VerbsCq::new(&res.cq, batch).map_err(Fail::verbs)?;
+    let mut rcq = VerbsCq::new(&res.rcq, batch).map_err(Fail::verbs)?;
     let secs = |s: u32| clock.cycles_for(Duration::from_secs(s as u64));
     let window = match p.mode {
         Mode::Duration { secs: d, margin } => Some(Window {

@@ -98,6 +98,7 @@ pub fn params_info(p: &Params) -> TestInfo {
         },
         duplex: p.duplex,
         post_list: p.post_list,
+        recv_post_list: p.recv_post_list,
         num_qps: p.num_qps,
         transport: Transport::Ib,
         connection: match p.conn {
@@ -108,7 +109,7 @@ pub fn params_info(p: &Params) -> TestInfo {
         tx_depth: p.tx_depth,
         rx_depth: p.rx_depth,
         cq_mod: p.cq_mod,
-        cqe_poll: CqePoll::Fixed(16),
+        cqe_poll: CqePoll::Fixed(p.cqe_poll as u16),
         inline_size: p.inline_size,
         size: p.max_size(),
         all_sizes: p.all_sizes,

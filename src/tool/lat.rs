@@ -573,6 +573,7 @@ pub fn lat_config(p: &Params, size: u64, clock: &Clock, start: u64) -> (LatConfi
         sample_start: 0,
         sample_stop: 0,
         rx_depth: p.rx_depth as u64,
+        gap_ticks: clock.cycles_for(Duration::from_micros(p.latency_gap_us as u64)),
     };
     let mut window = 0;
     if let Mode::Duration { secs, margin } = p.mode {
@@ -783,6 +784,7 @@ mod tests {
             sample_start: 0,
             sample_stop: 0,
             rx_depth: 1,
+            gap_ticks: 0,
         }
     }
 
@@ -839,6 +841,42 @@ mod tests {
         assert_eq!((o.error, o.iters), (None, c.iters));
         assert_eq!(peer.borrow().posted, c.iters);
         check_stats(&tposted, 1);
+    }
+
+    #[test]
+    fn latency_gap_waits_but_stays_out_of_the_samples() {
+        // A steady clock (100 ticks a read): the same run with and without
+        // a 10000-tick gap has the same samples, and the gapped run lasts
+        // at least iters * gap longer.
+        let run = |gap_ticks: u64| {
+            let peer = Rc::new(RefCell::new(Peer::default()));
+            let t = Cell::new(0u64);
+            let c = LatConfig {
+                gap_ticks,
+                ..cfg(Op::Read, true)
+            };
+            let mut tposted = vec![0u64; c.iters as usize];
+            let o = lat::rdma_lat(
+                &c,
+                &mut Sq(peer.clone()),
+                &mut Cq(peer.clone()),
+                &LatTarget::default(),
+                &mut tposted,
+                || {
+                    t.set(t.get() + 100);
+                    t.get()
+                },
+            );
+            assert_eq!((o.error, o.iters), (None, c.iters));
+            (stats::lat_deltas(&tposted), o.t_end - o.t_start)
+        };
+        let (plain, plain_span) = run(0);
+        let (gapped, gapped_span) = run(10_000);
+        assert_eq!(plain, gapped);
+        assert!(
+            gapped_span >= plain_span + 300 * 10_000,
+            "{gapped_span} vs {plain_span}"
+        );
     }
 
     /// send-lat's peer: every send we post is answered by one receive

@@ -96,7 +96,7 @@ impl Receiver {
             rqs: res
                 .qps
                 .iter()
-                .map(VerbsRecv::new)
+                .map(|qp| VerbsRecv::new(qp).map(|r| r.with_list(p.recv_post_list as usize)))
                 .collect::<Result<_, _>>()
                 .map_err(Fail::verbs)?,
             bufs: (0..res.qps.len())
@@ -143,6 +143,7 @@ impl Receiver {
                 }),
                 Mode::Iterations => None,
             },
+            list: p.recv_post_list as u64,
         };
         recv::prepost(&mut self.rqs, &self.bufs, &mut self.counts, &cfg)
             .map_err(|e| Fail::new(describe_recv(e, size, &cfg)))?;
@@ -162,8 +163,9 @@ impl Receiver {
             .cfg
             .take()
             .ok_or_else(|| Fail::new("internal: receives not posted before the run"))?;
-        let mut cq = event_cq::verbs(&res.rcq, 16, p.use_event).map_err(Fail::verbs)?;
-        let mut wcs = [Completion::default(); 16];
+        let mut cq =
+            event_cq::verbs(&res.rcq, p.cqe_poll as usize, p.use_event).map_err(Fail::verbs)?;
+        let mut wcs = vec![Completion::default(); p.cqe_poll as usize];
         let o = RecvLoop {
             cfg,
             rqs: &mut self.rqs,
@@ -270,7 +272,8 @@ fn send_one(
                 .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            let mut cq = event_cq::verbs(&res.cq, 16, p.use_event).map_err(Fail::verbs)?;
+            let mut cq =
+                event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event).map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::WrApi => {
@@ -281,7 +284,8 @@ fn send_one(
                 .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            let mut cq = event_cq::verbs(&res.cq, 16, p.use_event).map_err(Fail::verbs)?;
+            let mut cq =
+                event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event).map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::Direct => {

@@ -6,7 +6,8 @@ use super::direct_qp::DirectQpHandle;
 use super::fail::Fail;
 use super::mem_setup;
 use super::method::{after_direct_failure, Chosen, Method};
-use crate::cli::params::{Conn, Params, Verb};
+use crate::cli::params::{Conn, Params, RateLimit, Verb};
+use crate::cli::rate::RateKind;
 use crate::ctrl::wire::Dest;
 use crate::mlx5::env::Mlx5Env;
 use crate::mlx5::setup::SetupFailure;
@@ -462,7 +463,22 @@ impl Resources {
                      give a GID index with -x",
                 ));
             }
+            let hw_rate = p
+                .rate
+                .as_ref()
+                .filter(|r| r.kind == RateKind::Hw && p.conn != Conn::Ud);
+            if let Some(r) = hw_rate {
+                rtr.static_rate = r.hw_rate;
+            }
             qp.to_rtr(&rtr).map_err(Fail::verbs)?;
+            if let Some(r) = hw_rate {
+                // A direct (mlx5dv) QP took the same verb; verbs QPs are read back.
+                let held = match self.qps.get(i) {
+                    Some(q) => q.query_static_rate().map_err(Fail::verbs)?,
+                    None => r.hw_rate,
+                };
+                check_hw_rate(held, ep, p, r, i)?;
+            }
             // Verbs QPs are read back; a direct (mlx5dv) QP is modified by the same verb.
             if let (true, Some(q)) = (p.qos.grh_set() || p.qos.pkey_index != 0, self.qps.get(i)) {
                 check_qos(q, p, i)?;
@@ -512,6 +528,35 @@ fn grh_of(ep: &Endpoint, p: &Params, r: &Dest, i: usize) -> Option<Grh> {
     g.traffic_class = p.qos.traffic_class;
     g.flow_label = p.qos.flow_label(i);
     Some(g)
+}
+
+/// perftest's check after RTR: the QP must read back the static rate asked
+/// for, on an InfiniBand link (a RoCE QP does not pace by it).
+fn check_hw_rate(held: u8, ep: &Endpoint, p: &Params, r: &RateLimit, i: usize) -> Result<(), Fail> {
+    let dev = ep.ctx.name();
+    let mut why = Vec::new();
+    if held != r.hw_rate {
+        why.push(format!(
+            "the QP holds static rate {held} after RTR, not the {} asked for",
+            r.hw_rate
+        ));
+    }
+    if ep.port.link_layer.is_ethernet() {
+        why.push(format!(
+            "{dev} port {} is Ethernet (RoCE), where a QP does not pace by its address \
+             vector's static rate (perftest refuses it too)",
+            p.ib_port
+        ));
+    }
+    if why.is_empty() {
+        return Ok(());
+    }
+    let why = why.join("; ");
+    Err(Fail::new(format!(
+        "--rate_limit_type=HW: QP {i} on {dev} failed to accept the HW rate limit of {} Gb/s: \
+         {why}; use --rate_limit_type=SW",
+        r.value
+    )))
 }
 
 /// `--tclass`/`--flow_label`/`--pkey_index`: the QP must hold what was asked

@@ -119,6 +119,9 @@ pub struct RtrAttr {
     pub max_dest_rd_atomic: u8,
     /// RC: 12 in perftest (`MIN_RNR_TIMER`).
     pub min_rnr_timer: u8,
+    /// The address vector's static rate (`ibv_rate`; 0: the port's rate),
+    /// perftest's HW rate limit.
+    pub static_rate: u8,
 }
 
 impl RtrAttr {
@@ -135,6 +138,7 @@ impl RtrAttr {
             grh: None,
             max_dest_rd_atomic: 1,
             min_rnr_timer: 12,
+            static_rate: 0,
         }
     }
 
@@ -198,6 +202,7 @@ pub(crate) fn build_rtr(t: QpType, a: &RtrAttr) -> (sys::ibv_qp_attr, u32) {
         ah_attr: a.ah_attr().to_raw(),
         ..Default::default()
     };
+    attr.ah_attr.static_rate = a.static_rate;
     let mut mask = sys::IBV_QP_STATE;
     if t != QpType::UD {
         attr.path_mtu = a.path_mtu.0;
@@ -400,6 +405,11 @@ impl Qp {
         let attr = self.query(sys::IBV_QP_AV | sys::IBV_QP_PKEY_INDEX)?;
         let g = attr.ah_attr.grh;
         Ok((g.traffic_class, g.flow_label, attr.pkey_index))
+    }
+
+    /// The static rate (`ibv_rate`) the QP's address vector holds.
+    pub fn query_static_rate(&self) -> Result<u8> {
+        Ok(self.query(sys::IBV_QP_AV)?.ah_attr.static_rate)
     }
 
     /// Applies attributes computed elsewhere (the RDMA CM's
