@@ -142,20 +142,33 @@ impl Bounds {
     }
 }
 
-/// `-d auto`: the node-local rank takes the i-th device.
+/// `-d auto`: the node-local rank (its index among the ranks with its host name)
+/// takes the host's i-th device by name. More local ranks than devices is an
+/// error, not a silent share: one rank per NIC is the point of the mode.
 fn auto_device(p: &mut Params, hosts: &[String], me: usize) -> Result<(), String> {
     if p.ib_dev.as_deref() != Some("auto") {
         return Ok(());
     }
     let local = hosts[..me].iter().filter(|h| **h == hosts[me]).count();
-    let devs = crate::verbs::devices().map_err(|e| e.to_string())?;
-    if devs.is_empty() {
-        return Err("-d auto: no RDMA device on this host".into());
-    }
+    let devs = crate::verbs::devices().map_err(|e| format!("-d auto: {e}"))?;
     let mut names: Vec<String> = devs.into_iter().map(|d| d.name).collect();
     names.sort();
-    p.ib_dev = Some(names[local % names.len()].clone());
+    p.ib_dev = Some(pick_auto(&names, local, &hosts[me])?);
     Ok(())
+}
+
+/// The `local`-th of the host's sorted device `names`, or why not.
+fn pick_auto(names: &[String], local: usize, host: &str) -> Result<String, String> {
+    match names.get(local) {
+        Some(n) => Ok(n.clone()),
+        None if names.is_empty() => Err(format!("-d auto: no RDMA device on {host}")),
+        None => Err(format!(
+            "-d auto: local rank {local} on {host}, but it has {} device(s) ({}); start at most {} rank(s) per host, or name one with -d NAME",
+            names.len(),
+            names.join(","),
+            names.len()
+        )),
+    }
 }
 
 /// Enters network namespace `ns` (a name under /var/run/netns, or a path):
@@ -169,7 +182,12 @@ fn enter_netns(ns: &str) -> Result<(), String> {
         Path::new("/var/run/netns").join(ns)
     };
     let f = std::fs::File::open(&path)
-        .map_err(|e| format!("--netns {ns}: open {}: {e}", path.display()))?;
+        .map_err(|e| {
+            format!(
+                "--netns {ns}: open {}: {e} (give a name made by `ip netns add`, or a namespace file's path)",
+                path.display()
+            )
+        })?;
     // SAFETY: `f` is an open namespace file for the call's duration.
     let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
     if rc != 0 {
@@ -652,5 +670,27 @@ fn root(
         Exit::Leave(st.max(1))
     } else {
         Exit::Done(st)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick_auto;
+
+    #[test]
+    fn auto_device_is_the_local_index_or_a_clear_error() {
+        let names: Vec<String> = ["mlx5_0", "mlx5_1"].map(String::from).to_vec();
+        assert_eq!(pick_auto(&names, 0, "h").unwrap(), "mlx5_0");
+        assert_eq!(pick_auto(&names, 1, "h").unwrap(), "mlx5_1");
+        let e = pick_auto(&names, 2, "h").unwrap_err();
+        assert!(
+            e.contains("-d auto")
+                && e.contains("2 device(s) (mlx5_0,mlx5_1)")
+                && e.contains("-d NAME"),
+            "{e}"
+        );
+        assert!(pick_auto(&[], 0, "h")
+            .unwrap_err()
+            .contains("no RDMA device on h"));
     }
 }
