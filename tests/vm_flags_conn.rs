@@ -6,7 +6,8 @@
 //! fe80::%dummy0 address) and `--bind_source_ip` / 4.5's `--source_ip` (the
 //! control socket's source, seen by `ss` while the pair runs). rdmaperf
 //! against itself, and against stock perftest 4.5 both ways where 4.5 has
-//! the flag (4.5 has no --ipv6-addr).
+//! the flag (4.5 has no --ipv6-addr), and `-g`/`-M` (UD multicast,
+//! send-bw) with a group this host joined at the IP level (see the script).
 
 mod common;
 use common::vm;
@@ -100,6 +101,25 @@ fn script() -> String {
          pair src_cm '{r} {bw} -x 0 -R -p $PORT' '{r} {bw} -x 0 -R --bind_source_ip 169.254.7.2 -p $PORT {CM_ADDR}'\n\
          PAIR_BEFORE_CLIENT=\n"
     );
+    // -g/-M: rxe sends a multicast packet through the IP stack, which loops a
+    // copy back to this host only for a group joined at the IP level (an
+    // ff01:: node-local group, perftest's default, never leaves): a socket
+    // holds ff02::1301 on dummy0 while these run; -M names that group, in
+    // perftest's byte form and as an IPv6 address.
+    s += "python3 -c 'import socket,struct,time; s=socket.socket(socket.AF_INET6,socket.SOCK_DGRAM); \
+          s.setsockopt(socket.IPPROTO_IPV6,socket.IPV6_JOIN_GROUP,socket.inet_pton(socket.AF_INET6,\"ff02::1301\")\
+          +struct.pack(\"@I\",socket.if_nametoindex(\"dummy0\"))); print(\"joined\",flush=True); time.sleep(600)' \
+          > $RESULTS/join.out 2>&1 & J=$!\n\
+          for i in $(seq 100); do grep -q joined $RESULTS/join.out && break; sleep 0.1; done\n";
+    let mg = "-M 255:2:0:0:0:0:0:0:0:0:0:0:0:0:19:1";
+    let sbw_g = "send-bw -d rxe0 -F -g -s 64 -n 100";
+    let ssbw_g = "ib_send_bw -d rxe0 -F -x 0 -g -s 64 -n 100";
+    s += &format!(
+        "pair mc_rr '{r} {sbw_g} {mg} -p $PORT' '{r} {sbw_g} -M ff02::1301 -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!("pair mc_sr '{ssbw_g} {mg} -p $PORT' '{r} {sbw_g} {mg} -p $PORT 127.0.0.1'\n");
+    s += &format!("pair mc_rs '{r} {sbw_g} {mg} -p $PORT' '{ssbw_g} {mg} -p $PORT 127.0.0.1'\n");
+    s += "kill $J\n";
     s += "PAIR_TIMEOUT=30\n";
     // Not an address of this host: refused at bind, at once (no retrying).
     s += &format!(
@@ -348,5 +368,70 @@ fn bind_source_ip_not_on_this_host() {
         s.out.contains("--bind_source_ip") && s.out.contains("bind to source 169.254.9.9"),
         "names the flag and the address:\n{}",
         s.out
+    );
+}
+
+/// The bw row's iterations on both sides (send-bw -g: UD, size the MTU's).
+fn mcast_rows(p: &vm::Pair) {
+    for (who, out) in [("server", &p.server.out), ("client", &p.client.out)] {
+        let rows = vm::bw_result_rows(out);
+        assert!(
+            rows.len() == 1 && rows[0].1 == 100,
+            "{} {who}: one row of 100 iterations:\n{out}",
+            p.name
+        );
+    }
+}
+
+/// ff02::1301 as perftest prints a GID.
+const GROUP: &str = "255:02:00:00:00:00:00:00:00:00:00:00:00:00:19:01";
+
+fn mcast_pair(name: &str) -> Option<vm::Pair> {
+    let b = batch()?;
+    let p = b.pair(name);
+    p.assert_ok();
+    mcast_rows(&p);
+    Some(p)
+}
+
+#[test]
+fn mcast_rdmaperf_both_ends() {
+    let Some(p) = mcast_pair("mc_rr") else { return };
+    for out in [&p.server.out, &p.client.out] {
+        assert!(out.contains("Send BW Multicast Test"), "{out}");
+        assert!(out.contains(" MultiCast runs on UD!\n"), "{out}");
+        assert!(out.contains(" Connection type : UD"), "{out}");
+    }
+    // The server's key message names the group (its MGID line), the
+    // client's remote line shows the same group and QPN 0xffffff.
+    assert!(
+        p.server.out.contains(&format!(" MGID: {GROUP}")),
+        "{}",
+        p.server.out
+    );
+    assert!(
+        p.client.out.contains(&format!(" MGID: {GROUP}")) && p.client.out.contains("QPN 0xffffff"),
+        "{}",
+        p.client.out
+    );
+}
+
+#[test]
+fn mcast_against_stock_server() {
+    let Some(p) = mcast_pair("mc_sr") else { return };
+    assert!(
+        p.client.out.contains(&format!(" MGID: {GROUP}")),
+        "{}",
+        p.client.out
+    );
+}
+
+#[test]
+fn mcast_against_stock_client() {
+    let Some(p) = mcast_pair("mc_rs") else { return };
+    assert!(
+        p.client.out.contains(&format!(" MGID: {GROUP}")),
+        "{}",
+        p.client.out
     );
 }

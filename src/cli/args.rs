@@ -296,6 +296,14 @@ pub struct PerfArgs {
     /// separately ("Local results", "Remote results").
     #[arg(long = "report-both")]
     pub report_both: bool,
+    /// send-bw/send-lat: UD multicast - the receiver's QP joins a multicast
+    /// group (ibv_attach_mcast) and the sender sends to the group (RoCE).
+    #[arg(short = 'g', long = "mcg")]
+    pub mcg: bool,
+    /// With -g: the group's MGID, as perftest writes it (16 colon-separated
+    /// bytes, e.g. 255:14:0:0:0:0:0:0:0:0:0:0:0:0:19:1) or as an IPv6 address (ff0e::1301).
+    #[arg(short = 'M', long = "MGID")]
+    pub mgid: Option<String>,
     /// Print perftest's version line and rdmaperf's, then exit.
     #[arg(short = 'V', long = "version")]
     pub version: bool,

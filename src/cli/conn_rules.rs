@@ -96,6 +96,13 @@ pub fn conn_opts(a: &PerfArgs, _conn: Conn) -> Result<ConnOpts, String> {
             if a.rdma_cm { "-R" } else { "-z" }
         ));
     }
+    if a.ipv6_addr && a.loopback {
+        return Err(
+            "--ipv6-addr with --loopback: --loopback connects its two halves over 127.0.0.1; \
+             drop --ipv6-addr, or run a server and a client (e.g. on ::1)"
+                .into(),
+        );
+    }
     if a.comm_rdma_cm && a.loopback {
         return Err(
             "-z with --loopback: rdma_cm cannot route 127.0.0.1, which --loopback uses; run a \
@@ -176,6 +183,12 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.contains("-z with --loopback"), "{e}");
+        let e = opts(|a| {
+            a.ipv6_addr = true;
+            a.loopback = true;
+        })
+        .unwrap_err();
+        assert!(e.contains("--ipv6-addr with --loopback"), "{e}");
         let e = opts(|a| {
             a.comm_rdma_cm = true;
             a.ipv6_addr = true;

@@ -19,7 +19,7 @@ pub fn applies(t: Tool, id: &str) -> bool {
         "outs" => matches!(v, Verb::Read | Verb::Atomic),
         "rx_depth" => v == Verb::Send,
         "write_with_imm" | "check_landing" => v == Verb::Write,
-        "send_with_imm" | "use_srq" => v == Verb::Send,
+        "send_with_imm" | "use_srq" | "mcg" | "mgid" => v == Verb::Send,
         "use_null_mr" => v == Verb::Read || (bw && v == Verb::Write),
         "payload_file_path" => v != Verb::Write || bw,
         "report_cycles" | "report_histogram" | "report_unsorted" | "samples_file"
@@ -93,6 +93,7 @@ pub fn default_of(t: Tool, id: &str) -> Option<String> {
         "latency_gap" => s("0"),
         "recv_post_list" => s("1"),
         "cqe_poll" => Some(params::DEF_CQE_POLL.to_string()),
+        "mgid" => s("255:1:0:0:0:2:201:133:0:0:0:0:0:0:0:0; the latency client's ends in 1"),
         _ => None,
     }
 }

@@ -6,6 +6,7 @@ pub mod conn_rules;
 pub mod flags;
 pub mod help;
 pub mod lists;
+pub mod mcast_rules;
 pub mod mem_opts;
 pub mod params;
 pub mod rate;

@@ -291,6 +291,8 @@ pub struct Params {
     pub mem: super::mem_opts::MemOpts,
     /// Connection flags: `-T`, `-z`, `--ipv6`, `--ipv6-addr`, `--bind_source_ip`.
     pub conn_opts: ConnOpts,
+    /// `-g` (with `-M`'s group): UD multicast, send tests.
+    pub mcast: Option<super::mcast_rules::Mcast>,
 }
 
 /// How the two ends find each other: `-T`, `-z`, `--ipv6`, `--ipv6-addr`,
@@ -411,6 +413,15 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         }
         Some(o) => return Err(format!("-c {o}: unknown connection type; use RC, UC or UD")),
     };
+    // -g: perftest runs multicast on UD whatever -c says.
+    let mcast = super::mcast_rules::mcast(a, verb)?;
+    let mcast_notice = match (&mcast, a.connection.as_deref()) {
+        (Some(_), Some(c)) if !c.eq_ignore_ascii_case("UD") => Some(format!(
+            "MultiCast runs on UD: -c {c} is replaced by UD, as in perftest"
+        )),
+        _ => None,
+    };
+    let conn = if mcast.is_some() { Conn::Ud } else { conn };
     if conn == Conn::Uc && matches!(verb, Verb::Read | Verb::Atomic) {
         return Err(rule(
             "-c UC: UC connection not possible in READ/ATOMIC verbs; use -c RC",
@@ -772,6 +783,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     let rate = super::rate::rate_of(a, tool, tx_depth, threads, &mut notices)?;
     pace_rules(a, tool)?;
     recv_list_rules(a, tool, iters, rx_depth, is_dur)?;
+    notices.extend(mcast_notice);
     if bw && post_list > 1 && a.cq_mod.is_none() {
         notices
             .push("Post List requested - CQ moderation will be the size of the post list".into());
@@ -785,7 +797,8 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         port: a.port.unwrap_or(DEF_PORT),
         ib_dev: a.ib_dev.clone(),
         ib_port: a.ib_port.unwrap_or(1),
-        gid_index: a.gid_index,
+        // perftest: multicast without -x uses GID index 0.
+        gid_index: a.gid_index.or(mcast.map(|_| 0)),
         sizes,
         all_sizes: a.all,
         iters,
@@ -842,6 +855,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         cqe_poll: a.cqe_poll.unwrap_or(DEF_CQE_POLL),
         report_both: a.report_both,
         recv_post_list: a.recv_post_list.unwrap_or(1),
+        mcast,
     })
 }
 

@@ -238,7 +238,17 @@ impl Session {
     /// Over rdma_cm the key message is perftest's binary struct (56 bytes; 64
     /// from a 6.29 peer, told apart by the message's own length).
     fn hand_shake_bin(&mut self, step: &str, my: &Dest) -> Result<Dest, CtrlError> {
-        let out = wire::encode_key_bin(my, self.gid_index);
+        // A 6.29+ peer reads its own, longer struct (we advertise 6.27, so
+        // it sends us the 64-byte form too, told apart by length below).
+        let long = self
+            .peer_version
+            .as_ref()
+            .is_some_and(|v| v.value >= wire::KEY_BIN_629_VERSION - 1e-9);
+        let out: Vec<u8> = if long {
+            wire::encode_key_bin_629(my, self.gid_index).to_vec()
+        } else {
+            wire::encode_key_bin(my, self.gid_index).to_vec()
+        };
         let timeout = self.read_timeout();
         let recv = |s: &mut Session| -> Result<Dest, CtrlError> {
             let len = s

@@ -507,6 +507,8 @@ pub fn encode_key(d: &Dest) -> Result<Vec<u8>, WireError> {
 pub const KEY_LEN_BIN: usize = 56;
 /// perftest 6.29 added `u64 tail_markers_vaddr` after vaddr: 64 bytes, GID at 40.
 pub const KEY_LEN_BIN_629: usize = 64;
+/// The first perftest version with the 64-byte binary key message.
+pub const KEY_BIN_629_VERSION: f64 = 6.29;
 
 /// Encodes the 56-byte binary key message (the form every stock release
 /// before 6.29 reads; we advertise 6.27).
@@ -521,6 +523,19 @@ pub fn encode_key_bin(d: &Dest, gid_index: u32) -> [u8; KEY_LEN_BIN] {
     b[32..48].copy_from_slice(&d.gid.unwrap_or([0; 16]));
     b[48..52].copy_from_slice(&d.srqn.to_be_bytes());
     b[52..56].copy_from_slice(&gid_index.to_be_bytes());
+    b
+}
+
+/// The 64-byte binary key message of perftest 6.29 and later (`tail_markers_vaddr`,
+/// 0 here, after vaddr; GID at 40), for a peer that reads that layout: it
+/// receives our message into its own struct, so the 56-byte form would put
+/// its GID 8 bytes off (fatal with `-z`, where the data QPs are connected
+/// from that GID).
+pub fn encode_key_bin_629(d: &Dest, gid_index: u32) -> [u8; KEY_LEN_BIN_629] {
+    let short = encode_key_bin(d, gid_index);
+    let mut b = [0u8; KEY_LEN_BIN_629];
+    b[..32].copy_from_slice(&short[..32]);
+    b[40..64].copy_from_slice(&short[32..56]);
     b
 }
 
@@ -874,6 +889,12 @@ mod tests {
         b629[..32].copy_from_slice(&b[..32]);
         b629[40..56].copy_from_slice(&b[32..48]);
         assert_eq!(decode_key_bin(&b629).unwrap(), d);
+        // What we send a 6.29 peer (-z against master): its layout, tail 0.
+        let ours = encode_key_bin_629(&d, 1);
+        assert_eq!(&ours[32..40], &[0; 8], "tail_markers_vaddr");
+        assert_eq!(&ours[40..56], &d.gid.unwrap());
+        assert_eq!(&ours[60..64], &[0, 0, 0, 1], "gid_index");
+        assert_eq!(decode_key_bin(&ours).unwrap(), d);
         // The TCP text form is named as such.
         let e = decode_key_bin(&[b'0'; KEY_LEN_GID])
             .unwrap_err()

@@ -227,6 +227,9 @@ pub struct TestInfo {
     pub events: Option<u32>,
     /// `-O`.
     pub dualport: bool,
+    /// `-g`: "Multicast" in the title, " MultiCast runs on UD!", the
+    /// group's address line labelled MGID.
+    pub mcast: bool,
     /// Device name, e.g. "mlx5_0".
     pub device: String,
     pub num_qps: u32,
@@ -316,6 +319,7 @@ impl Default for TestInfo {
             recv_post_list: 1,
             events: None,
             dualport: false,
+            mcast: false,
             device: String::new(),
             num_qps: 1,
             transport: Transport::Ib,
@@ -387,6 +391,10 @@ impl TestInfo {
                 t.push_str("Latency");
                 t.push_str(sep);
             }
+        }
+        if self.mcast {
+            t.push_str("Multicast");
+            t.push_str(sep);
         }
         t.push_str("Test");
         t

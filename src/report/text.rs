@@ -81,6 +81,9 @@ pub fn info_block(i: &TestInfo) -> String {
             &[Arg::S(&i.device), Arg::U(eq as u64)],
         );
     }
+    if i.mcast {
+        o.push_str(" MultiCast runs on UD!\n");
+    }
     o += &sprintf(
         " Dual-port       : %s\t\tDevice         : %s\n",
         &[Arg::S(on_off(i.dualport)), Arg::S(&i.device)],
@@ -255,7 +258,9 @@ pub fn address_line(side: Side, d: &Dest, i: &TestInfo) -> String {
     }
     o.push('\n');
     if i.gid_index.is_some() && i.connection != Connection::RawEth {
-        let mut args = vec![Arg::S("GID")];
+        // perftest labels the group's address (the receiver's key message) MGID.
+        let group = i.mcast && (i.duplex || (side == "local") == (i.role == Role::Server));
+        let mut args = vec![Arg::S(if group { "MGID" } else { "GID" })];
         args.extend(d.gid.iter().map(|&b| Arg::U(b as u64)));
         o += &sprintf(
             " %s: %02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d:%02d\n",

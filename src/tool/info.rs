@@ -131,6 +131,7 @@ pub fn params_info(p: &Params) -> TestInfo {
         // -z: the control messages over rdma_cm, the data QPs by hand.
         rdma_cm_exchange: p.cm_ctrl(),
         tos: p.conn_opts.tos.map(i32::from),
+        mcast: p.mcast.is_some(),
         // perftest: " Test with events. Using <dev>_comp<eq_num>", eq_num 0 without -X.
         events: p.use_event.then_some(0),
         ..TestInfo::default()

@@ -78,7 +78,9 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
              please report this",
         ));
     }
-    let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(&ep, i)).collect();
+    let mut my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(&ep, i)).collect();
+    // -g: this side's QP joins its group; kept (attached) until the run ends.
+    let _mcast = super::mcast::join(&ep, p, &res, &mut my)?;
     let mut lat = Lat {
         p,
         out,

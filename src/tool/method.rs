@@ -153,6 +153,8 @@ pub fn direct_wired(p: &Params) -> bool {
         && !p.mr_per_qp
         // -R connects the verbs QPs through the CM.
         && !p.rdma_cm
+        // -g attaches a verbs QP to the group.
+        && p.mcast.is_none()
 }
 
 /// What is known about the device and tool when choosing.

@@ -32,6 +32,7 @@ pub mod infinite;
 pub mod info;
 pub mod landing;
 pub mod lat;
+pub mod mcast;
 pub mod mem_setup;
 pub mod method;
 pub mod out;

@@ -327,6 +327,8 @@ pub(crate) struct Ready {
     pub(crate) clock: Clock,
     pub(crate) mtu: u8,
     pub(crate) my: Vec<Dest>,
+    /// `-g` receiver: the QP's group membership (detached on drop).
+    pub(crate) _mcast: Option<super::mcast::Joined>,
     pub(crate) rem: Vec<Dest>,
     /// `-R`: the data QPs' CM ids, kept for the run.
     pub(crate) cm: Option<super::cm_data::CmQps>,
@@ -360,12 +362,14 @@ impl Ready {
         let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
         let info = test_info(p, ep, &res, mtu_bytes, &chosen, &clock);
         out.print(&text::info_block(&info));
-        let my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(ep, i)).collect();
+        let mut my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(ep, i)).collect();
+        let mcast = super::mcast::join(ep, p, &res, &mut my)?;
         let report = p
             .json_file
             .as_ref()
             .map(|f| json::JsonReport::new(f, &info));
         let ready = Ready {
+            _mcast: mcast,
             method: chosen.method,
             rem: my.clone(),
             cm,

@@ -496,6 +496,29 @@ impl Qp {
         })
     }
 
+    /// `ibv_attach_mcast`: UD receives for the multicast group `mgid`
+    /// (`mlid`: its LID on InfiniBand, 0 on RoCE) reach this QP too.
+    pub fn attach_mcast(&self, mgid: [u8; 16], mlid: u16) -> Result<()> {
+        let gid = sys::ibv_gid { raw: mgid };
+        // SAFETY: the QP is live; `gid` is a valid ibv_gid the call only reads.
+        let ret = unsafe { sys::ibv_attach_mcast(self.raw(), &gid, mlid) };
+        if ret != 0 {
+            return Err(VerbsError::new(
+                "ibv_attach_mcast",
+                errno_of(ret),
+                "the device refused to attach the UD QP to the multicast group",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `ibv_detach_mcast` (best effort: destroying the QP detaches it too).
+    pub fn detach_mcast(&self, mgid: [u8; 16], mlid: u16) {
+        let gid = sys::ibv_gid { raw: mgid };
+        // SAFETY: as for attach_mcast.
+        unsafe { sys::ibv_detach_mcast(self.raw(), &gid, mlid) };
+    }
+
     pub fn qpn(&self) -> u32 {
         // SAFETY: the QP is live; qp_num is fixed at creation.
         unsafe { self.qp.as_ref().qp_num }
