@@ -119,6 +119,15 @@ fn script() -> String {
     );
     s += &format!("pair mc_sr '{ssbw_g} {mg} -p $PORT' '{r} {sbw_g} {mg} -p $PORT 127.0.0.1'\n");
     s += &format!("pair mc_rs '{r} {sbw_g} {mg} -p $PORT' '{ssbw_g} {mg} -p $PORT 127.0.0.1'\n");
+    // send-lat: both ends attach (to the same -M group, as perftest does).
+    let slat_g = "send-lat -d rxe0 -F -g -s 64 -n 100";
+    s += &format!(
+        "pair mc_lat_rr '{r} {slat_g} {mg} -p $PORT' '{r} {slat_g} {mg} -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair mc_lat_sr 'ib_send_lat -d rxe0 -F -x 0 -g -s 64 -n 100 {mg} -p $PORT' \
+         '{r} {slat_g} {mg} -p $PORT 127.0.0.1'\n"
+    );
     s += "kill $J\n";
     s += "PAIR_TIMEOUT=30\n";
     // Not an address of this host: refused at bind, at once (no retrying).
@@ -434,4 +443,30 @@ fn mcast_against_stock_client() {
         "{}",
         p.client.out
     );
+}
+
+/// send-lat -g: the client's latency row counts the 100 round trips, and
+/// both of its address lines are groups (each end receives on one).
+fn mcast_lat(name: &str) {
+    let Some(b) = batch() else { return };
+    let p = b.pair(name);
+    p.assert_ok();
+    let out = &p.client.out;
+    assert!(out.contains("Send Latency Multicast Test"), "{out}");
+    let row = out
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("64"))
+        .unwrap_or_else(|| panic!("{name}: no latency row:\n{out}"));
+    assert_eq!(row.split_whitespace().nth(1), Some("100"), "{row}");
+    assert!(out.contains("QPN 0xffffff"), "{out}");
+}
+
+#[test]
+fn mcast_latency_rdmaperf_both_ends() {
+    mcast_lat("mc_lat_rr");
+}
+
+#[test]
+fn mcast_latency_against_stock_server() {
+    mcast_lat("mc_lat_sr");
 }
