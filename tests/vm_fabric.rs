@@ -92,6 +92,14 @@ RDMAPERF_FABRIC_SIGNAL=3:2:9:1000 $MPI --enable-recovery -x RDMAPERF_FABRIC_SIGN
 echo $? > $RESULTS/kill.rc
 echo "total=$(echo "$(date +%s.%N) - $s" | bc)" > $RESULTS/kill.info
 sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" >> $RESULTS/kill.info
+# A rank that stops answering: rank 3 SIGSTOPs itself as the last step (3 of 3) starts. Rank 0
+# must name it within --timeout of its last sign of life and exit non-zero; mpirun then ends the
+# job, the stopped rank included. Each line is stamped with its arrival time.
+{ timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -x RDMAPERF_FABRIC_SIGNAL=3:3:19:0 \
+    -np 4 $RDMAPERF_BIN fabric write-bw -d rxe0 -x 0 -s 64 -n 200 --timeout 5 \
+    --out_json_file=$RESULTS/stop.json 2>&1; echo "rc=$?"; } \
+    | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > $RESULTS/stop.out
+sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/stop.info
 # SIGTERM to every rank 1 s into step 2 (what scancel does).
 RDMAPERF_FABRIC_SIGNAL='*:2:15:1000' $MPI -x RDMAPERF_FABRIC_SIGNAL -np 4 $RDMAPERF_BIN fabric write-bw \
     -d rxe0 -x 0 -s 64 -D 4 --timeout 10 --out_json_file=$RESULTS/term.json > $RESULTS/term.out 2>&1
@@ -337,6 +345,58 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
                 .iter()
                 .all(|p| p["ok"].is_object()),
             "{v}"
+        );
+    }
+
+    #[test]
+    fn silent_rank_is_named_within_the_timeout() {
+        // Rank 3 stops (SIGSTOP) as step 3 starts; --timeout 5.
+        let Some(r) = batch() else { return };
+        let out = file(r, "stop.out");
+        let info = file(r, "stop.info");
+        println!("{info}\n{out}");
+        let at = |what: &str| -> f64 {
+            out.lines()
+                .find(|l| l.contains(what))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("no line with '{what}' in stop.out\n{out}"))
+        };
+        let stopped = at("test hook: signal 19 to itself in step 3");
+        let named = at("rank 3 (fabricvm:rxe0) stopped answering in step 3");
+        let rc_line = out
+            .lines()
+            .find_map(|l| l.split(" rc=").nth(1))
+            .unwrap_or("?");
+        let ended = at(" rc=");
+        println!(
+            "silent rank: named {:.2} s and the job ended {:.2} s after it stopped (rc {rc_line})",
+            named - stopped,
+            ended - stopped
+        );
+        // Not before the timeout (then something else noticed it), and within
+        // it: the slack covers rank 0's 10 ms polls and mpirun's output
+        // forwarding under TCG.
+        assert!(
+            named - stopped >= 4.5 && named - stopped <= 5.0 + 1.5,
+            "rank 0 named the silent rank {:.2} s after it stopped (--timeout 5)\n{out}",
+            named - stopped
+        );
+        // After it: the step's other pairs, the report, mpirun ending the job.
+        assert!(
+            ended - stopped <= 5.0 + 8.0,
+            "the job ended {:.2} s after the rank stopped\n{out}",
+            ended - stopped
+        );
+        assert_ne!(rc_line.trim(), "0", "non-zero exit with a rank gone\n{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.contains("FAILED") && l.contains("(3)")),
+            "its pair named as failed\n{out}"
+        );
+        assert!(
+            info.contains("left=0"),
+            "ranks left running (the stopped one?): {info}"
         );
     }
 

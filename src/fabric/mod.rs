@@ -6,8 +6,8 @@
 //! round-robin 1-factorisation), [`pattern`] (which pairs run in which step),
 //! [`summary`] (min/median/max, outliers, thresholds), [`result`] (a pair's
 //! values, read from the pair tool's own JSON record), [`matrix`] (rank 0's
-//! N x N matrix, CSV), [`json_out`] (the streamed JSON file), `heatmap`
-//! (feature `heatmap`).
+//! N x N matrix, CSV), [`json_out`] (the streamed JSON file), [`alive`]
+//! (rank 0's silent-rank tracker), `heatmap` (feature `heatmap`).
 
 pub mod json_out;
 pub mod matrix;
@@ -20,6 +20,7 @@ pub mod summary;
 pub mod heatmap;
 pub mod opts;
 
+pub mod alive;
 #[cfg(feature = "mpi")]
 pub mod comm;
 pub mod report;

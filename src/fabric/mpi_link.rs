@@ -4,6 +4,7 @@
 //! side of a pair has its own tag, so the pairs a rank runs at once (incast,
 //! alltoall, `-b`) and late messages of a failed step never mix.
 
+use super::alive;
 use super::comm::{self, CommError};
 use crate::ctrl::link::StreamLink;
 use crate::run::stop;
@@ -52,11 +53,46 @@ impl MpiLink {
     fn deadline(&self, timeout: Option<Duration>) -> Instant {
         Instant::now() + timeout.unwrap_or(self.run_cap)
     }
+
+    /// Runs `op` (a bounded receive: a probe that takes nothing until a
+    /// message matches, so it can be repeated) in slices up to `deadline`,
+    /// giving up as soon as the peer is named gone (`alive`): rank 0's bound
+    /// on a silent rank then ends this pair too, not the pair's own bounds.
+    fn wait<T>(
+        &self,
+        deadline: Instant,
+        mut op: impl FnMut(Instant) -> Result<T, CommError>,
+    ) -> Result<T, Gave> {
+        loop {
+            if alive::is_gone(self.peer) {
+                return Err(Gave::Gone);
+            }
+            let slice = (Instant::now() + SLICE).min(deadline);
+            match op(slice) {
+                Err(CommError::TimedOut) if slice < deadline => continue,
+                Err(e) => return Err(Gave::Comm(e)),
+                Ok(v) => return Ok(v),
+            }
+        }
+    }
 }
 
-fn io_error(e: CommError, peer: usize, waited: Option<Duration>) -> io::Error {
+/// How often a wait looks whether rank 0 named the peer gone.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// Why a wait of the link ended without its message.
+enum Gave {
+    Comm(CommError),
+    Gone,
+}
+
+fn io_error(e: Gave, peer: usize, waited: Option<Duration>) -> io::Error {
     match e {
-        CommError::TimedOut => io::Error::new(
+        Gave::Gone => io::Error::new(
+            ErrorKind::ConnectionAborted,
+            format!("rank {peer} stopped answering (rank 0 heard nothing from it for --timeout)"),
+        ),
+        Gave::Comm(CommError::TimedOut) => io::Error::new(
             ErrorKind::TimedOut,
             format!(
                 "rank {peer} did not answer within {:?}",
@@ -64,7 +100,9 @@ fn io_error(e: CommError, peer: usize, waited: Option<Duration>) -> io::Error {
             ),
         ),
         // Not Interrupted: the channel retries that; a signal ends the pair.
-        CommError::Stopped => io::Error::new(ErrorKind::ConnectionAborted, "stopped by a signal"),
+        Gave::Comm(CommError::Stopped) => {
+            io::Error::new(ErrorKind::ConnectionAborted, "stopped by a signal")
+        }
     }
 }
 
@@ -74,7 +112,13 @@ impl StreamLink for MpiLink {
             return Ok(()); // an empty message means "closed" on the wire
         }
         let d = self.deadline(timeout);
+        // Not in slices: each send call posts the message (a timed-out one
+        // stays posted), so only the start looks at the peer's state.
+        if alive::is_gone(self.peer) {
+            return Err(io_error(Gave::Gone, self.peer, None));
+        }
         comm::send(self.peer, self.send_tag, msg, d, stop::requested)
+            .map_err(Gave::Comm)
             .map_err(|e| io_error(e, self.peer, timeout.or(Some(self.run_cap))))
     }
 
@@ -84,7 +128,10 @@ impl StreamLink for MpiLink {
                 return Ok(0);
             }
             let d = self.deadline(timeout);
-            let (_, m) = comm::recv(Some(self.peer), self.recv_tag, d, stop::requested)
+            let (_, m) = self
+                .wait(d, |t| {
+                    comm::recv(Some(self.peer), self.recv_tag, t, stop::requested)
+                })
                 .map_err(|e| io_error(e, self.peer, timeout.or(Some(self.run_cap))))?;
             if m.is_empty() {
                 self.closed = true;

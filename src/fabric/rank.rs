@@ -6,6 +6,7 @@
 //! answering is reported by rank 0, which then ends the job (MPI_Abort, so no
 //! rank is left running) with a non-zero status.
 
+use super::alive::{self, Silence};
 use super::comm;
 use super::json_out::{JsonStream, RankInfo};
 use super::mpi_link::MpiLink;
@@ -24,6 +25,10 @@ use std::time::{Duration, Instant};
 
 const TAG_GO: i32 = 1;
 const TAG_RESULT: i32 = 2;
+/// A rank's beat to rank 0 while a step runs (`alive`).
+const TAG_ALIVE: i32 = 3;
+/// Rank 0's word that a rank stopped answering (its body: the rank).
+const TAG_GONE: i32 = 4;
 
 /// Size of one rank's set-up record.
 const RECORD: usize = 256;
@@ -326,7 +331,8 @@ enum Exit {
 /// Test hook for the fault tests (a launcher cannot aim a signal at a rank
 /// mid-step reliably under QEMU TCG): `RDMAPERF_FABRIC_SIGNAL="RANK:STEP:SIG:MS"`
 /// (RANK `*` = every rank, STEP from 1) makes this rank send itself signal SIG
-/// MS milliseconds into step STEP: SIGKILL as a crash, SIGTERM as `scancel`.
+/// MS milliseconds into step STEP: SIGKILL as a crash, SIGTERM as `scancel`,
+/// SIGSTOP as a rank that stops answering.
 fn signal_hook(me: usize, step: usize) {
     let Ok(spec) = std::env::var("RDMAPERF_FABRIC_SIGNAL") else {
         return;
@@ -341,6 +347,8 @@ fn signal_hook(me: usize, step: usize) {
     if rank_ok && st == step + 1 {
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(ms));
+            // The tests time rank 0's report from this line.
+            eprintln!("rdmaperf fabric: rank {me}: test hook: signal {sig} to itself in step {st}");
             // SAFETY: kill(2) on our own pid with a plain signal number.
             unsafe { libc::kill(libc::getpid(), sig) };
         });
@@ -439,6 +447,39 @@ fn send_json<T: Serialize>(dest: usize, tag: i32, v: &T, within: Duration) -> bo
     comm::send(dest, tag, &bytes, Instant::now() + within, never).is_ok()
 }
 
+/// Runs `f` (this rank's pairs of `step`) while a thread of its own beats
+/// to rank 0 every `alive::beat_period` and takes rank 0's word of ranks
+/// gone (the pair links to them then give up). Never inside a pair's
+/// measured loop: the beats are MPI calls of this other thread, under the
+/// one MPI mutex the loops never take.
+fn beating<T>(step: usize, b: Bounds, f: impl FnOnce() -> T) -> T {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let done = AtomicBool::new(false);
+    let period = alive::beat_period(b.step);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // The first beat after one period: the go started the clock, and
+            // steps shorter than that cost rank 0 no beat at all.
+            let mut next = Instant::now() + period;
+            while !done.load(Ordering::Acquire) {
+                while let Ok((_, m)) = comm::recv(Some(0), TAG_GONE, Instant::now(), never) {
+                    if let Ok(r) = serde_json::from_slice::<usize>(&m) {
+                        alive::mark_gone(r);
+                    }
+                }
+                if Instant::now() >= next {
+                    let _ = send_json(0, TAG_ALIVE, &step, period);
+                    next = Instant::now() + period;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let out = f();
+        done.store(true, Ordering::Release);
+        out
+    })
+}
+
 fn member(p: &Params, plan: &Plan, ranks: &[RankInfo], me: usize, b: Bounds, tmp: &Path) -> Exit {
     // The first go comes once rank 0 has printed its header; later ones after
     // the slowest pair of the step before.
@@ -476,7 +517,9 @@ fn member(p: &Params, plan: &Plan, ranks: &[RankInfo], me: usize, b: Bounds, tmp
                 .filter(|r| !go.skip.contains(&r.peer()))
                 .collect()
         };
-        let res = run_step(me, p, ranks, go.step, roles, b, tmp);
+        let res = beating(go.step, b, || {
+            run_step(me, p, ranks, go.step, roles, b, tmp)
+        });
         if !send_json(0, TAG_RESULT, &res, b.step) {
             eprintln!(
                 "rdmaperf fabric: rank {me}: rank 0 did not take the results of step {}",
@@ -578,15 +621,20 @@ fn root(
                 .filter(|r| !skip.contains(&r.peer()))
                 .collect()
         };
-        let own = run_step(0, p, ranks, step, mine, b, tmp);
-        let mut units = own.units.clone();
-        let mut got = own.pairs;
-        // Results from the others, each within the step's bound.
-        let deadline = Instant::now() + b.step_results();
+        // Rank 0's own pairs run in a thread of their own while this one
+        // collects the others' results and watches their beats: a rank
+        // silent for --timeout is named at once, whatever rank 0's pairs do.
         let mut waiting: Vec<usize> = (1..n).filter(|r| !gone.contains(r)).collect();
-        while !waiting.is_empty() {
-            match comm::recv(None, TAG_RESULT, deadline, never) {
-                Ok((from, m)) => {
+        let mut watch = Silence::new(&waiting, Instant::now(), b.step);
+        let mut units = None;
+        let mut got = Vec::new();
+        let own = std::thread::scope(|s| {
+            let h = s.spawn(|| run_step(0, p, ranks, step, mine, b, tmp));
+            // The bound for a rank that beats but never reports: the step's
+            // results bound from the end of rank 0's own pairs (as before).
+            let mut own_end: Option<Instant> = None;
+            loop {
+                while let Ok((from, m)) = comm::recv(None, TAG_RESULT, Instant::now(), never) {
                     let Ok(sr) = serde_json::from_slice::<StepResults>(&m) else {
                         continue;
                     };
@@ -594,12 +642,50 @@ fn root(
                         continue; // a late answer of an earlier step
                     }
                     waiting.retain(|&r| r != from);
-                    units = units.or(sr.units);
+                    watch.done(from);
+                    units = units.take().or(sr.units);
                     got.extend(sr.pairs);
                 }
-                Err(_) => break,
+                while let Ok((from, _)) = comm::recv(None, TAG_ALIVE, Instant::now(), never) {
+                    watch.heard(from, Instant::now());
+                }
+                for (r, quiet) in watch.silent(Instant::now()) {
+                    eprintln!(
+                        "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: nothing from it for {:.1} s (--timeout {} s); later steps skip it",
+                        ranks[r].label(),
+                        step + 1,
+                        quiet.as_secs_f64(),
+                        b.step.as_secs()
+                    );
+                    alive::mark_gone(r);
+                    waiting.retain(|&w| w != r);
+                    if !skip.contains(&r) {
+                        skip.push(r);
+                    }
+                    gone.push(r);
+                    // The others' pairs with it give up too (their links look).
+                    for o in (1..n).filter(|o| !gone.contains(o)) {
+                        let _ = send_json(o, TAG_GONE, &r, Duration::from_secs(1));
+                    }
+                }
+                if own_end.is_none() && h.is_finished() {
+                    own_end = Some(Instant::now());
+                }
+                match own_end {
+                    Some(_) if waiting.is_empty() => break,
+                    Some(e) if Instant::now() >= e + b.step_results() => break,
+                    _ => std::thread::sleep(Duration::from_millis(10)),
+                }
             }
-        }
+            h.join().unwrap_or_else(|_| StepResults {
+                step,
+                units: None,
+                pairs: Vec::new(),
+            })
+        });
+        let units = own.units.clone().or(units);
+        // Rank 0's own results first, the others' after (as they arrived).
+        let got: Vec<PairResult> = own.pairs.into_iter().chain(got).collect();
         for &r in &waiting {
             eprintln!(
                 "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: no results within {:?}; later steps skip it",
