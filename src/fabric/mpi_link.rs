@@ -90,7 +90,7 @@ fn io_error(e: Gave, peer: usize, waited: Option<Duration>) -> io::Error {
     match e {
         Gave::Gone => io::Error::new(
             ErrorKind::ConnectionAborted,
-            format!("rank {peer} stopped answering (rank 0 heard nothing from it for --timeout)"),
+            format!("rank {peer} stopped answering (rank 0 named it silent)"),
         ),
         Gave::Comm(CommError::TimedOut) => io::Error::new(
             ErrorKind::TimedOut,
