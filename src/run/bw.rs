@@ -201,36 +201,47 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
         let mut sample_base = 0u64;
         let t0 = (self.now)();
         out.t_start = t0;
-        let mut last_progress = t0;
         let mut period = self
             .periods
             .map(|l| (l, PeriodClock::new(t0, l.period_ticks())));
+        // The clock is read only where a reading is needed (see
+        // `watchdog::SPINS_PER_CLOCK`): with deadlines or periods after each
+        // pass that made progress and once per idle stretch of spins; the
+        // watchdog on its own idle readings.
+        let timed = self.deadlines.is_some() || period.is_some();
+        let mut fresh = true;
+        let mut idle = watchdog::Idle::default();
         'run: loop {
             if stop::requested() {
                 out.error = Some(RunError::Interrupted);
                 break;
             }
-            let t = (self.now)();
-            if let Some((log, clock)) = period.as_mut() {
-                if let Some(s) = clock.tick(t, out.completed) {
-                    log.publish(&s);
+            if timed && fresh {
+                fresh = false;
+                let t = (self.now)();
+                if let Some((log, clock)) = period.as_mut() {
+                    if let Some(s) = clock.tick(t, out.completed) {
+                        log.publish(&s);
+                    }
+                }
+                if let Some(d) = self.deadlines {
+                    if phase == Phase::Warmup && t >= d.sample_start {
+                        phase = Phase::Sample;
+                        out.t_start = t;
+                        sample_base = out.completed;
+                    } else if phase == Phase::Sample && t >= d.sample_stop {
+                        phase = Phase::Cooldown;
+                        out.t_end = t;
+                        out.measured = out.completed - sample_base;
+                    } else if phase == Phase::Cooldown && t >= d.end {
+                        break;
+                    }
                 }
             }
-            if let Some(d) = self.deadlines {
-                if phase == Phase::Warmup && t >= d.sample_start {
-                    phase = Phase::Sample;
-                    out.t_start = t;
-                    sample_base = out.completed;
-                } else if phase == Phase::Sample && t >= d.sample_stop {
-                    phase = Phase::Cooldown;
-                    out.t_end = t;
-                    out.measured = out.completed - sample_base;
-                } else if phase == Phase::Cooldown && t >= d.end {
-                    break;
-                }
-            } else if out.posted >= total && out.completed >= total {
+            if self.deadlines.is_none() && out.posted >= total && out.completed >= total {
                 break;
             }
+            let posted_before = out.posted;
             for q in 0..self.sqs.len() {
                 if !pace.may_post(t) {
                     // Rate limited: poll until the next burst is due.
@@ -315,11 +326,18 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                         }
                     }
                 }
-                if n > 0 {
-                    last_progress = t;
-                } else if let e @ (Expiry::PeerExited | Expiry::PeerFinished | Expiry::Stalled) =
+                if n > 0 || out.posted > posted_before {
+                    idle.progress();
+                    fresh = true;
+                    continue;
+                }
+                let Some((_, idle_ticks)) = idle.empty(&self.now) else {
+                    continue;
+                };
+                fresh = true;
+                if let e @ (Expiry::PeerExited | Expiry::PeerFinished | Expiry::Stalled) =
                     watchdog::check(
-                        t.wrapping_sub(last_progress),
+                        idle_ticks,
                         cfg.stall_ticks,
                         (out.posted - out.completed).saturating_mul(cfg.size as u64),
                     )
@@ -339,12 +357,13 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                         qp,
                         outstanding: c.scnt - c.ccnt,
                         last_completed: c.ccnt,
-                        idle_ticks: t.wrapping_sub(last_progress),
+                        idle_ticks,
                     });
                     break;
                 }
             } else {
-                last_progress = t;
+                idle.progress();
+                fresh = true;
             }
         }
         let sample_done = self.deadlines.is_some() && phase == Phase::Cooldown;
@@ -353,7 +372,7 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
             // message completed, from the loop's start to the last completion,
             // whatever phase the duration state machine was in.
             out.t_start = t0;
-            out.t_end = last_progress.max(t0 + 1);
+            out.t_end = idle.last_progress(&self.now).max(t0 + 1);
             out.measured = out.completed;
         } else if self.deadlines.is_none() {
             out.t_end = (self.now)();

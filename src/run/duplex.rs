@@ -108,15 +108,25 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
         };
         // Completed + received at the sample's start.
         let mut sample_base = 0u64;
-        let mut last_progress = t0;
+        // The clock is read only where needed (see `watchdog::SPINS_PER_CLOCK`):
+        // with a window after each pass that made progress and once per idle
+        // stretch of spins; with -n only for the watchdog.
+        let mut idle = watchdog::Idle::default();
+        let mut fresh = true;
         'run: loop {
             if stop::requested() {
                 out.tx.error = Some(RunError::Interrupted);
                 break;
             }
-            let t = (self.now)();
+            // The window's arms run only on a fresh reading.
+            let (t, window) = if cfg.window.is_some() && fresh {
+                fresh = false;
+                ((self.now)(), cfg.window)
+            } else {
+                (0, None)
+            };
             let done = out.tx.completed + out.received;
-            match (cfg.window, phase) {
+            match (window, phase) {
                 (Some(w), Phase::Warmup) if t.wrapping_sub(t_first) >= w.margin => {
                     phase = Phase::Sample;
                     out.tx.t_start = t;
@@ -129,7 +139,8 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
                 }
                 (Some(w), Phase::Cooldown) if t.wrapping_sub(t_first) >= w.end => break,
                 (None, _)
-                    if out.tx.posted >= total
+                    if cfg.window.is_none()
+                        && out.tx.posted >= total
                         && out.tx.completed >= total
                         && out.received >= total =>
                 {
@@ -256,21 +267,23 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
                 || out.received < total
                 || phase == Phase::Idle;
             if progress || !waiting {
-                last_progress = t;
-            } else {
+                idle.progress();
+                fresh = true;
+            } else if let Some((_, idle_ticks)) = idle.empty(&self.now) {
+                fresh = true;
                 let in_flight = (out.tx.posted - out.tx.completed)
                     .saturating_mul(tx.size as u64)
                     .saturating_add(
                         (nqp as u64 * cfg.rx.rx_depth).saturating_mul(cfg.rx.len as u64),
                     );
-                match watchdog::check(t.wrapping_sub(last_progress), tx.stall_ticks, in_flight) {
+                match watchdog::check(idle_ticks, tx.stall_ticks, in_flight) {
                     Expiry::No => {}
                     e @ (Expiry::PeerExited | Expiry::PeerFinished) => {
                         out.tx.error = RunError::of_peer(e);
                         break;
                     }
                     Expiry::Stalled => {
-                        out.tx.error = Some(self.stalled(t.wrapping_sub(last_progress), total));
+                        out.tx.error = Some(self.stalled(idle_ticks, total));
                         break;
                     }
                 }
@@ -281,7 +294,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
         if out.tx.error.is_some() && !sample_done {
             // Stopped early: every message done, from the start to the last progress.
             out.tx.t_start = t0;
-            out.tx.t_end = last_progress.max(t0 + 1);
+            out.tx.t_end = idle.last_progress(&self.now).max(t0 + 1);
             out.tx.measured = out.tx.completed;
         } else if cfg.window.is_none() {
             out.tx.t_end = t;

@@ -146,7 +146,8 @@ fn wait_one<C: CompletionQueue, F: Fn() -> u64>(
     at: u64,
 ) -> Result<Option<Completion>, LatError> {
     let mut wc = [Completion::default()];
-    let t0 = now();
+    // No clock reading per empty poll (see `watchdog::SPINS_PER_CLOCK`).
+    let mut idle = watchdog::Idle::default();
     loop {
         match cq.poll(&mut wc) {
             Ok(1) if wc[0].status == WcStatus::SUCCESS => return Ok(Some(wc[0])),
@@ -158,11 +159,13 @@ fn wait_one<C: CompletionQueue, F: Fn() -> u64>(
         if stop::requested() {
             return Err(LatError::Interrupted);
         }
-        let t = now();
+        let Some((t, idle_ticks)) = idle.empty(now) else {
+            continue;
+        };
         if cfg.ended(t) {
             return Ok(None);
         }
-        match watchdog::check(t.wrapping_sub(t0), cfg.stall_ticks, cfg.size as u64) {
+        match watchdog::check(idle_ticks, cfg.stall_ticks, cfg.size as u64) {
             Expiry::No => {}
             Expiry::PeerExited => return Err(LatError::PeerExited { at }),
             Expiry::PeerFinished => return Err(LatError::PeerFinished { at }),
@@ -206,17 +209,20 @@ pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
         if (rcnt < iters || dur) && !(scnt < 1 && cfg.initiator) {
             rcnt += 1;
             let want = rcnt as u8;
-            let t0 = now();
+            let mut idle = watchdog::Idle::default();
             while mb.received() != want {
                 if stop::requested() {
                     out.error = Some(LatError::Interrupted);
                     break 'run;
                 }
-                let ts = now();
+                let Some((ts, idle_ticks)) = idle.empty(&now) else {
+                    core::hint::spin_loop();
+                    continue;
+                };
                 if cfg.ended(ts) {
                     break 'run;
                 }
-                match watchdog::check(ts.wrapping_sub(t0), cfg.stall_ticks, cfg.size as u64) {
+                match watchdog::check(idle_ticks, cfg.stall_ticks, cfg.size as u64) {
                     Expiry::No => {}
                     Expiry::PeerExited => {
                         out.error = Some(LatError::PeerExited { at: rcnt });

@@ -183,26 +183,37 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
         let mut phase = Phase::BeforeFirst;
         let mut t_first = 0u64;
         let mut sample_base = 0u64;
-        let mut last_progress = (self.now)();
+        // The clock is read only where needed (see `watchdog::SPINS_PER_CLOCK`):
+        // in duration mode after each pass that received something and once
+        // per idle stretch of spins; with -n only for the watchdog (perftest's
+        // receiver reads none).
+        let mut idle = watchdog::Idle::default();
+        let mut fresh = true;
         'run: loop {
             if stop::requested() {
                 out.error = Some(RunError::Interrupted);
                 break;
             }
-            let t = (self.now)();
-            match (cfg.window, phase) {
-                (Some(w), Phase::Warmup) if t.wrapping_sub(t_first) >= w.margin => {
-                    phase = Phase::Sample;
-                    out.t_start = t;
-                    sample_base = out.received;
+            match cfg.window {
+                Some(w) if fresh && phase != Phase::BeforeFirst => {
+                    fresh = false;
+                    let t = (self.now)();
+                    match phase {
+                        Phase::Warmup if t.wrapping_sub(t_first) >= w.margin => {
+                            phase = Phase::Sample;
+                            out.t_start = t;
+                            sample_base = out.received;
+                        }
+                        Phase::Sample if t.wrapping_sub(t_first) >= w.sample_stop => {
+                            phase = Phase::Cooldown;
+                            out.t_end = t;
+                            out.measured = out.received - sample_base;
+                        }
+                        Phase::Cooldown if t.wrapping_sub(t_first) >= w.end => break,
+                        _ => {}
+                    }
                 }
-                (Some(w), Phase::Sample) if t.wrapping_sub(t_first) >= w.sample_stop => {
-                    phase = Phase::Cooldown;
-                    out.t_end = t;
-                    out.measured = out.received - sample_base;
-                }
-                (Some(w), Phase::Cooldown) if t.wrapping_sub(t_first) >= w.end => break,
-                (None, _) if out.received >= total => break,
+                None if out.received >= total => break,
                 _ => {}
             }
             let n = match self.cq.poll(self.wcs) {
@@ -213,20 +224,23 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
                 }
             };
             if n == 0 {
+                let Some((_, idle_ticks)) = idle.empty(&self.now) else {
+                    continue;
+                };
+                fresh = true;
                 // Up to rx_depth messages per QP may be on their way.
                 let in_flight = (nqp as u64 * cfg.rx_depth).saturating_mul(cfg.len as u64);
-                match watchdog::check(t.wrapping_sub(last_progress), cfg.stall_ticks, in_flight) {
+                match watchdog::check(idle_ticks, cfg.stall_ticks, in_flight) {
                     Expiry::No => continue,
                     e @ (Expiry::PeerExited | Expiry::PeerFinished) => {
                         out.error = RunError::of_peer(e)
                     }
-                    Expiry::Stalled => {
-                        out.error = Some(self.stalled(t.wrapping_sub(last_progress)))
-                    }
+                    Expiry::Stalled => out.error = Some(self.stalled(idle_ticks)),
                 }
                 break;
             }
-            last_progress = t;
+            idle.progress();
+            fresh = true;
             if phase == Phase::BeforeFirst {
                 t_first = (self.now)();
                 out.t_start = t_first;
