@@ -176,7 +176,10 @@ impl Receiver {
             now: clock::now,
         }
         .run();
-        let err = o.error.map(|e| describe_recv(e, size, &cfg));
+        let err = o.error.map(|e| match o.received {
+            0 => nothing_arrived(p, e).unwrap_or_else(|| describe_recv(e, size, &cfg)),
+            _ => describe_recv(e, size, &cfg),
+        });
         let duration = p.is_duration() || o.error.is_some();
         let inp = stats::BwInput {
             size,
@@ -196,10 +199,74 @@ impl Receiver {
             },
             inf_bidir_factor: 1,
         };
-        let r = stats::bw_perftest(&inp)
-            .map_err(|e| Fail::new(format!("computing the result: {e}")))?;
+        // With nothing received there is no interval to compute: the run's
+        // own error is the story.
+        let r = match (stats::bw_perftest(&inp), &err) {
+            (Ok(r), _) => r,
+            (Err(_), Some(e)) => return Err(Fail::new(e.clone())),
+            (Err(e), None) => return Err(Fail::new(format!("computing the result: {e}"))),
+        };
         Ok((r, err))
     }
+}
+
+/// A receiver's error when not one message arrived before the sender
+/// finished, exited or went silent. Against an rdmaperf peer `-c` is
+/// compared at connect; stock perftest sends no connection type (its key
+/// message is LID:QPN:PSN:rkey:vaddr:GID for every -c), and a SEND of
+/// another QP type is dropped by our QP without an error on either side, so
+/// this is where the mismatch shows.
+pub(crate) fn nothing_arrived(p: &Params, e: RunError) -> Option<String> {
+    let what = match e {
+        RunError::PeerFinished => "the sender ended its run (it sent its next control message)",
+        RunError::PeerExited => "the sender exited",
+        RunError::Stalled { .. } => "nothing came for --cq-timeout seconds",
+        _ => return None,
+    };
+    Some(format!(
+        "not one message arrived and {what}: most likely the sender runs another connection \
+         type (this side -c {}; SENDs from a UC/UD QP to an RC QP, or the reverse, are dropped \
+         without an error on either side, and stock perftest does not send its -c, so it cannot \
+         be compared at connect) — give both sides the same -c",
+        p.conn.name()
+    ))
+}
+
+/// How long a client waits for the server's close handshake after its own
+/// run: the server ends its run as soon as its last message arrived (RC:
+/// acknowledged before our last completion), or at its own -D end.
+pub(crate) fn close_wait(p: &Params) -> Duration {
+    let d = match p.mode {
+        Mode::Duration { secs, .. } => secs as u64,
+        Mode::Iterations => 0,
+    };
+    Duration::from_secs(p.cq_timeout_s.max(1) + d)
+}
+
+/// The client's close handshake timed out: the server still waits for
+/// messages. Stock perftest's server reads first there, so this timeout is
+/// all the client sees of a -n, -q or (UC/UD) -c mismatch.
+pub(crate) fn close_error(p: &Params, e: ctrl::CtrlError) -> Fail {
+    if p.is_server() || !matches!(e, ctrl::CtrlError::Timeout { .. }) {
+        return Fail::ctrl(e);
+    }
+    let lost = if p.conn == Conn::Rc {
+        String::new()
+    } else {
+        format!(
+            "; with -c {} nothing is retransmitted, so the rate above counts messages the \
+             server may never have received: a server on another -c (stock perftest does not \
+             send its -c) drops them all",
+            p.conn.name()
+        )
+    };
+    Fail::new(format!(
+        "the server has not ended its run {} s after ours ({e}): it still expects messages — \
+         the two sides' -n or -q differ (ours -n {} -q {}){lost}; give both sides the same flags",
+        close_wait(p).as_secs(),
+        p.iters,
+        p.num_qps
+    ))
 }
 
 pub(crate) fn describe_recv(e: RunError, size: u64, cfg: &RecvConfig) -> String {
@@ -310,6 +377,17 @@ fn send_one(
             format!(
                 "{e}; for SEND, a remote error usually means the peer's receive buffers are smaller \
                  than {size} B (give both sides the same -s/-a/-c) or it has no receive posted"
+            )
+        } else if e.starts_with("no completion for --cq-timeout") && p.conn == Conn::Rc {
+            // A SEND receiver posts exactly its -n receives; past them our
+            // SENDs wait on RNR forever while it waits in its close handshake
+            // (stock perftest's server reads first there, so no message says so).
+            let done = m.0.iters;
+            format!(
+                "{e}; for SEND, the server posts as many receives as its -n: a server with a \
+                 smaller -n (perhaps {done}, what completed here; ours {}) stops receiving — \
+                 give both sides the same -n",
+                p.iters
             )
         } else {
             e
@@ -566,7 +644,10 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     drop(dq);
     out.print(super::out::result_line(p));
     let limits = check_limits(p, &last);
-    sess.close(&r.my[0]).map_err(Fail::ctrl)?;
+    if !p.is_server() {
+        sess.set_peer_run_timeout(Some(close_wait(p)));
+    }
+    sess.close(&r.my[0]).map_err(|e| close_error(p, e))?;
     limits
 }
 
