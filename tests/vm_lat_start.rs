@@ -1,30 +1,61 @@
 //! No start-up outlier against stock perftest (issue 12, part 3): 5 runs each
-//! of send-lat and write-lat, rdmaperf against stock 4.5 both ways (one VM
-//! boot). Stock perftest calibrates its clock (get_cpu_mhz, ~0.1-0.2 s) at
-//! the start of its loop, after the last handshake, so an rdmaperf
-//! initiator's first round trip absorbed that time (99-222 ms measured, in
-//! every run), and a responder's first one the stock initiator's
-//! first-iteration cost (1-2 ms, 20-40 x t_typical): exact statistics now
-//! leave the first round trip out. Checked on rdmaperf's side of every run:
-//! the first sample counted is below 50 ms (it read 99-222 ms before). The
-//! issue's t_max < 20 x t_typical is printed, not asserted: under TCG on a
-//! loaded host runs have scheduling spikes of 4-76 ms anywhere (the first
-//! few round trips included, while QEMU translates the loop), with
-//! t_typical ~50 us (8 of the 20 runs met it in the run that set this rule).
+//! of send-lat and write-lat, rdmaperf against stock 4.5 both ways, and
+//! stock against stock as the yardstick (one VM boot). Stock perftest
+//! calibrates its clock (get_cpu_mhz, ~0.1-0.2 s) at the start of its loop,
+//! after the last handshake, so an rdmaperf initiator's first round trip
+//! absorbed that time (99-222 ms measured, in every run), and a responder's
+//! first one the stock initiator's first-iteration cost (1-2 ms, 20-40 x
+//! t_typical): exact statistics now leave the first round trip out.
+//!
+//! Checked: (1) on rdmaperf's side of every run the first sample counted is
+//! below 50 ms (it read 99-222 ms before); (2) per tool and direction, the
+//! median t_max of the 5 runs is at most `T_MAX_RATIO` x the median t_max of
+//! the 5 stock <-> stock runs of the same tool in the same boot (before the
+//! fix the initiator side's median was the calibration, >= 99 ms). The
+//! issue's absolute t_max < 20 x t_typical is printed, not asserted: under
+//! TCG on a loaded host every pair, stock against stock included, has
+//! scheduling spikes of several ms (QEMU translating the loop, the host's
+//! other load) with t_typical 11-25 us, so that rule fails for stock perftest
+//! against itself as well; the ratio to stock <-> stock is the honest test.
 
 mod common;
 use common::vm;
 
 const RUNS: usize = 5;
 const COMMON: &str = "-d rxe0 -x 0 -F -s 2 -n 300";
+/// rdmaperf's median t_max may be this many times stock <-> stock's. Seen
+/// with the host's load average at 8.7 (2 cores): 0.43-3.40 x, stock <->
+/// stock's own medians 2.8-9.8 ms. Before the fix the initiator side's
+/// median was the peer's clock calibration, 99-222 ms: >= 10 x.
+const T_MAX_RATIO: f64 = 5.0;
 
-/// (name, tool, rdmaperf is the server).
-fn cases() -> Vec<(String, &'static str, bool)> {
+/// Who runs the two sides.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Pair {
+    /// stock server, rdmaperf client.
+    StockServer,
+    /// rdmaperf server, stock client.
+    StockClient,
+    /// stock both: the yardstick.
+    Stock,
+}
+
+fn tag(p: Pair) -> &'static str {
+    match p {
+        Pair::StockServer => "sr",
+        Pair::StockClient => "rs",
+        Pair::Stock => "ss",
+    }
+}
+
+/// (name, tool, pair), interleaved: every pair kind once per round.
+fn cases() -> Vec<(String, &'static str, Pair)> {
     let mut v = Vec::new();
     for i in 0..RUNS {
         for (tool, short) in [("send-lat", "send"), ("write-lat", "write")] {
-            v.push((format!("{short}_sr{i}"), tool, false));
-            v.push((format!("{short}_rs{i}"), tool, true));
+            for p in [Pair::StockServer, Pair::StockClient, Pair::Stock] {
+                v.push((format!("{short}_{}{i}", tag(p)), tool, p));
+            }
         }
     }
     v
@@ -32,17 +63,30 @@ fn cases() -> Vec<(String, &'static str, bool)> {
 
 fn script() -> String {
     let mut s = String::from("PAIR_TIMEOUT=120\n");
-    for (name, tool, ours_server) in cases() {
+    for (name, tool, pair) in cases() {
         let ours = format!(r#""$RDMAPERF_BIN" {tool} {COMMON} --samples-file=$RESULTS/{name}.csv"#);
         let stock = format!("ib_{} {COMMON}", tool.replace('-', "_"));
-        let (srv, cli) = if ours_server {
-            (ours, stock)
-        } else {
-            (stock, ours)
+        let (srv, cli) = match pair {
+            Pair::StockServer => (stock, ours),
+            Pair::StockClient => (ours, stock),
+            Pair::Stock => (stock.clone(), stock),
         };
         s += &format!("pair {name} '{srv} -p $PORT' '{cli} -p $PORT 127.0.0.1'\n");
     }
     s
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 /// t_max and t_typical of the 2-byte row.
@@ -79,10 +123,13 @@ fn no_start_up_outlier_against_stock_peers() {
         .run(&script());
     let mut failures = Vec::new();
     let mut within = 0;
-    for (name, _, ours_server) in cases() {
+    // t_max per (tool, pair kind).
+    let mut t_max_of: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
+    for (name, tool, pair) in cases() {
         let p = r.pair(&name);
         p.assert_ok();
-        let out = if ours_server {
+        // The side that reports for the pair: rdmaperf's, or (stock both) the client.
+        let out = if pair == Pair::StockClient {
             &p.server.out
         } else {
             &p.client.out
@@ -91,10 +138,15 @@ fn no_start_up_outlier_against_stock_peers() {
             failures.push(format!("{name}: no result row:\n{out}"));
             continue;
         };
+        t_max_of.entry((tool, tag(pair))).or_default().push(t_max);
+        within += usize::from(t_max < 20.0 * t_typ);
+        if pair == Pair::Stock {
+            println!("{name}: t_max {t_max} us, t_typical {t_typ} us (stock <-> stock)");
+            continue;
+        }
         let s = samples(r.file(&format!("{name}.csv")).unwrap_or(""));
         let big = s.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
         let first = s.first().copied();
-        within += usize::from(t_max < 20.0 * t_typ);
         println!(
             "{name}: t_max {t_max} us, t_typical {t_typ} us, first sample {first:?}, largest {big:?}"
         );
@@ -103,6 +155,23 @@ fn no_start_up_outlier_against_stock_peers() {
             _ => failures.push(format!(
                 "{name}: first sample {first:?} (the peer's start-up) not below 50 ms"
             )),
+        }
+    }
+    for tool in ["send-lat", "write-lat"] {
+        let stock = median(t_max_of.get(&(tool, "ss")).cloned().unwrap_or_default());
+        for kind in ["sr", "rs"] {
+            let ours = median(t_max_of.get(&(tool, kind)).cloned().unwrap_or_default());
+            let ratio = ours / stock;
+            println!(
+                "{tool} {kind}: median t_max {ours} us vs stock <-> stock {stock} us: {ratio:.2}x"
+            );
+            // NaN (a group without runs) fails too.
+            if ratio.is_nan() || ratio > T_MAX_RATIO {
+                failures.push(format!(
+                    "{tool} {kind}: median t_max {ours} us is {ratio:.2} x stock <-> stock's \
+                     {stock} us (at most {T_MAX_RATIO} x)"
+                ));
+            }
         }
     }
     println!(
