@@ -207,18 +207,24 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
         // The clock is read only where a reading is needed (see
         // `watchdog::SPINS_PER_CLOCK`): with deadlines or periods after each
         // pass that made progress and once per idle stretch of spins; the
-        // watchdog on its own idle readings.
+        // watchdog on its own idle readings. A paced run (the SW rate
+        // limiter) reads it every pass: its spin is the pacing.
         let timed = self.deadlines.is_some() || period.is_some();
+        let paced = pace.paced();
         let mut fresh = true;
         let mut idle = watchdog::Idle::default();
+        let mut t = t0;
         'run: loop {
             if stop::requested() {
                 out.error = Some(RunError::Interrupted);
                 break;
             }
-            if timed && fresh {
+            let read = paced || (timed && fresh);
+            if read {
                 fresh = false;
-                let t = (self.now)();
+                t = (self.now)();
+            }
+            if timed && read {
                 if let Some((log, clock)) = period.as_mut() {
                     if let Some(s) = clock.tick(t, out.completed) {
                         log.publish(&s);

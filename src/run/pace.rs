@@ -12,6 +12,9 @@ pub trait Pace {
     /// Whether QP posting may go on at time `t` (ticks): a burst is under way,
     /// or the next one's deadline has passed (then it starts).
     fn may_post(&mut self, t: u64) -> bool;
+    /// Whether `may_post` needs a fresh clock reading every pass (the loop
+    /// reads none otherwise while it waits).
+    fn paced(&self) -> bool;
     /// Whether the current burst has room for more posts.
     fn in_burst(&self) -> bool;
     /// `n` messages were posted in the current burst.
@@ -26,6 +29,10 @@ impl Pace for Unpaced {
     #[inline(always)]
     fn may_post(&mut self, _t: u64) -> bool {
         true
+    }
+    #[inline(always)]
+    fn paced(&self) -> bool {
+        false
     }
     #[inline(always)]
     fn in_burst(&self) -> bool {
@@ -69,6 +76,10 @@ impl Pace for SwPace {
         self.deadline += self.gap;
         self.open = true;
         self.sent = 0;
+        true
+    }
+    #[inline(always)]
+    fn paced(&self) -> bool {
         true
     }
     #[inline(always)]
