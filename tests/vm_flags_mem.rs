@@ -78,6 +78,36 @@ fn script() -> String {
     s += &format!("single null_mr '{r} {w} {COMMON} --use-null-mr --loopback -p 19404'\n");
     s += "ibv_devinfo -v -d rxe0 > $RESULTS/devinfo.txt 2>&1\n";
     s += &format!("single odp '{r} {w} {COMMON} --odp --loopback -p 19405'\n");
+    // --use-srq: send tools, rdmaperf both ends (the SRQ seen by `rdma resource` during the
+    // run), stock 4.5 both ways, send-lat, UD.
+    let sb = "send-bw -s 64 -q 2";
+    s += &format!(
+        "PAIR_BEFORE_CLIENT='( for i in $(seq 100); do rdma resource show srq > $RESULTS/srq_res.txt 2>&1; \
+         grep -q rdmaperf $RESULTS/srq_res.txt && {{ sleep 1; rdma resource show srq > $RESULTS/srq_res.txt 2>&1; break; }}; sleep 0.1; done ) &'\n\
+         pair srq_rr '{r} {sb} -D 4 {COMMON} --use-srq -p $PORT' '{r} {sb} -D 4 {COMMON} --use-srq -p $PORT 127.0.0.1'\n\
+         unset PAIR_BEFORE_CLIENT\n"
+    );
+    s += &format!(
+        "pair srq_sr 'ib_send_bw -s 64 -q 2 -n 200 {COMMON} --use-srq -p $PORT' '{r} {sb} -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair srq_rs '{r} {sb} -n 200 {COMMON} --use-srq -p $PORT' 'ib_send_bw -s 64 -q 2 -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair srq_bidir '{r} {sb} -b -n 200 {COMMON} --use-srq -p $PORT' '{r} {sb} -b -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair srq_ud '{r} send-bw -c UD -s 64 -n 200 {COMMON} --use-srq -p $PORT' '{r} send-bw -c UD -s 64 -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair srq_lat '{r} send-lat -n 200 {COMMON} --use-srq -p $PORT' '{r} send-lat -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair srq_lat_rs '{r} send-lat -n 200 {COMMON} --use-srq -p $PORT' 'ib_send_lat -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
+    );
+    s += &format!(
+        "pair srq_lat_sr 'ib_send_lat -n 200 {COMMON} --use-srq -p $PORT' '{r} send-lat -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
+    );
     s += "exit 0\n";
     s
 }
@@ -236,5 +266,42 @@ fn odp_follows_the_devices_odp_caps() {
         );
     } else {
         assert_eq!(vm::bw_result_rows(&s.out).len(), 1, "{}", s.out);
+    }
+}
+
+#[test]
+fn srq_send_tools_against_rdmaperf_and_stock_both_ways() {
+    let Some(b) = batch() else { return };
+    for pair in ["srq_rr", "srq_sr", "srq_rs", "srq_bidir", "srq_ud"] {
+        let p = b.pair(pair);
+        p.assert_ok();
+        for (side, out) in [("server", &p.server.out), ("client", &p.client.out)] {
+            assert!(out.contains("Using SRQ      : ON"), "{pair} {side}: {out}");
+            assert_eq!(vm::bw_result_rows(out).len(), 1, "{pair} {side}: {out}");
+        }
+    }
+    // The server's QPs received through one SRQ while the test ran.
+    let res = b.file("srq_res.txt").expect("srq_res.txt");
+    let line = res
+        .lines()
+        .find(|l| l.contains("comm rdmaperf"))
+        .unwrap_or_else(|| panic!("no SRQ of rdmaperf in `rdma resource show srq`:\n{res}"));
+    println!("srq: {line}");
+    // Both QPs of -q 2 are attached to it (`lqpn 66-67` or `lqpn 66,67`).
+    let qpns = line
+        .split_whitespace()
+        .skip_while(|w| *w != "lqpn")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no lqpn in {line}"));
+    assert!(
+        qpns.contains('-') || qpns.contains(','),
+        "one QP on the SRQ: {line}"
+    );
+    for pair in ["srq_lat", "srq_lat_rs", "srq_lat_sr"] {
+        let p = b.pair(pair);
+        p.assert_ok();
+        for out in [&p.server.out, &p.client.out] {
+            assert!(out.contains("Using SRQ      : ON"), "{pair}: {out}");
+        }
     }
 }

@@ -123,7 +123,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(None, "local_port", true, RAW_ETH),
     imp(None, "run_infinitely", false),
     imp(None, "report_gbits", false),
-    no(None, "use-srq", false, "not implemented yet in rdmaperf: a shared receive queue for the send tools - drop --use-srq"),
+    imp(None, "use-srq", false),
     no(None, "no_lock", false, "not implemented yet in rdmaperf: lock-free thread domains (ibv_alloc_td, a ConnectX provider feature); rdmaperf's --threads give each thread its own QPs and CQ instead"),
     imp(None, "use-null-mr", false),
     imp(None, "report-both", false),

@@ -4,7 +4,7 @@
 //! format (`create_payload` in `perftest_resources.c`).
 
 use super::args::PerfArgs;
-use super::params::{Conn, Kind, Tool, Verb};
+use super::params::{Conn, Kind, Params, PostChoice, Tool, Verb};
 use std::path::PathBuf;
 
 /// Where the test buffer comes from and what is in it.
@@ -115,6 +115,42 @@ pub fn mem_opts(tool: Tool, a: &PerfArgs, conn: Conn, size: u64) -> Result<MemOp
     })
 }
 
+/// `--use-srq`'s rules that need the resolved depths and post method.
+pub fn srq_rules(p: &Params) -> Result<(), String> {
+    if !p.mem.srq {
+        return Ok(());
+    }
+    if p.num_qps > p.rx_depth {
+        return Err(format!(
+            "--use-srq -q {} -r {}: the SRQ depth must be at least the number of QPs (perftest: \
+             \"Using SRQ depth should be greater than number of QPs\"); raise -r to {} or more",
+            p.num_qps, p.rx_depth, p.num_qps
+        ));
+    }
+    if p.post == PostChoice::Direct {
+        return Err(
+            "--use-srq with --post direct: the direct path's QPs are created through mlx5dv \
+             without an SRQ; use --post wr-api or post-send"
+                .into(),
+        );
+    }
+    if p.recv_post_list > 1 {
+        return Err(
+            "--use-srq with --recv_post_list: not implemented yet in rdmaperf (the SRQ's per-QP \
+             share need not hold whole receive lists); drop one of them"
+                .into(),
+        );
+    }
+    if p.rdma_cm {
+        return Err(
+            "--use-srq with -R: not implemented yet in rdmaperf (the CM-created data QPs get no \
+             SRQ); drop -R or --use-srq"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 /// perftest's payload file: DWORDs `0xaabbccdd` separated by commas (and
 /// newlines), each stored little-endian (`0x11223344` → 44 33 22 11); at most
 /// `max` bytes are kept. Unlike perftest, blanks around a word are allowed
@@ -178,6 +214,39 @@ mod tests {
         let e = parse_payload("0x11223344,0xzz223344", 64).unwrap_err();
         assert!(e.contains("DWORD 1"), "{e}");
         assert!(parse_payload(" \n", 64).unwrap_err().contains("no DWORDs"));
+    }
+
+    #[test]
+    fn srq_rules_follow_perftest() {
+        use crate::cli::params::resolve;
+        let srq = |f: &dyn Fn(&mut PerfArgs)| {
+            let mut a = PerfArgs {
+                use_srq: true,
+                post: "auto".into(),
+                ..Default::default()
+            };
+            f(&mut a);
+            a
+        };
+        let e = resolve(
+            tool("send-bw"),
+            &srq(&|a| {
+                a.qps = Some(4);
+                a.rx_depth = Some(2)
+            }),
+        )
+        .unwrap_err();
+        assert!(e.contains("raise -r to 4"), "{e}");
+        let e = resolve(tool("send-bw"), &srq(&|a| a.post = "direct".into())).unwrap_err();
+        assert!(e.contains("--post wr-api"), "{e}");
+        let e = resolve(tool("send-lat"), &srq(&|a| a.rdma_cm = true)).unwrap_err();
+        assert!(e.contains("drop -R"), "{e}");
+        let p = resolve(tool("send-bw"), &srq(&|a| a.qps = Some(2))).unwrap();
+        assert!(p.mem.srq);
+        assert!(
+            crate::tool::info::params_info(&p).use_srq,
+            "the banner says ON"
+        );
     }
 
     #[test]

@@ -788,7 +788,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         notices
             .push("Post List requested - CQ moderation will be the size of the post list".into());
     }
-    Ok(Params {
+    let p = Params {
         size_given: a.size.is_some(),
         inline_given: a.inline_size.is_some(),
         notices,
@@ -856,7 +856,9 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         report_both: a.report_both,
         recv_post_list: a.recv_post_list.unwrap_or(1),
         mcast,
-    })
+    };
+    super::mem_opts::srq_rules(&p)?;
+    Ok(p)
 }
 
 /// `--recv_post_list` (perftest's rules, then rdmaperf's reach).

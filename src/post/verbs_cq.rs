@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode, WcStatus};
 use crate::sys;
-use crate::verbs::{Cq, Qp, VerbsError};
+use crate::verbs::{Cq, Qp, Srq, VerbsError};
 
 type PollFn = unsafe extern "C" fn(*mut sys::ibv_cq, c_int, *mut sys::ibv_wc) -> c_int;
 type PostRecvFn = unsafe extern "C" fn(
@@ -108,7 +108,15 @@ pub struct VerbsRecv {
     /// Keeps a verbs QP alive; `None` for a QP whose owner outlives this
     /// (a direct-path QP: [`VerbsRecv::from_raw`]).
     _qp: Option<Arc<Qp>>,
+    /// `--use-srq`: receives go to this SRQ (through `srq_fn`) instead.
+    srq: Option<(Arc<Srq>, PostSrqRecvFn)>,
 }
+
+type PostSrqRecvFn = unsafe extern "C" fn(
+    *mut sys::ibv_srq,
+    *mut sys::ibv_recv_wr,
+    *mut *mut sys::ibv_recv_wr,
+) -> std::os::raw::c_int;
 
 // SAFETY: the QP is kept alive by the Arc (or by its owner, `from_raw`'s
 // contract); `&mut self` serialises posting.
@@ -145,6 +153,7 @@ impl VerbsRecv {
             list_wr: Box::default(),
             list_sge: Box::default(),
             _qp: None,
+            srq: None,
         })
     }
 
@@ -153,6 +162,24 @@ impl VerbsRecv {
         self.list_wr = vec![sys::ibv_recv_wr::default(); n].into_boxed_slice();
         self.list_sge = vec![sys::ibv_sge::default(); n].into_boxed_slice();
         self
+    }
+
+    /// Receives posted to `srq` (`--use-srq`; its QPs hold it too) through
+    /// the provider's `post_srq_recv`.
+    pub fn srq(qp: &Arc<Qp>, srq: &Arc<Srq>) -> Result<Self, VerbsError> {
+        let mut r = Self::new(qp)?;
+        // SAFETY: the QP (and so its context) is live; the ops table is
+        // fixed at open.
+        let f = unsafe { (*(*qp.raw()).context).ops.post_srq_recv };
+        let Some(f) = f else {
+            return Err(VerbsError::new(
+                "ibv_post_srq_recv",
+                libc::EOPNOTSUPP,
+                "--use-srq: the provider has no post_srq_recv; drop --use-srq".to_string(),
+            ));
+        };
+        r.srq = Some((Arc::clone(srq), f));
+        Ok(r)
     }
 }
 
@@ -171,9 +198,13 @@ impl RecvQueue for VerbsRecv {
             num_sge: 1,
         };
         let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: `qp_raw` is live (Arc held); `wr`/`sge` live on this stack
-        // frame for the whole call (the provider copies them into the RQ).
-        let ret = unsafe { (self.post_fn)(self.qp_raw, &mut wr, &mut bad) };
+        let ret = match &self.srq {
+            // SAFETY: the SRQ is live (Arc held); `wr`/`sge` as below.
+            Some((srq, f)) => unsafe { f(srq.raw(), &mut wr, &mut bad) },
+            // SAFETY: `qp_raw` is live (Arc held); `wr`/`sge` live on this stack
+            // frame for the whole call (the provider copies them into the RQ).
+            None => unsafe { (self.post_fn)(self.qp_raw, &mut wr, &mut bad) },
+        };
         if ret != 0 {
             return Err(PostError::Errno(crate::verbs::error::errno_of(ret)));
         }
@@ -216,10 +247,14 @@ impl RecvQueue for VerbsRecv {
             };
         }
         let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: `qp_raw` is live (Arc held, or the owner's contract); the
-        // chain's WRs and SGEs are `self`'s boxed slices, at least `n` long and
-        // untouched during the call (the provider copies them into the RQ).
-        let ret = unsafe { (self.post_fn)(self.qp_raw, wrs, &mut bad) };
+        let ret = match &self.srq {
+            // SAFETY: the SRQ is live (Arc held); the chain as below.
+            Some((srq, f)) => unsafe { f(srq.raw(), wrs, &mut bad) },
+            // SAFETY: `qp_raw` is live (Arc held, or the owner's contract); the
+            // chain's WRs and SGEs are `self`'s boxed slices, at least `n` long and
+            // untouched during the call (the provider copies them into the RQ).
+            None => unsafe { (self.post_fn)(self.qp_raw, wrs, &mut bad) },
+        };
         if ret != 0 {
             return Err(PostError::Errno(crate::verbs::error::errno_of(ret)));
         }

@@ -97,6 +97,7 @@ pub fn params_info(p: &Params) -> TestInfo {
             Role::Client
         },
         duplex: p.duplex,
+        use_srq: p.mem.srq,
         post_list: p.post_list,
         recv_post_list: p.recv_post_list,
         num_qps: p.num_qps,

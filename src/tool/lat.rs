@@ -23,7 +23,6 @@ use crate::ctrl::{choreography, Dest, Session, Step};
 use crate::post::event_cq::{self, EventCq};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
-use crate::post::verbs_cq::VerbsRecv;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
 use crate::post::{CompletionQueue, RecvQueue, SendQueue};
 use crate::report::info::TestInfo;
@@ -265,8 +264,8 @@ impl<'a> Lat<'a> {
     }
 
     fn post_recvs(&self, size: u64) -> Result<(), Fail> {
-        for qp in &self.res.qps {
-            self.post_recvs_on(size, VerbsRecv::new(qp).map_err(Fail::verbs)?)?;
+        for q in 0..self.res.qps.len() {
+            self.post_recvs_on(size, self.res.recv_queue(q)?)?;
         }
         // Direct QPs' receive queues stay libmlx5's (only the SQ is direct).
         for h in &self.res.direct_qps {
@@ -406,7 +405,7 @@ impl<'a> Lat<'a> {
                         )
                     }
                     None => {
-                        let mut rq = VerbsRecv::new(&res.qps[0]).map_err(Fail::verbs)?;
+                        let mut rq = res.recv_queue(0)?;
                         lat::send_lat(
                             &cfg,
                             sq,

@@ -155,6 +155,8 @@ pub fn direct_wired(p: &Params) -> bool {
         && !p.rdma_cm
         // -g attaches a verbs QP to the group.
         && p.mcast.is_none()
+        // The direct QPs are made through mlx5dv without an SRQ.
+        && !p.mem.srq
 }
 
 /// What is known about the device and tool when choosing.

@@ -93,12 +93,12 @@ impl Receiver {
             0
         };
         Ok(Receiver {
-            rqs: res
-                .qps
-                .iter()
-                .map(|qp| VerbsRecv::new(qp).map(|r| r.with_list(p.recv_post_list as usize)))
-                .collect::<Result<_, _>>()
-                .map_err(Fail::verbs)?,
+            rqs: (0..res.qps.len())
+                .map(|q| {
+                    res.recv_queue(q)
+                        .map(|r| r.with_list(p.recv_post_list as usize))
+                })
+                .collect::<Result<_, _>>()?,
             bufs: (0..res.qps.len())
                 .map(|q| {
                     let (mr, gi) = res.qp_mem(q);
@@ -130,7 +130,13 @@ impl Receiver {
         let secs = |s: u32| clock.cycles_for(Duration::from_secs(s as u64));
         let cfg = RecvConfig {
             iters: p.iters,
-            rx_depth: p.rx_depth.max(1) as u64,
+            // perftest with an SRQ: rx_depth / num_qps receives per QP's
+            // slot range, all in the one queue (the rule keeps it >= 1).
+            rx_depth: if res.srq.is_some() {
+                (p.rx_depth / p.num_qps).max(1) as u64
+            } else {
+                p.rx_depth.max(1) as u64
+            },
             len: (size + if p.conn == Conn::Ud { UD_GRH } else { 0 }) as u32,
             positions: g.positions(),
             step: g.step(),

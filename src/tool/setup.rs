@@ -16,7 +16,7 @@ use crate::post::Op;
 use crate::run::geometry::Geometry;
 use crate::verbs::{
     random_psn, Access, Ah, AhAttr, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd, PortAttr,
-    Qp, QpInit, QpType, RtrAttr, RtsAttr, UdDest, UD_QKEY,
+    Qp, QpInit, QpType, RtrAttr, RtsAttr, Srq, UdDest, UD_QKEY,
 };
 use std::sync::Arc;
 
@@ -104,6 +104,8 @@ pub struct Resources {
     pub qp_mrs: Vec<Mr>,
     /// `--use-null-mr`: the lkey the sends use instead of the buffer's.
     pub null_mr: Option<Mr>,
+    /// `--use-srq` on a receiving side: the QPs' shared receive queue.
+    pub srq: Option<Arc<Srq>>,
     pub cq: Arc<Cq>,
     pub rcq: Arc<Cq>,
     /// `--threads N` (client): one send CQ per worker thread; QP i completes on
@@ -325,6 +327,13 @@ impl Resources {
         } else {
             cq.clone()
         };
+        // perftest: the SRQ exists where receives are posted (latency tools,
+        // the bw server, -b); its max_wr is the rx depth.
+        let srq = if p.mem.srq && (!p.tool.is_bw() || p.is_server() || p.duplex) {
+            Some(Srq::new(&pd, p.rx_depth.max(1)).map_err(Fail::verbs)?)
+        } else {
+            None
+        };
         let nthreads = if p.is_server() {
             1
         } else {
@@ -378,7 +387,8 @@ impl Resources {
                 sq_sig_all: false,
                 send_ops_flags,
             };
-            let qp = Qp::create(&pd, scq, &rcq, &init).map_err(Fail::verbs)?;
+            let qp =
+                Qp::create_with_srq(&pd, scq, &rcq, &init, srq.as_ref()).map_err(Fail::verbs)?;
             qp.to_init(&init_attr).map_err(Fail::verbs)?;
             qps.push(qp);
         }
@@ -387,6 +397,7 @@ impl Resources {
             mr,
             qp_mrs,
             null_mr,
+            srq,
             cq,
             rcq,
             thread_cqs,
@@ -407,6 +418,16 @@ impl Resources {
             None if self.qp_mrs.is_empty() => (&self.mr, i as u64),
             None => (&self.mr, 0),
         }
+    }
+
+    /// A receive poster for QP `i`: its own RQ, or the SRQ with `--use-srq`.
+    pub fn recv_queue(&self, i: usize) -> Result<crate::post::verbs_cq::VerbsRecv, Fail> {
+        use crate::post::verbs_cq::VerbsRecv;
+        match &self.srq {
+            Some(s) => VerbsRecv::srq(&self.qps[i], s),
+            None => VerbsRecv::new(&self.qps[i]),
+        }
+        .map_err(Fail::verbs)
     }
 
     /// The lkey a send from `mr` uses: the null MR's with `--use-null-mr`.

@@ -19,6 +19,7 @@ pub mod pd;
 pub mod port;
 pub mod psn;
 pub mod qp;
+pub mod srq;
 
 pub use ah::{Ah, AhAttr, Grh, UdDest};
 pub use cq::Cq;
@@ -32,3 +33,4 @@ pub use mr::{Access, AlignedBuf, Backing, Mr};
 pub use pd::Pd;
 pub use psn::{random_psn, PsnRng};
 pub use qp::{InitAttr, Qp, QpCaps, QpInit, QpType, RtrAttr, RtsAttr, UD_QKEY};
+pub use srq::Srq;

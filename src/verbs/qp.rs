@@ -272,6 +272,8 @@ pub struct Qp {
     pd: Arc<Pd>,
     send_cq: Arc<Cq>,
     recv_cq: Arc<Cq>,
+    /// `--use-srq`: the shared receive queue, kept until the QP is destroyed.
+    _srq: Option<Arc<super::srq::Srq>>,
 }
 
 // SAFETY: QP control verbs are thread-safe; posting needs `&mut` on the post
@@ -297,19 +299,34 @@ impl Qp {
         recv_cq: &Arc<Cq>,
         init: &QpInit,
     ) -> Result<Arc<Qp>> {
+        Self::create_with_srq(pd, send_cq, recv_cq, init, None)
+    }
+
+    /// [`Qp::create`], receiving from `srq` when given (then the QP has no
+    /// receive queue of its own, as perftest creates it).
+    pub fn create_with_srq(
+        pd: &Arc<Pd>,
+        send_cq: &Arc<Cq>,
+        recv_cq: &Arc<Cq>,
+        init: &QpInit,
+        srq: Option<&Arc<super::srq::Srq>>,
+    ) -> Result<Arc<Qp>> {
         let ctx = pd.context();
+        let own_rq = srq.is_none();
         let cap = sys::ibv_qp_cap {
             max_send_wr: init.max_send_wr,
-            max_recv_wr: init.max_recv_wr,
+            max_recv_wr: if own_rq { init.max_recv_wr } else { 0 },
             max_send_sge: init.max_send_sge,
-            max_recv_sge: init.max_recv_sge,
+            max_recv_sge: if own_rq { init.max_recv_sge } else { 0 },
             max_inline_data: init.max_inline_data,
         };
+        let srq_raw = srq.map_or(std::ptr::null_mut(), |s| s.raw());
         let (qp, got) = match init.send_ops_flags {
             Some(flags) => {
                 let mut a = sys::ibv_qp_init_attr_ex {
                     send_cq: send_cq.raw(),
                     recv_cq: recv_cq.raw(),
+                    srq: srq_raw,
                     cap,
                     qp_type: init.qp_type.0,
                     sq_sig_all: i32::from(init.sq_sig_all),
@@ -327,6 +344,7 @@ impl Qp {
                 let mut a = sys::ibv_qp_init_attr {
                     send_cq: send_cq.raw(),
                     recv_cq: recv_cq.raw(),
+                    srq: srq_raw,
                     cap,
                     qp_type: init.qp_type.0,
                     sq_sig_all: i32::from(init.sq_sig_all),
@@ -362,6 +380,7 @@ impl Qp {
             pd: Arc::clone(pd),
             send_cq: Arc::clone(send_cq),
             recv_cq: Arc::clone(recv_cq),
+            _srq: srq.cloned(),
         }))
     }
 
