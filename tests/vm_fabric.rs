@@ -127,21 +127,6 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
         Some(r)
     }
 
-    fn file<'a>(r: &'a vm::BatchResult, name: &str) -> &'a str {
-        r.file(name).unwrap_or_else(|| {
-            panic!(
-                "no {name} from the VM; files: {:?}\n{}",
-                r.files.keys().collect::<Vec<_>>(),
-                r.console
-            )
-        })
-    }
-
-    fn json(r: &vm::BatchResult, name: &str) -> Value {
-        let t = file(r, &format!("{name}.json"));
-        serde_json::from_str(t).unwrap_or_else(|e| panic!("{name}.json: {e}\n{t}"))
-    }
-
     /// Every pair of the plan, in every step, measured with positive values.
     fn check_case(
         r: &vm::BatchResult,
@@ -151,13 +136,13 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
         pat: Pattern,
         serial: bool,
     ) {
-        let out = file(r, &format!("{name}.out"));
+        let out = r.expect_file(&format!("{name}.out"));
         assert_eq!(
-            file(r, &format!("{name}.rc")).trim(),
+            r.expect_file(&format!("{name}.rc")).trim(),
             "0",
             "{name}: exit status\n{out}"
         );
-        let v = json(r, name);
+        let v = r.json(name);
         let plan = Plan::new(pat, np, Direction::Uni, serial).unwrap();
         assert_eq!(v["complete"], true, "{name}");
         assert_eq!(v["ranks"].as_array().unwrap().len(), np, "{name}");
@@ -215,7 +200,7 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
             }
         }
         // The CSV: a header of N labels, N rows; values where the plan has pairs.
-        let csv = file(r, &format!("{name}.csv"));
+        let csv = r.expect_file(&format!("{name}.csv"));
         let lines: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
         assert_eq!(lines.len(), np + 1, "{name}.csv\n{csv}");
         assert!(lines.iter().all(|l| l.len() == np + 1), "{name}.csv\n{csv}");
@@ -234,7 +219,7 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
             }
         }
         // The heatmap: an SVG of the documented size with a cell per pair.
-        let svg = file(r, &format!("{name}.svg"));
+        let svg = r.expect_file(&format!("{name}.svg"));
         let (_, _, w, h) = heatmap::geometry(np);
         assert!(
             svg.contains(&format!("width=\"{w}\"")) && svg.contains(&format!("height=\"{h}\"")),
@@ -258,10 +243,10 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
             check_case(r, &name, np, tool, pat, serial);
         }
         // Odd N, pairs: one rank idle per step.
-        let v = json(r, "write-bw-pairs-5");
+        let v = r.json("write-bw-pairs-5");
         assert_eq!(v["steps"].as_array().unwrap().len(), 5);
         // alltoall: each rank's share of the message rate.
-        let out = file(r, "write-bw-alltoall-5.out");
+        let out = r.expect_file("write-bw-alltoall-5.out");
         assert!(
             out.contains("message rate per rank") && out.contains("fabric total"),
             "{out}"
@@ -271,14 +256,14 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
     #[test]
     fn expect_bw_fails_and_passes() {
         let Some(r) = batch() else { return };
-        let low = file(r, "write-bw-bisection-4.out");
+        let low = r.expect_file("write-bw-bisection-4.out");
         assert!(
             low.contains("--expect-bw 0.000001") && low.contains("every pair passes"),
             "{low}"
         );
-        let out = file(r, "expect-high.out");
+        let out = r.expect_file("expect-high.out");
         assert_ne!(
-            file(r, "expect-high.rc").trim(),
+            r.expect_file("expect-high.rc").trim(),
             "0",
             "--expect-bw above rxe's rate must fail\n{out}"
         );
@@ -289,7 +274,7 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
                 "failing pair {pair} named\n{out}"
             );
         }
-        let v = json(r, "expect-high");
+        let v = r.json("expect-high");
         assert_eq!(
             v["failed_thresholds"][0]["pairs"].as_array().unwrap().len(),
             2
@@ -300,16 +285,16 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
     fn killed_rank_is_reported_and_nothing_is_left() {
         // Rank 3 kills itself 1 s into step 2, where it pairs with rank 1.
         let Some(r) = batch() else { return };
-        let out = file(r, "kill.out");
-        let info = file(r, "kill.info");
+        let out = r.expect_file("kill.out");
+        let info = r.expect_file("kill.info");
         println!("{info}\n{out}");
         assert_eq!(
-            file(r, "kill.rank0.rc").trim(),
+            r.expect_file("kill.rank0.rc").trim(),
             "1",
             "rank 0 must exit 1 when a rank is gone\n{out}"
         );
         assert_eq!(
-            file(r, "kill.rank3.rc").trim(),
+            r.expect_file("kill.rank3.rc").trim(),
             "137",
             "rank 3 was killed (SIGKILL)\n{out}"
         );
@@ -336,7 +321,7 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
         );
         assert!(info.contains("left=0"), "ranks left running: {info}");
         // What was measured before the kill is in the JSON.
-        let v: Value = serde_json::from_str(file(r, "kill.json")).expect("kill.json parses");
+        let v: Value = serde_json::from_str(r.expect_file("kill.json")).expect("kill.json parses");
         assert_eq!(v["complete"], false);
         assert!(
             v["steps"][0]["pairs"]
@@ -352,8 +337,8 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
     fn silent_rank_is_named_within_the_timeout() {
         // Rank 3 stops (SIGSTOP) as step 3 starts; --timeout 5.
         let Some(r) = batch() else { return };
-        let out = file(r, "stop.out");
-        let info = file(r, "stop.info");
+        let out = r.expect_file("stop.out");
+        let info = r.expect_file("stop.info");
         println!("{info}\n{out}");
         let at = |what: &str| -> f64 {
             out.lines()
@@ -416,14 +401,14 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
     #[test]
     fn sigterm_to_every_rank_writes_what_was_measured() {
         let Some(r) = batch() else { return };
-        let out = file(r, "term.out");
+        let out = r.expect_file("term.out");
         println!("{out}");
-        assert_ne!(file(r, "term.rc").trim(), "0", "{out}");
+        assert_ne!(r.expect_file("term.rc").trim(), "0", "{out}");
         assert!(
-            file(r, "term.info").contains("left=0"),
+            r.expect_file("term.info").contains("left=0"),
             "ranks left running"
         );
-        let v: Value = serde_json::from_str(file(r, "term.json")).expect("term.json parses");
+        let v: Value = serde_json::from_str(r.expect_file("term.json")).expect("term.json parses");
         assert_eq!(v["complete"], false, "{v}");
         assert!(
             v["stopped"].as_str().unwrap_or("").contains("signal 15"),

@@ -165,23 +165,8 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
         Some(r)
     }
 
-    fn file<'a>(r: &'a vm::BatchResult, name: &str) -> &'a str {
-        r.file(name).unwrap_or_else(|| {
-            panic!(
-                "no {name} from the VM; files: {:?}\n{}",
-                r.files.keys().collect::<Vec<_>>(),
-                r.console
-            )
-        })
-    }
-
-    fn json(r: &vm::BatchResult, name: &str) -> Value {
-        let t = file(r, &format!("{name}.json"));
-        serde_json::from_str(t).unwrap_or_else(|e| panic!("{name}.json: {e}\n{t}"))
-    }
-
     fn rx_delta(r: &vm::BatchResult, name: &str) -> u64 {
-        let c = file(r, &format!("{name}.counters"));
+        let c = r.expect_file(&format!("{name}.counters"));
         c.lines()
             .find_map(|l| l.strip_prefix("rx_bytes_delta="))
             .and_then(|v| v.trim().parse().ok())
@@ -200,13 +185,13 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
 
     /// The pairs of a concurrent `pairs` run over `np` ranks, every one measured.
     fn check_pairs(r: &vm::BatchResult, name: &str, np: usize) {
-        let out = file(r, &format!("{name}.out"));
+        let out = r.expect_file(&format!("{name}.out"));
         assert_eq!(
-            file(r, &format!("{name}.rc")).trim(),
+            r.expect_file(&format!("{name}.rc")).trim(),
             "0",
             "{name}: exit status\n{out}"
         );
-        let v = json(r, name);
+        let v = r.json(name);
         assert_eq!(v["complete"], true, "{name}\n{out}");
         let plan = Plan::new(Pattern::Pairs, np, Direction::Uni, false).unwrap();
         let steps = v["steps"].as_array().unwrap();
@@ -237,13 +222,13 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
     /// DEV_A write to servers 2,3 on DEV_B) moved at least their bytes into DEV_B's end.
     fn check_hosts(r: &vm::BatchResult, name: &str, devs: [&str; 2], nss: [&str; 2]) {
         check_pairs(r, name, 4);
-        let v = json(r, name);
+        let v = r.json(name);
         assert_eq!(
             devices(&v),
             [devs[0], devs[0], devs[1], devs[1]],
             "{name}: devices"
         );
-        let seen = file(r, &format!("{name}.netns"));
+        let seen = r.expect_file(&format!("{name}.netns"));
         for ns in nss {
             assert!(
                 seen.lines()
@@ -260,7 +245,7 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
         assert!(
             crossed >= min,
             "{name}: the cross pairs' traffic did not cross the veth: {crossed} < {min} bytes\n{}",
-            file(r, &format!("{name}.counters"))
+            r.expect_file(&format!("{name}.counters"))
         );
     }
 
@@ -270,9 +255,9 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
     #[test]
     fn rxe_inside_two_namespaces() {
         let Some(r) = batch() else { return };
-        let probe = file(r, "probe.txt");
-        println!("kernel {}\n{probe}", file(r, "kernel").trim());
-        if file(r, "probe.verdict").trim() == "can" {
+        let probe = r.expect_file("probe.txt");
+        println!("kernel {}\n{probe}", r.expect_file("kernel").trim());
+        if r.expect_file("probe.verdict").trim() == "can" {
             check_hosts(r, "nshosts", ["rxe1", "rxe2"], ["ns1", "ns2"]);
             return;
         }
@@ -292,7 +277,7 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
              disassociate_ucontext; rxe does not, and its UDP 4791 sockets and route lookups are \
              the init namespace's). The ranks-in-two-namespaces case runs over rxe devices in the \
              init namespace instead (ranks_in_two_namespaces_across_a_veth_pair).",
-            file(r, "kernel").trim()
+            r.expect_file("kernel").trim()
         );
     }
 
@@ -300,9 +285,9 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
     fn ranks_in_two_namespaces_across_a_veth_pair() {
         let Some(r) = batch() else { return };
         assert!(
-            file(r, "mode.txt").contains("netns shared"),
+            r.expect_file("mode.txt").contains("netns shared"),
             "rdma netns mode back to shared: {}",
-            file(r, "mode.txt")
+            r.expect_file("mode.txt")
         );
         check_hosts(r, "veth", ["rxea", "rxeb"], ["nsA", "nsB"]);
     }
@@ -311,9 +296,9 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
     fn auto_device_is_the_node_local_rank_s_device() {
         let Some(r) = batch() else { return };
         check_pairs(r, "auto2", 2);
-        let v = json(r, "auto2");
+        let v = r.json("auto2");
         assert_eq!(devices(&v), ["rxea", "rxeb"], "-d auto: rank i, device i");
-        let out = file(r, "auto2.out");
+        let out = r.expect_file("auto2.out");
         assert!(
             out.contains("fabricvm:rxea") && out.contains("fabricvm:rxeb"),
             "{out}"
@@ -324,8 +309,8 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
             "auto2: {crossed} bytes over the veth"
         );
         // A third rank on the node has no device of its own: a set-up failure naming -d.
-        let out = file(r, "auto3.out");
-        assert_ne!(file(r, "auto3.rc").trim(), "0", "{out}");
+        let out = r.expect_file("auto3.out");
+        assert_ne!(r.expect_file("auto3.rc").trim(), "0", "{out}");
         assert!(
             out.lines().any(|l| l.contains("rank    2")
                 && l.contains("FAILED at set-up")
@@ -336,7 +321,7 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
             "{out}"
         );
         // The two ranks that have a device still measure their pair.
-        let v = json(r, "auto3");
+        let v = r.json("auto3");
         let ok = v["steps"]
             .as_array()
             .unwrap()
@@ -350,8 +335,8 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
     #[test]
     fn a_missing_namespace_is_a_clear_error() {
         let Some(r) = batch() else { return };
-        let out = file(r, "badns.out");
-        assert_ne!(file(r, "badns.rc").trim(), "0", "{out}");
+        let out = r.expect_file("badns.out");
+        assert_ne!(r.expect_file("badns.rc").trim(), "0", "{out}");
         assert!(
             out.contains("--netns nosuch: open /var/run/netns/nosuch: No such file"),
             "{out}"

@@ -281,6 +281,19 @@ impl BatchResult {
         Some(Side { out, rc })
     }
 
+    /// The file `$RESULTS/<name>`; panics (with the VM console) if the
+    /// script did not write it.
+    pub fn expect_file(&self, name: &str) -> &str {
+        self.file(name)
+            .unwrap_or_else(|| self.missing(&format!("file {name}")))
+    }
+
+    /// `$RESULTS/<name>.json`, parsed; panics with its text if it is not JSON.
+    pub fn json(&self, name: &str) -> serde_json::Value {
+        let t = self.expect_file(&format!("{name}.json"));
+        serde_json::from_str(t).unwrap_or_else(|e| panic!("{name}.json: {e}\n{t}"))
+    }
+
     /// The pair `name`, or `None` if the script never ran it.
     pub fn try_pair(&self, name: &str) -> Option<Pair> {
         Some(Pair {
