@@ -296,6 +296,10 @@ pub struct PerfArgs {
     /// separately ("Local results", "Remote results").
     #[arg(long = "report-both")]
     pub report_both: bool,
+    /// bw tests: the server sends to the client (who listens and who connects
+    /// stays; both sides give it, as perftest's SYMMETRIC flag).
+    #[arg(long = "reversed")]
+    pub reversed: bool,
     /// send-bw/send-lat: UD multicast - the receiver's QP joins a multicast
     /// group (ibv_attach_mcast) and the sender sends to the group (RoCE).
     #[arg(short = 'g', long = "mcg")]

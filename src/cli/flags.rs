@@ -127,7 +127,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(None, "no_lock", false, "not implemented yet in rdmaperf: lock-free thread domains (ibv_alloc_td, a ConnectX provider feature); rdmaperf's --threads give each thread its own QPs and CQ instead"),
     imp(None, "use-null-mr", false),
     imp(None, "report-both", false),
-    no(None, "reversed", false, "not implemented yet in rdmaperf: server-to-client traffic (perftest's --reversed keeps who listens and who connects, and swaps which side sends; both sides must give it) - swap which host runs the server instead"),
+    imp(None, "reversed", false),
     imp(None, "pkey_index", true),
     no(None, "tcp", false, RAW_ETH),
     imp(None, "burst_size", true),

@@ -27,7 +27,7 @@ pub fn applies(t: Tool, id: &str) -> bool {
         "bidirectional" | "post_list" | "no_peak" | "qps" | "cq_mod" | "tx_depth" | "limit_bw"
         | "limit_msgrate" | "mr_per_qp" | "report_gbits" | "run_infinitely" | "threads"
         | "cpus" | "no_cost" | "wait_destroy" | "rate_limit" | "rate_units" | "rate_limit_type"
-        | "burst_size" | "cqe_poll" | "report_both" => bw,
+        | "burst_size" | "cqe_poll" | "report_both" | "reversed" => bw,
         "latency_gap" => !bw,
         "recv_post_list" => bw && v == Verb::Send,
         "perform_warm_up" => bw && v != Verb::Send,

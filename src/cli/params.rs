@@ -284,6 +284,8 @@ pub struct Params {
     pub cqe_poll: u32,
     /// `--report-both` (with -b).
     pub report_both: bool,
+    /// `--reversed`: the listening side sends (see [`Params::is_server`]).
+    pub reversed: bool,
     /// `--recv_post_list`: receive WRs per ibv_post_recv (1: one at a time).
     pub recv_post_list: u32,
     /// Test-buffer options (`--use_hugepages`, `--mmap`, `--payload_file_path`,
@@ -321,6 +323,32 @@ impl ConnOpts {
             std::net::SocketAddr::V6(_) => None,
         }
     }
+}
+
+/// `--reversed`: where rdmaperf (or perftest) cannot swap the traffic's direction.
+fn reversed_rules(a: &PerfArgs, tool: Tool) -> Result<(), String> {
+    if !a.reversed {
+        return Ok(());
+    }
+    if !tool.is_bw() {
+        return Err(rule(
+            "--reversed: perftest reverses the bandwidth tests only (its help lists it there); \
+             a latency test's two sides play the same ping-pong - drop it",
+        ));
+    }
+    if a.rdma_cm || a.comm_rdma_cm {
+        return Err(rule(
+            "--reversed with -R/-z: the rdma_cm connect would follow the traffic, and the \
+             sending side then has no address to resolve (perftest's too); drop -R/-z or --reversed",
+        ));
+    }
+    if a.threads.is_some_and(|t| t > 1) {
+        return Err(rule(
+            "--reversed with --threads: not implemented yet in rdmaperf (the threaded sender \
+             is the side that connects); swap which host runs the server instead",
+        ));
+    }
+    Ok(())
 }
 
 /// `--tclass`, `--flow_label`, `--pkey_index`.
@@ -361,7 +389,14 @@ pub struct SampleReport {
 }
 
 impl Params {
+    /// This side is perftest's SERVER machine: it receives (the passive side
+    /// of a write/read/atomic test). Without `--reversed` that is the side
+    /// that listens; with it, the side that connects.
     pub fn is_server(&self) -> bool {
+        self.listens() != self.reversed
+    }
+    /// This side listens for the control connection (no host name given).
+    pub fn listens(&self) -> bool {
         self.server.is_none()
     }
     /// The control channel runs over rdma_cm (`-R` or `-z`).
@@ -782,6 +817,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     let mut notices = Vec::new();
     let rate = super::rate::rate_of(a, tool, tx_depth, threads, &mut notices)?;
     pace_rules(a, tool)?;
+    reversed_rules(a, tool)?;
     recv_list_rules(a, tool, iters, rx_depth, is_dur)?;
     notices.extend(mcast_notice);
     if bw && post_list > 1 && a.cq_mod.is_none() {
@@ -854,6 +890,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         warm_up: a.perform_warm_up,
         cqe_poll: a.cqe_poll.unwrap_or(DEF_CQE_POLL),
         report_both: a.report_both,
+        reversed: a.reversed,
         recv_post_list: a.recv_post_list.unwrap_or(1),
         mcast,
     };
@@ -1060,6 +1097,38 @@ mod tests {
         assert_eq!(p.cq_mod, 1);
         assert_eq!(p.port, 18515);
         assert!(p.is_server());
+    }
+
+    #[test]
+    fn reversed_swaps_the_traffic_role_not_the_connection() {
+        let rev = |server: Option<&str>| {
+            let a = PerfArgs {
+                reversed: true,
+                server: server.map(Into::into),
+                ..args()
+            };
+            resolve(WRITE_BW, &a).unwrap()
+        };
+        let listener = rev(None);
+        assert!(listener.listens() && !listener.is_server());
+        let connector = rev(Some("host"));
+        assert!(!connector.listens() && connector.is_server());
+        let refused = |tool: Tool, f: fn(&mut PerfArgs)| {
+            let mut a = PerfArgs {
+                reversed: true,
+                ..args()
+            };
+            f(&mut a);
+            resolve(tool, &a).unwrap_err()
+        };
+        let e = refused(READ_LAT, |_| {});
+        assert!(e.contains("bandwidth tests only"), "{e}");
+        let e = refused(WRITE_BW, |a| a.rdma_cm = true);
+        assert!(e.contains("--reversed with -R/-z"), "{e}");
+        let e = refused(WRITE_BW, |a| a.comm_rdma_cm = true);
+        assert!(e.contains("--reversed with -R/-z"), "{e}");
+        let e = refused(WRITE_BW, |a| a.threads = Some(2));
+        assert!(e.contains("--reversed with --threads"), "{e}");
     }
 
     #[test]

@@ -156,10 +156,14 @@ pub struct PeerParams {
     pub num_qps: u16,
     /// `-n` (0: duration mode, or above u32).
     pub iters: u32,
+    /// `--reversed` (bit 7 of the connection-type byte on the wire).
+    pub reversed: bool,
 }
 
 /// Marks [`PeerParams`] after the version string's NUL.
 pub const PARAMS_MARK: u8 = b'!';
+/// Set in [`PeerParams`]' connection-type byte under `--reversed`.
+const REVERSED_BIT: u8 = 0x80;
 
 impl PeerParams {
     /// The connection type as perftest spells it.
@@ -181,7 +185,8 @@ pub fn encode_params(msg: &mut [u8; VERSION_LEN], text_len: usize, p: &PeerParam
         return false;
     }
     msg[at] = PARAMS_MARK;
-    msg[at + 1] = p.conn;
+    // The connection type is ASCII, so its top bit is free for --reversed.
+    msg[at + 1] = p.conn | if p.reversed { REVERSED_BIT } else { 0 };
     msg[at + 2..at + 4].copy_from_slice(&p.num_qps.to_le_bytes());
     msg[at + 4..at + 8].copy_from_slice(&p.iters.to_le_bytes());
     true
@@ -192,7 +197,8 @@ pub fn decode_params(b: &[u8]) -> Option<PeerParams> {
     let at = b.iter().position(|&c| c == 0)? + 1;
     let t = b.get(at..at + 8)?;
     (t[0] == PARAMS_MARK).then(|| PeerParams {
-        conn: t[1],
+        conn: t[1] & !REVERSED_BIT,
+        reversed: t[1] & REVERSED_BIT != 0,
         num_qps: u16::from_le_bytes([t[2], t[3]]),
         iters: u32::from_le_bytes([t[4], t[5], t[6], t[7]]),
     })
@@ -925,12 +931,20 @@ mod tests {
             conn: b'U',
             num_qps: 2,
             iters: 1000,
+            reversed: false,
         };
         assert!(encode_params(&mut m, OUR_VERSION.len(), &pp));
         let v2 = decode_version(&m).unwrap();
         assert_eq!(v2.text, OUR_VERSION);
         assert_eq!(v2.params, Some(pp));
         assert_eq!(v2.params.unwrap().conn_name(), "UC");
+        let rev = PeerParams {
+            reversed: true,
+            ..pp
+        };
+        assert!(encode_params(&mut m, OUR_VERSION.len(), &rev));
+        assert_eq!(m[OUR_VERSION.len() + 2], b'U' | 0x80);
+        assert_eq!(decode_version(&m).unwrap().params, Some(rev));
         assert_eq!(decode_version(&b).unwrap().params, None);
         assert!(
             !encode_params(&mut m, 9, &pp),

@@ -52,6 +52,11 @@ fn refuse(p: &Params, o: &FabricOpts) -> Result<(), String> {
     if p.rdma_cm {
         return Err("-R: the MPI link carries the control messages in fabric mode; drop -R".into());
     }
+    if p.reversed {
+        return Err(
+            "--reversed: fabric mode picks each pair's direction; use --direction bi|both".into(),
+        );
+    }
     if p.run_infinitely {
         return Err("--run_infinitely: every step must end; use -D SECS".into());
     }

@@ -21,8 +21,10 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
         return Ok(sess);
     }
     let t = Duration::from_secs(p.ctrl_timeout_s);
-    if p.is_server() && !p.loopback && p.output.is_none() {
+    if p.listens() && !p.loopback && p.output.is_none() {
         // perftest's banner, before it waits for the client (TCP or rdma_cm).
+        // perftest prints it on its receiving side even under --reversed,
+        // where that side connects; we print it where someone waits.
         Out { quiet: false }.print(text::SERVER_WAIT_BANNER);
     }
     if p.cm_ctrl() {

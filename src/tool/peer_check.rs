@@ -24,6 +24,7 @@ pub(crate) fn local_params(p: &Params) -> PeerParams {
         } else {
             p.iters as u32
         },
+        reversed: p.reversed,
     }
 }
 
@@ -38,12 +39,23 @@ pub(crate) fn versions(sess: &mut Session, p: &Params) -> Result<PeerVersion, Fa
 
 /// Both sides' values, or the refusal naming them.
 pub(crate) fn compare(p: &Params, mine: &PeerParams, theirs: &PeerParams) -> Result<(), Fail> {
-    let side = if p.is_server() { "client" } else { "server" };
+    let side = if p.listens() { "client" } else { "server" };
     if mine.conn != theirs.conn {
         return Err(Fail::new(format!(
             "connection type differs: we run -c {}, the {side} runs -c {} — give both sides the same -c",
             mine.conn_name(),
             theirs.conn_name()
+        )));
+    }
+    if mine.reversed != theirs.reversed {
+        let who = if mine.reversed {
+            format!("we run with --reversed, the {side} without")
+        } else {
+            format!("the {side} runs with --reversed, we without")
+        };
+        return Err(Fail::new(format!(
+            "traffic direction differs: {who} — give --reversed to both sides or to neither \
+             (perftest's flag is symmetric)"
         )));
     }
     if mine.num_qps != theirs.num_qps {
@@ -73,7 +85,7 @@ pub(crate) fn key(
     qp: usize,
     after_connect: bool,
 ) -> Result<(), Fail> {
-    let side = if p.is_server() { "client" } else { "server" };
+    let side = if p.listens() { "client" } else { "server" };
     let fewer = || {
         Fail::new(format!(
             "number of QPs differs: we run -q {}, the {side} runs fewer (its key message for our \
@@ -169,5 +181,23 @@ mod tests {
         // write-bw: the server's -n does not matter (the client drives).
         let w = params(Verb::Write, |a| a.iters = Some(1000));
         assert!(compare(&w, &local_params(&w), &theirs).is_ok());
+        // --reversed on one side only: both would send (or both wait).
+        theirs = mine;
+        theirs.reversed = true;
+        let e = compare(&p, &mine, &theirs).unwrap_err();
+        assert!(
+            e.msg
+                .contains("the server runs with --reversed, we without"),
+            "{e}"
+        );
+        let r = params(Verb::Send, |a| {
+            a.iters = Some(1000);
+            a.reversed = true;
+        });
+        let e = compare(&r, &local_params(&r), &mine).unwrap_err();
+        assert!(
+            e.msg.contains("we run with --reversed, the server without"),
+            "{e}"
+        );
     }
 }

@@ -1,0 +1,180 @@
+//! `--reversed` on soft-RoCE in the VM (one boot): the side that listens sends
+//! and the side that connects receives, for write-bw, send-bw, read-bw and
+//! atomic-bw (and with -b), rdmaperf against itself and against stock perftest
+//! 4.5 both ways (4.5 has the flag).
+//!
+//! The direction is proven, not assumed: a receiving rdmaperf that connects
+//! runs `--check-landing` on its buffer (rdmaperf's pattern from an rdmaperf
+//! sender, stock's random bytes from a stock one); against stock, whose role
+//! under --reversed is fixed by its own code, a wrong role on our side either
+//! leaves both sides waiting or, for SEND, has no receive posted (RNR).
+//! One side without the flag is refused on both sides.
+
+mod common;
+use common::vm;
+use std::sync::OnceLock;
+
+const COMMON: &str = "-d rxe0 -x 0 -F --reversed";
+const ITERS: u64 = 300;
+const SIZE: u64 = 4096;
+
+fn script() -> String {
+    let r = r#""$RDMAPERF_BIN""#;
+    let mut s = String::from("PAIR_TIMEOUT=120\n");
+    let args = format!("-s {SIZE} -n {ITERS} {COMMON}");
+    for (tool, stock) in [
+        ("write-bw", "ib_write_bw"),
+        ("send-bw", "ib_send_bw"),
+        ("read-bw", "ib_read_bw"),
+    ] {
+        let t = &tool[..1];
+        let ours = format!("{r} {tool} {args}");
+        let theirs = format!("{stock} {args}");
+        // A connecting rdmaperf receives: it checks where a write landed.
+        let check = if tool == "write-bw" {
+            " --check-landing"
+        } else {
+            ""
+        };
+        s += &format!("pair {t}_rr '{ours} -p $PORT' '{ours}{check} -p $PORT 127.0.0.1'\n");
+        s += &format!("pair {t}_sr '{theirs} -p $PORT' '{ours}{check} -p $PORT 127.0.0.1'\n");
+        s += &format!("pair {t}_rs '{ours} -p $PORT' '{theirs} -p $PORT 127.0.0.1'\n");
+    }
+    let atomic = format!("{r} atomic-bw -n {ITERS} {COMMON}");
+    s += &format!("pair a_rr '{atomic} -p $PORT' '{atomic} -p $PORT 127.0.0.1'\n");
+    let duplex = format!("{r} write-bw -b {args}");
+    s += &format!("pair b_rr '{duplex} -p $PORT' '{duplex} -p $PORT 127.0.0.1'\n");
+    // The connecting side forgot the flag.
+    let plain = format!("{r} write-bw -s {SIZE} -n {ITERS} -d rxe0 -x 0 -F");
+    s += &format!("pair mismatch '{r} write-bw {args} -p $PORT' '{plain} -p $PORT 127.0.0.1'\n");
+    s += "exit 0\n";
+    s
+}
+
+fn batch() -> Option<&'static vm::BatchResult> {
+    static BATCH: OnceLock<vm::BatchResult> = OnceLock::new();
+    vm::shared_batch(&BATCH, env!("CARGO_BIN_EXE_rdmaperf"), 900, script)
+}
+
+/// Both sides ran and print one `SIZE ITERS ...` row (perftest's receiving
+/// side prints the sender's numbers from the report exchange).
+fn ok_rows(name: &str) -> Option<vm::Pair> {
+    let p = batch()?.pair(name);
+    p.assert_ok();
+    for (who, side) in [("listener", &p.server), ("connector", &p.client)] {
+        let rows = vm::bw_result_rows(&side.out);
+        assert_eq!(
+            rows,
+            vec![(SIZE, ITERS)],
+            "{name}: the {who}'s rows\n{}",
+            side.out
+        );
+    }
+    Some(p)
+}
+
+/// The `key=value` numbers of the connector's `landing check: ok ...` line.
+fn landing(name: &str, out: &str) -> (u64, u64, u64, u64) {
+    let line = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("landing check: ok "))
+        .unwrap_or_else(|| panic!("{name}: no passing landing check on the connector\n{out}"));
+    let num = |k: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no {k}= in '{line}'"))
+    };
+    (num("slots"), num("written"), num("pattern"), num("stray"))
+}
+
+#[test]
+fn write_bw_the_listener_writes_into_the_connector() {
+    let Some(p) = ok_rows("w_rr") else { return };
+    let (slots, written, pattern, stray) = landing("w_rr", &p.client.out);
+    assert!(
+        slots > 0 && written == slots && stray == 0,
+        "{}",
+        p.client.out
+    );
+    assert_eq!(
+        pattern, slots,
+        "rdmaperf's pattern from the listener\n{}",
+        p.client.out
+    );
+}
+
+#[test]
+fn write_bw_against_a_stock_listener() {
+    let Some(p) = ok_rows("w_sr") else { return };
+    let (slots, written, pattern, stray) = landing("w_sr", &p.client.out);
+    assert!(
+        slots > 0 && written == slots && stray == 0,
+        "{}",
+        p.client.out
+    );
+    // Stock fills its buffer at random: its bytes, not ours, landed here.
+    assert_eq!(pattern, 0, "{}", p.client.out);
+}
+
+#[test]
+fn write_bw_against_a_stock_connector() {
+    ok_rows("w_rs");
+}
+
+#[test]
+fn send_bw_reversed_every_way() {
+    for name in ["s_rr", "s_sr", "s_rs"] {
+        if ok_rows(name).is_none() {
+            return;
+        }
+    }
+}
+
+#[test]
+fn read_bw_reversed_every_way() {
+    for name in ["r_rr", "r_sr", "r_rs"] {
+        if ok_rows(name).is_none() {
+            return;
+        }
+    }
+}
+
+#[test]
+fn atomic_and_bidirectional_reversed() {
+    let Some(b) = batch() else { return };
+    let a = b.pair("a_rr");
+    a.assert_ok();
+    for side in [&a.server, &a.client] {
+        let rows = vm::bw_result_rows(&side.out);
+        assert!(
+            rows.len() == 1 && rows[0].1 == ITERS,
+            "atomic: {rows:?}\n{}",
+            side.out
+        );
+    }
+    let d = b.pair("b_rr");
+    d.assert_ok();
+    assert!(
+        !vm::bw_result_rows(&d.client.out).is_empty(),
+        "{}",
+        d.client.out
+    );
+}
+
+#[test]
+fn one_side_without_the_flag_is_refused_on_both() {
+    let Some(b) = batch() else { return };
+    let p = b.pair("mismatch");
+    for (side, who) in [
+        (&p.server, "we run with --reversed, the client without"),
+        (&p.client, "the server runs with --reversed, we without"),
+    ] {
+        assert_ne!(side.rc, Some(0), "{}", side.out);
+        assert!(
+            side.out.contains("traffic direction differs") && side.out.contains(who),
+            "{}",
+            side.out
+        );
+    }
+}
