@@ -300,6 +300,11 @@ pub struct PerfArgs {
     /// stays; both sides give it, as perftest's SYMMETRIC flag).
     #[arg(long = "reversed")]
     pub reversed: bool,
+    /// write-bw/read-bw over RC, both sides rdmaperf: after the run the side
+    /// the data went to compares every byte of every message position with
+    /// what the sender put there and prints VALIDATION: PASSED/FAILED.
+    #[arg(long = "data_validation")]
+    pub data_validation: bool,
     /// send-bw/send-lat: UD multicast - the receiver's QP joins a multicast
     /// group (ibv_attach_mcast) and the sender sends to the group (RoCE).
     #[arg(short = 'g', long = "mcg")]

@@ -29,6 +29,7 @@ pub fn applies(t: Tool, id: &str) -> bool {
         | "cpus" | "no_cost" | "wait_destroy" | "rate_limit" | "rate_units" | "rate_limit_type"
         | "burst_size" | "cqe_poll" | "report_both" | "reversed" => bw,
         "latency_gap" => !bw,
+        "data_validation" => bw && matches!(v, Verb::Write | Verb::Read),
         "recv_post_list" => bw && v == Verb::Send,
         "perform_warm_up" => bw && v != Verb::Send,
         _ => true,

@@ -286,6 +286,8 @@ pub struct Params {
     pub report_both: bool,
     /// `--reversed`: the listening side sends (see [`Params::is_server`]).
     pub reversed: bool,
+    /// `--data_validation` (see `tool::validate`).
+    pub data_validation: bool,
     /// `--recv_post_list`: receive WRs per ibv_post_recv (1: one at a time).
     pub recv_post_list: u32,
     /// Test-buffer options (`--use_hugepages`, `--mmap`, `--payload_file_path`,
@@ -347,6 +349,45 @@ fn reversed_rules(a: &PerfArgs, tool: Tool) -> Result<(), String> {
             "--reversed with --threads: not implemented yet in rdmaperf (the threaded sender \
              is the side that connects); swap which host runs the server instead",
         ));
+    }
+    Ok(())
+}
+
+/// `--data_validation`: perftest master's rules where rdmaperf's check needs
+/// them too (one size, fixed data, RC), and what rdmaperf does not check yet.
+fn validation_rules(a: &PerfArgs, tool: Tool) -> Result<(), String> {
+    if !a.data_validation {
+        return Ok(());
+    }
+    let refuse = |why: &str| Err(format!("--data_validation {why}"));
+    if !tool.is_bw() {
+        return refuse("is only supported in bandwidth tests (perftest's rule)");
+    }
+    if !matches!(tool.verb, Verb::Write | Verb::Read) || a.write_with_imm {
+        return refuse(
+            "is only supported with WRITE or READ verb (perftest's rule); use write-bw or read-bw",
+        );
+    }
+    if a.connection
+        .as_deref()
+        .is_some_and(|c| !c.eq_ignore_ascii_case("RC"))
+    {
+        return refuse("requires RC connection type (perftest's rule); drop -c");
+    }
+    if a.all {
+        return refuse("is incompatible with -a (run all sizes), as in perftest; give -s");
+    }
+    if a.run_infinitely {
+        return refuse("is incompatible with --run_infinitely, as in perftest; use -D");
+    }
+    if a.payload_file_path.is_some() || a.use_null_mr {
+        return refuse("checks rdmaperf's own pattern: drop --payload_file_path/--use-null-mr (perftest refuses them too)");
+    }
+    if a.mr_per_qp {
+        return refuse("is incompatible with --mr_per_qp, as in perftest; drop --mr_per_qp");
+    }
+    if a.bidirectional || a.threads.is_some_and(|t| t > 1) {
+        return refuse("with -b or --threads: not implemented yet in rdmaperf; drop -b/--threads");
     }
     Ok(())
 }
@@ -818,6 +859,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     let rate = super::rate::rate_of(a, tool, tx_depth, threads, &mut notices)?;
     pace_rules(a, tool)?;
     reversed_rules(a, tool)?;
+    validation_rules(a, tool)?;
     recv_list_rules(a, tool, iters, rx_depth, is_dur)?;
     notices.extend(mcast_notice);
     if bw && post_list > 1 && a.cq_mod.is_none() {
@@ -891,6 +933,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         cqe_poll: a.cqe_poll.unwrap_or(DEF_CQE_POLL),
         report_both: a.report_both,
         reversed: a.reversed,
+        data_validation: a.data_validation,
         recv_post_list: a.recv_post_list.unwrap_or(1),
         mcast,
     };
@@ -1097,6 +1140,58 @@ mod tests {
         assert_eq!(p.cq_mod, 1);
         assert_eq!(p.port, 18515);
         assert!(p.is_server());
+    }
+
+    #[test]
+    fn data_validation_rules() {
+        let try_it = |tool: Tool, f: fn(&mut PerfArgs)| {
+            let mut a = PerfArgs {
+                data_validation: true,
+                ..args()
+            };
+            f(&mut a);
+            resolve(tool, &a)
+        };
+        let read_bw = Tool {
+            verb: Verb::Read,
+            kind: Kind::Bw,
+        };
+        let send_bw = Tool {
+            verb: Verb::Send,
+            kind: Kind::Bw,
+        };
+        assert!(try_it(WRITE_BW, |_| {}).unwrap().data_validation);
+        assert!(try_it(read_bw, |a| a.duration = Some(2)).is_ok());
+        for (tool, f, want) in [
+            (
+                READ_LAT,
+                (|_| {}) as fn(&mut PerfArgs),
+                "only supported in bandwidth tests",
+            ),
+            (send_bw, |_| {}, "only supported with WRITE or READ"),
+            (
+                WRITE_BW,
+                |a| a.write_with_imm = true,
+                "only supported with WRITE or READ",
+            ),
+            (
+                WRITE_BW,
+                |a| a.connection = Some("UC".into()),
+                "requires RC",
+            ),
+            (WRITE_BW, |a| a.all = true, "incompatible with -a"),
+            (
+                WRITE_BW,
+                |a| a.mr_per_qp = true,
+                "incompatible with --mr_per_qp",
+            ),
+            (WRITE_BW, |a| a.use_null_mr = true, "own pattern"),
+            (WRITE_BW, |a| a.bidirectional = true, "not implemented yet"),
+            (WRITE_BW, |a| a.threads = Some(2), "not implemented yet"),
+        ] {
+            let e = try_it(tool, f).unwrap_err();
+            assert!(e.contains("--data_validation") && e.contains(want), "{e}");
+        }
     }
 
     #[test]

@@ -158,12 +158,16 @@ pub struct PeerParams {
     pub iters: u32,
     /// `--reversed` (bit 7 of the connection-type byte on the wire).
     pub reversed: bool,
+    /// `--data_validation` (bit 5 of that byte).
+    pub data_validation: bool,
 }
 
 /// Marks [`PeerParams`] after the version string's NUL.
 pub const PARAMS_MARK: u8 = b'!';
 /// Set in [`PeerParams`]' connection-type byte under `--reversed`.
 const REVERSED_BIT: u8 = 0x80;
+/// Set there under `--data_validation` (clear in 'R', 'U' and 'D').
+const VALIDATION_BIT: u8 = 0x20;
 
 impl PeerParams {
     /// The connection type as perftest spells it.
@@ -185,8 +189,9 @@ pub fn encode_params(msg: &mut [u8; VERSION_LEN], text_len: usize, p: &PeerParam
         return false;
     }
     msg[at] = PARAMS_MARK;
-    // The connection type is ASCII, so its top bit is free for --reversed.
-    msg[at + 1] = p.conn | if p.reversed { REVERSED_BIT } else { 0 };
+    // The connection type is an upper-case letter: bits 7 and 5 are free.
+    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+    msg[at + 1] = p.conn | flag(p.reversed, REVERSED_BIT) | flag(p.data_validation, VALIDATION_BIT);
     msg[at + 2..at + 4].copy_from_slice(&p.num_qps.to_le_bytes());
     msg[at + 4..at + 8].copy_from_slice(&p.iters.to_le_bytes());
     true
@@ -197,8 +202,9 @@ pub fn decode_params(b: &[u8]) -> Option<PeerParams> {
     let at = b.iter().position(|&c| c == 0)? + 1;
     let t = b.get(at..at + 8)?;
     (t[0] == PARAMS_MARK).then(|| PeerParams {
-        conn: t[1] & !REVERSED_BIT,
+        conn: t[1] & !(REVERSED_BIT | VALIDATION_BIT),
         reversed: t[1] & REVERSED_BIT != 0,
+        data_validation: t[1] & VALIDATION_BIT != 0,
         num_qps: u16::from_le_bytes([t[2], t[3]]),
         iters: u32::from_le_bytes([t[4], t[5], t[6], t[7]]),
     })
@@ -932,6 +938,7 @@ mod tests {
             num_qps: 2,
             iters: 1000,
             reversed: false,
+            data_validation: false,
         };
         assert!(encode_params(&mut m, OUR_VERSION.len(), &pp));
         let v2 = decode_version(&m).unwrap();
@@ -945,6 +952,13 @@ mod tests {
         assert!(encode_params(&mut m, OUR_VERSION.len(), &rev));
         assert_eq!(m[OUR_VERSION.len() + 2], b'U' | 0x80);
         assert_eq!(decode_version(&m).unwrap().params, Some(rev));
+        let both = PeerParams {
+            data_validation: true,
+            ..rev
+        };
+        assert!(encode_params(&mut m, OUR_VERSION.len(), &both));
+        assert_eq!(m[OUR_VERSION.len() + 2], b'U' | 0xa0);
+        assert_eq!(decode_version(&m).unwrap().params, Some(both));
         assert_eq!(decode_version(&b).unwrap().params, None);
         assert!(
             !encode_params(&mut m, 9, &pp),

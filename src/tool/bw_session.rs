@@ -14,8 +14,10 @@ use super::method::{self, Chosen, Method};
 use super::out::{result_line, Out};
 use super::scenario::qp_type;
 use super::setup::{Endpoint, Resources};
-use super::{cm_data, counters, cpu_util, direct, infinite, landing, progress, threads_bw};
-use crate::cli::params::{Mode, Params};
+use super::{
+    cm_data, counters, cpu_util, direct, infinite, landing, progress, threads_bw, validate,
+};
+use crate::cli::params::{Mode, Params, Verb};
 use crate::clock::Clock;
 use crate::ctrl::{BwReport, Dest, Session};
 use crate::post::event_cq;
@@ -126,9 +128,17 @@ pub(crate) fn run_session(
         } else {
             None
         };
+        // A write's data landed here; a read's server only lent its buffer.
+        let validation = (p.data_validation && p.tool.verb == Verb::Write).then(|| {
+            let n = validate::messages_per_qp(p, theirs.iters);
+            validate::report(p, &res, n, "server")
+        });
         sess.close(&my[0]).map_err(Fail::ctrl)?;
         if let Some(l) = landing_result {
             l?;
+        }
+        if let Some(v) = validation {
+            v?;
         }
         return Ok(Vec::new());
     }
@@ -292,9 +302,17 @@ pub(crate) fn run_session(
         return Err(f);
     }
     check_limits(p, &last)?;
+    // A read's data came here (checked before the close, reported after it).
+    let validation = (p.data_validation && p.tool.verb == Verb::Read).then(|| {
+        let n = validate::messages_per_qp(p, last.iters);
+        validate::report(p, &res, n, "client")
+    });
     sess.hand_shake(&my[0]).map_err(Fail::ctrl)?;
     sess.exchange_bw_report(&last).map_err(Fail::ctrl)?;
     sess.close(&my[0]).map_err(Fail::ctrl)?;
+    if let Some(v) = validation {
+        v?;
+    }
     Ok(summaries)
 }
 

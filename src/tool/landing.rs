@@ -17,6 +17,14 @@ pub fn fill_pattern(buf: &mut [u8]) {
     }
 }
 
+/// Fill each `slot`-byte QP region of `half` with the pattern, from the
+/// region's own start (the frame the receiving side checks in).
+pub fn fill_regions(half: &mut [u8], slot: usize) {
+    for region in half.chunks_mut(slot.max(1)) {
+        fill_pattern(region);
+    }
+}
+
 /// Result of checking one QP's receive region.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Landing {

@@ -30,20 +30,29 @@ pub fn alloc(p: &Params, len: usize, align: usize) -> Result<AlignedBuf, Fail> {
     Ok(b)
 }
 
-/// Fills a buffer: with `--payload_file_path` the whole buffer repeats the
-/// payload (perftest's `initialize_buffer_content`, both sides, so a read
-/// test reads it from the peer); otherwise the sending half `..send_len` of
-/// a sending side carries rdmaperf's pattern (see landing.rs).
-pub fn fill(p: &Params, buf: &mut [u8], send_len: usize) {
+/// Fills a buffer of `slots` send regions then `slots` remote-accessible
+/// regions of `slot` bytes: with `--payload_file_path` the whole buffer
+/// repeats the payload (perftest's `initialize_buffer_content`, both sides,
+/// so a read test reads it from the peer); otherwise each send region of a
+/// sending side carries rdmaperf's pattern from its own start (landing.rs).
+/// `--data_validation` on read-bw: the server's remote-accessible regions
+/// carry it instead and the reading client's stay zero, so what the client
+/// finds there came over the wire.
+pub fn fill(p: &Params, buf: &mut [u8], slot: usize, slots: usize) {
+    let send_len = slot * slots;
+    let regions = super::landing::fill_regions;
     match &p.mem.payload {
         Some(pat) => {
             for (d, s) in buf.iter_mut().zip(pat.iter().cycle()) {
                 *d = *s;
             }
         }
-        None if !p.is_server() || p.duplex => {
-            super::landing::fill_pattern(&mut buf[..send_len]);
+        None if p.data_validation && p.tool.verb == Verb::Read && p.is_server() => {
+            regions(&mut buf[send_len..2 * send_len], slot);
         }
+        // The reading client's regions stay zero.
+        None if p.data_validation && p.tool.verb == Verb::Read => {}
+        None if !p.is_server() || p.duplex => regions(&mut buf[..send_len], slot),
         None => {}
     }
 }

@@ -46,6 +46,7 @@ pub mod setup;
 pub mod side;
 pub mod threads_bw;
 pub mod threads_stock;
+pub mod validate;
 
 pub use fail::Fail;
 pub use out::Out;

@@ -25,6 +25,7 @@ pub(crate) fn local_params(p: &Params) -> PeerParams {
             p.iters as u32
         },
         reversed: p.reversed,
+        data_validation: p.data_validation,
     }
 }
 
@@ -33,6 +34,15 @@ pub(crate) fn versions(sess: &mut Session, p: &Params) -> Result<PeerVersion, Fa
     let v = sess.exchange_versions().map_err(Fail::ctrl)?;
     if let Some(theirs) = &v.params {
         compare(p, &local_params(p), theirs)?;
+    } else if p.data_validation {
+        return Err(Fail::new(format!(
+            "--data_validation: the peer is stock perftest {} - rdmaperf validates against \
+             rdmaperf only (perftest master's validation is a protocol of its own: a longer key \
+             message with a tail-marker address, a chunked ring of patterns and an atomic per \
+             chunk, which rdmaperf does not speak; 4.5 has none); run rdmaperf on both sides, \
+             or drop --data_validation (a write test's server can run --check-landing)",
+            v.text
+        )));
     }
     Ok(v)
 }
@@ -56,6 +66,16 @@ pub(crate) fn compare(p: &Params, mine: &PeerParams, theirs: &PeerParams) -> Res
         return Err(Fail::new(format!(
             "traffic direction differs: {who} — give --reversed to both sides or to neither \
              (perftest's flag is symmetric)"
+        )));
+    }
+    if mine.data_validation != theirs.data_validation {
+        let who = if mine.data_validation {
+            format!("we run with --data_validation, the {side} without")
+        } else {
+            format!("the {side} runs with --data_validation, we without")
+        };
+        return Err(Fail::new(format!(
+            "{who} — give it to both sides (the sender lays out the data the receiver checks)"
         )));
     }
     if mine.num_qps != theirs.num_qps {
@@ -197,6 +217,14 @@ mod tests {
         let e = compare(&r, &local_params(&r), &mine).unwrap_err();
         assert!(
             e.msg.contains("we run with --reversed, the server without"),
+            "{e}"
+        );
+        theirs = mine;
+        theirs.data_validation = true;
+        let e = compare(&p, &mine, &theirs).unwrap_err();
+        assert!(
+            e.msg
+                .contains("the server runs with --data_validation, we without"),
             "{e}"
         );
     }

@@ -312,8 +312,12 @@ impl Resources {
             // The client's send halves carry rdmaperf's pattern (see landing.rs)
             // or the payload file; the remote-accessible halves stay zero so a
             // server can check landings.
-            let send_len = (geometry.slot * geometry.slots) as usize;
-            mem_setup::fill(p, buf.as_mut_slice(), send_len);
+            mem_setup::fill(
+                p,
+                buf.as_mut_slice(),
+                geometry.slot as usize,
+                geometry.slots as usize,
+            );
             let access = mem_setup::access(p, access_for(p.tool.verb));
             mrs.push(Mr::new(&pd, buf, access).map_err(Fail::verbs)?);
         }
