@@ -314,12 +314,10 @@ struct Doc<'a> {
 
 impl Serialize for Doc<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let n = if self.results.is_empty() { 1 } else { 2 };
-        let mut m = s.serialize_map(Some(n))?;
+        // `results` even when empty (a passive side): one shape for scripts.
+        let mut m = s.serialize_map(Some(2))?;
         m.serialize_entry("test_info", self.info)?;
-        if !self.results.is_empty() {
-            m.serialize_entry("results", self.results)?;
-        }
+        m.serialize_entry("results", self.results)?;
         m.end()
     }
 }
@@ -427,6 +425,14 @@ mod tests {
             msg_rate: 0.18745612,
             bw_peak_exact: 0.0,
         }
+    }
+
+    #[test]
+    fn a_report_without_records_still_has_a_results_array() {
+        let rep = JsonReport::new("/nonexistent-dir/x.json", &TestInfo::default());
+        let v: Value = serde_json::from_str(&rep.render()).unwrap();
+        assert_eq!(v["results"], serde_json::json!([]));
+        assert!(v["test_info"]["Statistics"].is_string());
     }
 
     #[test]
