@@ -57,26 +57,31 @@ pub(crate) fn compare(p: &Params, mine: &PeerParams, theirs: &PeerParams) -> Res
             theirs.conn_name()
         )));
     }
-    if mine.reversed != theirs.reversed {
-        let who = if mine.reversed {
-            format!("we run with --reversed, the {side} without")
-        } else {
-            format!("the {side} runs with --reversed, we without")
-        };
-        return Err(Fail::new(format!(
-            "traffic direction differs: {who} — give --reversed to both sides or to neither \
-             (perftest's flag is symmetric)"
-        )));
-    }
-    if mine.data_validation != theirs.data_validation {
-        let who = if mine.data_validation {
-            format!("we run with --data_validation, the {side} without")
-        } else {
-            format!("the {side} runs with --data_validation, we without")
-        };
-        return Err(Fail::new(format!(
-            "{who} — give it to both sides (the sender lays out the data the receiver checks)"
-        )));
+    let flags = [
+        (
+            "--reversed",
+            mine.reversed,
+            theirs.reversed,
+            "traffic direction differs: ",
+            "give --reversed to both sides or to neither (perftest's flag is symmetric)",
+        ),
+        (
+            "--data_validation",
+            mine.data_validation,
+            theirs.data_validation,
+            "",
+            "give it to both sides (the sender lays out the data the receiver checks)",
+        ),
+    ];
+    for (flag, ours, peers, what, fix) in flags {
+        if ours != peers {
+            let who = if ours {
+                format!("we run with {flag}, the {side} without")
+            } else {
+                format!("the {side} runs with {flag}, we without")
+            };
+            return Err(Fail::new(format!("{what}{who} — {fix}")));
+        }
     }
     if mine.num_qps != theirs.num_qps {
         return Err(Fail::new(format!(
