@@ -14,9 +14,7 @@ use super::method::{self, Chosen, Method};
 use super::out::{result_line, Out};
 use super::scenario::qp_type;
 use super::setup::{Endpoint, Resources};
-use super::{
-    cm_data, counters, cpu_util, direct, infinite, landing, progress, threads_bw, validate,
-};
+use super::{cm_data, counters, cpu_util, direct, infinite, progress, threads_bw, validate};
 use crate::cli::params::{Mode, Params, Verb};
 use crate::clock::Clock;
 use crate::ctrl::{BwReport, Dest, Session};
@@ -24,7 +22,6 @@ use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
 use crate::report::{json, stats, text};
-use crate::run::geometry::Geometry;
 
 /// One connection's whole run, opened here: what each thread of a
 /// `--threads` run against stock perftest runs (`threads_stock`; its
@@ -124,7 +121,7 @@ pub(crate) fn run_session(
                 .map_err(|e| Fail::new(e.to_string()))?;
         }
         let landing_result = if p.check_landing {
-            Some(check_landing(p, &res, theirs.iters))
+            Some(validate::check_landing(p, &res, theirs.iters))
         } else {
             None
         };
@@ -348,45 +345,6 @@ fn post_cost_line(costs: &[(u64, f64, f64)], method: &str) -> String {
                 costs.len()
             )
         }
-    }
-}
-
-/// Server side of `--check-landing`: did the client's writes land where perftest's geometry says?
-fn check_landing(p: &Params, res: &Resources, client_iters: u64) -> Result<(), Fail> {
-    let size = p.max_size();
-    let g = Geometry::new(
-        size,
-        res.geometry.cycle_buffer,
-        res.geometry.cache_line,
-        res.geometry.slots,
-    );
-    let mut all_ok = true;
-    for q in 0..res.num_qps() as u64 {
-        let (mr, gi) = res.qp_mem(q as usize);
-        let buf = mr.buf().map(|b| b.as_slice()).unwrap_or(&[]);
-        let off = res.geometry.recv_offset(gi) as usize;
-        let region = &buf[off..off + res.geometry.slot as usize];
-        let msgs = if p.is_duration() {
-            u64::MAX
-        } else {
-            client_iters / p.num_qps as u64
-        };
-        let l = landing::check(region, &g, msgs);
-        let ok = l.ok();
-        all_ok &= ok;
-        println!(
-            "landing check: {} qp={q} slots={} written={} pattern={} stray={}",
-            if ok { "ok" } else { "FAILED" },
-            l.slots,
-            l.written,
-            l.pattern,
-            l.stray_bytes
-        );
-    }
-    if all_ok {
-        Ok(())
-    } else {
-        Err(Fail::new("landing check failed: the client's data is not where perftest's buffer geometry puts it"))
     }
 }
 

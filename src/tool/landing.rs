@@ -2,6 +2,7 @@
 //! geometry), and the check an rdmaperf server can run after a write test.
 
 use crate::run::geometry::Geometry;
+use std::ops::Range;
 
 /// The byte an rdmaperf client puts at offset `i` of its send buffer: a
 /// position-dependent pattern, so a write that lands at the wrong offset is caught.
@@ -44,23 +45,45 @@ impl Landing {
     }
 }
 
+/// The message positions of a region of `len` bytes after `messages`
+/// messages of geometry `g`: each position's payload bytes and the gap after
+/// it, which must stay zero (to the next position; after the last one, to the
+/// cycle buffer's end). Stops at a position whose payload would not fit.
+pub fn spans(
+    len: usize,
+    g: &Geometry,
+    messages: u64,
+) -> impl Iterator<Item = (Range<usize>, Range<usize>)> {
+    let slots = g.positions().min(messages.max(1)) as usize;
+    let (step, size, cb) = (g.step() as usize, g.size as usize, g.cycle_buffer as usize);
+    (0..slots)
+        .map(move |k| {
+            let at = k * step;
+            let gap_end = if k + 1 == slots {
+                len.min(cb)
+            } else {
+                at + step
+            };
+            (
+                at..at + size,
+                at + size..gap_end.clamp(at + size, len.max(at + size)),
+            )
+        })
+        .take_while(move |(data, _)| data.end <= len)
+}
+
 /// Check a (zero-initialised) receive region after `messages` writes of `g.size`
 /// bytes by one QP.
 pub fn check(region: &[u8], g: &Geometry, messages: u64) -> Landing {
-    let slots = g.positions().min(messages.max(1));
-    let step = g.step() as usize;
-    let size = g.size as usize;
     let mut l = Landing {
-        slots,
+        slots: g.positions().min(messages.max(1)),
         written: 0,
         pattern: 0,
         stray_bytes: 0,
     };
-    for k in 0..slots as usize {
-        let at = k * step;
-        let Some(data) = region.get(at..at + size) else {
-            break;
-        };
+    for (data, gap) in spans(region.len(), g, messages) {
+        let at = data.start;
+        let data = &region[data];
         if data.iter().any(|&b| b != 0) {
             l.written += 1;
         }
@@ -71,14 +94,7 @@ pub fn check(region: &[u8], g: &Geometry, messages: u64) -> Landing {
         {
             l.pattern += 1;
         }
-        let gap_end = if slots as usize == k + 1 {
-            region.len().min(g.cycle_buffer as usize)
-        } else {
-            at + step
-        };
-        if let Some(gap) = region.get(at + size..gap_end.max(at + size)) {
-            l.stray_bytes += gap.iter().filter(|&&b| b != 0).count() as u64;
-        }
+        l.stray_bytes += region[gap].iter().filter(|&&b| b != 0).count() as u64;
     }
     l
 }

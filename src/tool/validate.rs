@@ -6,9 +6,11 @@
 //! position left (perftest master's validator checks each chunk during the
 //! run, over a protocol of its own, which rdmaperf does not speak).
 //! Output follows master's `VALIDATION:` lines, so scripts grep one thing.
+//! `--check-landing`, the looser check a write server can run against any
+//! client, reads the same regions.
 
 use super::fail::Fail;
-use super::landing::pattern_byte;
+use super::landing::{self, pattern_byte, spans};
 use super::setup::Resources;
 use crate::cli::params::{Params, Verb};
 use crate::run::geometry::Geometry;
@@ -29,30 +31,17 @@ pub struct Verdict {
 impl Verdict {
     /// Compare QP `qp`'s `region` after `messages` messages of geometry `g`.
     pub fn check(&mut self, qp: u32, region: &[u8], g: &Geometry, messages: u64) {
-        let positions = g.positions().min(messages.max(1));
-        let (step, size) = (g.step() as usize, g.size as usize);
-        for k in 0..positions as usize {
-            let at = k * step;
-            let end = if k + 1 == positions as usize {
-                region
-                    .len()
-                    .min(at.max(g.cycle_buffer as usize).max(at + size))
-            } else {
-                at + step
-            };
-            for (i, &b) in region.iter().enumerate().take(end).skip(at) {
-                let want = if i < at + size {
-                    pattern_byte(i as u64)
-                } else {
-                    0
-                };
+        for (data, gap) in spans(region.len(), g, messages) {
+            let payload = data.clone().map(|i| (i, pattern_byte(i as u64)));
+            for (i, want) in payload.chain(gap.map(|i| (i, 0))) {
+                let b = region[i];
                 if b != want {
                     self.errors += 1;
                     self.first.get_or_insert((qp, i as u64, want, b));
                 }
             }
             self.positions += 1;
-            self.bytes += region.len().min(at + size).saturating_sub(at) as u64;
+            self.bytes += data.len() as u64;
         }
     }
 
@@ -76,14 +65,18 @@ impl Verdict {
     }
 }
 
-/// Where the data landed on this side: a write's target is the advertised
-/// (receive) region, a read's is the local send region.
-fn region_offset(p: &Params, res: &Resources, gi: u64) -> u64 {
-    if p.tool.verb == Verb::Read {
-        res.geometry.send_offset(gi)
+/// QP `q`'s advertised (receive) region, where a write lands, or (`send`)
+/// its local send region, where a read lands.
+fn region(res: &Resources, q: usize, send: bool) -> &[u8] {
+    let (mr, gi) = res.qp_mem(q);
+    let g = &res.geometry;
+    let off = if send {
+        g.send_offset(gi)
     } else {
-        res.geometry.recv_offset(gi)
-    }
+        g.recv_offset(gi)
+    } as usize;
+    let buf = mr.buf().map(|b| b.as_slice()).unwrap_or(&[]);
+    buf.get(off..off + g.slot as usize).unwrap_or(&[])
 }
 
 /// Messages each QP moved, from a run's total `iters` (every position with `-D`).
@@ -98,21 +91,10 @@ pub fn messages_per_qp(p: &Params, iters: u64) -> u64 {
 /// Check every QP's region after `messages` messages per QP; prints the
 /// verdict and fails the run when it did not pass.
 pub fn report(p: &Params, res: &Resources, messages: u64, role: &str) -> Result<(), Fail> {
-    let g = Geometry::new(
-        p.max_size(),
-        res.geometry.cycle_buffer,
-        res.geometry.cache_line,
-        res.geometry.slots,
-    );
     let mut v = Verdict::default();
     for q in 0..res.num_qps() {
-        let (mr, gi) = res.qp_mem(q);
-        let buf = mr.buf().map(|b| b.as_slice()).unwrap_or(&[]);
-        let off = region_offset(p, res, gi) as usize;
-        let region = buf
-            .get(off..off + res.geometry.slot as usize)
-            .unwrap_or(&[]);
-        v.check(q as u32, region, &g, messages);
+        let read = p.tool.verb == Verb::Read;
+        v.check(q as u32, region(res, q, read), &res.geometry, messages);
     }
     print!("{}", v.line(role));
     if v.passed() {
@@ -125,6 +107,31 @@ pub fn report(p: &Params, res: &Resources, messages: u64, role: &str) -> Result<
             v.first.map_or(0, |f| f.0),
             v.first.map_or(0, |f| f.1)
         )))
+    }
+}
+
+/// Server side of `--check-landing` after `client_iters` writes: did they land
+/// where perftest's geometry says?
+pub fn check_landing(p: &Params, res: &Resources, client_iters: u64) -> Result<(), Fail> {
+    let msgs = messages_per_qp(p, client_iters);
+    let mut all_ok = true;
+    for q in 0..res.num_qps() {
+        let l = landing::check(region(res, q, false), &res.geometry, msgs);
+        let ok = l.ok();
+        all_ok &= ok;
+        println!(
+            "landing check: {} qp={q} slots={} written={} pattern={} stray={}",
+            if ok { "ok" } else { "FAILED" },
+            l.slots,
+            l.written,
+            l.pattern,
+            l.stray_bytes
+        );
+    }
+    if all_ok {
+        Ok(())
+    } else {
+        Err(Fail::new("landing check failed: the client's data is not where perftest's buffer geometry puts it"))
     }
 }
 
