@@ -35,8 +35,10 @@ BUILD_PACKAGES=(libibverbs-dev librdmacm-dev rdma-core ibverbs-providers libclan
 if [ -n "$DEV" ]; then
     missing=()
     for p in "${BUILD_PACKAGES[@]}"; do
-        st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
-        [ "$st" = installed ] || missing+=("$p")
+        # Per architecture instance: with arm64 rdma-core installed too (the cross build),
+        # a plain db:Status-Status query prints "installedinstalled".
+        dpkg-query -W -f='${db:Status-Status} ${Architecture}\n' "$p" 2>/dev/null \
+            | grep -Eq "^installed ($(dpkg --print-architecture)|all)\$" || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then
         [ "$(id -u)" = 0 ] || die "missing Debian packages: ${missing[*]}; rerun as root or install them with apt-get"

@@ -18,7 +18,13 @@ PACKAGES=(libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
           libclang-dev clang pkg-config qemu-system-x86 busybox-static cpio kmod perftest
           iproute2 strace python3 valgrind
           # Open MPI: builds the `mpi` feature (rdmaperf fabric) and runs its VM tests (mpirun).
-          openmpi-bin libopenmpi-dev)
+          openmpi-bin libopenmpi-dev binutils)
+# aarch64 (Grace, BlueField): the cross compiler, qemu-user to run the tests, the aarch64
+# objdump for the BlueFlame disassembly check, and arm64 rdma-core through Debian multiarch
+# (scripts/aarch64.sh). RDMAPERF_NO_AARCH64=1 leaves them out.
+CROSS_PACKAGES=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu qemu-user
+                libibverbs-dev:arm64 librdmacm-dev:arm64 ibverbs-providers:arm64)
+[ -n "${RDMAPERF_NO_AARCH64:-}" ] || PACKAGES+=("${CROSS_PACKAGES[@]}")
 # Top-level guest modules; modprobe --show-depends adds their dependencies in load order.
 # crc32_generic: rdma_rxe fails "failed to init crc32 algorithm err:-2" without it.
 # overlay: makes the read-only host root writable inside the guest (changes stay in RAM).
@@ -43,10 +49,20 @@ cache_ready() {
     [ -f "$VM_DIR/$KERNEL" ] && [ -f "$VM_DIR/$INITRD" ] && [ "$INIT_SUM" = "$(recipe_sum)" ]
 }
 
+# With a package installed for two architectures (arm64 rdma-core for the cross build),
+# `dpkg-query -W -f='${db:Status-Status}' PKG` prints one status per instance
+# ("installedinstalled"): ask per instance and accept the native one or an "all" one.
+# A name given as PKG:ARCH (the cross packages) is asked for that architecture only.
+NATIVE_ARCH=$(dpkg --print-architecture)
+pkg_installed() {
+    local want=$NATIVE_ARCH name=$1
+    case $1 in *:*) name=${1%%:*}; want=${1##*:} ;; esac
+    dpkg-query -W -f='${db:Status-Status} ${Architecture}\n' "$name" 2>/dev/null \
+        | grep -Eq "^installed ($want|all)\$"
+}
 missing=()
 for p in "${PACKAGES[@]}"; do
-    st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
-    [ "$st" = installed ] || missing+=("$p")
+    pkg_installed "$p" || missing+=("$p")
 done
 
 if [ "${1:-}" = --check ]; then
@@ -72,6 +88,12 @@ apt_update() {
     apt_updated=1
 }
 if [ ${#missing[@]} -gt 0 ]; then
+    if printf '%s\n' "${missing[@]}" | grep -q ':arm64$' \
+        && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+        say "dpkg --add-architecture arm64 (arm64 rdma-core for the aarch64 cross build)"
+        dpkg --add-architecture arm64 || die "dpkg --add-architecture arm64 failed"
+        apt_updated=0
+    fi
     apt_update
     say "installing: ${missing[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \

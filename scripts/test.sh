@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, as CI does (.ci/run calls this):
 #   setup (packages + VM kernel/initramfs) -> toolchain -> build -> fmt -> clippy -> bench build
-#   -> cargo test (unit tests + soft-RoCE VM integration tests) -> fuzz (60 s) -> sanitize (valgrind).
+#   -> scalar fallback -> aarch64 (cross build, disassembly, qemu-user tests) -> cargo test (unit tests + soft-RoCE VM integration tests) -> fuzz (60 s) -> sanitize (valgrind).
 #
 #   scripts/test.sh                 # as root on Debian 12 the first time (setup installs packages)
 #   scripts/test.sh -- vm_write_bw  # extra args go to `cargo test` (e.g. a test name filter)
@@ -127,6 +127,12 @@ fi
 # build the scalar one too and run the tests that check its bytes.
 step scalar-fallback env RUSTFLAGS="-C target-cpu=x86-64" CARGO_TARGET_DIR=target/scalar \
     cargo test --all-features --lib --test mlx5_seg --test mlx5_model --test direct_bw_model
+
+# aarch64 (Grace, BlueField): the cross build, the BlueFlame copy read back from both release
+# binaries, and the unit/model/selfcheck tests and benches (--test) under qemu-aarch64.
+if [ -z "${RDMAPERF_NO_AARCH64:-}" ]; then
+    step aarch64 bash scripts/aarch64.sh
+fi
 
 banner "test: cargo test --all-features ${TEST_ARGS[*]}"
 rc=0

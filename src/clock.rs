@@ -320,6 +320,40 @@ mod tests {
         assert!(b >= a);
     }
 
+    /// Many back-to-back reads never go backwards (on aarch64 the `isb`
+    /// keeps each `mrs` in program order; under qemu-user this is what
+    /// emulation can show).
+    #[test]
+    fn counter_never_goes_back_over_many_reads() {
+        let mut last = now();
+        for _ in 0..100_000 {
+            let v = now();
+            assert!(v >= last, "counter went back: {last} -> {v}");
+            last = v;
+        }
+    }
+
+    /// aarch64: the build reads CNTVCT_EL0, CNTFRQ_EL0 gives a plausible
+    /// rate, and the rate measured against CLOCK_MONOTONIC_RAW agrees with
+    /// it (loose: shared machines, emulation).
+    #[cfg(target_arch = "aarch64")]
+    #[test]
+    fn cntvct_frequency_read_and_agrees_with_calibration() {
+        assert_eq!(Source::current(), Source::CntVct);
+        let nominal = nominal_hz().expect("CNTFRQ_EL0 read 0");
+        assert!((1e6..=1e10).contains(&nominal), "CNTFRQ_EL0 {nominal}");
+        let c = Clock::calibrate_for(Duration::from_millis(50));
+        assert_eq!(c.nominal_hz(), Some(nominal));
+        let off = (c.hz() - nominal).abs() / nominal;
+        assert!(
+            off < 0.1,
+            "calibrated {} Hz vs CNTFRQ_EL0 {nominal} Hz",
+            c.hz()
+        );
+        assert!(c.to_string().starts_with("CNTVCT_EL0 calibrated"));
+        assert!(c.to_string().contains("(CNTFRQ_EL0 "));
+    }
+
     #[test]
     fn hz_between_math() {
         let a = Stamp {

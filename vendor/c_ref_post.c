@@ -9,7 +9,8 @@
  *   dbrec[MLX5_SND_DBR] = htobe32(pi & 0xffff),
  *   sfence (mmio_wc_start),
  *   one WQE that fits bf_size: BlueFlame copy in 64-byte chunks of eight
- *   explicit 8-byte stores (mmio_memcpy_x64 on x86-64), else one 8-byte
+ *   explicit 8-byte stores (mmio_memcpy_x64 on x86-64; on aarch64 its
+ *   NEON vst4q_u64(vld4q_u64) pair), else one 8-byte
  *   doorbell store of the last ctrl segment's first 8 bytes,
  *   sfence (mmio_flush_writes), toggle the BlueFlame half.
  * Like the anchor it keeps no per-WQE bookkeeping (no wr_id table, no room
@@ -23,6 +24,9 @@
 #include <string.h>
 
 #include <infiniband/mlx5dv.h>
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 /* Mirrored by `CrefQp` in benches/post_path.rs (repr(C)). */
 struct rdmaperf_cref_qp {
@@ -117,8 +121,12 @@ static inline void cref_ring(struct rdmaperf_cref_qp *qp, uint32_t nreq, uint32_
 		for (uint32_t c = 0; c < chunks; c++) {
 			const uint64_t *s = (const uint64_t *)cref_bb(qp, last + c);
 			volatile uint64_t *d = (volatile uint64_t *)(dst + c * CREF_WQEBB);
+#if defined(__aarch64__)
+			vst4q_u64((uint64_t *)d, vld4q_u64(s));
+#else
 			d[0] = s[0]; d[1] = s[1]; d[2] = s[2]; d[3] = s[3];
 			d[4] = s[4]; d[5] = s[5]; d[6] = s[6]; d[7] = s[7];
+#endif
 		}
 	} else {
 		*(volatile uint64_t *)dst = *(const uint64_t *)cref_bb(qp, last);

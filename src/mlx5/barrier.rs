@@ -37,8 +37,11 @@ pub fn store_fence_dma() {
 /// the CPU now, whole, and in order with the doorbell record).
 ///
 /// x86-64: WC stores are weakly ordered against ordinary stores; `sfence`
-/// orders both and flushes the WC buffers. aarch64: `dsb st` (rdma-core v44;
-/// weaker `dmb` variants have hung ARM systems, UCX #9819).
+/// orders both and flushes the WC buffers. aarch64: `dsb st`, as rdma-core
+/// v44 and HEAD (`mmio_wc_start`/`mmio_flush_writes`): a `dmb` orders but does
+/// not wait for the write-combining buffer to drain, and rdma-core stays with
+/// the conservative choice where WC mappings on Arm have misbehaved (UCX
+/// #2767: ThunderX2 BlueFlame latency).
 #[inline(always)]
 pub fn store_fence_wc() {
     #[cfg(target_arch = "x86_64")]

@@ -69,35 +69,69 @@ impl Mmio for HwMmio {
     }
     #[inline(always)]
     unsafe fn write_bf64(&self, reg: *mut u64, src: *const [u64; 8]) {
-        // x86-64: four 16-byte stores, ascending (as UCX's BlueFlame copy;
-        // the ring side wrote each 16-byte unit as one store, so the loads
-        // are forwarded). Elsewhere: eight 8-byte stores, ascending.
-        #[cfg(target_arch = "x86_64")]
-        {
-            use core::arch::x86_64::__m128i;
-            let (s, d) = (src.cast::<__m128i>(), reg.cast::<__m128i>());
-            let mut i = 0;
-            while i < 4 {
-                // SAFETY: the caller guarantees 64 readable bytes at `src`
-                // and 64 bytes of room at `reg`, both 64-byte aligned (so
-                // each 16-byte access is aligned); volatile keeps each store
-                // whole and in order.
-                unsafe { d.add(i).write_volatile(s.add(i).read()) };
-                i += 1;
-            }
+        // SAFETY: forwarded; the caller's contract is `bf_copy64`'s.
+        unsafe { bf_copy64(reg, src) }
+    }
+}
+
+/// Copies one 64-byte chunk to the BlueFlame register as the architecture
+/// write-combines it best (rdma-core's `mmio_memcpy_x64`, UCX's
+/// `uct_ib_mlx5_bf_copy_bb`):
+/// - x86-64: four 16-byte stores, ascending (as UCX; the ring side wrote
+///   each 16-byte unit as one store, so the loads are forwarded);
+/// - aarch64: one `ld4`/`st4` pair of four 128-bit NEON registers, rdma-core's
+///   `vst4q_u64(dst, vld4q_u64(src))`. The interleaving of `ld4` and `st4`
+///   cancels out, so memory gets the bytes unchanged, and the 64 bytes leave
+///   in one store instruction. Eight scalar 8-byte stores do not combine on
+///   Arm: NVIDIA's kernel patch for mlx5's write-combining test found the
+///   u64 loop "failed almost all the time on Grace", and the NIC then
+///   fetches the WQE by DMA (right data, the latency BlueFlame exists to
+///   save is lost);
+/// - elsewhere: eight 8-byte stores, ascending.
+///
+/// `tests/disasm_bf.rs` reads the release binary and fails unless the copy
+/// came out as those vector stores on both architectures.
+///
+/// # Safety
+/// `reg` must be a 64-byte aligned address with 64 bytes of room (a
+/// BlueFlame register half); `src` must be readable and 64-byte aligned.
+#[inline(always)]
+pub unsafe fn bf_copy64(reg: *mut u64, src: *const [u64; 8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::__m128i;
+        let (s, d) = (src.cast::<__m128i>(), reg.cast::<__m128i>());
+        let mut i = 0;
+        while i < 4 {
+            // SAFETY: the caller guarantees 64 readable bytes at `src`
+            // and 64 bytes of room at `reg`, both 64-byte aligned (so
+            // each 16-byte access is aligned); volatile keeps each store
+            // whole and in order.
+            unsafe { d.add(i).write_volatile(s.add(i).read()) };
+            i += 1;
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            // SAFETY: the caller guarantees `src` is readable and aligned
-            // (ring memory the SQ owns).
-            let words = unsafe { src.read() };
-            let mut i = 0;
-            while i < 8 {
-                // SAFETY: the caller guarantees 64 bytes of aligned room at
-                // `reg`; the stores go out one by one in ascending order.
-                unsafe { reg.add(i).write_volatile(words[i]) };
-                i += 1;
-            }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        use core::arch::aarch64::{vld4q_u64, vst4q_u64};
+        // SAFETY: NEON is part of the aarch64 baseline (the target enables
+        // it); the caller guarantees 64 readable bytes at `src` and 64 bytes
+        // of room at `reg`. `st4` is one instruction, so the chunk cannot be
+        // split or reordered by the compiler; the surrounding barriers
+        // (`store_fence_wc`, asm without `nomem`) keep it between them.
+        unsafe { vst4q_u64(reg, vld4q_u64(src.cast::<u64>())) }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        // SAFETY: the caller guarantees `src` is readable and aligned
+        // (ring memory the SQ owns).
+        let words = unsafe { src.read() };
+        let mut i = 0;
+        while i < 8 {
+            // SAFETY: the caller guarantees 64 bytes of aligned room at
+            // `reg`; the stores go out one by one in ascending order.
+            unsafe { reg.add(i).write_volatile(words[i]) };
+            i += 1;
         }
     }
 }

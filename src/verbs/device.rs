@@ -132,7 +132,8 @@ pub(crate) fn c_chars(s: &[std::os::raw::c_char]) -> String {
     let bytes: Vec<u8> = s
         .iter()
         .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
+        // c_char is i8 on x86-64 and u8 on aarch64: take its byte either way.
+        .map(|&c| c.to_ne_bytes()[0])
         .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }

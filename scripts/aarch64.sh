@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# aarch64 (Grace hosts, BlueField DPUs): cross-build and test under qemu-user, as CI does
+# (scripts/test.sh runs it as its "aarch64" step).
+#
+#   scripts/aarch64.sh          # after scripts/setup.sh (cross gcc, qemu-user, arm64 rdma-core)
+#
+# 0. clippy for the target;
+# 1. the release binary for aarch64-unknown-linux-gnu, linked against the arm64 rdma-core,
+#    and run once under qemu-aarch64 (`-V`);
+# 2. the BlueFlame copy read back from both release binaries (tests/disasm_bf.rs);
+# 3. under qemu-aarch64: the library's unit tests, the model tests (every direct test the x86
+#    suite runs on the queue model), selfcheck on the model, and the benches in --test mode.
+# The `mpi` feature is left out: Open MPI is installed for the host architecture only.
+set -uo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO" || exit 1
+TARGET=aarch64-unknown-linux-gnu
+FEATURES=model,heatmap
+# Every test file that drives the direct path on the queue model (no device, no VM).
+MODEL_TESTS=(mlx5_seg mlx5_model direct_bw_model direct_env_model direct_lat_model
+             direct_setup_model direct_tool_model direct_ud_model selfcheck_model threads_model
+             no_alloc)
+
+die() { echo "aarch64.sh: error: $*" >&2; exit 1; }
+
+if ! rustc --print target-libdir --target "$TARGET" >/dev/null 2>&1 \
+    || [ ! -d "$(rustc --print target-libdir --target "$TARGET")" ]; then
+    command -v rustup >/dev/null \
+        || die "Rust's std for $TARGET is missing and there is no rustup to add it: install rustup (https://rustup.rs) or the target's std by hand"
+    rustup target add "$TARGET" \
+        || die "rustup target add $TARGET failed (the target's std cannot be had here): the aarch64 build and its tests cannot run"
+fi
+for t in aarch64-linux-gnu-gcc qemu-aarch64 aarch64-linux-gnu-objdump objdump; do
+    command -v "$t" >/dev/null || die "$t is missing: run scripts/setup.sh as root (it installs the cross toolchain)"
+done
+[ -f /usr/lib/aarch64-linux-gnu/pkgconfig/libibverbs.pc ] \
+    || die "arm64 rdma-core is missing: run scripts/setup.sh as root (dpkg --add-architecture arm64; libibverbs-dev:arm64 …)"
+
+rc=0
+run() { echo "+ $*"; "$@" || { echo "aarch64.sh: FAILED: $*" >&2; rc=1; }; }
+
+# Lints that differ per target (c_char is u8 on aarch64, cfg'd code).
+run cargo clippy --target "$TARGET" --all-targets --features "$FEATURES" -- -D warnings \
+    -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
+run cargo build --release --bin rdmaperf
+run cargo build --release --bin rdmaperf --target "$TARGET"
+bin=target/$TARGET/release/rdmaperf
+if [ -x "$bin" ]; then
+    readelf -h "$bin" 2>/dev/null | grep -q 'Machine:.*AArch64' || { echo "aarch64.sh: $bin is not an aarch64 ELF" >&2; rc=1; }
+    run qemu-aarch64 "$bin" -V
+fi
+run env RDMAPERF_REQUIRE_DISASM=1 cargo test --test disasm_bf -- --nocapture
+
+tests=()
+for t in "${MODEL_TESTS[@]}"; do tests+=(--test "$t"); done
+run cargo test --target "$TARGET" --features "$FEATURES" --lib "${tests[@]}"
+run cargo bench --target "$TARGET" --features "$FEATURES" -- --test
+exit $rc
