@@ -11,11 +11,17 @@
 //! SQ progress: requester CQEs are matched to an attached SQ by QPN; the
 //! poller reads the WQE's `wr_id` from the SQ's progress record and publishes
 //! the SQ consumer index past it (see `progress.rs`), so SQ space comes back
-//! without locks. Responder CQEs (no direct RQ exists) are reported with the
-//! RQ WQE index as `wr_id`. CQEs of QPNs not attached (e.g. of a destroyed
-//! QP: libmlx5 does not clean a DV-owned CQ) are dropped and counted.
-//! No CQE compression, no scatter-to-CQE: such a CQE stops the poll with
-//! `PostError::Unsupported` (the QP set-up disables both).
+//! without locks. Responder CQEs are matched by QPN to the receive ring
+//! attached for that QP (its direct RQ or SRQ, `recv.rs`): the CQE's
+//! `wqe_counter` names the WR, a SEND payload scattered into the CQE
+//! (format 1: ≤ 32 B in the CQE; format 2: ≤ 64 B in the first half of a
+//! 128-byte entry) is copied into the WR's buffers as libmlx5 does, and UD's
+//! source QP and GRH flag are reported. Without an attached ring the
+//! counter itself is the `wr_id`. CQEs of QPNs not attached on the send
+//! side (e.g. of a destroyed QP: libmlx5 does not clean a DV-owned CQ) are
+//! dropped and counted. No CQE compression, no requester scatter-to-CQE:
+//! such a CQE stops the poll with `PostError::Unsupported` (the QP set-up
+//! disables both). [`DirectCq::arm`] arms the CQ for `-e`.
 
 use core::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicU8, Ordering};
@@ -25,9 +31,11 @@ use super::barrier;
 use super::error::DirectError;
 use super::prm::{cqe_format, op_own, CqeOpcode, Opcode, Syndrome, CQ_CI_MASK};
 use super::progress::SqProgress;
+use super::recv::{Inline, RecvRing};
 use super::seg::cqe_off;
 use super::sq::{DirectSq, KeepAlive};
 use super::Mmio;
+use crate::post::wc::{WC_GRH, WC_WITH_IMM};
 use crate::post::{Completion, CompletionQueue, PostError, WcOpcode, WcStatus};
 use crate::sys::mlx5dv_cq;
 
@@ -50,6 +58,13 @@ pub struct DirectCq {
     sqs: Vec<Arc<SqProgress>>,
     /// Index into `sqs` of the last match (one QP per CQ is the common case).
     last: usize,
+    /// Receive rings by QPN (a QP's RQ, or the SRQ it receives from).
+    recvs: Vec<(u32, Arc<RecvRing>)>,
+    last_recv: usize,
+    /// Arming: the CQ's UAR page, its number and the arm sequence number.
+    uar: *mut u8,
+    cqn: u32,
+    arm_sn: u32,
     stale: u64,
     _keepalive: KeepAlive,
 }
@@ -84,6 +99,11 @@ impl DirectCq {
             ci: 0,
             sqs: Vec::new(),
             last: 0,
+            recvs: Vec::new(),
+            last_recv: 0,
+            uar: cq.cq_uar.cast::<u8>(),
+            cqn: cq.cqn,
+            arm_sn: 0,
             stale: 0,
             _keepalive: keepalive,
         })
@@ -92,6 +112,16 @@ impl DirectCq {
     /// Routes this SQ's CQEs to it (by QPN). Control path (allocates).
     pub fn attach<M: Mmio>(&mut self, sq: &DirectSq<M>) {
         self.sqs.push(Arc::clone(sq.progress()));
+    }
+
+    /// Completes `qpn`'s receives from `ring` (its RQ, or the SRQ it
+    /// receives from): responder CQEs then carry the posted `wr_id`, and
+    /// payloads scattered into the CQE are copied into the WR's buffers.
+    /// Control path (allocates).
+    pub fn attach_recv(&mut self, qpn: u32, ring: &Arc<RecvRing>) {
+        self.recvs.retain(|(q, _)| *q != qpn);
+        self.recvs.push((qpn, Arc::clone(ring)));
+        self.last_recv = 0;
     }
 
     /// Bytes per CQ entry (64 or 128).
@@ -126,6 +156,16 @@ impl DirectCq {
         self.buf
             .as_ptr()
             .wrapping_add((idx << self.cqe_shift) + self.cqe_off)
+    }
+
+    #[inline(always)]
+    fn find_recv(&mut self, qpn: u32) -> Option<&RecvRing> {
+        if self.recvs.get(self.last_recv).is_some_and(|r| r.0 == qpn) {
+            return self.recvs.get(self.last_recv).map(|r| &*r.1);
+        }
+        let i = self.recvs.iter().position(|r| r.0 == qpn)?;
+        self.last_recv = i;
+        self.recvs.get(i).map(|r| &*r.1)
     }
 
     #[inline(always)]
@@ -218,6 +258,93 @@ pub fn wc_opcode_of(wqe_opcode: u8) -> WcOpcode {
     }
 }
 
+impl DirectCq {
+    /// Where a CQE's payload was scattered: `Some(None)` for an ordinary
+    /// CQE, `Some(Some(p))` for a SEND payload in this CQE (format 1: its
+    /// bytes 0..31) or in the first half of its 128-byte entry (format 2),
+    /// `None` for what the poller cannot take (compressed CQEs, a requester
+    /// CQE with data: the QP set-up disables both).
+    #[inline(always)]
+    fn inline_payload(
+        &self,
+        cqe: *const u8,
+        own: u8,
+        opcode: CqeOpcode,
+        len: u32,
+    ) -> Option<Option<Inline>> {
+        let send = matches!(
+            opcode,
+            CqeOpcode::RESP_SEND | CqeOpcode::RESP_SEND_IMM | CqeOpcode::RESP_SEND_INV
+        );
+        match (own & op_own::FORMAT) >> op_own::FORMAT_SHIFT {
+            cqe_format::NORMAL => Some(None),
+            cqe_format::INLINE_SCATTER_32 if send && len <= 32 => {
+                Some(Some(Inline { src: cqe, len }))
+            }
+            cqe_format::INLINE_SCATTER_64 if send && len <= 64 && self.cqe_off == CQE_SIZE => {
+                Some(Some(Inline {
+                    src: cqe.wrapping_sub(CQE_SIZE),
+                    len,
+                }))
+            }
+            _ => None,
+        }
+    }
+
+    /// Asks for an event on the next completion (`-e`), as libmlx5's
+    /// `mlx5_arm_cq`: the arm record `dbrec[MLX5_CQ_ARM_DB]` = sequence
+    /// number, command and consumer index; then, after `mmio_wc_start`, one
+    /// 64-bit store of that word and the CQ number to the UAR's CQ
+    /// doorbell (offset 0x20), and `mmio_flush_writes`. `solicited`: only
+    /// for a solicited completion (`MLX5_CQ_DB_REQ_NOT_SOL`).
+    ///
+    /// Control path of the event loop: after the CQ was polled empty.
+    pub fn arm<M: Mmio>(&mut self, mmio: &M, solicited: bool) -> Result<(), DirectError> {
+        if self.uar.is_null() || self.uar as usize % 8 != 0 {
+            return Err(DirectError::Layout {
+                what: "cq_uar",
+                value: self.uar as u64,
+                expected: "the CQ's mapped UAR page",
+                fix: "use -e with --post wr-api on this device (and report the values)",
+            });
+        }
+        let cmd = if solicited { 1 << 24 } else { 0 };
+        let word = (self.arm_sn & 3) << 28 | cmd | (self.ci & CQ_CI_MASK);
+        let raw = u32::from_ne_bytes(word.to_be_bytes());
+        // SAFETY: dbrec[1] is this CQ's arm record (mlx5dv_cq.dbrec points
+        // at two aligned words, constructor contract).
+        unsafe { mmio.write_dbrec(self.dbrec.as_ptr().add(1), raw) };
+        // The record must be visible before the doorbell the NIC acts on.
+        mmio.store_fence_wc();
+        let db = (word as u64) << 32 | self.cqn as u64;
+        // SAFETY: offset 0x20 of the CQ's UAR page (checked non-null and
+        // aligned above; mapped while the CQ lives) is its CQ doorbell.
+        unsafe {
+            mmio.write_db64(
+                self.uar.wrapping_add(CQ_DOORBELL).cast(),
+                u64::from_ne_bytes(db.to_be_bytes()),
+            )
+        };
+        // Flush the write-combining buffer: the doorbell leaves now.
+        mmio.store_fence_wc();
+        Ok(())
+    }
+
+    /// The completion channel delivered this CQ's event: the next arm uses
+    /// the next sequence number (libmlx5 counts it in `mlx5_cq_event`).
+    pub fn event_consumed(&mut self) {
+        self.arm_sn = self.arm_sn.wrapping_add(1);
+    }
+
+    /// The arm sequence number the next [`arm`](Self::arm) uses (2 bits).
+    pub fn arm_sn(&self) -> u32 {
+        self.arm_sn & 3
+    }
+}
+
+/// `MLX5_CQ_DOORBELL`: the CQ doorbell's offset in the UAR page.
+const CQ_DOORBELL: usize = 0x20;
+
 impl CompletionQueue for DirectCq {
     fn unknown_qpn_cqes(&self) -> u64 {
         self.stale
@@ -257,10 +384,10 @@ impl CompletionQueue for DirectCq {
                 )
             };
             let opcode = CqeOpcode(own >> op_own::OPCODE_SHIFT);
-            if (own & op_own::FORMAT) >> op_own::FORMAT_SHIFT != cqe_format::NORMAL {
+            let Some(inline) = self.inline_payload(cqe, own, opcode, byte_cnt) else {
                 result = Err(PostError::Unsupported);
                 break;
-            }
+            };
             let qpn = sop_qpn & 0x00ff_ffff;
             let wqe_op = (sop_qpn >> 24) as u8;
             let mut c = Completion {
@@ -312,19 +439,49 @@ impl CompletionQueue for DirectCq {
                     c.syndrome = synd;
                     c.vendor_err = vendor as u32;
                     c.opcode = WcOpcode::RECV;
-                    c.wr_id = counter as u64;
+                    c.byte_len = 0;
+                    // The failed (or flushed) WQE is consumed too (libmlx5
+                    // frees an SRQ WQE on the error path as well).
+                    c.wr_id = match self.find_recv(qpn) {
+                        Some(r) => r.complete(counter, None).0,
+                        None => counter as u64,
+                    };
                 }
-                CqeOpcode::RESP_WR_IMM | CqeOpcode::RESP_SEND | CqeOpcode::RESP_SEND_IMM => {
+                CqeOpcode::RESP_WR_IMM
+                | CqeOpcode::RESP_SEND
+                | CqeOpcode::RESP_SEND_IMM
+                | CqeOpcode::RESP_SEND_INV => {
+                    // SAFETY: as above.
+                    let (imm, flags_rqpn) = unsafe {
+                        (
+                            cqe.add(cqe_off::IMM).cast::<[u8; 4]>().read_volatile(),
+                            be32(cqe, cqe_off::FLAGS_RQPN),
+                        )
+                    };
                     c.opcode = if opcode == CqeOpcode::RESP_WR_IMM {
                         WcOpcode::RECV_RDMA_WITH_IMM
                     } else {
                         WcOpcode::RECV
                     };
-                    // SAFETY: as above.
-                    c.imm = u32::from_ne_bytes(unsafe {
-                        cqe.add(cqe_off::IMM).cast::<[u8; 4]>().read_volatile()
-                    });
-                    c.wr_id = counter as u64;
+                    c.imm = u32::from_ne_bytes(imm);
+                    if matches!(opcode, CqeOpcode::RESP_WR_IMM | CqeOpcode::RESP_SEND_IMM) {
+                        c.wc_flags |= WC_WITH_IMM;
+                    }
+                    c.src_qp = flags_rqpn & 0x00ff_ffff;
+                    if (flags_rqpn >> 28) & 3 != 0 {
+                        c.wc_flags |= WC_GRH;
+                    }
+                    match self.find_recv(qpn) {
+                        Some(r) => (c.wr_id, c.status) = r.complete(counter, inline),
+                        // Not ours to complete: the index, as libmlx5 would
+                        // not know the WR either; a payload in the CQE would
+                        // be lost, so stop.
+                        None if inline.is_some() => {
+                            result = Err(PostError::Unsupported);
+                            break;
+                        }
+                        None => c.wr_id = counter as u64,
+                    }
                 }
                 _ => {
                     // RESIZE_CQ, NO_PACKET, SIG_ERR, ...: not produced for

@@ -10,6 +10,10 @@
 //! - [`sq`]: [`DirectSq`], a [`crate::post::SendQueue`];
 //! - [`cq`]: [`DirectCq`], a [`crate::post::CompletionQueue`] that also
 //!   retires SQ space (shared lock-free [`progress`] record);
+//! - [`recv`], [`rq`], [`srq`]: the receive side: a QP's RQ and a shared
+//!   receive queue posted directly (doorbell record only, no MMIO), and the
+//!   ring record the poller completes receives from (`wqe_counter`,
+//!   scatter-to-CQE copies, the SRQ's free list);
 //! - [`setup`]: the set-up steps (thread domain .. layout) that `--post auto`
 //!   falls back from, with the reason;
 //! - [`device`]: selection, the steps on a device and constructors from ibv objects.
@@ -27,10 +31,13 @@ pub mod error;
 pub mod mmio;
 pub mod prm;
 pub mod progress;
+pub mod recv;
+pub mod rq;
 pub mod seg;
 pub mod segwr;
 pub mod setup;
 pub mod sq;
+pub mod srq;
 pub mod wqe;
 
 use core::fmt;

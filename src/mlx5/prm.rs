@@ -62,6 +62,10 @@ impl Opcode {
     }
 }
 
+/// `MLX5_INVALID_LKEY`: the lkey of the segment that ends a receive WQE's
+/// scatter list when it uses fewer segments than the stride holds.
+pub const INVALID_LKEY: u32 = 0x100;
+
 /// Bits of the control segment's `fm_ce_se` byte.
 pub mod fm_ce_se {
     /// CE = 2: always generate a CQE (otherwise only on error).

@@ -286,6 +286,9 @@ to_bytes!(ErrCqe, 64);
 pub mod cqe_off {
     use super::{Cqe64, ErrCqe};
     use core::mem::offset_of;
+    /// `flags_rqpn` (inside `rsvd0` here): bits 23:0 the UD source QP,
+    /// 29:28 where a GRH was delivered (0: none).
+    pub const FLAGS_RQPN: usize = 24;
     pub const IMM: usize = offset_of!(Cqe64, imm_inval_pkey);
     pub const BYTE_CNT: usize = offset_of!(Cqe64, byte_cnt);
     pub const SOP_DROP_QPN: usize = offset_of!(Cqe64, sop_drop_qpn);

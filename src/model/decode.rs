@@ -161,13 +161,81 @@ pub(crate) enum CqeOut {
         syndrome: u8,
         vendor: u8,
     },
+    /// A receive completed at a peer's real receive ring (`recv.rs`).
+    Resp {
+        /// CQE opcode: 1 WRITE_IMM, 2 SEND, 3 SEND_IMM.
+        opcode: u8,
+        qpn: u32,
+        counter: u16,
+        byte_cnt: u32,
+        imm: [u8; 4],
+        flags_rqpn: u32,
+        /// The payload scattered into the CQE instead of the buffer.
+        inline: Option<Vec<u8>>,
+    },
+    RespErr {
+        qpn: u32,
+        counter: u16,
+        syndrome: u8,
+        vendor: u8,
+    },
 }
 
 impl CqeOut {
-    /// Bytes 0..63 and the final `op_own` byte without the owner bit.
-    pub(crate) fn compose(&self) -> ([u8; 63], u8) {
+    /// Bytes 0..63 and the final `op_own` byte without the owner bit, and
+    /// for a payload scattered into a 128-byte entry, its first half.
+    pub(crate) fn compose(&self, cqe128: bool) -> ([u8; 63], u8, Option<[u8; 64]>) {
         let mut b = [0u8; 63];
+        if let CqeOut::Resp {
+            opcode,
+            qpn,
+            counter,
+            byte_cnt,
+            imm,
+            flags_rqpn,
+            ref inline,
+        } = *self
+        {
+            b[24..28].copy_from_slice(&flags_rqpn.to_be_bytes());
+            b[36..40].copy_from_slice(&imm);
+            b[44..48].copy_from_slice(&byte_cnt.to_be_bytes());
+            b[56..60].copy_from_slice(&(qpn & 0x00ff_ffff).to_be_bytes());
+            b[60..62].copy_from_slice(&counter.to_be_bytes());
+            let own = opcode << 4;
+            return match inline {
+                // Format 2: the payload fills the entry's first 64 bytes.
+                Some(p) if cqe128 => {
+                    let mut half = [0u8; 64];
+                    half[..p.len()].copy_from_slice(p);
+                    (b, own | 2 << 2, Some(half))
+                }
+                // Format 1: the payload in the CQE's own bytes 0..31.
+                Some(p) => {
+                    b[..p.len()].copy_from_slice(p);
+                    (b, own | 1 << 2, None)
+                }
+                None => (b, own, None),
+            };
+        }
+        let (b, own) = self.compose_other(b);
+        (b, own, None)
+    }
+
+    fn compose_other(&self, mut b: [u8; 63]) -> ([u8; 63], u8) {
         match *self {
+            CqeOut::Resp { .. } => (b, 0xf0),
+            CqeOut::RespErr {
+                qpn,
+                counter,
+                syndrome,
+                vendor,
+            } => {
+                b[54] = vendor;
+                b[55] = syndrome;
+                b[56..60].copy_from_slice(&(qpn & 0x00ff_ffff).to_be_bytes());
+                b[60..62].copy_from_slice(&counter.to_be_bytes());
+                (b, 0xe0)
+            }
             CqeOut::Req {
                 wqe_opcode,
                 qpn,

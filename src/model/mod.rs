@@ -50,6 +50,7 @@ mod decode;
 mod mem;
 mod mmio;
 mod nic;
+pub mod recv;
 pub mod setup;
 pub mod workers;
 
@@ -70,6 +71,8 @@ use crate::mlx5::{DirectCq, DirectSq, Mmio, Transport};
 use crate::sys;
 use mem::Region;
 use nic::{Mr, Nic, PeerRecv};
+pub use recv::RecvSpec;
+use recv::{RecvHw, RecvMem};
 
 /// Which transport the modelled QP is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +107,10 @@ pub struct ModelConfig {
     pub rnr_retry: u8,
     /// Keep every MMIO event for [`Model::history`] (turn off for long runs).
     pub record_history: bool,
+    /// Real receive rings at the peers (RQ per QP, or one SRQ), posted by
+    /// `mlx5::rq`/`mlx5::srq` and completed on the one CQ; `None`: the
+    /// abstract peer queues of [`Model::post_peer_recv_on`].
+    pub recv: Option<RecvSpec>,
 }
 
 impl Default for ModelConfig {
@@ -118,6 +125,7 @@ impl Default for ModelConfig {
             transport: ModelTransport::Rc,
             rnr_retry: 0,
             record_history: true,
+            recv: None,
         }
     }
 }
@@ -171,6 +179,8 @@ pub(crate) struct Mem {
     pub(crate) cq_dbrec: Region,
     /// The CQ's UAR (arm doorbells; the poller never arms).
     pub(crate) cq_uar: Region,
+    /// The peers' receive rings (`ModelConfig::recv`): one per QP, or one SRQ.
+    pub(crate) recv: Vec<RecvMem>,
 }
 
 struct Log {
@@ -294,6 +304,14 @@ impl Model {
             cq: Region::new(cfg.cqe_cnt as usize * cfg.cqe_size as usize, 4096),
             cq_dbrec: Region::new(64, 64),
             cq_uar: Region::new(4096, 4096),
+            recv: match cfg.recv {
+                None => Vec::new(),
+                Some(spec) => {
+                    check_recv(&cfg, &spec)?;
+                    let n = if spec.srq { 1 } else { cfg.qps };
+                    (0..n).map(|_| RecvMem::new(&spec)).collect()
+                }
+            },
         };
         let size = cfg.cqe_size as usize;
         for i in 0..cfg.cqe_cnt as usize {
@@ -308,6 +326,8 @@ impl Model {
                 e.add(size - 1).write(0xf0);
             }
         }
+        let mut nic = Nic::new(cfg.qps as usize);
+        nic.recv = mem.recv.iter().map(RecvHw::new).collect();
         let shared = Arc::new(Shared {
             cfg,
             mem,
@@ -317,7 +337,7 @@ impl Model {
                 kicked: false,
             }),
             wake: Condvar::new(),
-            nic: Mutex::new(Nic::new(cfg.qps as usize)),
+            nic: Mutex::new(nic),
             stop: AtomicBool::new(false),
             queues_taken: AtomicBool::new(false),
         });
@@ -351,6 +371,59 @@ impl Model {
         qp.bf.reg = self.shared.bf_reg(q).cast();
         qp.bf.size = self.shared.cfg.bf_size;
         qp
+    }
+
+    /// The receiving peer of QP `q` as `mlx5dv_init_obj` would describe its
+    /// QP: `rq` and `dbrec` (word 0 the receive record). Needs
+    /// `ModelConfig::recv` with RQs.
+    pub fn recv_dv_qp(&self, q: usize) -> Result<sys::mlx5dv_qp, String> {
+        let spec = self.recv_spec()?;
+        let m = match self.shared.mem.recv.get(q) {
+            Some(m) if !spec.srq => m,
+            _ => {
+                return Err(format!(
+                    "model: no RQ for QP {q} (SRQ model, or out of range)"
+                ))
+            }
+        };
+        let mut qp = sys::mlx5dv_qp {
+            dbrec: m.dbrec.ptr().cast(),
+            ..Default::default()
+        };
+        qp.rq.buf = m.buf.ptr().cast();
+        qp.rq.wqe_cnt = spec.slots;
+        qp.rq.stride = spec.stride;
+        Ok(qp)
+    }
+
+    /// The peers' SRQ as `mlx5dv_init_obj` would describe it (fresh:
+    /// head 0, tail the last slot). Needs `ModelConfig::recv` with `srq`.
+    pub fn recv_dv_srq(&self) -> Result<sys::mlx5dv_srq, String> {
+        let spec = self.recv_spec()?;
+        let m = match self.shared.mem.recv.first() {
+            Some(m) if spec.srq => m,
+            _ => return Err("model: no SRQ (the receive spec has RQs)".into()),
+        };
+        Ok(sys::mlx5dv_srq {
+            buf: m.buf.ptr().cast(),
+            dbrec: m.dbrec.ptr().cast(),
+            stride: spec.stride,
+            head: 0,
+            tail: spec.slots - 1,
+            ..Default::default()
+        })
+    }
+
+    /// QPN of QP `q`'s receiving peer (`ModelConfig::recv`).
+    pub fn recv_qpn(&self, q: usize) -> Option<u32> {
+        self.shared.cfg.recv.map(|r| r.qpn + q as u32)
+    }
+
+    fn recv_spec(&self) -> Result<RecvSpec, String> {
+        self.shared
+            .cfg
+            .recv
+            .ok_or_else(|| "model: no receive rings (ModelConfig::recv is None)".into())
     }
 
     /// QPN of QP `q`.
@@ -670,4 +743,34 @@ impl Drop for Model {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The receive spec's own checks (a bad test set-up, said plainly).
+fn check_recv(cfg: &ModelConfig, r: &RecvSpec) -> Result<(), String> {
+    let min_stride = if r.srq { 32 } else { 16 };
+    if !r.slots.is_power_of_two() || r.slots < 2 || r.slots > 1 << 15 {
+        return Err(format!(
+            "model: recv slots {} must be a power of two 2..=32768",
+            r.slots
+        ));
+    }
+    if !r.stride.is_power_of_two() || r.stride < min_stride || r.stride > 1024 {
+        return Err(format!(
+            "model: recv stride {} must be a power of two {min_stride}..=1024",
+            r.stride
+        ));
+    }
+    if r.out_of_order && r.srq {
+        return Err("model: out_of_order applies to RQs (an SRQ follows its links)".into());
+    }
+    if r.qpn
+        .checked_add(cfg.qps - 1)
+        .map_or(true, |q| q > 0x00ff_ffff)
+    {
+        return Err(format!(
+            "model: recv qpn {:#x} + {} QPs exceeds 24 bits",
+            r.qpn, cfg.qps
+        ));
+    }
+    Ok(())
 }

@@ -132,6 +132,10 @@ pub(crate) struct Nic {
     /// Fault injection: this many WQEs are consumed and completed without
     /// being executed (a NIC that loses them), for tests that must fail.
     pub(crate) drop_wqes: u32,
+    /// The peers' real receive rings (`ModelConfig::recv`).
+    pub(crate) recv: Vec<super::recv::RecvHw>,
+    /// Responder CQEs of the WQE being executed, written before its own.
+    pub(crate) resp_cqes: Vec<CqeOut>,
 }
 
 impl Nic {
@@ -145,6 +149,8 @@ impl Nic {
             violations: Vec::new(),
             stats: NicStats::default(),
             drop_wqes: 0,
+            recv: Vec::new(),
+            resp_cqes: Vec::new(),
         }
     }
 
@@ -475,6 +481,12 @@ impl Nic {
                 })
             }
         };
+        // The receiver's completion comes first: it precedes the ACK.
+        for r in std::mem::take(&mut self.resp_cqes) {
+            if !self.write_cqe(mem, cfg, q, &r) {
+                return Attempt::Blocked;
+            }
+        }
         if let Some(cqe) = out {
             if !self.write_cqe(mem, cfg, q, &cqe) {
                 return Attempt::Blocked;
@@ -502,11 +514,14 @@ impl Nic {
         }
         let idx = (self.cq_pi & (cfg.cqe_cnt - 1)) as usize;
         let owner = ((self.cq_pi >> cfg.cqe_cnt.trailing_zeros()) & 1) as u8;
-        let (body, op_own) = c.compose();
+        let (body, op_own, first_half) = c.compose(cfg.cqe_size == 128);
         // SAFETY: idx < cqe_cnt, so the CQE lies in the CQ region; the poller
         // does not read it until the owner byte below says so (release).
         unsafe {
             let size = cfg.cqe_size as usize;
+            if let (Some(h), 128) = (first_half, size) {
+                ptr::copy_nonoverlapping(h.as_ptr(), mem.cq.ptr().add(idx * size), 64);
+            }
             let p = mem.cq.ptr().add(idx * size + size - 64);
             ptr::copy_nonoverlapping(body.as_ptr(), p, 63);
             AtomicU8::from_ptr(p.add(63)).store(op_own | owner, Ordering::Release);
@@ -516,7 +531,7 @@ impl Nic {
         true
     }
 
-    fn mr(&self, key: u32, addr: u64, len: u64, need: u32) -> Option<&Mr> {
+    pub(crate) fn mr(&self, key: u32, addr: u64, len: u64, need: u32) -> Option<&Mr> {
         self.mrs.iter().find(|m| {
             m.key == key
                 && addr >= m.addr
@@ -577,12 +592,16 @@ impl Nic {
 
     fn deliver(
         &mut self,
+        cfg: &ModelConfig,
         q: usize,
         data: &[u8],
         opcode: u8,
         imm: Option<[u8; 4]>,
         rnr_is_error: bool,
     ) -> Result<(), Fail> {
+        if cfg.recv.is_some() {
+            return self.deliver_direct(cfg, q, data, opcode, imm, rnr_is_error);
+        }
         let Some(r) = self.qps[q].peer_rq.pop_front() else {
             return if rnr_is_error {
                 Err((synd::RNR_RETRY_EXC, vendor::UNKNOWN))
@@ -661,7 +680,7 @@ impl Nic {
                     let data = self.gather(&p)?;
                     let dst = self.remote(rkey, raddr, len, Access::REMOTE_WRITE)?;
                     if c.opcode == op::RDMA_WRITE_IMM {
-                        self.deliver(q, &data, c.opcode, imm, true)?;
+                        self.deliver(cfg, q, &data, c.opcode, imm, true)?;
                     }
                     // SAFETY: inside a registered, remotely writable region.
                     unsafe { ptr::copy(data.as_ptr(), dst, data.len()) };
@@ -681,9 +700,9 @@ impl Nic {
                         self.count(q, |s| s.ud_dropped += 1);
                         return Ok(data.len() as u32);
                     }
-                    self.deliver(q, &data, c.opcode, imm, false)?;
+                    self.deliver(cfg, q, &data, c.opcode, imm, false)?;
                 } else {
-                    self.deliver(q, &data, c.opcode, imm, true)?;
+                    self.deliver(cfg, q, &data, c.opcode, imm, true)?;
                 }
                 Ok(data.len() as u32)
             }

@@ -34,6 +34,8 @@ pub fn completion_from_wc(w: &sys::ibv_wc) -> Completion {
         } else {
             0
         },
+        src_qp: w.src_qp,
+        wc_flags: w.wc_flags,
     }
 }
 

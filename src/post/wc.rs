@@ -108,4 +108,13 @@ pub struct Completion {
     pub qp_num: u32,
     /// Immediate data in network order as delivered (valid for *_WITH_IMM receives).
     pub imm: u32,
+    /// UD receives: the sending QP's number (`ibv_wc.src_qp`).
+    pub src_qp: u32,
+    /// `ibv_wc.wc_flags` bits of a receive ([`WC_GRH`], [`WC_WITH_IMM`]).
+    pub wc_flags: u32,
 }
+
+/// `IBV_WC_GRH`: a GRH precedes the payload in the receive buffer (UD).
+pub const WC_GRH: u32 = 1 << 0;
+/// `IBV_WC_WITH_IMM`: `imm` is valid.
+pub const WC_WITH_IMM: u32 = 1 << 1;

@@ -1,0 +1,177 @@
+//! A QP's receive queue posted directly (`mlx5_post_recv` without libmlx5):
+//! data segments at the start of the QP buffer (the RQ comes first, the SQ
+//! after it), one slot per WR in order, the invalid-lkey terminator where a
+//! WR uses fewer segments than the stride holds, then the posted count into
+//! the receive doorbell record (`dbrec[MLX5_RCV_DBR]`, 16 bits, big-endian).
+//! No MMIO: the record is the whole receive doorbell.
+//!
+//! Memory ordering (rdma-core `mlx5_post_recv`): the WQE stores, then
+//! `udma_to_device_barrier` ([`barrier::store_fence_dma`]), then the record,
+//! so the NIC never sees a count that covers a WQE it cannot yet read.
+
+use core::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use super::barrier;
+use super::error::DirectError;
+use super::recv::{RecvKind, RecvRing, DATA_SEG};
+use super::sq::KeepAlive;
+use crate::post::{PostError, RecvQueue};
+use crate::sys::mlx5dv_qp;
+
+/// Largest RQ stride libmlx5 creates (32 scatter entries).
+const MAX_STRIDE: u32 = 512;
+
+/// A directly posted RQ; its completions come through a
+/// [`DirectCq`](super::cq::DirectCq) it is attached to.
+pub struct DirectRq {
+    ring: Arc<RecvRing>,
+    /// `&dbrec[MLX5_RCV_DBR]`.
+    dbrec: NonNull<u32>,
+    /// WQEs posted (free-running).
+    head: u32,
+    qpn: u32,
+    _keepalive: KeepAlive,
+}
+
+// SAFETY: the RQ owns its ring's producer side and its record; moving it to
+// another thread moves that ownership (the shared record is Sync).
+unsafe impl Send for DirectRq {}
+
+/// The RQ layout checks alone (set-up refuses before connecting).
+pub fn check_rq_layout(qp: &mlx5dv_qp) -> Result<(), DirectError> {
+    let layout = |what, value: u64, expected| DirectError::Layout {
+        what,
+        value,
+        expected,
+        fix: "use --post wr-api on this device (and report the values)",
+    };
+    let n = qp.rq.wqe_cnt;
+    if n == 0 {
+        return Err(DirectError::Config {
+            problem: "the QP has no RQ of its own (it receives from an SRQ)",
+            fix: "post its receives through the SRQ",
+        });
+    }
+    if !n.is_power_of_two() || n > 1 << 16 {
+        return Err(layout("rq.wqe_cnt", n as u64, "a power of two <= 65536"));
+    }
+    let s = qp.rq.stride;
+    if !s.is_power_of_two() || (s as usize) < DATA_SEG || s > MAX_STRIDE {
+        return Err(layout("rq.stride", s as u64, "a power of two, 16..512"));
+    }
+    if qp.rq.buf.is_null() || qp.rq.buf as usize % DATA_SEG != 0 {
+        return Err(layout(
+            "rq.buf",
+            qp.rq.buf as u64,
+            "a 16-byte aligned buffer",
+        ));
+    }
+    if qp.dbrec.is_null() || qp.dbrec as usize % 4 != 0 {
+        return Err(layout("dbrec", qp.dbrec as u64, "a 4-byte aligned record"));
+    }
+    Ok(())
+}
+
+impl DirectRq {
+    /// Builds the RQ from what `mlx5dv_init_obj` returned for the QP.
+    ///
+    /// # Safety
+    /// `qp`'s RQ buffer and record must stay valid while the RQ lives
+    /// (`keepalive` may own them), the RQ must be fresh (nothing posted) and
+    /// posted by nothing else (no `ibv_post_recv` on this QP).
+    pub unsafe fn from_dv(
+        qp: &mlx5dv_qp,
+        qpn: u32,
+        keepalive: KeepAlive,
+    ) -> Result<Self, DirectError> {
+        check_rq_layout(qp)?;
+        let (Some(buf), Some(dbrec)) =
+            (NonNull::new(qp.rq.buf.cast::<u8>()), NonNull::new(qp.dbrec))
+        else {
+            return Err(DirectError::Config {
+                problem: "rq.buf/dbrec is null (internal: checked by check_rq_layout)",
+                fix: "report this",
+            });
+        };
+        let shift = qp.rq.stride.trailing_zeros();
+        // SAFETY: the buffer holds wqe_cnt strides (checked layout; caller
+        // contract for its lifetime and exclusive use).
+        let ring = unsafe { RecvRing::new(RecvKind::Rq, buf, shift, qp.rq.wqe_cnt, 0) };
+        Ok(Self {
+            ring: Arc::new(ring),
+            dbrec,
+            head: 0,
+            qpn,
+            _keepalive: keepalive,
+        })
+    }
+
+    /// The record the CQ poller completes from.
+    pub fn ring(&self) -> &Arc<RecvRing> {
+        &self.ring
+    }
+    /// The QP number whose receives these are.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+    /// WQEs posted so far (free-running).
+    pub fn posted(&self) -> u32 {
+        self.head
+    }
+    /// Slots free for new receives.
+    #[inline(always)]
+    pub fn room(&self) -> u32 {
+        self.ring.slots() - self.head.wrapping_sub(self.ring.done())
+    }
+
+    #[inline(always)]
+    fn doorbell(&self) {
+        // The WQEs above must be visible to the NIC before the count that
+        // covers them (udma_to_device_barrier in mlx5_post_recv).
+        barrier::store_fence_dma();
+        let raw = u32::from_ne_bytes((self.head & 0xffff).to_be_bytes());
+        // SAFETY: dbrec[MLX5_RCV_DBR] of this QP, valid and aligned
+        // (constructor contract); atomic because the NIC (or the model's
+        // thread) reads it concurrently.
+        unsafe { AtomicU32::from_ptr(self.dbrec.as_ptr()) }.store(raw, Ordering::Release);
+    }
+}
+
+impl RecvQueue for DirectRq {
+    #[inline]
+    fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
+        if self.room() == 0 {
+            return Err(PostError::QueueFull);
+        }
+        self.ring.write(self.head, wr_id, addr, lkey, len);
+        self.head = self.head.wrapping_add(1);
+        self.doorbell();
+        Ok(())
+    }
+
+    /// One doorbell record store for the whole list.
+    #[inline]
+    fn post_recv_list(
+        &mut self,
+        n: usize,
+        wr_id: u64,
+        lkey: u32,
+        len: u32,
+        addr: impl Fn(usize) -> u64,
+    ) -> Result<(), PostError> {
+        if n as u64 > self.room() as u64 {
+            return Err(PostError::QueueFull);
+        }
+        for k in 0..n {
+            self.ring
+                .write(self.head.wrapping_add(k as u32), wr_id, addr(k), lkey, len);
+        }
+        self.head = self.head.wrapping_add(n as u32);
+        if n > 0 {
+            self.doorbell();
+        }
+        Ok(())
+    }
+}

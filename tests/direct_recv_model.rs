@@ -1,0 +1,617 @@
+//! The direct receive side on the queue model: RQs and an SRQ posted by
+//! `mlx5::rq` / `mlx5::srq` into real-layout rings, SENDs consuming them at
+//! the model's NIC, responder CQEs in real format on the CQ the senders
+//! complete on, polled by `DirectCq` — data landing byte for byte (through
+//! the buffer, or copied out of the CQE for scatter-to-CQE sizes on both
+//! sides of the 32/64-byte limits), completions counted per QP and
+//! direction, an out-of-order RQ, SRQ wrap, RNR, a bad lkey's error CQE,
+//! UD with GRH, immediates, post lists, a full ring, and the CQ arm.
+
+#[cfg(not(feature = "model"))]
+#[test]
+fn direct_recv_needs_the_model_feature() {
+    println!("SKIPPED: the direct receive model tests need `--features model`");
+}
+
+#[cfg(feature = "model")]
+mod with_model {
+    use rdmaperf::mlx5::recv::RecvRing;
+    use rdmaperf::mlx5::rq::DirectRq;
+    use rdmaperf::mlx5::srq::DirectSrq;
+    use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio};
+    use rdmaperf::model::recv::GRH_BYTES;
+    use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec};
+    use rdmaperf::post::wc::{WC_GRH, WC_WITH_IMM};
+    use rdmaperf::post::{
+        Completion, CompletionQueue, Op, PostError, RecvQueue, SendQueue, WcOpcode, WcStatus,
+        WrDesc,
+    };
+    use std::sync::Arc;
+
+    const MSG: usize = 256;
+
+    /// Buffers first (they outlive the model), then the model, then queues.
+    struct Bufs {
+        tx: Vec<u8>,
+        rx: Vec<u8>,
+    }
+
+    impl Bufs {
+        fn new(n: usize) -> Self {
+            let tx = (0..n * MSG).map(|i| (i * 7 + i / MSG) as u8).collect();
+            Bufs {
+                tx,
+                rx: vec![0xee; n * MSG],
+            }
+        }
+    }
+
+    struct Rig {
+        sqs: Vec<DirectSq<ModelMmio>>,
+        cq: DirectCq,
+        lkey: u32,
+        rx_lkey: u32,
+        model: Model,
+    }
+
+    fn rig(b: &mut Bufs, cfg: ModelConfig) -> Rig {
+        let model = Model::new(cfg).unwrap();
+        let (sqs, cq) = model.queues().unwrap();
+        // SAFETY: the buffers outlive the model (declared before it).
+        let (l, r) = unsafe {
+            (
+                model.register(b.tx.as_mut_ptr(), b.tx.len(), Access::ALL),
+                model.register(b.rx.as_mut_ptr(), b.rx.len(), Access::ALL),
+            )
+        };
+        Rig {
+            sqs,
+            cq,
+            lkey: l.lkey,
+            rx_lkey: r.lkey,
+            model,
+        }
+    }
+
+    fn rq_of(r: &mut Rig, q: usize) -> DirectRq {
+        let dv = r.model.recv_dv_qp(q).unwrap();
+        let qpn = r.model.recv_qpn(q).unwrap();
+        // SAFETY: the model owns the ring and outlives the RQ (test order).
+        let rq = unsafe { DirectRq::from_dv(&dv, qpn, None) }.unwrap();
+        r.cq.attach_recv(qpn, rq.ring());
+        rq
+    }
+
+    fn srq_for_all(r: &mut Rig) -> DirectSrq {
+        let dv = r.model.recv_dv_srq().unwrap();
+        // SAFETY: as rq_of.
+        let srq = unsafe { DirectSrq::from_dv(&dv, 7, None) }.unwrap();
+        for q in 0..r.model.config().qps as usize {
+            r.cq.attach_recv(r.model.recv_qpn(q).unwrap(), srq.ring());
+        }
+        srq
+    }
+
+    fn cfg(recv: RecvSpec) -> ModelConfig {
+        ModelConfig {
+            wqe_cnt: 64,
+            cqe_cnt: 256,
+            record_history: false,
+            recv: Some(recv),
+            ..ModelConfig::default()
+        }
+    }
+
+    fn send(b: &Bufs, lkey: u32, k: usize, len: u32, wr_id: u64) -> WrDesc {
+        WrDesc {
+            wr_id,
+            laddr: b.tx.as_ptr() as u64 + (k * MSG) as u64,
+            lkey,
+            len,
+            signaled: true,
+            ..WrDesc::default()
+        }
+    }
+
+    fn rx_at(b: &Bufs, k: usize) -> u64 {
+        b.rx.as_ptr() as u64 + (k * MSG) as u64
+    }
+
+    fn poll_all(cq: &mut DirectCq, want: usize) -> Vec<Completion> {
+        let mut out = Vec::new();
+        let mut wc = [Completion::default(); 16];
+        for _ in 0..100 {
+            let n = cq.poll(&mut wc).unwrap();
+            out.extend_from_slice(&wc[..n]);
+            if out.len() >= want {
+                break;
+            }
+        }
+        out
+    }
+
+    fn is_recv(c: &Completion) -> bool {
+        matches!(c.opcode, WcOpcode::RECV | WcOpcode::RECV_RDMA_WITH_IMM)
+    }
+
+    /// Two senders, two RQs, one CQ: every SEND lands in its peer's buffer
+    /// byte for byte; each completion is counted for its own QP and
+    /// direction (the sender's SEND, the receiver's RECV with the posted
+    /// `wr_id`); the receive doorbell records hold the posted counts.
+    #[test]
+    fn rq_sends_land_and_completions_count_per_qp_and_direction() {
+        let mut b = Bufs::new(16);
+        let mut r = rig(
+            &mut b,
+            ModelConfig {
+                qps: 2,
+                ..cfg(RecvSpec::default())
+            },
+        );
+        let mut rqs = [rq_of(&mut r, 0), rq_of(&mut r, 1)];
+        for k in 0..16 {
+            let q = k % 2;
+            rqs[q]
+                .post_recv(1000 + k as u64, rx_at(&b, k), r.rx_lkey, MSG as u32)
+                .unwrap();
+        }
+        assert_eq!((rqs[0].posted(), rqs[1].posted()), (8, 8));
+        for k in 0..16 {
+            let wr = send(&b, r.lkey, k, MSG as u32, k as u64);
+            r.sqs[k % 2].post(Op::Send, &[wr]).unwrap();
+        }
+        r.model.step();
+        let all = poll_all(&mut r.cq, 32);
+        assert_eq!(all.len(), 32, "{all:?}");
+        for (q, rq) in rqs.iter().enumerate() {
+            let sender = r.model.qpn_of(q);
+            let receiver = r.model.recv_qpn(q).unwrap();
+            let sends: Vec<_> = all.iter().filter(|c| c.qp_num == sender).collect();
+            let recvs: Vec<_> = all.iter().filter(|c| c.qp_num == receiver).collect();
+            assert_eq!((sends.len(), recvs.len()), (8, 8), "QP {q}");
+            assert!(sends
+                .iter()
+                .all(|c| c.opcode == WcOpcode::SEND && !is_recv(c)));
+            for (i, c) in recvs.iter().enumerate() {
+                let k = q + 2 * i;
+                assert_eq!(
+                    (c.status, c.wr_id, c.byte_len),
+                    (WcStatus::SUCCESS, 1000 + k as u64, MSG as u32)
+                );
+                assert_eq!(c.opcode, WcOpcode::RECV);
+            }
+            assert_eq!(rq.ring().done(), 8);
+        }
+        assert_eq!(b.rx, b.tx, "every message in its receive buffer");
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+    }
+
+    /// Scatter-to-CQE at both CQE sizes, on both sides of each limit: a
+    /// payload that fits (32 B in a 64-byte CQE, 64 B in a 128-byte entry)
+    /// is not in the buffer after the NIC ran, and is there, whole, after
+    /// the poll copied it out of the CQE; a larger one went to the buffer.
+    #[test]
+    fn scatter_to_cqe_sizes_land_after_the_poll() {
+        for cqe_size in [64u32, 128] {
+            let limit = if cqe_size == 128 { 64 } else { 32 };
+            let sizes = [0u32, 1, 31, 32, 33, 63, 64, 65];
+            let mut b = Bufs::new(sizes.len());
+            let mut r = rig(
+                &mut b,
+                ModelConfig {
+                    cqe_size,
+                    ..cfg(RecvSpec::default())
+                },
+            );
+            let mut rq = rq_of(&mut r, 0);
+            for (k, &len) in sizes.iter().enumerate() {
+                rq.post_recv(k as u64, rx_at(&b, k), r.rx_lkey, MSG as u32)
+                    .unwrap();
+                let wr = send(&b, r.lkey, k, len, k as u64);
+                r.sqs[0].post(Op::Send, &[wr]).unwrap();
+            }
+            r.model.step();
+            for (k, &len) in sizes.iter().enumerate() {
+                let landed = &b.rx[k * MSG..k * MSG + len as usize];
+                let sent = &b.tx[k * MSG..k * MSG + len as usize];
+                if len > 0 && len <= limit {
+                    assert!(
+                        landed.iter().all(|&x| x == 0xee),
+                        "{cqe_size} B CQE, {len} B: NIC wrote the buffer"
+                    );
+                } else {
+                    assert_eq!(landed, sent, "{cqe_size} B CQE, {len} B through the buffer");
+                }
+            }
+            let all = poll_all(&mut r.cq, 2 * sizes.len());
+            let recvs: Vec<_> = all.iter().filter(|c| is_recv(c)).collect();
+            assert_eq!(recvs.len(), sizes.len());
+            for (k, &len) in sizes.iter().enumerate() {
+                assert_eq!(
+                    (recvs[k].wr_id, recvs[k].byte_len, recvs[k].status),
+                    (k as u64, len, WcStatus::SUCCESS)
+                );
+                let (lo, hi) = (k * MSG, k * MSG + len as usize);
+                assert_eq!(
+                    b.rx[lo..hi],
+                    b.tx[lo..hi],
+                    "{cqe_size} B CQE, {len} B after the poll"
+                );
+                assert!(
+                    b.rx[hi..(k + 1) * MSG].iter().all(|&x| x == 0xee),
+                    "bytes past {len}"
+                );
+            }
+        }
+    }
+
+    /// An inline payload larger than the WR's buffer: LOC_LEN_ERR, as
+    /// libmlx5's copy reports it.
+    #[test]
+    fn scatter_to_cqe_into_a_short_buffer_is_a_length_error() {
+        let mut b = Bufs::new(1);
+        let mut r = rig(&mut b, cfg(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        rq.post_recv(9, rx_at(&b, 0), r.rx_lkey, 8).unwrap();
+        r.sqs[0]
+            .post(Op::Send, &[send(&b, r.lkey, 0, 20, 1)])
+            .unwrap();
+        r.model.step();
+        let all = poll_all(&mut r.cq, 2);
+        let rc: Vec<_> = all.iter().filter(|c| is_recv(c)).collect();
+        assert_eq!((rc[0].wr_id, rc[0].status), (9, WcStatus::LOC_LEN_ERR));
+    }
+
+    /// Out-of-order consumption (newer firmware): the NIC takes RQ WQEs
+    /// 1, 0, 3, 2, ...; each completion names the WR its `wqe_counter`
+    /// points at, and that WR's buffer holds the message the completion
+    /// reports.
+    #[test]
+    fn out_of_order_rq_completions_name_the_right_wr() {
+        let n = 8;
+        let mut b2 = Bufs::new(n);
+        let mut r = rig(
+            &mut b2,
+            cfg(RecvSpec {
+                out_of_order: true,
+                ..RecvSpec::default()
+            }),
+        );
+        let mut rq = rq_of(&mut r, 0);
+        for k in 0..n {
+            rq.post_recv(100 + k as u64, rx_at(&b2, k), r.rx_lkey, MSG as u32)
+                .unwrap();
+        }
+        for k in 0..n {
+            r.sqs[0]
+                .post(
+                    Op::Send,
+                    &[send(&b2, r.lkey, k, MSG as u32 - k as u32, k as u64)],
+                )
+                .unwrap();
+        }
+        r.model.step();
+        let recvs: Vec<_> = poll_all(&mut r.cq, 2 * n)
+            .into_iter()
+            .filter(is_recv)
+            .collect();
+        let order: Vec<u64> = recvs.iter().map(|c| c.wr_id - 100).collect();
+        assert_eq!(order, [1, 0, 3, 2, 5, 4, 7, 6]);
+        for (msg, c) in recvs.iter().enumerate() {
+            let slot = (c.wr_id - 100) as usize;
+            let len = MSG - msg;
+            assert_eq!(c.byte_len as usize, len);
+            assert_eq!(
+                b2.rx[slot * MSG..slot * MSG + len],
+                b2.tx[msg * MSG..msg * MSG + len]
+            );
+        }
+    }
+
+    /// An SRQ of 4 slots (3 usable: the tail is a sentinel) shared by two
+    /// QPs, refilled 12 times: it wraps through its free list, every message
+    /// lands in the WR the completion names, a fourth post is refused.
+    #[test]
+    fn srq_shared_by_two_qps_wraps_through_its_free_list() {
+        let mut b = Bufs::new(3);
+        let mut r = rig(
+            &mut b,
+            ModelConfig {
+                qps: 2,
+                ..cfg(RecvSpec {
+                    srq: true,
+                    slots: 4,
+                    stride: 32,
+                    ..RecvSpec::default()
+                })
+            },
+        );
+        let mut srq = srq_for_all(&mut r);
+        let mut seq = 0u64;
+        for round in 0..12 {
+            for k in 0..3 {
+                srq.post_recv(seq + k as u64, rx_at(&b, k), r.rx_lkey, MSG as u32)
+                    .unwrap();
+            }
+            assert_eq!(
+                srq.post_recv(99, rx_at(&b, 0), r.rx_lkey, 8),
+                Err(PostError::QueueFull),
+                "round {round}"
+            );
+            b.rx.fill(0);
+            for k in 0..3 {
+                let len = 16 + 8 * ((round + k) % 5) as u32;
+                r.sqs[k % 2]
+                    .post(
+                        Op::Send,
+                        &[send(&b, r.lkey, (round + k) % 3, len, k as u64)],
+                    )
+                    .unwrap();
+            }
+            r.model.step();
+            let recvs: Vec<_> = poll_all(&mut r.cq, 6).into_iter().filter(is_recv).collect();
+            assert_eq!(recvs.len(), 3, "round {round}");
+            for (k, c) in recvs.iter().enumerate() {
+                assert_eq!(c.status, WcStatus::SUCCESS);
+                assert_eq!(c.wr_id, seq + k as u64, "round {round}");
+                assert_eq!(c.qp_num, r.model.recv_qpn(k % 2).unwrap());
+                let src = ((round + k) % 3) * MSG;
+                let len = c.byte_len as usize;
+                assert_eq!(
+                    b.rx[k * MSG..k * MSG + len],
+                    b.tx[src..src + len],
+                    "round {round}"
+                );
+            }
+            seq += 3;
+        }
+        assert_eq!(srq.posted(), 36);
+        assert!(r.model.violations().is_empty());
+    }
+
+    /// No receive posted: RC answers RNR; with rnr_retry 0 the sender's
+    /// WQE completes with RNR_RETRY_EXC_ERR and nothing is consumed.
+    #[test]
+    fn a_send_without_a_receive_is_rnr() {
+        let mut b = Bufs::new(1);
+        let mut r = rig(&mut b, cfg(RecvSpec::default()));
+        let rq = rq_of(&mut r, 0);
+        r.sqs[0]
+            .post(Op::Send, &[send(&b, r.lkey, 0, 64, 5)])
+            .unwrap();
+        r.model.step();
+        r.model.step();
+        let all = poll_all(&mut r.cq, 1);
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert_eq!(
+            (all[0].wr_id, all[0].status),
+            (5, WcStatus::RNR_RETRY_EXC_ERR)
+        );
+        assert_eq!(rq.ring().done(), 0);
+        assert!(r.model.stats().rnr_naks >= 1);
+    }
+
+    /// A receive whose lkey the NIC does not know: the responder's CQE is
+    /// RESP_ERR with LOC_PROT_ERR, the mlx5 syndrome and vendor syndrome,
+    /// naming the posted WR; the sender sees REM_OP_ERR.
+    #[test]
+    fn a_bad_lkey_gives_an_error_cqe_with_its_syndrome() {
+        let mut b = Bufs::new(1);
+        let mut r = rig(&mut b, cfg(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        rq.post_recv(77, rx_at(&b, 0), r.rx_lkey ^ 0xdead, MSG as u32)
+            .unwrap();
+        r.sqs[0]
+            .post(Op::Send, &[send(&b, r.lkey, 0, 100, 3)])
+            .unwrap();
+        r.model.step();
+        let all = poll_all(&mut r.cq, 2);
+        let rc = all
+            .iter()
+            .find(|c| is_recv(c))
+            .expect("a receive completion");
+        assert_eq!(
+            (rc.wr_id, rc.status, rc.syndrome, rc.vendor_err),
+            (77, WcStatus::LOC_PROT_ERR, 0x04, 0x51)
+        );
+        let sc = all
+            .iter()
+            .find(|c| !is_recv(c))
+            .expect("the sender's completion");
+        assert_eq!((sc.wr_id, sc.status), (3, WcStatus::REM_OP_ERR));
+        let text = rdmaperf::mlx5::CompletionError(rc).to_string();
+        assert!(
+            text.contains("LOC_PROT_ERR") && text.contains("wr_id 77"),
+            "{text}"
+        );
+    }
+
+    /// UD with a GRH: the buffer starts with the 40-byte GRH, the payload
+    /// after it; the completion has the GRH flag, the sender's QPN and the
+    /// byte count including the GRH. UD never scatters into the CQE.
+    #[test]
+    fn ud_receive_reports_grh_and_source_qp() {
+        let mut b = Bufs::new(1);
+        let mut r = rig(
+            &mut b,
+            ModelConfig {
+                transport: ModelTransport::Ud {
+                    peer_qpn: 0x000456,
+                    qkey: 0x1111_1111,
+                },
+                ..cfg(RecvSpec {
+                    grh: true,
+                    ..RecvSpec::default()
+                })
+            },
+        );
+        let mut rq = rq_of(&mut r, 0);
+        rq.post_recv(4, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        r.sqs[0]
+            .post(Op::Send, &[send(&b, r.lkey, 0, 16, 1)])
+            .unwrap();
+        r.model.step();
+        let rc = poll_all(&mut r.cq, 2)
+            .into_iter()
+            .find(is_recv)
+            .expect("receive");
+        assert_eq!((rc.wr_id, rc.byte_len), (4, 16 + GRH_BYTES as u32));
+        assert_eq!(rc.src_qp, r.model.qpn_of(0));
+        assert_ne!(rc.wc_flags & WC_GRH, 0);
+        assert_eq!(b.rx[GRH_BYTES..GRH_BYTES + 16], b.tx[..16]);
+    }
+
+    /// SEND with immediate and WRITE with immediate: the immediate as sent
+    /// (network order), the flag, and WRITE_IMM consuming a receive while
+    /// its data goes to the remote address.
+    #[test]
+    fn immediates_arrive_and_write_imm_consumes_a_receive() {
+        let mut b = Bufs::new(2);
+        let mut r = rig(&mut b, cfg(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        rq.post_recv(10, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        rq.post_recv(11, rx_at(&b, 1), r.rx_lkey, MSG as u32)
+            .unwrap();
+        let mut s = send(&b, r.lkey, 0, 48, 1);
+        s.imm = 0x1234_5678;
+        r.sqs[0].post(Op::SendImm, &[s]).unwrap();
+        let mut w = send(&b, r.lkey, 1, 40, 2);
+        w.imm = 0xcafe_f00d;
+        w.raddr = rx_at(&b, 1) + 100;
+        w.rkey = r.rx_lkey;
+        r.sqs[0].post(Op::WriteImm, &[w]).unwrap();
+        r.model.step();
+        let rc: Vec<_> = poll_all(&mut r.cq, 4).into_iter().filter(is_recv).collect();
+        assert_eq!(rc.len(), 2);
+        assert_eq!(
+            (rc[0].wr_id, rc[0].opcode, rc[0].byte_len),
+            (10, WcOpcode::RECV, 48)
+        );
+        assert_eq!(u32::from_be(rc[0].imm), 0x1234_5678);
+        assert_ne!(rc[0].wc_flags & WC_WITH_IMM, 0);
+        assert_eq!(
+            (rc[1].wr_id, rc[1].opcode),
+            (11, WcOpcode::RECV_RDMA_WITH_IMM)
+        );
+        assert_eq!(u32::from_be(rc[1].imm), 0xcafe_f00d);
+        assert_eq!(b.rx[..48], b.tx[..48]);
+        assert_eq!(b.rx[MSG + 100..MSG + 140], b.tx[MSG..MSG + 40]);
+    }
+
+    /// A post list rings the receive record once with the new count; a
+    /// list larger than the free slots is refused whole; a zero-length
+    /// receive still takes a slot (its WQE is the terminator alone).
+    #[test]
+    fn post_lists_ring_once_and_a_full_rq_refuses() {
+        let mut b = Bufs::new(8);
+        let mut r = rig(
+            &mut b,
+            cfg(RecvSpec {
+                slots: 8,
+                stride: 32,
+                ..RecvSpec::default()
+            }),
+        );
+        let mut rq = rq_of(&mut r, 0);
+        rq.post_recv_list(6, 1, r.rx_lkey, MSG as u32, |k| rx_at(&b, k))
+            .unwrap();
+        let rec = r.model.recv_dv_qp(0).unwrap().dbrec;
+        // SAFETY: the model's receive record, 4-aligned and alive.
+        let posted = u32::from_be(unsafe { rec.read_volatile() });
+        assert_eq!(posted, 6);
+        assert_eq!(
+            rq.post_recv_list(3, 2, r.rx_lkey, MSG as u32, |k| rx_at(&b, k)),
+            Err(PostError::QueueFull)
+        );
+        rq.post_recv(3, rx_at(&b, 6), r.rx_lkey, 0).unwrap();
+        rq.post_recv(4, rx_at(&b, 7), r.rx_lkey, MSG as u32)
+            .unwrap();
+        assert_eq!(
+            rq.post_recv(5, rx_at(&b, 7), r.rx_lkey, 8),
+            Err(PostError::QueueFull)
+        );
+        assert_eq!(rq.room(), 0);
+    }
+
+    /// The ring record the RQ and the CQ share is one `Arc`.
+    #[test]
+    fn the_cq_completes_from_the_rqs_own_record() {
+        let mut b = Bufs::new(1);
+        let mut r = rig(&mut b, cfg(RecvSpec::default()));
+        let rq = rq_of(&mut r, 0);
+        let ring: &Arc<RecvRing> = rq.ring();
+        assert_eq!(Arc::strong_count(ring), 2);
+    }
+
+    /// Arming for `-e`: the arm record gets sequence number, command and
+    /// consumer index; then, after the WC barrier, one 64-bit store of that
+    /// word and the CQN to the UAR's CQ doorbell, and a flush; the next arm
+    /// after an event uses the next sequence number.
+    #[test]
+    fn arming_writes_the_record_then_the_uar_doorbell() {
+        #[derive(Default)]
+        struct Rec(std::cell::RefCell<Vec<String>>);
+        impl Mmio for Rec {
+            fn store_fence_dma(&self) {
+                self.0.borrow_mut().push("fence_dma".into());
+            }
+            fn store_fence_wc(&self) {
+                self.0.borrow_mut().push("fence_wc".into());
+            }
+            unsafe fn write_dbrec(&self, dbrec: *mut u32, raw: u32) {
+                // SAFETY: the poller passes its own arm record.
+                unsafe { dbrec.write_volatile(raw) };
+                self.0
+                    .borrow_mut()
+                    .push(format!("dbrec {:#x}", u32::from_be(raw)));
+            }
+            unsafe fn write_db64(&self, reg: *mut u64, raw: u64) {
+                self.0.borrow_mut().push(format!(
+                    "db64 +{:#x} {:#x}",
+                    reg as usize & 0xfff,
+                    u64::from_be(raw)
+                ));
+            }
+            unsafe fn write_bf64(&self, _: *mut u64, _: *const [u64; 8]) {
+                unreachable!("arming never uses BlueFlame");
+            }
+        }
+        let mut b = Bufs::new(1);
+        let mut r = rig(&mut b, cfg(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        r.sqs[0]
+            .post(Op::Send, &[send(&b, r.lkey, 0, 64, 1)])
+            .unwrap();
+        r.model.step();
+        assert_eq!(poll_all(&mut r.cq, 2).len(), 2);
+        let rec = Rec::default();
+        r.cq.arm(&rec, false).unwrap();
+        r.cq.event_consumed();
+        r.cq.arm(&rec, true).unwrap();
+        let cqn = r.model.dv_cq().cqn as u64;
+        let w0 = 2u64; // sn 0, REQ_NOT, ci 2
+        let w1 = 1 << 28 | 1 << 24 | 2u64; // sn 1, REQ_NOT_SOL, ci 2
+        assert_eq!(
+            *rec.0.borrow(),
+            [
+                format!("dbrec {w0:#x}"),
+                "fence_wc".into(),
+                format!("db64 +0x20 {:#x}", w0 << 32 | cqn),
+                "fence_wc".into(),
+                format!("dbrec {w1:#x}"),
+                "fence_wc".into(),
+                format!("db64 +0x20 {:#x}", w1 << 32 | cqn),
+                "fence_wc".into(),
+            ]
+        );
+        assert_eq!(r.cq.arm_sn(), 1);
+    }
+}
