@@ -66,6 +66,69 @@ unsafe impl Send for RecvRing {}
 // SAFETY: as above.
 unsafe impl Sync for RecvRing {}
 
+/// The ring's geometry by value: the posting loop keeps it in registers
+/// (through `&RecvRing` every volatile WQE store would force the fields to
+/// be loaded again, as the store might alias them).
+#[derive(Clone, Copy)]
+pub(crate) struct Shape {
+    buf: NonNull<u8>,
+    stride_shift: u32,
+    mask: u32,
+    max_gs: u32,
+    /// Where the data segments start in a WQE (16 for the SRQ).
+    first: usize,
+    srq: bool,
+    wr_ids: NonNull<AtomicU64>,
+}
+
+impl Shape {
+    #[inline(always)]
+    fn seg_ptr(self, slot: u32, k: u32) -> *mut u8 {
+        let off = ((slot & self.mask) as usize) << self.stride_shift;
+        self.buf
+            .as_ptr()
+            .wrapping_add(off + self.first + k as usize * DATA_SEG)
+    }
+
+    /// Writes one WR's WQE into `slot`: one data segment (none for a
+    /// zero-length RQ receive, which libmlx5 skips) and the invalid-lkey
+    /// terminator where segments remain; records `wr_id`.
+    #[inline(always)]
+    pub(crate) fn write(self, slot: u32, wr_id: u64, addr: u64, lkey: u32, len: u32) {
+        let mut k = 0;
+        if len != 0 || self.srq {
+            self.store_seg(slot, 0, len, lkey, addr);
+            k = 1;
+        }
+        if k < self.max_gs {
+            self.store_seg(slot, k, 0, INVALID_LKEY, 0);
+        }
+        let i = (slot & self.mask) as usize;
+        // SAFETY: i <= mask and the table has mask + 1 entries (built so in
+        // `RecvRing::new`, which owns it for the shape's life).
+        unsafe { (*self.wr_ids.as_ptr().add(i)).store(wr_id, Ordering::Relaxed) };
+    }
+
+    #[inline(always)]
+    fn store_seg(self, slot: u32, k: u32, len: u32, lkey: u32, addr: u64) {
+        let p = self.seg_ptr(slot, k).cast::<u64>();
+        // Two 8-byte stores in memory order (a volatile `[u8; 16]` would
+        // be sixteen): byte_count and lkey big-endian, then the address.
+        let (len, lkey) = (len.to_be_bytes(), lkey.to_be_bytes());
+        let head = u64::from_ne_bytes([
+            len[0], len[1], len[2], len[3], lkey[0], lkey[1], lkey[2], lkey[3],
+        ]);
+        let addr = u64::from_ne_bytes(addr.to_be_bytes());
+        // SAFETY: `p` is segment k < max_gs of a slot inside the ring
+        // (slot masked; k bounded by the stride), 16-byte aligned: 16
+        // writable bytes the queue owns until it rings the doorbell record.
+        unsafe {
+            p.write_volatile(head);
+            p.add(1).write_volatile(addr);
+        }
+    }
+}
+
 /// A payload the poller found in the CQE (scatter-to-CQE), to copy into the
 /// WR's buffers.
 #[derive(Clone, Copy)]
@@ -137,39 +200,23 @@ impl RecvRing {
             .wrapping_add(first + k as usize * DATA_SEG)
     }
 
-    /// Writes one WR's WQE into `slot`: one data segment (none for a
-    /// zero-length RQ receive, which libmlx5 skips) and the invalid-lkey
-    /// terminator where segments remain; records `wr_id`.
+    /// The geometry for a posting loop (see [`Shape`]).
     #[inline(always)]
-    pub(crate) fn write(&self, slot: u32, wr_id: u64, addr: u64, lkey: u32, len: u32) {
-        let mut k = 0;
-        if len != 0 || self.kind == RecvKind::Srq {
-            self.store_seg(slot, 0, len, lkey, addr);
-            k = 1;
+    pub(crate) fn shape(&self) -> Shape {
+        Shape {
+            buf: self.buf,
+            stride_shift: self.stride_shift,
+            mask: self.mask,
+            max_gs: self.max_gs,
+            first: if self.kind == RecvKind::Srq {
+                SRQ_NEXT_SEG
+            } else {
+                0
+            },
+            srq: self.kind == RecvKind::Srq,
+            // The table's length is mask + 1 (`new`).
+            wr_ids: NonNull::from(&*self.wr_ids).cast(),
         }
-        if k < self.max_gs {
-            self.store_seg(slot, k, 0, INVALID_LKEY, 0);
-        }
-        let i = (slot & self.mask) as usize;
-        if let Some(w) = self.wr_ids.get(i) {
-            w.store(wr_id, Ordering::Relaxed);
-        }
-    }
-
-    #[inline(always)]
-    fn store_seg(&self, slot: u32, k: u32, len: u32, lkey: u32, addr: u64) {
-        let p = self.seg_ptr(slot, k);
-        let seg: [u8; 16] = {
-            let mut s = [0u8; 16];
-            s[0..4].copy_from_slice(&len.to_be_bytes());
-            s[4..8].copy_from_slice(&lkey.to_be_bytes());
-            s[8..16].copy_from_slice(&addr.to_be_bytes());
-            s
-        };
-        // SAFETY: `p` is segment k < max_gs of a slot inside the ring
-        // (slot masked; k bounded by the stride): 16 writable bytes the
-        // queue owns until it rings the doorbell record.
-        unsafe { p.cast::<[u8; 16]>().write_volatile(seg) };
     }
 
     /// SRQ: the slot after `slot` in the list.
@@ -219,7 +266,9 @@ impl RecvRing {
             self.set_next(self.tail.load(Ordering::Relaxed), slot);
             self.tail.store(slot, Ordering::Release);
         }
-        self.done.fetch_add(1, Ordering::Release);
+        // One writer (the poller): a plain store, no locked add.
+        let done = self.done.load(Ordering::Relaxed);
+        self.done.store(done.wrapping_add(1), Ordering::Release);
         (wr_id, status)
     }
 

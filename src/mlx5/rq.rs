@@ -145,7 +145,7 @@ impl RecvQueue for DirectRq {
         if self.room() == 0 {
             return Err(PostError::QueueFull);
         }
-        self.ring.write(self.head, wr_id, addr, lkey, len);
+        self.ring.shape().write(self.head, wr_id, addr, lkey, len);
         self.head = self.head.wrapping_add(1);
         self.doorbell();
         Ok(())
@@ -164,9 +164,9 @@ impl RecvQueue for DirectRq {
         if n as u64 > self.room() as u64 {
             return Err(PostError::QueueFull);
         }
+        let shape = self.ring.shape();
         for k in 0..n {
-            self.ring
-                .write(self.head.wrapping_add(k as u32), wr_id, addr(k), lkey, len);
+            shape.write(self.head.wrapping_add(k as u32), wr_id, addr(k), lkey, len);
         }
         self.head = self.head.wrapping_add(n as u32);
         if n > 0 {

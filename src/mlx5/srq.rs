@@ -142,7 +142,7 @@ impl DirectSrq {
             return Err(PostError::QueueFull);
         }
         let slot = self.head;
-        self.ring.write(slot as u32, wr_id, addr, lkey, len);
+        self.ring.shape().write(slot as u32, wr_id, addr, lkey, len);
         self.head = self.ring.next_of(slot);
         self.counter = self.counter.wrapping_add(1);
         Ok(())
