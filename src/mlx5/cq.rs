@@ -29,12 +29,12 @@ use std::sync::Arc;
 
 use super::barrier;
 use super::error::DirectError;
+use super::keepalive::KeepAlive;
+use super::mmio::Mmio;
 use super::prm::{cqe_format, op_own, CqeOpcode, Opcode, Syndrome, CQ_CI_MASK};
 use super::progress::SqProgress;
 use super::recv::{Inline, RecvRing};
 use super::seg::cqe_off;
-use super::sq::{DirectSq, KeepAlive};
-use super::Mmio;
 use crate::post::wc::{WC_GRH, WC_WITH_IMM};
 use crate::post::{Completion, CompletionQueue, PostError, WcOpcode, WcStatus};
 use crate::sys::mlx5dv_cq;
@@ -109,9 +109,23 @@ impl DirectCq {
         })
     }
 
-    /// Routes this SQ's CQEs to it (by QPN). Control path (allocates).
-    pub fn attach<M: Mmio>(&mut self, sq: &DirectSq<M>) {
-        self.sqs.push(Arc::clone(sq.progress()));
+    /// Routes an SQ's CQEs to it (by QPN): pass `sq.progress()`. Control
+    /// path (allocates).
+    pub fn attach(&mut self, sq: &Arc<SqProgress>) {
+        self.sqs.push(Arc::clone(sq));
+    }
+
+    /// Bytes per CQ entry (64 or 128).
+    pub fn cqe_size(&self) -> u32 {
+        1 << self.cqe_shift
+    }
+    /// Routes an SQ's CQEs to it instead of the SQ attached before with
+    /// the same QPN (a QP moved through RESET gets a fresh SQ). Control path.
+    pub fn reattach(&mut self, sq: &Arc<SqProgress>) {
+        let qpn = sq.qpn();
+        self.sqs.retain(|s| s.qpn() != qpn);
+        self.last = 0;
+        self.attach(sq);
     }
 
     /// Completes `qpn`'s receives from `ring` (its RQ, or the SRQ it
@@ -122,19 +136,6 @@ impl DirectCq {
         self.recvs.retain(|(q, _)| *q != qpn);
         self.recvs.push((qpn, Arc::clone(ring)));
         self.last_recv = 0;
-    }
-
-    /// Bytes per CQ entry (64 or 128).
-    pub fn cqe_size(&self) -> u32 {
-        1 << self.cqe_shift
-    }
-    /// Routes this SQ's CQEs to it instead of the SQ attached before with
-    /// the same QPN (a QP moved through RESET gets a fresh SQ). Control path.
-    pub fn reattach<M: Mmio>(&mut self, sq: &DirectSq<M>) {
-        let qpn = sq.qpn();
-        self.sqs.retain(|s| s.qpn() != qpn);
-        self.last = 0;
-        self.attach(sq);
     }
 
     /// Number of CQEs.

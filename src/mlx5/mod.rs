@@ -28,6 +28,7 @@ pub mod device;
 pub mod doorbell;
 pub mod env;
 pub mod error;
+pub mod keepalive;
 pub mod mmio;
 pub mod prm;
 pub mod progress;
@@ -44,8 +45,9 @@ use core::fmt;
 
 pub use cq::DirectCq;
 pub use error::DirectError;
+pub use keepalive::KeepAlive;
 pub use mmio::{HwMmio, Mmio};
-pub use sq::{DirectSq, KeepAlive, Transport};
+pub use sq::{DirectSq, Transport};
 
 use crate::post::{Completion, WcStatus};
 use prm::{vendor_syndrome_hint, Syndrome};

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use super::barrier;
 use super::error::DirectError;
+use super::keepalive::KeepAlive;
 use super::recv::{RecvKind, RecvRing, DATA_SEG};
-use super::sq::KeepAlive;
 use crate::post::{PostError, RecvQueue};
 use crate::sys::mlx5dv_qp;
 

@@ -7,13 +7,13 @@
 //! completions polled by a [`DirectCq`](super::cq::DirectCq) this SQ is
 //! attached to, so a caller must signal at least one WQE every so often.
 
-use core::any::Any;
 use core::ptr::NonNull;
 use std::sync::Arc;
 
 use super::doorbell::Doorbell;
 use super::env::BfPolicy;
 use super::error::DirectError;
+use super::keepalive::KeepAlive;
 use super::mmio::{HwMmio, Mmio};
 use super::prm::{fm_ce_se, Opcode, MAX_SQ_WQEBBS, MAX_WQE_BYTES, WQEBB, WQEBB_SHIFT};
 use super::progress::{Recorder, SqProgress};
@@ -22,11 +22,6 @@ use super::segwr;
 use super::wqe::{inline_ds, shape, store16, FlatCursor, SegWriter, SqRing, WqeCursor, WqeShape};
 use crate::post::{Op, PostError, SendQueue, WrDesc};
 use crate::sys::mlx5dv_qp;
-
-/// Something that keeps the queue memory alive as long as a queue uses it
-/// (the model's memory, or nothing for a real device whose lifetime the
-/// caller manages).
-pub type KeepAlive = Option<Arc<dyn Any + Send + Sync>>;
 
 /// The QP transport, which decides the segments of a SEND.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,7 +241,7 @@ impl<M: Mmio> DirectSq<M> {
         self.db.mmio()
     }
     /// The progress record a [`DirectCq`](super::cq::DirectCq) needs.
-    pub(crate) fn progress(&self) -> &Arc<SqProgress> {
+    pub fn progress(&self) -> &Arc<SqProgress> {
         &self.progress
     }
     /// The WQE shape `op` takes for `wr` on this SQ.

@@ -475,7 +475,7 @@ impl Model {
         }
         let mut cq = self.cq()?;
         for sq in &sqs {
-            cq.attach(sq);
+            cq.attach(sq.progress());
         }
         Ok((sqs, cq))
     }
@@ -486,7 +486,7 @@ impl Model {
         self.take_queues()?;
         let sq = self.sq_of(0, mmio)?;
         let mut dcq = self.cq()?;
-        dcq.attach(&sq);
+        dcq.attach(sq.progress());
         Ok((sq, dcq))
     }
 
@@ -505,7 +505,7 @@ impl Model {
         let sq = unsafe { DirectSq::from_dv(&qp, self.qpn_of(0), transport, mmio, self.keep()) }
             .map_err(|e| e.to_string())?;
         let mut dcq = self.cq()?;
-        dcq.attach(&sq);
+        dcq.attach(sq.progress());
         Ok((sq, dcq))
     }
 

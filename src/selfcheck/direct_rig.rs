@@ -128,7 +128,7 @@ impl<'d> DirectRig<'d> {
         sq.set_bf_policy(self.env.bf_policy());
         // SAFETY: the local MR's buffer outlives the SQ (field order).
         unsafe { sq.allow_inline_source(self.bufs.local.as_ptr(), BUF) }.map_err(e2s)?;
-        self.cq.reattach(&sq);
+        self.cq.reattach(sq.progress());
         self.sq = Some(sq);
         Ok(())
     }

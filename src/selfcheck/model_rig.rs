@@ -189,7 +189,7 @@ impl Rig for ModelRig {
         let mut buf = [Completion::default(); 16];
         self.model.step();
         while cq.poll(&mut buf).unwrap_or(0) > 0 {}
-        cq.reattach(&sq);
+        cq.reattach(sq.progress());
         self.sq = Some(sq);
         self.prepare_sq()
     }

@@ -97,7 +97,7 @@ pub fn open_queues<'r>(
         sq.set_bf_policy(h.bf_policy);
         // SAFETY: the MR's buffer is owned by `res` and outlives the SQ ('r).
         unsafe { allow_buffer(&mut sq, res.mr.as_ptr(), res.mr.len())? };
-        cq.attach(&sq);
+        cq.attach(sq.progress());
         sqs.push(sq);
     }
     Ok(DirectQueues {
