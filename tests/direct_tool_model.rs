@@ -23,10 +23,10 @@ mod with_model {
     use rdmaperf::ctrl::Dest;
     use rdmaperf::model::{Access, Model, ModelConfig, NicStats};
     use rdmaperf::run::geometry::Geometry;
-    use rdmaperf::tool::bw_measure::qp_targets_shared;
-    use rdmaperf::tool::bw_result::SizeRun;
-    use rdmaperf::tool::direct;
-    use rdmaperf::tool::landing;
+    use rdmaperf::tool::common::landing;
+    use rdmaperf::tool::session::bw_measure::qp_targets_shared;
+    use rdmaperf::tool::session::bw_result::SizeRun;
+    use rdmaperf::tool::session::direct;
     use std::sync::OnceLock;
 
     const PAGE: u64 = 4096;
@@ -325,8 +325,8 @@ mod with_model {
     #[test]
     fn compare_on_the_model_runs_direct_and_lists_the_verbs_methods() {
         use rdmaperf::cli::params::PostChoice;
-        use rdmaperf::tool::bw_result::SizeSummary;
         use rdmaperf::tool::compare::{compare_with, Unsupported};
+        use rdmaperf::tool::session::bw_result::SizeSummary;
         let mut p = params("write-bw --post direct -n 400 -s 64");
         let json =
             std::env::temp_dir().join(format!("rdmaperf-compare-{}.json", std::process::id()));

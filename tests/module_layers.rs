@@ -326,14 +326,14 @@ fn tool_modules_form_no_circle() {
     );
     // Sanity: the reader sees the imports it must (a grouped use, an inline path).
     assert!(
-        tool["tool/bw_session.rs"].contains("tool/progress.rs"),
+        tool["tool/runs/bw_session.rs"].contains("tool/common/progress.rs"),
         "{:?}",
-        tool["tool/bw_session.rs"]
+        tool["tool/runs/bw_session.rs"]
     );
     assert!(
-        tool["tool/lat.rs"].contains("tool/peer_exit.rs"),
+        tool["tool/runs/lat.rs"].contains("tool/common/peer_exit.rs"),
         "{:?}",
-        tool["tool/lat.rs"]
+        tool["tool/runs/lat.rs"]
     );
     assert!(
         tool["tool/mod.rs"].contains("tool/side.rs"),
@@ -345,6 +345,104 @@ fn tool_modules_form_no_circle() {
         c.is_empty(),
         "import circles in src/tool (each set imports itself through the others): {c:?}; \
          move what they share into a module below both (README, Architecture)"
+    );
+}
+
+/// The layer of a `tool/` file: its folder's place in [`TOOL_LAYERS`], or
+/// the top (`side.rs`, `compare.rs`, `mod.rs` directly in `tool/`).
+fn tool_layer(file: &str) -> usize {
+    let rest = file.trim_start_matches("tool/");
+    match rest.split_once('/') {
+        Some((folder, _)) => TOOL_LAYERS
+            .iter()
+            .position(|l| *l == folder)
+            .unwrap_or_else(|| panic!("{file}: folder `{folder}` is not in TOOL_LAYERS")),
+        None => TOOL_LAYERS.len(),
+    }
+}
+
+/// `tool/`'s folders, bottom first (README, Architecture).
+const TOOL_LAYERS: [&str; 4] = ["common", "build", "session", "runs"];
+
+/// Imports from a `tool/` file into a higher layer than its own.
+fn layer_violations(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (f, deps) in g.iter().filter(|(f, _)| f.starts_with("tool/")) {
+        for d in deps.iter().filter(|d| d.starts_with("tool/")) {
+            if tool_layer(d) > tool_layer(f) {
+                bad.push(format!("{f} imports {d}"));
+            }
+        }
+    }
+    bad
+}
+
+/// The subgraph of files under `dir` (edges inside it only).
+fn subgraph(
+    g: &BTreeMap<String, BTreeSet<String>>,
+    dir: &str,
+) -> BTreeMap<String, BTreeSet<String>> {
+    g.iter()
+        .filter(|(f, _)| f.starts_with(dir))
+        .map(|(f, d)| {
+            (
+                f.clone(),
+                d.iter().filter(|x| x.starts_with(dir)).cloned().collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn tool_folders_are_layered() {
+    let g = crate_graph();
+    let bad = layer_violations(&g);
+    assert!(
+        bad.is_empty(),
+        "tool/ imports from a higher layer ({TOOL_LAYERS:?}, then side/compare/mod): {bad:?}; \
+         move the shared piece down"
+    );
+    // Every tool file sits in a known folder or at the top.
+    let top: Vec<_> = g
+        .keys()
+        .filter(|f| f.starts_with("tool/") && tool_layer(f) == TOOL_LAYERS.len())
+        .collect();
+    assert_eq!(top, ["tool/compare.rs", "tool/mod.rs", "tool/side.rs"]);
+}
+
+#[test]
+fn the_layer_check_can_fail() {
+    let mut g = BTreeMap::new();
+    g.insert(
+        "tool/common/fail.rs".to_string(),
+        BTreeSet::from(["tool/runs/lat.rs".to_string()]),
+    );
+    g.insert("tool/runs/lat.rs".to_string(), BTreeSet::new());
+    assert_eq!(
+        layer_violations(&g),
+        ["tool/common/fail.rs imports tool/runs/lat.rs"]
+    );
+}
+
+/// `mlx5/` (the direct path: SQ, CQ, receive queues) and `cli/` (params and
+/// their rule files) form no import circle either.
+#[test]
+fn mlx5_and_cli_files_form_no_circle() {
+    let g = crate_graph();
+    for dir in ["mlx5/", "cli/"] {
+        let sub = subgraph(&g, dir);
+        assert!(sub.len() > 5, "found only {} files in src/{dir}", sub.len());
+        let c = circles(&sub);
+        assert!(
+            c.is_empty(),
+            "import circles in src/{dir}: {c:?}; move what they share into a module below both"
+        );
+    }
+    // Sanity: the reader sees the CQ's imports.
+    assert!(
+        g["mlx5/cq.rs"].contains("mlx5/recv.rs"),
+        "{:?}",
+        g["mlx5/cq.rs"]
     );
 }
 

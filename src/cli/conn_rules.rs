@@ -13,7 +13,7 @@
 //!   an IPv6 source needs `--ipv6-addr`; the server does not use it.
 
 use super::args::PerfArgs;
-use super::params::{Conn, ConnOpts};
+use super::kinds::{Conn, ConnOpts};
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 
 /// `-T`'s value as perftest reads it (`strtol` base 0: decimal, or 0x hex).

@@ -8,7 +8,7 @@
 //! and the same with the last byte + 1 for a latency client.
 
 use super::args::PerfArgs;
-use super::params::Verb;
+use super::kinds::Verb;
 use std::net::Ipv6Addr;
 
 /// perftest's `MCG_GID`.

@@ -4,7 +4,7 @@
 //! format (`create_payload` in `perftest_resources.c`).
 
 use super::args::PerfArgs;
-use super::params::{Conn, Kind, Params, PostChoice, Tool, Verb};
+use super::kinds::{Conn, Kind, Tool, Verb};
 use std::path::PathBuf;
 
 /// Where the test buffer comes from and what is in it.
@@ -115,42 +115,6 @@ pub fn mem_opts(tool: Tool, a: &PerfArgs, conn: Conn, size: u64) -> Result<MemOp
     })
 }
 
-/// `--use-srq`'s rules that need the resolved depths and post method.
-pub fn srq_rules(p: &Params) -> Result<(), String> {
-    if !p.mem.srq {
-        return Ok(());
-    }
-    if p.num_qps > p.rx_depth {
-        return Err(format!(
-            "--use-srq -q {} -r {}: the SRQ depth must be at least the number of QPs (perftest: \
-             \"Using SRQ depth should be greater than number of QPs\"); raise -r to {} or more",
-            p.num_qps, p.rx_depth, p.num_qps
-        ));
-    }
-    if p.post == PostChoice::Direct {
-        return Err(
-            "--use-srq with --post direct: the direct path's QPs are created through mlx5dv \
-             without an SRQ; use --post wr-api or post-send"
-                .into(),
-        );
-    }
-    if p.recv_post_list > 1 {
-        return Err(
-            "--use-srq with --recv_post_list: not implemented yet in rdmaperf (the SRQ's per-QP \
-             share need not hold whole receive lists); drop one of them"
-                .into(),
-        );
-    }
-    if p.rdma_cm {
-        return Err(
-            "--use-srq with -R: not implemented yet in rdmaperf (the CM-created data QPs get no \
-             SRQ); drop -R or --use-srq"
-                .into(),
-        );
-    }
-    Ok(())
-}
-
 /// perftest's payload file: DWORDs `0xaabbccdd` separated by commas (and
 /// newlines), each stored little-endian (`0x11223344` → 44 33 22 11); at most
 /// `max` bytes are kept. Unlike perftest, blanks around a word are allowed
@@ -192,7 +156,7 @@ pub fn parse_payload(text: &str, max: u64) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::params::Tool;
+    use crate::cli::kinds::Tool;
 
     fn tool(name: &str) -> Tool {
         Tool::ALL.iter().find(|t| t.0 == name).unwrap().2
@@ -244,7 +208,7 @@ mod tests {
         let p = resolve(tool("send-bw"), &srq(&|a| a.qps = Some(2))).unwrap();
         assert!(p.mem.srq);
         assert!(
-            crate::tool::info::params_info(&p).use_srq,
+            crate::tool::session::info::params_info(&p).use_srq,
             "the banner says ON"
         );
     }

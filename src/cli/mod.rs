@@ -5,6 +5,7 @@ pub mod args;
 pub mod conn_rules;
 pub mod flags;
 pub mod help;
+pub mod kinds;
 pub mod lists;
 pub mod mcast_rules;
 pub mod mem_opts;
@@ -186,7 +187,7 @@ pub fn main() -> i32 {
             }
         },
         Parsed::Other(Command::Compare(c)) => compare(c),
-        Parsed::Other(_) => crate::tool::devices::list(),
+        Parsed::Other(_) => crate::tool::common::devices::list(),
     }
 }
 

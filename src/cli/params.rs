@@ -3,6 +3,7 @@
 //! the fix.
 
 use super::args::PerfArgs;
+pub use super::kinds::{AtomicType, Conn, ConnOpts, Kind, PostChoice, Tool, Verb};
 pub use super::rate::RateLimit;
 use crate::post::Op;
 use std::path::PathBuf;
@@ -33,167 +34,6 @@ pub const PEAK_MAX_ITERS: u64 = 20000;
 pub const DEF_JSON_FILE: &str = "perftest_out.json";
 /// perftest's CTX_POLL_BATCH: completions per poll call in the bw loops.
 pub const DEF_CQE_POLL: u32 = 16;
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Verb {
-    Write,
-    Read,
-    Send,
-    Atomic,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Kind {
-    Bw,
-    Lat,
-}
-
-/// One of perftest's eight tools.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Tool {
-    pub verb: Verb,
-    pub kind: Kind,
-}
-
-impl Tool {
-    pub const ALL: [(&'static str, &'static str, Tool); 8] = [
-        (
-            "write-bw",
-            "ib_write_bw",
-            Tool {
-                verb: Verb::Write,
-                kind: Kind::Bw,
-            },
-        ),
-        (
-            "read-bw",
-            "ib_read_bw",
-            Tool {
-                verb: Verb::Read,
-                kind: Kind::Bw,
-            },
-        ),
-        (
-            "send-bw",
-            "ib_send_bw",
-            Tool {
-                verb: Verb::Send,
-                kind: Kind::Bw,
-            },
-        ),
-        (
-            "atomic-bw",
-            "ib_atomic_bw",
-            Tool {
-                verb: Verb::Atomic,
-                kind: Kind::Bw,
-            },
-        ),
-        (
-            "write-lat",
-            "ib_write_lat",
-            Tool {
-                verb: Verb::Write,
-                kind: Kind::Lat,
-            },
-        ),
-        (
-            "read-lat",
-            "ib_read_lat",
-            Tool {
-                verb: Verb::Read,
-                kind: Kind::Lat,
-            },
-        ),
-        (
-            "send-lat",
-            "ib_send_lat",
-            Tool {
-                verb: Verb::Send,
-                kind: Kind::Lat,
-            },
-        ),
-        (
-            "atomic-lat",
-            "ib_atomic_lat",
-            Tool {
-                verb: Verb::Atomic,
-                kind: Kind::Lat,
-            },
-        ),
-    ];
-
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|t| t.2 == self)
-            .map(|t| t.0)
-            .unwrap_or("?")
-    }
-    pub fn perftest_name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|t| t.2 == self)
-            .map(|t| t.1)
-            .unwrap_or("?")
-    }
-    pub fn is_bw(self) -> bool {
-        self.kind == Kind::Bw
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Conn {
-    Rc,
-    Uc,
-    Ud,
-}
-
-impl Conn {
-    pub fn name(self) -> &'static str {
-        match self {
-            Conn::Rc => "RC",
-            Conn::Uc => "UC",
-            Conn::Ud => "UD",
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum AtomicType {
-    FetchAdd,
-    CmpSwap,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum PostChoice {
-    Auto,
-    PostSend,
-    WrApi,
-    Direct,
-}
-
-impl PostChoice {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "post-send" | "post_send" => Ok(Self::PostSend),
-            "wr-api" | "wr_api" => Ok(Self::WrApi),
-            "direct" => Ok(Self::Direct),
-            _ => Err(format!(
-                "--post {s}: unknown post method; use one of post-send, wr-api, direct, auto"
-            )),
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::PostSend => "post-send",
-            Self::WrApi => "wr-api",
-            Self::Direct => "direct",
-        }
-    }
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum OutputKind {
@@ -297,34 +137,6 @@ pub struct Params {
     pub conn_opts: ConnOpts,
     /// `-g` (with `-M`'s group): UD multicast, send tests.
     pub mcast: Option<super::mcast_rules::Mcast>,
-}
-
-/// How the two ends find each other: `-T`, `-z`, `--ipv6`, `--ipv6-addr`,
-/// `--bind_source_ip` (rules in `cli::conn_rules`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ConnOpts {
-    /// `-T` (with -R): the ToS the RDMA CM puts on the data QPs' path.
-    pub tos: Option<u8>,
-    /// `-z`: the control channel over rdma_cm, data QPs connected by hand.
-    pub comm_rdma_cm: bool,
-    /// `--ipv6`: GID auto-selection prefers IPv6 GIDs.
-    pub prefer_ipv6_gid: bool,
-    /// `--ipv6-addr`: the TCP control connection over IPv6.
-    pub ipv6_ctrl: bool,
-    /// `--bind_source_ip` (client): the control socket's source address
-    /// (port 0; an IPv6 link-local one carries its scope).
-    pub source_ip: Option<std::net::SocketAddr>,
-}
-
-impl ConnOpts {
-    /// The IPv4 source for the rdma_cm ids (`-R`/`-z` are IPv4-only, so an
-    /// IPv6 source never gets this far: `--ipv6-addr` is refused with them).
-    pub fn source_v4(&self) -> Option<std::net::Ipv4Addr> {
-        match self.source_ip? {
-            std::net::SocketAddr::V4(a) => Some(*a.ip()),
-            std::net::SocketAddr::V6(_) => None,
-        }
-    }
 }
 
 /// `--reversed`: where rdmaperf (or perftest) cannot swap the traffic's direction.
@@ -937,11 +749,47 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         recv_post_list: a.recv_post_list.unwrap_or(1),
         mcast,
     };
-    super::mem_opts::srq_rules(&p)?;
+    srq_rules(&p)?;
     Ok(p)
 }
 
 /// `--recv_post_list` (perftest's rules, then rdmaperf's reach).
+/// `--use-srq`'s rules that need the resolved depths and post method.
+fn srq_rules(p: &Params) -> Result<(), String> {
+    if !p.mem.srq {
+        return Ok(());
+    }
+    if p.num_qps > p.rx_depth {
+        return Err(format!(
+            "--use-srq -q {} -r {}: the SRQ depth must be at least the number of QPs (perftest: \
+             \"Using SRQ depth should be greater than number of QPs\"); raise -r to {} or more",
+            p.num_qps, p.rx_depth, p.num_qps
+        ));
+    }
+    if p.post == PostChoice::Direct {
+        return Err(
+            "--use-srq with --post direct: the direct path's QPs are created through mlx5dv \
+             without an SRQ; use --post wr-api or post-send"
+                .into(),
+        );
+    }
+    if p.recv_post_list > 1 {
+        return Err(
+            "--use-srq with --recv_post_list: not implemented yet in rdmaperf (the SRQ's per-QP \
+             share need not hold whole receive lists); drop one of them"
+                .into(),
+        );
+    }
+    if p.rdma_cm {
+        return Err(
+            "--use-srq with -R: not implemented yet in rdmaperf (the CM-created data QPs get no \
+             SRQ); drop -R or --use-srq"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 fn recv_list_rules(
     a: &PerfArgs,
     tool: Tool,

@@ -9,7 +9,7 @@
 //! yet and refused.
 
 use super::args::PerfArgs;
-use super::params::{Tool, Verb};
+use super::kinds::{Tool, Verb};
 
 /// `--rate_units`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -313,7 +313,7 @@ pub fn rate_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::params::Kind;
+    use crate::cli::kinds::Kind;
 
     const WB: Tool = Tool {
         verb: Verb::Write,

@@ -284,7 +284,7 @@ to_bytes!(ErrCqe, 64);
 
 /// Byte offsets inside a 64-byte CQE, as the poller reads them one by one.
 pub mod cqe_off {
-    use super::{Cqe64, ErrCqe};
+    use crate::mlx5::seg::{Cqe64, ErrCqe};
     use core::mem::offset_of;
     /// `flags_rqpn` (inside `rsvd0` here): bits 23:0 the UD source QP,
     /// 29:28 where a GRH was delivered (0: none).

@@ -189,7 +189,7 @@ mod ssse3 {
     use core::arch::x86_64::{_mm_set_epi64x, _mm_setr_epi8, _mm_shuffle_epi8};
     use core::arch::x86_64::{_mm_slli_si128, _mm_store_si128};
 
-    use super::{LOCAL, REMOTE};
+    use crate::mlx5::segwr::{LOCAL, REMOTE};
     use crate::post::WrDesc;
 
     pub type AvRegs = [__m128i; 3];
@@ -252,7 +252,7 @@ mod ssse3 {
     pub unsafe fn inline(dst: *mut u8, hdr: u32, src: *const u8, len: usize) {
         if len < 16 {
             // SAFETY: caller contract.
-            return unsafe { super::scalar::inline(dst, hdr, src, len) };
+            return unsafe { crate::mlx5::segwr::scalar::inline(dst, hdr, src, len) };
         }
         let u = |p: *const u8| p.cast::<__m128i>();
         // SAFETY: SSE2/SSSE3 are enabled for the whole build; every load

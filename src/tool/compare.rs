@@ -3,14 +3,14 @@
 //! this host (loopback), so every repetition gets a fresh session without a
 //! cooperating remote process.
 
-use super::bw_result::SizeSummary;
-pub use super::compare_table::Unsupported;
-use super::compare_table::{schedule, summarize, table, Sample};
-use super::fail::Fail;
-use super::method;
-use super::out::Out;
-use super::rdma_bw;
-use super::setup::Endpoint;
+use super::build::method;
+use super::build::setup::Endpoint;
+pub use super::common::compare_table::Unsupported;
+use super::common::compare_table::{schedule, summarize, table, Sample};
+use super::common::fail::Fail;
+use super::common::out::Out;
+use super::runs::rdma_bw;
+use super::session::bw_result::SizeSummary;
 use super::side::loopback_with;
 use crate::cli::params::{Conn, Params, PostChoice};
 use crate::run::stop;
@@ -30,7 +30,7 @@ struct JsonOut<'a> {
     size: u64,
     reps: u32,
     samples: &'a [Sample],
-    summary: Vec<super::compare_table::Row>,
+    summary: Vec<super::common::compare_table::Row>,
     unsupported: &'a [Unsupported],
     units: Units,
 }

@@ -3,53 +3,24 @@
 //! tear down. (The design card's map has no home for this glue; it sits between
 //! `ctrl` (protocol), `run` (loops) and `report` (output), so it gets its own.)
 //!
-//! The modules are layered, each importing only from layers below it (the
-//! README's Architecture section has the map; `tests/module_layers.rs` fails
-//! on a circle): common pieces (`fail`, `out`, `scenario`, `peer_exit`, ...)
-//! → set-up (`direct_qp`, `method`, `setup`) → shared measurement and
-//! control (`control`, `bw_measure`, `bw_result`, `direct`, `info`, ...) →
-//! per-tool run modules (`bw_session`, `threads_*`, `rdma_bw`, `send_bw`,
-//! `duplex`, `lat`) → `side` (one side of a pair) → this file (`run`) and
-//! `compare`.
+//! The folders are the layers, each importing only from the ones below it
+//! (`tests/module_layers.rs` fails otherwise, and on any import circle):
+//! `common` (the error type, output, scenario, ...) → `build` (method,
+//! mlx5dv QPs, memory, resources) → `session` (control session, shared
+//! measurement, direct queues, ...) → `runs` (one module per tool run) →
+//! `side` (one side of a pair), then this file (`run`) and `compare`. Where
+//! a tool's set-up, exchange, loop and report live: `build::setup`,
+//! `session::control`, `runs::<tool>` (loops in `crate::run`), `crate::report`.
 
-pub mod bw_measure;
-pub mod bw_result;
-pub mod bw_session;
-pub mod cm_data;
+pub mod build;
+pub mod common;
 pub mod compare;
-pub mod compare_table;
-pub mod control;
-pub mod counters;
-pub mod cpu_util;
-pub mod cpus;
-pub mod device_rules;
-pub mod devices;
-pub mod direct;
-pub mod direct_qp;
-pub mod duplex;
-pub mod fail;
-pub mod infinite;
-pub mod info;
-pub mod landing;
-pub mod lat;
-pub mod mcast;
-pub mod mem_setup;
-pub mod method;
-pub mod out;
-pub mod peer_check;
-pub mod peer_exit;
-pub mod progress;
-pub mod rdma_bw;
-pub mod scenario;
-pub mod send_bw;
-pub mod setup;
+pub mod runs;
+pub mod session;
 pub mod side;
-pub mod threads_bw;
-pub mod threads_stock;
-pub mod validate;
 
-pub use fail::Fail;
-pub use out::Out;
+pub use common::fail::Fail;
+pub use common::out::Out;
 pub use side::loopback_with;
 pub(crate) use side::run_side;
 

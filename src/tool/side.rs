@@ -2,10 +2,13 @@
 //! rules, pick the tool's run module; and loopback (both sides in one
 //! process). The fabric mode and `compare` run pairs through here.
 
-use super::device_rules;
-use super::fail::Fail;
-use super::out::Out;
-use super::{duplex, lat, rdma_bw, send_bw};
+use super::common::device_rules;
+use super::common::fail::Fail;
+use super::common::out::Out;
+use super::runs::duplex;
+use super::runs::lat;
+use super::runs::rdma_bw;
+use super::runs::send_bw;
 use crate::cli::params::{Kind, Params, Verb};
 use crate::run::stop;
 

@@ -2,12 +2,12 @@
 //! row computed from it, the summary `compare` aggregates, the report the
 //! client sends, and the --limit_bw/--limit_msgrate check.
 
-use super::fail::Fail;
 use crate::cli::params::Params;
 use crate::clock::Clock;
 use crate::ctrl::BwReport;
 use crate::report::stats;
 use crate::run::bw::BwOutcome;
+use crate::tool::common::fail::Fail;
 
 /// What the client measured at one size (for `compare` and callers that aggregate).
 #[derive(Clone, Debug)]

@@ -13,14 +13,14 @@ use std::sync::atomic::Ordering;
 
 use super::bw_measure::measure_size;
 use super::bw_result::SizeRun;
-use super::fail::Fail;
-use super::setup::Resources;
 use crate::cli::params::Params;
 use crate::clock::Clock;
 use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, ud_av_from_ibv_ah};
 use crate::mlx5::{DirectCq, DirectSq, HwMmio, Mmio, Transport};
 use crate::run::bw::QpTarget;
 use crate::run::geometry::Geometry;
+use crate::tool::build::setup::Resources;
+use crate::tool::common::fail::Fail;
 use crate::verbs::{QpType, UdDest};
 
 /// The direct queues of one side, borrowing the resources they live in.

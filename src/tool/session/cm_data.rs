@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fail::Fail;
-use super::setup::{Endpoint, Resources};
 use crate::cli::params::Params;
 use crate::cli::params::{Conn, Verb};
 use crate::ctrl::cm_link::{self, Cancel};
 use crate::ctrl::{Dest, Session};
 use crate::run::stop;
+use crate::tool::build::setup::{Endpoint, Resources};
+use crate::tool::common::fail::Fail;
 use crate::verbs::cm::{CmId, EventChannel};
 use crate::verbs::{Ah, UdDest};
 

@@ -1,11 +1,11 @@
 //! Choosing the post method once, before the loop: `--post auto|post-send|wr-api|direct`.
 
-use super::fail::Fail;
 use crate::cli::params::{Conn, Kind, Params, PostChoice, Verb};
 use crate::mlx5::device::{select_for_device, DirectRequest};
 use crate::mlx5::setup::SetupFailure;
 use crate::post::wr_api::{send_ops_flags, wr_api_probe};
 use crate::post::Op;
+use crate::tool::common::fail::Fail;
 use crate::verbs::{Context, QpType};
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ pub enum Method {
     PostSend,
     WrApi,
     /// WQEs written straight into the mlx5 SQ ring (`crate::mlx5`), QPs
-    /// created through mlx5dv (`super::direct`).
+    /// created through mlx5dv (`crate::tool::session::direct`).
     Direct,
 }
 

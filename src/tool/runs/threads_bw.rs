@@ -5,12 +5,6 @@
 //! is the mode between two rdmaperf ends (against stock perftest, see
 //! `threads_stock`: one stock server per thread).
 
-use super::bw_measure::{bw_config, deadlines, describe};
-use super::bw_result::SizeRun;
-use super::cpus;
-use super::fail::Fail;
-use super::method::Method;
-use super::setup::Resources;
 use crate::cli::params::Params;
 use crate::clock::{self, Clock};
 use crate::post::post_send::PostSendQueue;
@@ -21,6 +15,12 @@ use crate::report::stats;
 use crate::run::bw::{BwOutcome, QpTarget};
 use crate::run::geometry::Geometry;
 use crate::run::threads::{aggregate, run, QueueFactory, Worker, WorkerOutcome};
+use crate::tool::build::method::Method;
+use crate::tool::build::setup::Resources;
+use crate::tool::common::cpus;
+use crate::tool::common::fail::Fail;
+use crate::tool::session::bw_measure::{bw_config, deadlines, describe};
+use crate::tool::session::bw_result::SizeRun;
 use crate::verbs::{Cq, Qp, VerbsError};
 use std::sync::Arc;
 

@@ -9,11 +9,11 @@
 //! `--check-landing`, the looser check a write server can run against any
 //! client, reads the same regions.
 
-use super::fail::Fail;
-use super::landing::{self, pattern_byte, spans};
-use super::setup::Resources;
 use crate::cli::params::{Params, Verb};
 use crate::run::geometry::Geometry;
+use crate::tool::build::setup::Resources;
+use crate::tool::common::fail::Fail;
+use crate::tool::common::landing::{self, pattern_byte, spans};
 
 /// The verdict on one or more regions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -138,7 +138,7 @@ pub fn check_landing(p: &Params, res: &Resources, client_iters: u64) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::landing::fill_regions;
+    use crate::tool::common::landing::fill_regions;
 
     fn written(g: &Geometry, n: u64) -> Vec<u8> {
         let mut src = vec![0u8; g.slot as usize];

@@ -12,10 +12,10 @@
 
 use std::sync::Arc;
 
-use super::fail::Fail;
-use super::setup::{Endpoint, Resources};
 use crate::cli::params::{Kind, Params};
 use crate::ctrl::Dest;
+use crate::tool::build::setup::{Endpoint, Resources};
+use crate::tool::common::fail::Fail;
 use crate::verbs::{LinkLayer, Qp};
 
 /// perftest's `QPNUM_MCAST`: the QPN a UD send to a multicast group names.

@@ -7,18 +7,18 @@
 //! Between two rdmaperf ends one connection carries all threads instead
 //! (`threads_bw`).
 
-use super::bw_result::SizeSummary;
 use super::bw_session;
-use super::fail::Fail;
-use super::info::params_info;
-use super::method::Method;
-use super::out::Out;
-use super::setup::Endpoint;
 use super::threads_bw::{self, ThreadLine};
 use crate::cli::params::Params;
 use crate::ctrl::Session;
 use crate::report::{json, stats, text};
 use crate::run::threads::Worker;
+use crate::tool::build::method::Method;
+use crate::tool::build::setup::Endpoint;
+use crate::tool::common::fail::Fail;
+use crate::tool::common::out::Out;
+use crate::tool::session::bw_result::SizeSummary;
+use crate::tool::session::info::params_info;
 
 /// Thread `i`'s parameters: its port, its QPs, one thread, no report file.
 fn thread_params(p: &Params, i: usize, w: &Worker) -> Result<Params, Fail> {
@@ -168,7 +168,7 @@ fn report(
                 / n,
         });
     }
-    out.print(super::out::result_line(p));
+    out.print(crate::tool::common::out::result_line(p));
     if p.output.is_none() {
         out.print(&lines_out);
     }

@@ -6,15 +6,7 @@
 //! sum of its own and the peer's report (send `-D` exchanges no report and
 //! prints its own row, as perftest does).
 
-use super::bw_measure::{bw_config, describe, measure_size, qp_targets};
-use super::bw_result::{check_limits, report_of, result, Measured};
-use super::control::connect;
-use super::fail::Fail;
-use super::method::{self, Method};
-use super::out::Out;
-use super::scenario::qp_type;
 use super::send_bw::{barrier, clamp_for_ud, describe_recv, ud_dests, Ready, Receiver};
-use super::setup::Endpoint;
 use crate::cli::params::{Mode, Params, Verb};
 use crate::clock;
 use crate::ctrl::choreo::Barrier;
@@ -29,6 +21,14 @@ use crate::run::bw::{BwConfig, QpCount};
 use crate::run::duplex::{DuplexConfig, DuplexLoop};
 use crate::run::geometry::Geometry;
 use crate::run::recv::Window;
+use crate::tool::build::method::{self, Method};
+use crate::tool::build::setup::Endpoint;
+use crate::tool::common::fail::Fail;
+use crate::tool::common::out::Out;
+use crate::tool::common::scenario::qp_type;
+use crate::tool::session::bw_measure::{bw_config, describe, measure_size, qp_targets};
+use crate::tool::session::bw_result::{check_limits, report_of, result, Measured};
+use crate::tool::session::control::connect;
 use crate::verbs::{Mtu, UdDest};
 use std::time::Duration;
 
@@ -51,7 +51,10 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let mut p = p0.clone();
     clamp_for_ud(&mut p, local_mtu)?;
     let p = &p;
-    let steps = choreography(&super::scenario::scenario(p, local_mtu as u32));
+    let steps = choreography(&crate::tool::common::scenario::scenario(
+        p,
+        local_mtu as u32,
+    ));
     let send = p.tool.verb == Verb::Send;
     let op = p.op();
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
@@ -79,7 +82,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
         match e.step {
             Step::Versions => {
-                super::peer_check::versions(&mut sess, p)?;
+                crate::tool::common::peer_check::versions(&mut sess, p)?;
             }
             Step::SysData => {
                 let page = crate::verbs::mr::page_size() as u32;
@@ -131,7 +134,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                         }
                         if let Some(e) = err {
                             r.res.to_err();
-                            out.print(super::out::result_line(p));
+                            out.print(crate::tool::common::out::result_line(p));
                             // The peer sees the control connection close.
                             return Err(Fail::new(e));
                         }
@@ -181,7 +184,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
     }
     let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
-    out.print(super::out::result_line(p));
+    out.print(crate::tool::common::out::result_line(p));
     // perftest checks --limit_bw/--limit_msgrate against the summed line.
     let limits = check_limits(p, &shown);
     sess.close(&r.my[0]).map_err(Fail::ctrl)?;
@@ -402,7 +405,7 @@ mod tests {
             kind: Kind::Bw,
         };
         let p = resolve(tool, &a).unwrap();
-        let s = crate::tool::scenario::scenario(&p, 1024);
+        let s = crate::tool::common::scenario::scenario(&p, 1024);
         assert_eq!(s.tool, crate::ctrl::Tool::AtomicBw);
         assert!(s.duplex);
         assert_eq!(s.role, crate::ctrl::Role::Client);

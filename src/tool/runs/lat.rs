@@ -8,14 +8,6 @@
 //! the close and waits there; send-lat both sides ping-pong after pre-posting
 //! their receives, then close.
 
-use super::control::{connect, to_text_dest as text_dest};
-use super::direct::{self, DirectQueues};
-use super::fail::Fail;
-use super::info::test_info;
-use super::method::{self, Method};
-use super::out::Out;
-use super::scenario::qp_type;
-use super::setup::{Endpoint, Resources};
 use crate::cli::params::{Conn, Mode, Params, Verb};
 use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
@@ -28,6 +20,14 @@ use crate::post::{CompletionQueue, RecvQueue, SendQueue};
 use crate::report::info::TestInfo;
 use crate::report::{json, stats, text};
 use crate::run::lat::{self, LatConfig, LatError, LatOutcome, LatTarget, Mailbox};
+use crate::tool::build::method::{self, Method};
+use crate::tool::build::setup::{Endpoint, Resources};
+use crate::tool::common::fail::Fail;
+use crate::tool::common::out::Out;
+use crate::tool::common::scenario::qp_type;
+use crate::tool::session::control::{connect, to_text_dest as text_dest};
+use crate::tool::session::direct::{self, DirectQueues};
+use crate::tool::session::info::test_info;
 use crate::verbs::{Mr, UdDest};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -51,8 +51,8 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
 
     let mut sess = connect(p, &ep)?;
-    let (cb, cl, mtu) = super::control::preamble(&mut sess, &ep, p)?;
-    let counters = super::counters::for_run(p, &ep)?;
+    let (cb, cl, mtu) = crate::tool::session::control::preamble(&mut sess, &ep, p)?;
+    let counters = crate::tool::session::counters::for_run(p, &ep)?;
     // Direct: every set-up step first; `--post auto` falls back (the
     // banner and JSON say why), `--post direct` fails with the reason.
     let (res, chosen) = if method == Method::Direct {
@@ -62,14 +62,14 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         (r, method::Chosen::plain(method))
     };
     let method = chosen.method;
-    let _cm = super::cm_data::connect_qps(&mut sess, &ep, p, &res)?;
+    let _cm = crate::tool::session::cm_data::connect_qps(&mut sess, &ep, p, &res)?;
     let clock = Clock::calibrate();
     crate::run::watchdog::configure(&clock);
     let mtu_bytes = crate::verbs::Mtu(mtu as u32).bytes().unwrap_or(0);
     let info = test_info(p, &ep, &res, mtu_bytes, &chosen, &clock);
     out.print(&text::info_block(&info));
 
-    let plan = choreography(&super::scenario::scenario(p, mtu_bytes));
+    let plan = choreography(&crate::tool::common::scenario::scenario(p, mtu_bytes));
     let preamble = [Step::Versions, Step::SysData, Step::Mtu];
     if plan.len() < 4 || plan[..3].iter().map(|e| e.step).ne(preamble) {
         return Err(Fail::new(
@@ -79,7 +79,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     }
     let mut my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(&ep, i)).collect();
     // -g: this side's QP joins its group; kept (attached) until the run ends.
-    let _mcast = super::mcast::join(&ep, p, &res, &mut my)?;
+    let _mcast = crate::tool::session::mcast::join(&ep, p, &res, &mut my)?;
     let mut lat = Lat {
         p,
         out,
@@ -118,7 +118,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     // read/atomic-lat print the closing line after the close, the others before.
     let line_after = matches!(p.tool.verb, Verb::Read | Verb::Atomic);
     if !line_after {
-        lat.out.print(super::out::result_line(p));
+        lat.out.print(crate::tool::common::out::result_line(p));
     }
     match last.step {
         Step::Close => {
@@ -132,7 +132,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         s => return Err(Fail::new(format!("internal: latency test ends in {s}"))),
     }
     if line_after {
-        lat.out.print(super::out::result_line(p));
+        lat.out.print(crate::tool::common::out::result_line(p));
     }
     if let Some(j) = lat.json.as_ref().filter(|j| j.records().is_empty()) {
         // A passive read/atomic-lat server measures nothing (perftest prints
@@ -165,7 +165,7 @@ struct Lat<'a> {
     /// `--samples-file` was written for an earlier size.
     samples_written: bool,
     /// `-W`: counters reported after each row.
-    counters: Option<super::counters::Counters>,
+    counters: Option<crate::tool::session::counters::Counters>,
 }
 
 impl<'a> Lat<'a> {
@@ -368,9 +368,9 @@ impl<'a> Lat<'a> {
         let mut tposted = vec![0u64; p.iters as usize];
         let start = clock::now();
         let cpu = match p.mode {
-            Mode::Duration { secs, margin } if p.cpu_util => {
-                Some(super::cpu_util::Sampler::start(margin, secs - 2 * margin))
-            }
+            Mode::Duration { secs, margin } if p.cpu_util => Some(
+                crate::tool::common::cpu_util::Sampler::start(margin, secs - 2 * margin),
+            ),
             _ => None,
         };
         let (cfg, window) = lat_config(p, size, self.clock, start);
@@ -623,16 +623,18 @@ pub fn lat_stats(
 
 fn describe(e: LatError, o: &LatOutcome) -> String {
     match e {
-        LatError::Completion { wc } if super::peer_exit::peer_exited_before(&wc) => format!(
-            "{}; our outstanding work then failed with {} after {} messages — the peer's own \
+        LatError::Completion { wc } if crate::tool::common::peer_exit::peer_exited_before(&wc) => {
+            format!(
+                "{}; our outstanding work then failed with {} after {} messages — the peer's own \
              output says why it stopped",
-            super::peer_exit::PEER_EXITED,
-            wc.status.name(),
-            o.iters
-        ),
+                crate::tool::common::peer_exit::PEER_EXITED,
+                wc.status.name(),
+                o.iters
+            )
+        }
         LatError::PeerExited { at } => format!(
             "{} while we waited for round trip {at} — the peer's own output says why it stopped",
-            super::peer_exit::PEER_EXITED
+            crate::tool::common::peer_exit::PEER_EXITED
         ),
         LatError::PeerFinished { at } => format!(
             "the peer ended its run (it sent its next control message) while we waited for round \

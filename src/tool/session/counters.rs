@@ -4,7 +4,7 @@
 //! and after each result row the change since the previous read is printed as
 //! perftest prints it (`\t<name>=<delta>` lines, then an empty line).
 
-use super::fail::Fail;
+use crate::tool::common::fail::Fail;
 use std::path::PathBuf;
 
 /// The counters of one run.
@@ -34,7 +34,7 @@ fn read(path: &PathBuf, name: &str) -> Result<u64, Fail> {
 /// `-W`: the run's counters, read once now (after the connection is set up).
 pub fn for_run(
     p: &crate::cli::params::Params,
-    ep: &super::setup::Endpoint,
+    ep: &crate::tool::build::setup::Endpoint,
 ) -> Result<Option<Counters>, Fail> {
     if p.counters.is_empty() {
         return Ok(None);

@@ -2,16 +2,16 @@
 //! control session, then run it (`bw_session`), or — `--threads` against
 //! stock perftest — one session per thread (`threads_stock`).
 
-use super::bw_result::SizeSummary;
 use super::bw_session::run_session;
-use super::control::connect;
-use super::fail::Fail;
-use super::method;
-use super::out::Out;
-use super::scenario::qp_type;
-use super::setup::Endpoint;
 use super::threads_stock;
 use crate::cli::params::Params;
+use crate::tool::build::method;
+use crate::tool::build::setup::Endpoint;
+use crate::tool::common::fail::Fail;
+use crate::tool::common::out::Out;
+use crate::tool::common::scenario::qp_type;
+use crate::tool::session::bw_result::SizeSummary;
+use crate::tool::session::control::connect;
 
 /// Runs one side; the client returns what it measured per size (the server nothing).
 pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
@@ -22,7 +22,7 @@ pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
         // Against stock perftest, thread i talks to its own server on port
         // p+i (one stock process per port, as NVIDIA's scripts run them);
         // between two rdmaperf ends one connection carries every thread.
-        let peer = super::peer_check::versions(&mut sess, p)?;
+        let peer = crate::tool::common::peer_check::versions(&mut sess, p)?;
         if !peer.is_rdmaperf() {
             return threads_stock::run(p, out, &ep, method, sess);
         }

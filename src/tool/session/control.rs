@@ -3,14 +3,14 @@
 //! link, `ctrl::link`); perftest's preamble on it; and the address lines'
 //! form of a peer's `Dest`.
 
-use super::fail::Fail;
-use super::out::Out;
-use super::setup::Endpoint;
 use crate::cli::params::Params;
 use crate::ctrl::cm_link::CmLink;
 use crate::ctrl::{Channel, Dest, Listener, Role, Session};
 use crate::report::text;
 use crate::run::stop;
+use crate::tool::build::setup::Endpoint;
+use crate::tool::common::fail::Fail;
+use crate::tool::common::out::Out;
 use std::time::Duration;
 
 /// Open the control connection: TCP, or (`-R`) an RC QP connected by the
@@ -53,7 +53,7 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
         ch.set_step_timeout(Some(t));
         let mut sess = Session::new(ch);
         sess.set_gid_index(ep.gid.map_or(0, |g| g.0));
-        sess.set_local_params(super::peer_check::local_params(p));
+        sess.set_local_params(crate::tool::common::peer_check::local_params(p));
         return Ok(sess);
     }
     let ch = match &p.server {
@@ -97,7 +97,7 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
     // returns at once (the peer sees us go, too).
     let watch = stop::watch_socket(ch.raw_fd());
     let mut sess = Session::new(ch).with_guard(Box::new(watch));
-    sess.set_local_params(super::peer_check::local_params(p));
+    sess.set_local_params(crate::tool::common::peer_check::local_params(p));
     Ok(sess)
 }
 
@@ -110,7 +110,7 @@ pub(crate) fn preamble(
 ) -> Result<(u64, u64, u8), Fail> {
     // Already done when the caller had to know the peer first (--threads).
     if sess.peer_version().is_none() {
-        super::peer_check::versions(sess, p)?;
+        crate::tool::common::peer_check::versions(sess, p)?;
     }
     let page = crate::verbs::mr::page_size() as u32;
     let (cb, cl) = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;

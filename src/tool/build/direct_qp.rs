@@ -10,7 +10,6 @@ use std::marker::PhantomData;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use super::fail::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::mlx5::device::{DirectQp, HwSteps};
 use crate::mlx5::env::{BfPolicy, Mlx5Env};
@@ -18,6 +17,7 @@ use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure};
 use crate::post::verbs_cq::VerbsRecv;
 use crate::post::{PostError, RecvQueue};
 use crate::sys;
+use crate::tool::common::fail::Fail;
 use crate::verbs::error::errno_of;
 use crate::verbs::qp::{build_init, build_rtr, build_rts};
 use crate::verbs::{Cq, InitAttr, Pd, QpType, RtrAttr, RtsAttr, VerbsError};
@@ -25,13 +25,13 @@ use crate::verbs::{Cq, InitAttr, Pd, QpType, RtrAttr, RtsAttr, VerbsError};
 /// A direct-path QP with what it was created on. Fields drop in order: the
 /// QP (with its parent domain and thread domain) before PD and CQs.
 pub struct DirectQpHandle {
-    pub(super) qp: DirectQp,
-    pub(super) qp_type: QpType,
-    /// Set once its SQ was handed out ([`super::direct::open_queues`]): a second SQ would
+    pub(crate) qp: DirectQp,
+    pub(crate) qp_type: QpType,
+    /// Set once its SQ was handed out ([`crate::tool::session::direct::open_queues`]): a second SQ would
     /// post into the same ring from index 0.
-    pub(super) opened: AtomicBool,
+    pub(crate) opened: AtomicBool,
     /// How its doorbell rings (libmlx5's environment, read at set-up).
-    pub(super) bf_policy: BfPolicy,
+    pub(crate) bf_policy: BfPolicy,
     _send_cq: Arc<Cq>,
     _recv_cq: Arc<Cq>,
     _pd: Arc<Pd>,

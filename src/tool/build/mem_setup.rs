@@ -4,9 +4,9 @@
 //! (`--odp` after checking the device's `odp_caps`, as perftest's
 //! `check_odp_support`), and the null MR.
 
-use super::fail::Fail;
 use crate::cli::params::{Conn, Params, Verb};
 use crate::sys;
+use crate::tool::common::fail::Fail;
 use crate::verbs::membuf::OdpCaps;
 use crate::verbs::{Access, AlignedBuf, Context, Mr, Pd};
 use std::sync::Arc;
@@ -40,7 +40,7 @@ pub fn alloc(p: &Params, len: usize, align: usize) -> Result<AlignedBuf, Fail> {
 /// finds there came over the wire.
 pub fn fill(p: &Params, buf: &mut [u8], slot: usize, slots: usize) {
     let send_len = slot * slots;
-    let regions = super::landing::fill_regions;
+    let regions = crate::tool::common::landing::fill_regions;
     match &p.mem.payload {
         Some(pat) => {
             for (d, s) in buf.iter_mut().zip(pat.iter().cycle()) {

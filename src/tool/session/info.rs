@@ -1,13 +1,13 @@
 //! The report's [`TestInfo`] from the resolved parameters and what the device gave.
 
-use super::method::{Chosen, Method};
-use super::setup::{Endpoint, Resources};
 use crate::cli::params::{AtomicType, Conn, Kind, Mode, OutputKind, Params, Verb as PVerb};
 use crate::clock::Clock;
 use crate::report::info::{
     AtomicOp, Connection, CqePoll, LinkLayer, OutputMode, Role, TestInfo, TestKind, Transport, Verb,
 };
 use crate::report::stats::BwUnits;
+use crate::tool::build::method::{Chosen, Method};
+use crate::tool::build::setup::{Endpoint, Resources};
 use crate::verbs::LinkLayer as VLink;
 
 pub fn test_info(

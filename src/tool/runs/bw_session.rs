@@ -5,16 +5,7 @@
 //! peer's `--threads` run to `threads_stock`, which runs one of these per
 //! thread).
 
-use super::bw_measure::{measure_size_periods, qp_targets, unknown_qpn_line};
-use super::bw_result::{check_limits, report_of, SizeSummary};
-use super::control::{connect, preamble, to_text_dest};
-use super::fail::Fail;
-use super::info::test_info;
-use super::method::{self, Chosen, Method};
-use super::out::{result_line, Out};
-use super::scenario::qp_type;
-use super::setup::{Endpoint, Resources};
-use super::{cm_data, counters, cpu_util, direct, infinite, progress, threads_bw, validate};
+use super::threads_bw;
 use crate::cli::params::{Mode, Params, Verb};
 use crate::clock::Clock;
 use crate::ctrl::{BwReport, Dest, Session};
@@ -22,6 +13,22 @@ use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
 use crate::report::{json, stats, text};
+use crate::tool::build::method::{self, Chosen, Method};
+use crate::tool::build::setup::{Endpoint, Resources};
+use crate::tool::common::cpu_util;
+use crate::tool::common::fail::Fail;
+use crate::tool::common::infinite;
+use crate::tool::common::out::{result_line, Out};
+use crate::tool::common::progress;
+use crate::tool::common::scenario::qp_type;
+use crate::tool::session::bw_measure::{measure_size_periods, qp_targets, unknown_qpn_line};
+use crate::tool::session::bw_result::{check_limits, report_of, SizeSummary};
+use crate::tool::session::cm_data;
+use crate::tool::session::control::{connect, preamble, to_text_dest};
+use crate::tool::session::counters;
+use crate::tool::session::direct;
+use crate::tool::session::info::test_info;
+use crate::tool::session::validate;
 
 /// One connection's whole run, opened here: what each thread of a
 /// `--threads` run against stock perftest runs (`threads_stock`; its
@@ -66,13 +73,13 @@ pub(crate) fn run_session(
     let mut rem = Vec::with_capacity(my.len());
     for (i, d) in my.iter().enumerate() {
         let r = sess.hand_shake(d).map_err(Fail::ctrl)?;
-        super::peer_check::key(p, &rem, &r, i, false)?;
+        crate::tool::common::peer_check::key(p, &rem, &r, i, false)?;
         rem.push(r);
     }
     res.connect(ep, p, mtu, &rem, !p.is_server())?;
     for (i, d) in my.iter().enumerate() {
         let r = sess.hand_shake(d).map_err(Fail::ctrl)?;
-        super::peer_check::key(p, &rem, &r, i, true)?;
+        crate::tool::common::peer_check::key(p, &rem, &r, i, true)?;
         rem[i] = r;
     }
     for (l, r) in my.iter().zip(&rem) {

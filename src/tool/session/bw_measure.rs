@@ -4,9 +4,6 @@
 //! worded for the user.
 
 use super::bw_result::{result, Measured, SizeRun};
-use super::fail::Fail;
-use super::infinite;
-use super::setup::Resources;
 use crate::cli::params::{Mode, Params};
 use crate::cli::rate::RateKind;
 use crate::clock::{self, Clock};
@@ -15,6 +12,9 @@ use crate::post::{Completion, CompletionQueue, SendQueue, WcStatus, WrDesc};
 use crate::run::bw::{BwConfig, BwLoop, Deadlines, QpCount, QpTarget, RunError};
 use crate::run::geometry::Geometry;
 use crate::run::pace::SwPace;
+use crate::tool::build::setup::Resources;
+use crate::tool::common::fail::Fail;
+use crate::tool::common::infinite;
 use std::time::Duration;
 
 /// perftest's duration state machine as clock deadlines from `start`
@@ -237,10 +237,10 @@ pub(crate) fn describe(e: RunError, counts: &[QpCount]) -> String {
              run stopped so it is not counted — report this with the command line",
             wc.opcode.0, wc.qp_num
         ),
-        RunError::Completion { wc, .. } if super::peer_exit::peer_exited_before(&wc) => format!(
+        RunError::Completion { wc, .. } if crate::tool::common::peer_exit::peer_exited_before(&wc) => format!(
             "{}; our outstanding work then failed with {} — partial result above, the peer's \
              own output says why it stopped",
-            super::peer_exit::PEER_EXITED,
+            crate::tool::common::peer_exit::PEER_EXITED,
             wc.status.name()
         ),
         RunError::PeerExited => {
@@ -248,7 +248,7 @@ pub(crate) fn describe(e: RunError, counts: &[QpCount]) -> String {
             format!(
                 "{} while QP {qp} had {n} messages outstanding; partial result above — the \
                  peer's own output says why it stopped",
-                super::peer_exit::PEER_EXITED
+                crate::tool::common::peer_exit::PEER_EXITED
             )
         }
         RunError::PeerFinished => {

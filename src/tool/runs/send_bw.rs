@@ -6,16 +6,6 @@
 //! its own row — the server's is the RX view, timed from the first receive,
 //! without peak — and no reports are exchanged.
 
-use super::bw_measure::{measure_size, qp_targets};
-use super::bw_result::{check_limits, report_of};
-use super::control::{connect, to_text_dest};
-use super::direct;
-use super::fail::Fail;
-use super::info::test_info;
-use super::method::{self, Chosen, Method};
-use super::out::Out;
-use super::scenario::qp_type;
-use super::setup::{Endpoint, Resources};
 use crate::cli::params::{Conn, Mode, Params};
 use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
@@ -30,6 +20,16 @@ use crate::report::{json, stats, text};
 use crate::run::bw::RunError;
 use crate::run::geometry::Geometry;
 use crate::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount, Window};
+use crate::tool::build::method::{self, Chosen, Method};
+use crate::tool::build::setup::{Endpoint, Resources};
+use crate::tool::common::fail::Fail;
+use crate::tool::common::out::Out;
+use crate::tool::common::scenario::qp_type;
+use crate::tool::session::bw_measure::{measure_size, qp_targets};
+use crate::tool::session::bw_result::{check_limits, report_of};
+use crate::tool::session::control::{connect, to_text_dest};
+use crate::tool::session::direct;
+use crate::tool::session::info::test_info;
 use crate::verbs::{Mtu, UdDest};
 use std::time::Duration;
 
@@ -277,15 +277,15 @@ pub(crate) fn close_error(p: &Params, e: ctrl::CtrlError) -> Fail {
 
 pub(crate) fn describe_recv(e: RunError, size: u64, cfg: &RecvConfig) -> String {
     match e {
-        RunError::Completion { wc, .. } if super::peer_exit::peer_exited_before(&wc) => format!(
+        RunError::Completion { wc, .. } if crate::tool::common::peer_exit::peer_exited_before(&wc) => format!(
             "{}; our posted receives then failed with {} — partial result above, the peer's \
              own output says why it stopped",
-            super::peer_exit::PEER_EXITED,
+            crate::tool::common::peer_exit::PEER_EXITED,
             wc.status.name()
         ),
         RunError::PeerExited => format!(
             "{}; partial result above — the peer's own output says why it stopped",
-            super::peer_exit::PEER_EXITED
+            crate::tool::common::peer_exit::PEER_EXITED
         ),
         RunError::PeerFinished => {
             let more = if cfg.iters == 0 {
@@ -412,10 +412,10 @@ pub(crate) struct Ready {
     pub(crate) mtu: u8,
     pub(crate) my: Vec<Dest>,
     /// `-g` receiver: the QP's group membership (detached on drop).
-    pub(crate) _mcast: Option<super::mcast::Joined>,
+    pub(crate) _mcast: Option<crate::tool::session::mcast::Joined>,
     pub(crate) rem: Vec<Dest>,
     /// `-R`: the data QPs' CM ids, kept for the run.
-    pub(crate) cm: Option<super::cm_data::CmQps>,
+    pub(crate) cm: Option<crate::tool::session::cm_data::CmQps>,
 }
 
 impl Ready {
@@ -440,14 +440,14 @@ impl Ready {
             let r = Resources::create(ep, p, cb_cl.0 as u64, cb_cl.1 as u64, flags)?;
             (r, Chosen::plain(method))
         };
-        let cm = super::cm_data::connect_qps(sess, ep, p, &res)?;
+        let cm = crate::tool::session::cm_data::connect_qps(sess, ep, p, &res)?;
         let clock = Clock::calibrate();
         crate::run::watchdog::configure(&clock);
         let mtu_bytes = Mtu(mtu as u32).bytes().unwrap_or(0);
         let info = test_info(p, ep, &res, mtu_bytes, &chosen, &clock);
         out.print(&text::info_block(&info));
         let mut my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(ep, i)).collect();
-        let mcast = super::mcast::join(ep, p, &res, &mut my)?;
+        let mcast = crate::tool::session::mcast::join(ep, p, &res, &mut my)?;
         let report = p
             .json_file
             .as_ref()
@@ -491,7 +491,7 @@ impl Ready {
             .map_err(Fail::ctrl)?;
         // Before the second round, rem holds the first round's keys.
         let after = round == KeyRound::AfterConnect;
-        super::peer_check::key(p, &self.rem, &got, qp, after)?;
+        crate::tool::common::peer_check::key(p, &self.rem, &got, qp, after)?;
         self.rem[qp] = got;
         if round == KeyRound::AfterConnect {
             out.print(&text::address_line(
@@ -518,7 +518,10 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let op = p.op();
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
-    let steps = choreography(&super::scenario::scenario(p, local_mtu as u32));
+    let steps = choreography(&crate::tool::common::scenario::scenario(
+        p,
+        local_mtu as u32,
+    ));
 
     let mut sess: Session = connect(p, &ep)?;
     let mut cb_cl = (0u32, 0u32);
@@ -539,7 +542,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
         match e.step {
             Step::Versions => {
-                super::peer_check::versions(&mut sess, p)?;
+                crate::tool::common::peer_check::versions(&mut sess, p)?;
             }
             Step::SysData => {
                 let page = crate::verbs::mr::page_size() as u32;
@@ -618,7 +621,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 drop(watch);
                 out.print(&text::bw_row(&row, &r.info, 0.0));
                 if unknown > 0 {
-                    out.print(&super::bw_measure::unknown_qpn_line(unknown));
+                    out.print(&crate::tool::session::bw_measure::unknown_qpn_line(unknown));
                 }
                 if let Some(j) = report.as_mut() {
                     let mut rec = json::Record::bw(&row, &r.info, 0.0);
@@ -633,7 +636,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 last = report_of(size, &row);
                 if let Some(e) = err {
                     r.res.to_err();
-                    out.print(super::out::result_line(p));
+                    out.print(crate::tool::common::out::result_line(p));
                     // The peer sees the control connection close.
                     return Err(Fail::new(e));
                 }
@@ -648,7 +651,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
     }
     drop(dq);
-    out.print(super::out::result_line(p));
+    out.print(crate::tool::common::out::result_line(p));
     let limits = check_limits(p, &last);
     if !p.is_server() {
         sess.set_peer_run_timeout(Some(close_wait(p)));
@@ -720,7 +723,7 @@ mod tests {
         });
         clamp_for_ud(&mut p, 1024).unwrap();
         assert_eq!(p.sizes, [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]);
-        let s = crate::tool::scenario::scenario(&p, 1024);
+        let s = crate::tool::common::scenario::scenario(&p, 1024);
         let runs: Vec<u64> = choreography(&s)
             .iter()
             .filter_map(|e| match e.step {
@@ -757,7 +760,7 @@ mod tests {
             a.all = true;
             a.iters = Some(20);
         });
-        let ch = choreography(&crate::tool::scenario::scenario(&p, 1024));
+        let ch = choreography(&crate::tool::common::scenario::scenario(&p, 1024));
         for (i, e) in ch.iter().enumerate() {
             if let Step::Run { size } = e.step {
                 assert_eq!(ch[i - 1].step, Step::Barrier(Barrier::BeforeRun));

@@ -3,7 +3,6 @@
 //! connect them from the peer's key messages.
 
 use super::direct_qp::DirectQpHandle;
-use super::fail::Fail;
 use super::mem_setup;
 use super::method::{after_direct_failure, Chosen, Method};
 use crate::cli::params::{Conn, Params, RateLimit, Verb};
@@ -14,6 +13,7 @@ use crate::mlx5::setup::SetupFailure;
 use crate::post::wr_api::{send_ops_flags, wr_api_probe};
 use crate::post::Op;
 use crate::run::geometry::Geometry;
+use crate::tool::common::fail::Fail;
 use crate::verbs::{
     random_psn, Access, Ah, AhAttr, Context, Cq, Grh, InitAttr, LinkLayer, Mr, Mtu, Pd, PortAttr,
     Qp, QpInit, QpType, RtrAttr, RtsAttr, Srq, UdDest, UD_QKEY,
