@@ -8,6 +8,7 @@ pub mod sys;
 pub mod cli;
 pub mod clock;
 pub mod ctrl;
+pub mod explain;
 pub mod fabric;
 pub mod mlx5;
 #[cfg(feature = "model")]

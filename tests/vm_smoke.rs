@@ -1,4 +1,5 @@
-//! Smoke test of the soft-RoCE VM test bed: rxe0 is up and stock perftest runs a pair.
+//! Smoke test of the soft-RoCE VM test bed: rxe0 is up and stock perftest runs a pair; and
+//! `rdmaperf doctor` on rxe0 prints its facts and finds nothing wrong (exit 0).
 
 mod common;
 use common::vm;
@@ -28,9 +29,10 @@ fn vm_runs_stock_perftest_pair() {
         println!("SKIPPED: {why}");
         return;
     }
-    let r = vm::run_batch(
+    let r = vm::Batch::new().bin(env!("CARGO_BIN_EXE_rdmaperf")).run(
         r#"
 single devinfo 'ibv_devinfo -d rxe0'
+single doctor '"$RDMAPERF_BIN" doctor -d rxe0'
 pair write_bw 'ib_write_bw -d rxe0 -x 0 -F -n 100 -p $PORT' 'ib_write_bw -d rxe0 -x 0 -F -n 100 -p $PORT 127.0.0.1'
 "#,
     );
@@ -52,6 +54,22 @@ pair write_bw 'ib_write_bw -d rxe0 -x 0 -F -n 100 -p $PORT' 'ib_write_bw -d rxe0
         "rxe0 port not active:\n{}",
         info.out
     );
+
+    let d = r.single("doctor");
+    assert_eq!(d.rc, Some(0), "doctor found something on rxe0:\n{}", d.out);
+    for want in [
+        "rxe0",
+        "port 1  ACTIVE",
+        "no PCIe function (software device)",
+        "host",
+        "doctor: nothing wrong found",
+    ] {
+        assert!(
+            d.out.contains(want),
+            "doctor printed no '{want}':\n{}",
+            d.out
+        );
+    }
 
     let p = r.pair("write_bw");
     p.assert_ok();

@@ -14,7 +14,9 @@ use std::path::PathBuf;
 (write-bw = ib_write_bw) with perftest's flags, wire protocol and output. Invoked through a link named \
 ib_write_bw (etc.) rdmaperf behaves as that tool.\n\nLatency statistics are computed correctly (true \
 maximum, floating-point stdev, nearest-rank percentiles); --perftest-stats reproduces perftest's own \
-formulas for comparison."
+formulas for comparison.",
+    after_help = "Also: `rdmaperf selfcheck [-d DEV]` (every post method checked on a device), \
+`rdmaperf doctor [-d DEV]` (what caps a number on this host: port, MTU, PCIe, NUMA, limits)."
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -158,6 +158,10 @@ pub fn main() -> i32 {
     if argv.get(1).map(String::as_str) == Some("selfcheck") {
         return crate::selfcheck::cli::main(&argv[2..]);
     }
+    // `doctor` too (crate::explain::doctor).
+    if argv.get(1).map(String::as_str) == Some("doctor") {
+        return crate::explain::doctor::main(&argv[2..]);
+    }
     match parse(argv) {
         Parsed::Print {
             text,

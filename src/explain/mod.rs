@@ -1,0 +1,17 @@
+//! Explaining a number: the facts that decide how fast RDMA traffic can go
+//! on this host (port, link, netdev, PCIe, NUMA — read from sysfs, never
+//! inside a measured loop), the transport's hardware counters and their
+//! deltas over a run, rules that turn counter rates into findings (a data
+//! table, `rules::RULES`), the ceilings a number is set against, and
+//! `rdmaperf doctor`, which checks a host before any run.
+//!
+//! Every reader takes a [`sysfs::SysRoot`], so the fixture tree in
+//! `tests/data/sysfs/` goes through the same code as `/sys`.
+//! Layers: `sysfs` (reading) → `counters` (snapshots, deltas) → `ceiling`
+//! (arithmetic) → `rules` (the table and its evaluation) → `doctor`.
+
+pub mod ceiling;
+pub mod counters;
+pub mod doctor;
+pub mod rules;
+pub mod sysfs;

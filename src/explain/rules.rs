@@ -1,0 +1,412 @@
+//! The rules that turn counter deltas into findings, as data. Each names
+//! the counters whose sum signals it (mlx5 and rxe names side by side: a
+//! port has one set), a threshold as a rate per million packets of the
+//! same port (sent + received over the run) and an absolute floor, and
+//! optionally counters that must stay quiet (a timeout is retries *without*
+//! NAKs). Rates, never "counter > 0": soft-RoCE under emulation shows ~300
+//! retries and ~10 000 duplicates per million packets on a clean link
+//! (bw-diagnosis §4), which must give no finding. Event counters (a link
+//! going down) use the floor alone. The README's "Explain" section lists
+//! this table.
+
+use std::collections::BTreeMap;
+
+use super::counters::Delta;
+
+/// One signature.
+pub struct Rule {
+    pub code: &'static str,
+    pub title: &'static str,
+    /// Summed; the side that reads them is implied by the names.
+    pub counters: &'static [&'static str],
+    /// Per million packets of this port; 0: the floor alone decides.
+    pub min_ppm: f64,
+    /// At least this many events.
+    pub min_count: u64,
+    /// These must stay at or below `quiet_max_ppm`.
+    pub quiet: &'static [&'static str],
+    pub quiet_max_ppm: f64,
+    pub fix: &'static str,
+}
+
+/// Packet counters (sent + received) that give the rates' denominator.
+pub const PACKETS: [&str; 4] = [
+    "sent_pkts",
+    "rcvd_pkts",
+    "pma.port_xmit_packets",
+    "pma.port_rcv_packets",
+];
+
+/// Retries a NAK explains (sequence or RNR): a timeout is retries without them.
+const NAKS: &[&str] = &[
+    "packet_seq_err",
+    "rcvd_seq_err",
+    "implied_nak_seq_err",
+    "rnr_nak_retry_err",
+    "rcvd_rnr_err",
+];
+
+/// The table, in no particular order (findings are ranked by how far past
+/// their threshold they are).
+pub const RULES: &[Rule] = &[
+    Rule {
+        code: "loss",
+        title: "packet loss toward the peer: it NAKed sequence gaps and this side resent (go-back-N)",
+        counters: &["packet_seq_err", "rcvd_seq_err"],
+        min_ppm: 1000.0,
+        min_count: 10,
+        quiet: &[],
+        quiet_max_ppm: 0.0,
+        fix: "find the drop: NIC and switch port discards and CRC/symbol errors on the path, PFC on \
+              the RoCE priority or ECN; go-back-N costs several times the loss rate in bandwidth",
+    },
+    Rule {
+        code: "out_of_sequence",
+        title: "packets arrived out of sequence here: lost (or reordered) on the way in",
+        counters: &["out_of_sequence", "out_of_seq_request"],
+        min_ppm: 1000.0,
+        min_count: 10,
+        quiet: &[],
+        quiet_max_ppm: 0.0,
+        fix: "the drops are upstream of this port: sender-side switch ports and links; with no drop \
+              anywhere it is reordering (ECMP, adaptive routing)",
+    },
+    Rule {
+        code: "timeout",
+        title: "retransmits on ACK timeout without NAKs: the tail of bursts is lost, or the RTT exceeds the QP timeout",
+        counters: &["local_ack_timeout_err", "completer_retry_err"],
+        min_ppm: 1000.0,
+        min_count: 10,
+        quiet: NAKS,
+        quiet_max_ppm: 100.0,
+        fix: "a long path needs a larger QP timeout (-u); otherwise look for a blackhole or tail \
+              drops (shallow buffers, policers)",
+    },
+    Rule {
+        code: "rnr",
+        title: "RNR NAKs: the receiver had no receive posted when SENDs arrived",
+        counters: &["rnr_nak_retry_err", "rcvd_rnr_err"],
+        min_ppm: 100.0,
+        min_count: 5,
+        quiet: &[],
+        quiet_max_ppm: 0.0,
+        fix: "give the receiver more receives (-r on its side) or post them sooner",
+    },
+    Rule {
+        code: "rnr_receiver",
+        title: "this side had no receive posted when SENDs arrived (it answered RNR)",
+        counters: &["out_of_buffer", "send_rnr_err"],
+        min_ppm: 100.0,
+        min_count: 5,
+        quiet: &[],
+        quiet_max_ppm: 0.0,
+        fix: "raise -r (receive depth) here, or post receives sooner",
+    },
+    Rule {
+        code: "cnp_throttled",
+        title: "congestion control cut this sender's rate (CNPs handled)",
+        counters: &["rp_cnp_handled"],
+        min_ppm: 100.0,
+        min_count: 10,
+        quiet: &[],
+        quiet_max_ppm: 0.0,
+        fix: "congestion on the path or at the receiver: incast, ECN marking at switches \
+              (np_ecn_marked_roce_packets at the peer), PFC",
+    },
+    Rule {
+        code: "ecn_marked",
+        title: "ECN-marked packets arrived here and this side sent CNPs",
+        counters: &["np_ecn_marked_roce_packets", "np_cnp_sent"],
+        min_ppm: 100.0,
+        min_count: 10,
+        quiet: &[],
+        quiet_max_ppm: 0.0,
+        fix: "the fabric marks congestion toward this host: incast or a slow receiver (PCIe, host)",
+    },
+    Rule {
+        code: "local_drop",
+        title: "the local send path refused packets before the wire (a qdisc or shaper dropped them)",
+        counters: &["send_err"],
+        min_ppm: 1000.0,
+        min_count: 10,
+        quiet: &[],
+        quiet_max_ppm: 0.0,
+        fix: "check `tc -s qdisc` on the netdev: a rate limit or a short queue",
+    },
+    Rule {
+        code: "link_down",
+        title: "the link went down during the run",
+        counters: &["link_downed", "pma.link_downed"],
+        min_ppm: 0.0,
+        min_count: 1,
+        quiet: &[],
+        quiet_max_ppm: 0.0,
+        fix: "cable, transceiver or switch port; the netdev's link_down_events_phy counts flaps",
+    },
+    Rule {
+        code: "link_errors",
+        title: "errors on the link (symbol, receive or ICRC errors)",
+        counters: &["pma.symbol_error", "pma.port_rcv_errors", "pma.link_error_recovery", "rx_icrc_encapsulated"],
+        min_ppm: 0.0,
+        min_count: 1,
+        quiet: &[],
+        quiet_max_ppm: 0.0,
+        fix: "a marginal link: reseat or replace the cable/transceiver, check FEC on both ends",
+    },
+    Rule {
+        code: "retries_exceeded",
+        title: "a QP ran out of retries (the run failed or lost a QP)",
+        counters: &["req_transport_retries_exceeded", "retry_exceeded_err", "req_rnr_retries_exceeded", "retry_rnr_exceeded_err"],
+        min_ppm: 0.0,
+        min_count: 1,
+        quiet: &[],
+        quiet_max_ppm: 0.0,
+        fix: "see the other findings: loss, timeouts or RNR exhausted retry_cnt / rnr_retry",
+    },
+];
+
+/// One finding: the rule, its evidence and the fix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    pub code: &'static str,
+    pub title: &'static str,
+    pub evidence: String,
+    pub fix: &'static str,
+    /// How far past the threshold (ranking).
+    pub score: f64,
+}
+
+fn sum(d: &BTreeMap<String, Delta>, names: &[&str]) -> (u64, Vec<String>) {
+    let mut total = 0;
+    let mut parts = Vec::new();
+    for n in names {
+        if let Some(v) = d.get(*n).and_then(|x| x.value()) {
+            total += v;
+            if v > 0 {
+                parts.push(format!("{n} +{v}"));
+            }
+        }
+    }
+    (total, parts)
+}
+
+/// The findings the deltas of one port give, ranked, and notes on what
+/// could not be judged (no packet counters, counters that vanished).
+pub fn evaluate(d: &BTreeMap<String, Delta>) -> (Vec<Finding>, Vec<String>) {
+    let mut notes: Vec<String> = d
+        .iter()
+        .filter(|(_, v)| matches!(v, Delta::Vanished | Delta::Reset))
+        .map(|(k, v)| {
+            format!(
+                "{k}: {} between the two reads, left out",
+                if *v == Delta::Vanished {
+                    "appeared or vanished"
+                } else {
+                    "reset"
+                }
+            )
+        })
+        .collect();
+    let (packets, _) = sum(d, &PACKETS);
+    let mut out = Vec::new();
+    for r in RULES {
+        let (n, parts) = sum(d, r.counters);
+        if n < r.min_count.max(1) {
+            continue;
+        }
+        let ppm = (packets > 0).then(|| n as f64 * 1e6 / packets as f64);
+        let score = match (r.min_ppm > 0.0, ppm) {
+            (false, _) => n as f64 / r.min_count.max(1) as f64,
+            (true, Some(p)) if p >= r.min_ppm => p / r.min_ppm,
+            (true, Some(_)) => continue,
+            (true, None) => {
+                notes.push(format!(
+                    "{}: {} but no packet counters to rate it against",
+                    r.code,
+                    parts.join(", ")
+                ));
+                continue;
+            }
+        };
+        let (q, _) = sum(d, r.quiet);
+        if !r.quiet.is_empty() && packets > 0 && q as f64 * 1e6 / packets as f64 > r.quiet_max_ppm {
+            continue;
+        }
+        let evidence = match ppm {
+            Some(p) => format!(
+                "{} = {:.0} per million packets ({packets} packets; threshold {:.0})",
+                parts.join(", "),
+                p,
+                r.min_ppm
+            ),
+            None => parts.join(", "),
+        };
+        out.push(Finding {
+            code: r.code,
+            title: r.title,
+            evidence,
+            fix: r.fix,
+            score,
+        });
+    }
+    out.sort_by(|a, b| b.score.total_cmp(&a.score));
+    notes.sort();
+    (out, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explain::counters::{deltas, Snapshot};
+
+    fn d(v: &[(&str, u64)]) -> BTreeMap<String, Delta> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), Delta::Moved(*v)))
+            .collect()
+    }
+    fn codes(d: &BTreeMap<String, Delta>) -> Vec<&'static str> {
+        evaluate(d).0.iter().map(|f| f.code).collect()
+    }
+
+    /// Recorded on rxe in the VM (bw-diagnosis §4): a clean 3 s write-bw
+    /// shows retries and duplicates that are emulation noise.
+    #[test]
+    fn the_clean_link_noise_floor_gives_no_finding() {
+        let req = d(&[
+            ("sent_pkts", 82_000),
+            ("rcvd_pkts", 3_000),
+            ("completer_retry_err", 24),
+            ("rcvd_seq_err", 1),
+        ]);
+        let resp = d(&[
+            ("sent_pkts", 3_000),
+            ("rcvd_pkts", 82_000),
+            ("duplicate_request", 714),
+            ("out_of_seq_request", 1),
+        ]);
+        assert!(codes(&req).is_empty(), "{:?}", evaluate(&req));
+        assert!(codes(&resp).is_empty(), "{:?}", evaluate(&resp));
+    }
+
+    #[test]
+    fn loss_on_the_request_path_is_found_on_both_sides() {
+        let req = d(&[
+            ("sent_pkts", 10_000),
+            ("rcvd_pkts", 600),
+            ("rcvd_seq_err", 138),
+            ("completer_retry_err", 137),
+        ]);
+        let resp = d(&[
+            ("sent_pkts", 600),
+            ("rcvd_pkts", 9_800),
+            ("out_of_seq_request", 144),
+            ("duplicate_request", 544),
+        ]);
+        assert_eq!(codes(&req), ["loss"]); // retries come with NAKs: not a timeout
+        assert_eq!(codes(&resp), ["out_of_sequence"]);
+        let f = &evaluate(&req).0[0];
+        assert!(
+            f.evidence.contains("rcvd_seq_err +138") && f.evidence.contains("per million"),
+            "{}",
+            f.evidence
+        );
+    }
+
+    #[test]
+    fn timeouts_rnr_cnp_and_events() {
+        let timeout = d(&[
+            ("sent_pkts", 3_500),
+            ("rcvd_pkts", 400),
+            ("completer_retry_err", 19),
+            ("ack_deferred", 163),
+        ]);
+        assert_eq!(codes(&timeout), ["timeout"]);
+        let rnr = d(&[
+            ("sent_pkts", 30_000),
+            ("rcvd_pkts", 2_000),
+            ("rcvd_rnr_err", 113),
+            ("completer_retry_err", 66),
+        ]);
+        assert_eq!(codes(&rnr), ["rnr"]);
+        let rnr_rx = d(&[
+            ("sent_pkts", 2_000),
+            ("rcvd_pkts", 30_000),
+            ("send_rnr_err", 117),
+        ]);
+        assert_eq!(codes(&rnr_rx), ["rnr_receiver"]);
+        let cnp = d(&[
+            ("pma.port_xmit_packets", 1_000_000),
+            ("pma.port_rcv_packets", 50_000),
+            ("rp_cnp_handled", 5_000),
+        ]);
+        assert_eq!(codes(&cnp), ["cnp_throttled"]);
+        let down = d(&[("sent_pkts", 5), ("link_downed", 1)]);
+        assert_eq!(codes(&down), ["link_down"]);
+        let shaped = d(&[
+            ("sent_pkts", 60_000),
+            ("rcvd_pkts", 1_000),
+            ("send_err", 50_008),
+            ("completer_retry_err", 1),
+        ]);
+        assert_eq!(codes(&shaped), ["local_drop"]);
+    }
+
+    /// A 32-bit counter that wrapped still rates right; a counter that
+    /// vanished between the reads is a note, not a number.
+    #[test]
+    fn wrap_and_vanished_counters() {
+        let before = Snapshot(
+            [
+                ("sent_pkts", 4_294_960_000u64),
+                ("rcvd_pkts", 10),
+                ("rcvd_seq_err", 4_294_967_200),
+                ("out_of_buffer", 5),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        );
+        let after = Snapshot(
+            [
+                ("sent_pkts", 2_704u64),
+                ("rcvd_pkts", 20),
+                ("rcvd_seq_err", 40),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        );
+        let dl = deltas(&before, &after);
+        assert_eq!(dl["rcvd_seq_err"], Delta::Moved(136));
+        let (f, notes) = evaluate(&dl);
+        assert_eq!(f.iter().map(|f| f.code).collect::<Vec<_>>(), ["loss"]);
+        assert!(
+            notes.iter().any(|n| n.starts_with("out_of_buffer")),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn no_packet_counters_is_said_not_guessed() {
+        let (f, notes) = evaluate(&d(&[("rcvd_seq_err", 500)]));
+        assert!(f.is_empty());
+        assert!(
+            notes.iter().any(|n| n.contains("no packet counters")),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn every_rule_is_well_formed() {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in RULES {
+            assert!(seen.insert(r.code), "duplicate code {}", r.code);
+            assert!(!r.counters.is_empty() && !r.fix.is_empty());
+            assert!(
+                r.min_ppm > 0.0 || r.min_count > 0,
+                "{}: needs a threshold",
+                r.code
+            );
+        }
+    }
+}
