@@ -335,6 +335,10 @@ pub struct PerfArgs {
     /// Reproduce perftest's latency formulas (dropped tail, integer stdev) for comparison.
     #[arg(long = "perftest-stats")]
     pub perftest_stats: bool,
+    /// After the run, explain the number: this port's counter deltas over the run against the
+    /// rules, the link and PCIe ceilings, and the PCIe/NUMA/MTU facts (README "Explain").
+    #[arg(long = "explain")]
+    pub explain: bool,
     /// Seconds to wait for the peer at each control step.
     #[arg(long = "timeout", default_value_t = 30)]
     pub timeout: u64,

@@ -90,6 +90,8 @@ pub struct Params {
     pub post: PostChoice,
     pub loopback: bool,
     pub perftest_stats: bool,
+    /// `--explain`: counters and facts bracket the run; the verdict follows the result.
+    pub explain: bool,
     pub ctrl_timeout_s: u64,
     pub cq_timeout_s: u64,
     pub check_landing: bool,
@@ -720,6 +722,7 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         post,
         loopback: a.loopback,
         perftest_stats: a.perftest_stats,
+        explain: a.explain,
         ctrl_timeout_s: a.timeout,
         cq_timeout_s: a.cq_timeout,
         check_landing: a.check_landing,

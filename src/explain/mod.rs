@@ -8,8 +8,10 @@
 //! Every reader takes a [`sysfs::SysRoot`], so the fixture tree in
 //! `tests/data/sysfs/` goes through the same code as `/sys`.
 //! Layers: `sysfs` (reading) → `counters` (snapshots, deltas) → `ceiling`
-//! (arithmetic) → `rules` (the table and its evaluation) → `doctor`.
+//! (arithmetic) → `rules` (the table and its evaluation) → `doctor` →
+//! `bracket` (`--explain` around a tool run).
 
+pub mod bracket;
 pub mod ceiling;
 pub mod counters;
 pub mod doctor;

@@ -10,6 +10,9 @@ use super::runs::lat;
 use super::runs::rdma_bw;
 use super::runs::send_bw;
 use crate::cli::params::{Kind, Params, Verb};
+use crate::explain::bracket::Bracket;
+use crate::explain::doctor::HostFacts;
+use crate::explain::sysfs::SysRoot;
 use crate::run::stop;
 
 /// Flags rdmaperf parses (perftest's) but does not implement yet: refused with
@@ -53,20 +56,50 @@ pub(crate) fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
             "send-bw --threads: the multi-threaded client is wired for write/read/atomic-bw only; use -q without --threads",
         ));
     }
-    match (p.tool.kind, p.tool.verb) {
+    explained(p, out, || match (p.tool.kind, p.tool.verb) {
         (Kind::Bw, Verb::Write | Verb::Read | Verb::Atomic) if !p.duplex => {
-            rdma_bw::run(p, out).map(|_| ())
+            // The last size's payload rate, for the verdict: bytes x Mpps.
+            rdma_bw::run(p, out).map(|v| v.last().map(|s| s.size as f64 * s.result.msg_rate * 8e-3))
         }
-        (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out),
-        (Kind::Bw, _) if p.duplex => duplex::run(p, out),
-        (Kind::Lat, _) => lat::run(p, out),
+        (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out).map(|_| None),
+        (Kind::Bw, _) if p.duplex => duplex::run(p, out).map(|_| None),
+        (Kind::Lat, _) => lat::run(p, out).map(|_| None),
         _ => Err(Fail::new(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
             p.tool.name(),
             if p.duplex { " -b" } else { "" },
             p.tool.perftest_name()
         ))),
+    })
+}
+
+/// `--explain`: this port's counters and the device's facts before and
+/// after the tool (never inside its loop), the verdict after its result —
+/// also after a failed run, whose counters say most.
+fn explained(
+    p: &Params,
+    out: Out,
+    run: impl FnOnce() -> Result<Option<f64>, Fail>,
+) -> Result<(), Fail> {
+    if !p.explain {
+        return run().map(|_| ());
     }
+    let root = SysRoot::default();
+    let bracket = Bracket::start(root.clone(), p.ib_dev.as_deref(), p.ib_port as u32);
+    let res = run();
+    out.print(crate::report::text::RESULT_LINE);
+    match bracket {
+        Ok(b) => {
+            let e = b.finish(
+                res.as_ref().ok().copied().flatten(),
+                &HostFacts::read(&root),
+            );
+            out.print(&e.text(p.num_qps));
+        }
+        Err(why) => out.print(&format!(" Explain: nothing to read ({why})\n")),
+    }
+    out.print(crate::report::text::RESULT_LINE);
+    res.map(|_| ())
 }
 
 /// Both ends in one process over 127.0.0.1: the server in a thread (quiet),

@@ -1,0 +1,194 @@
+//! `--explain` on a tool: the port's counters and the device's facts read
+//! before the tool starts and after it ends (never inside the measured
+//! loop; the bracket also covers the set-up's few packets, which no rule's
+//! threshold notices), the deltas set against the rules, the number set
+//! against the link and PCIe ceilings, and a short verdict printed after
+//! the result, perftest-style. The peer's counters are not exchanged yet:
+//! the block says these are this side's only.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::ceiling::{payload_fraction, pcie_gbps, roce_mtu, IB_OVERHEAD, ROCE_V2_OVERHEAD};
+use super::counters::{deltas, Delta, Snapshot};
+use super::doctor::{device_checks, Check, HostFacts};
+use super::rules::{evaluate, Finding};
+use super::sysfs::{DeviceFacts, SysRoot};
+
+/// The "before" half.
+pub struct Bracket {
+    root: SysRoot,
+    facts: DeviceFacts,
+    port: u32,
+    before: Snapshot,
+}
+
+/// What `--explain` found.
+#[derive(Debug)]
+pub struct Explanation {
+    pub device: String,
+    pub port: u32,
+    /// Link payload ceiling (Gb/s) and how it was derived.
+    pub link: Option<(f64, String)>,
+    /// PCIe payload ceiling (Gb/s).
+    pub pcie: Option<f64>,
+    /// The tool's number (Gb/s), when it has one.
+    pub measured: Option<f64>,
+    pub findings: Vec<Finding>,
+    pub facts: Vec<Check>,
+    pub notes: Vec<String>,
+    pub deltas: BTreeMap<String, Delta>,
+}
+
+impl Bracket {
+    /// Reads the facts and the counters of `dev` (the first device when
+    /// `None`) port `port`; `Err` says why there is nothing to read.
+    pub fn start(root: SysRoot, dev: Option<&str>, port: u32) -> Result<Bracket, String> {
+        let name = match dev {
+            Some(d) => d.to_string(),
+            None => root
+                .devices()
+                .into_iter()
+                .next()
+                .ok_or("no RDMA device in sysfs")?,
+        };
+        let facts = root.device(&name);
+        if !facts.ports.iter().any(|p| p.port == port) {
+            return Err(format!("{name} has no port {port} in sysfs"));
+        }
+        let before = Snapshot::read(&root, &name, port);
+        Ok(Bracket {
+            root,
+            facts,
+            port,
+            before,
+        })
+    }
+
+    /// The "after" half: deltas, rules, ceilings.
+    pub fn finish(self, measured_gbps: Option<f64>, host: &HostFacts) -> Explanation {
+        let after = Snapshot::read(&self.root, &self.facts.name, self.port);
+        let d = deltas(&self.before, &after);
+        let (findings, mut notes) = evaluate(&d);
+        if self.before.0.is_empty() {
+            notes.push("this port shows no counters in sysfs (no hw_counters/, no PMA)".into());
+        }
+        let port = self.facts.ports.iter().find(|p| p.port == self.port);
+        let link = port.and_then(|p| {
+            let rate = p.rate_gbps?;
+            let (mtu, over, how) = match (p.link_layer.as_str(), p.netdev_mtu) {
+                ("Ethernet", Some(m)) => (
+                    roce_mtu(m),
+                    ROCE_V2_OVERHEAD,
+                    format!("RoCE MTU {} (netdev MTU {m})", roce_mtu(m)),
+                ),
+                ("Ethernet", None) => (
+                    1024,
+                    ROCE_V2_OVERHEAD,
+                    "RoCE MTU assumed 1024 (netdev unknown)".into(),
+                ),
+                _ => (4096, IB_OVERHEAD, "IB MTU 4096 assumed".into()),
+            };
+            Some((
+                rate * payload_fraction(mtu, over),
+                format!("{} Gb/s link, {how}", rate),
+            ))
+        });
+        let pcie = self
+            .facts
+            .pcie
+            .as_ref()
+            .and_then(|p| Some(pcie_gbps(p.speed_gts?, p.width?)));
+        let facts = device_checks(&self.root, &self.facts, host)
+            .into_iter()
+            .filter(|c| c.code != "link_errors_since_boot") // the deltas tell about this run
+            .collect();
+        Explanation {
+            device: self.facts.name.clone(),
+            port: self.port,
+            link,
+            pcie,
+            measured: measured_gbps,
+            findings,
+            facts,
+            notes,
+            deltas: d,
+        }
+    }
+}
+
+impl Explanation {
+    /// The lowest ceiling that applies.
+    pub fn ceiling(&self) -> Option<f64> {
+        match (self.link.as_ref().map(|l| l.0), self.pcie) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The block printed after the result.
+    pub fn text(&self, qps: u32) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, " Explain ({} port {}; this side's counters over the run, the peer's are not exchanged):", self.device, self.port);
+        if let Some((c, how)) = &self.link {
+            let _ = writeln!(s, "  link ceiling   {c:.2} Gb/s of payload ({how})");
+        }
+        match self.pcie {
+            Some(c) => {
+                let _ = writeln!(s, "  PCIe ceiling   {c:.2} Gb/s");
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "  PCIe ceiling   none (no PCIe function: software device)"
+                );
+            }
+        }
+        let at_ceiling =
+            matches!((self.measured, self.ceiling()), (Some(m), Some(c)) if m >= 0.9 * c);
+        if let (Some(m), Some(c)) = (self.measured, self.ceiling()) {
+            let _ = writeln!(
+                s,
+                "  measured       {m:.2} Gb/s = {:.0} % of the lower ceiling",
+                100.0 * m / c
+            );
+        }
+        let mut n = 0;
+        for f in &self.findings {
+            n += 1;
+            let _ = writeln!(
+                s,
+                "  {n}. {}: {}\n     evidence: {}\n     fix: {}",
+                f.code, f.title, f.evidence, f.fix
+            );
+        }
+        for c in &self.facts {
+            n += 1;
+            let _ = writeln!(s, "  {n}. {}: {}\n     fix: {}", c.code, c.what, c.fix);
+        }
+        if n == 0 {
+            let verdict = if at_ceiling {
+                "at the ceiling: nothing to explain".to_string()
+            } else if qps == 1 {
+                "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion); \
+                 one QP may not fill the link: try -q 4, larger -s, and for reads -o"
+                    .to_string()
+            } else {
+                "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion)".to_string()
+            };
+            let _ = writeln!(s, "  verdict: {verdict}");
+        }
+        let moved: Vec<String> = self
+            .deltas
+            .iter()
+            .filter_map(|(k, d)| d.value().filter(|v| *v > 0).map(|v| format!("{k} +{v}")))
+            .collect();
+        if !moved.is_empty() {
+            let _ = writeln!(s, "  counters       {}", moved.join(", "));
+        }
+        for note in &self.notes {
+            let _ = writeln!(s, "  note: {note}");
+        }
+        s
+    }
+}
