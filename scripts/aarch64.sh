@@ -19,7 +19,7 @@ FEATURES=model,heatmap
 # Every test file that drives the direct path on the queue model (no device, no VM).
 MODEL_TESTS=(mlx5_seg mlx5_model direct_bw_model direct_env_model direct_lat_model
              direct_setup_model direct_tool_model direct_ud_model selfcheck_model threads_model
-             no_alloc direct_recv_model)
+             no_alloc direct_recv_model direct_rdma_lat_model)
 
 die() { echo "aarch64.sh: error: $*" >&2; exit 1; }
 

@@ -1,6 +1,6 @@
 //! Choosing the post method once, before the loop: `--post auto|post-send|wr-api|direct`.
 
-use crate::cli::params::{Conn, Kind, Params, PostChoice, Verb};
+use crate::cli::params::{Conn, Params, PostChoice, Verb};
 use crate::mlx5::device::{select_for_device, DirectRequest};
 use crate::mlx5::setup::SetupFailure;
 use crate::post::wr_api::{send_ops_flags, wr_api_probe};
@@ -128,35 +128,49 @@ pub fn after_direct_failure(
     })
 }
 
-/// Whether this tool runs the direct path today: the unidirectional RC/UC
-/// write/read/atomic/send bandwidth tools (`rdma_bw`, `send_bw`'s client),
-/// UD send-bw, and send-lat over RC/UC/UD (both sides post SENDs through the
-/// direct SQ; their receives stay on libmlx5's separate receive CQ).
-/// Others get `wr-api` from `auto` and a clear error from `--post direct`
-/// until they are wired.
+/// Whether this test runs the direct path today: every tool over RC/UC
+/// (send-bw and send-lat over UD too) without any of [`STILL_UNWIRED`].
+/// The latency tools post through the direct SQ (write-lat's ping-pong
+/// polls memory; read/atomic-lat wait for their own completion); receives
+/// (send-lat, send-bw's server) stay libmlx5's, on a CQ of their own.
 pub fn direct_wired(p: &Params) -> bool {
-    let tool = match p.tool.kind {
-        Kind::Bw => {
-            matches!(
-                p.tool.verb,
-                Verb::Write | Verb::Read | Verb::Atomic | Verb::Send
-            ) && !p.duplex
-        }
-        Kind::Lat => p.tool.verb == Verb::Send,
-    };
-    tool
-        // UD: SENDs only (the address vector from the peer's AH).
-        && (matches!(p.conn, Conn::Rc | Conn::Uc) || p.tool.verb == Verb::Send)
-        // -e sleeps on the verbs CQ's completion channel; the direct poller has none.
-        && !p.use_event
-        // The direct SQ is given one buffer (the shared MR) to post from.
-        && !p.mr_per_qp
-        // -R connects the verbs QPs through the CM.
-        && !p.rdma_cm
-        // -g attaches a verbs QP to the group.
-        && p.mcast.is_none()
-        // The direct QPs are made through mlx5dv without an SRQ.
-        && !p.mem.srq
+    unwired(p).is_empty()
+}
+
+/// The options that keep a test off the direct path until they are wired,
+/// as `--post direct`'s refusal lists them.
+pub const STILL_UNWIRED: &str = "-b, --threads, -e, -R, -g, --use-srq, --mr_per_qp";
+
+/// What in this test is not wired for the direct path (empty: it runs),
+/// each naming the option and why.
+pub fn unwired(p: &Params) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if p.duplex {
+        v.push("-b (both directions at once: duplex's loops take no direct queues yet)");
+    }
+    if p.threads > 1 {
+        v.push("--threads (the engine builds no direct CQ per thread yet)");
+    }
+    if p.conn == Conn::Ud && p.tool.verb != Verb::Send {
+        // The CLI refuses this already; kept so the reason never reads "wired".
+        v.push("-c UD with a verb other than SEND");
+    }
+    if p.use_event {
+        v.push("-e (the direct CQ cannot be armed for the completion channel yet)");
+    }
+    if p.mr_per_qp {
+        v.push("--mr_per_qp (the direct SQ posts from the one shared MR)");
+    }
+    if p.rdma_cm {
+        v.push("-R (the data QPs are made and connected by the CM, not through mlx5dv)");
+    }
+    if p.mcast.is_some() {
+        v.push("-g (a verbs QP is attached to the multicast group)");
+    }
+    if p.mem.srq {
+        v.push("--use-srq (the direct QPs are made without an SRQ)");
+    }
+    v
 }
 
 /// What is known about the device and tool when choosing.
@@ -165,8 +179,8 @@ pub struct Facts<'a> {
     pub device: &'a str,
     /// `mlx5dv_is_supported(device)`.
     pub mlx5: bool,
-    /// [`direct_wired`] for this test.
-    pub direct_wired: bool,
+    /// [`unwired`] for this test (empty: the direct path runs it).
+    pub unwired: &'a [&'a str],
     pub tool: &'a str,
 }
 
@@ -190,14 +204,15 @@ pub fn decide(
              mlx5dv_init_obj() returns EOPNOTSUPP for its queues; use --post wr-api or --post post-send",
             f.device
         ))),
-        PostChoice::Direct if !f.direct_wired => Err(Fail::new(format!(
-            "--post direct: {} does not run the direct path yet with these options (only write-bw, \
-             read-bw, atomic-bw over RC/UC and send-bw over RC/UC/UD, without -b, and send-lat; \
-             none with -e, -R or --mr_per_qp); use --post wr-api on {}",
-            f.tool, f.device
+        PostChoice::Direct if !f.unwired.is_empty() => Err(Fail::new(format!(
+            "--post direct: {} does not run the direct path yet with {} (not wired yet for any \
+             tool: {STILL_UNWIRED}); drop that option, or use --post wr-api on {}",
+            f.tool,
+            f.unwired.join(", "),
+            f.device
         ))),
         PostChoice::Direct => Ok(Method::Direct),
-        PostChoice::Auto if f.mlx5 && f.direct_wired => Ok(Method::Direct),
+        PostChoice::Auto if f.mlx5 && f.unwired.is_empty() => Ok(Method::Direct),
         PostChoice::Auto => Ok(if wr_api_ok().is_ok() {
             Method::WrApi
         } else {
@@ -221,10 +236,11 @@ pub fn resolve(
     // while `ctx` lives; the call only reads the device's ops and name.
     let mlx5 =
         unsafe { select_for_device(DirectRequest::Auto, (*ctx.raw()).device) }.unwrap_or(false);
+    let unwired = unwired(p);
     let facts = Facts {
         device: ctx.name(),
         mlx5,
-        direct_wired: direct_wired(p),
+        unwired: &unwired,
         tool: p.tool.name(),
     };
     decide(p.post, &facts, || {
@@ -240,7 +256,7 @@ mod tests {
         Facts {
             device: if mlx5 { "mlx5_0" } else { "rxe0" },
             mlx5,
-            direct_wired: wired,
+            unwired: if wired { &[] } else { &["-e (why)"] as &[&str] },
             tool: "write-bw",
         }
     }
@@ -279,11 +295,19 @@ mod tests {
         let e = decide(PostChoice::Direct, &facts(true, false), ok)
             .unwrap_err()
             .msg;
-        assert!(e.contains("write-bw") && e.contains("--post wr-api"), "{e}");
+        for want in [
+            "write-bw",
+            "-e (why)",
+            STILL_UNWIRED,
+            "--post wr-api",
+            "mlx5_0",
+        ] {
+            assert!(e.contains(want), "{want:?} missing: {e}");
+        }
     }
 
     #[test]
-    fn direct_is_wired_for_the_unidirectional_rc_uc_bw_tools_only() {
+    fn direct_is_wired_for_every_tool_without_the_unwired_options() {
         use crate::cli::args::PerfArgs;
         use crate::cli::params::{resolve, Tool};
         let base = || PerfArgs {
@@ -294,11 +318,8 @@ mod tests {
             let tool = Tool::ALL.iter().find(|t| t.0 == name).unwrap().2;
             direct_wired(&resolve(tool, &a).unwrap())
         };
-        for t in ["write-bw", "read-bw", "atomic-bw", "send-bw"] {
+        for t in Tool::ALL.map(|t| t.0) {
             assert!(wired(t, base()), "{t}");
-        }
-        for t in ["write-lat", "read-lat", "atomic-lat"] {
-            assert!(!wired(t, base()), "{t}");
         }
         let ud = PerfArgs {
             connection: Some("UD".into()),
@@ -316,10 +337,10 @@ mod tests {
     }
 
     /// send-lat runs direct over RC, UC and UD (auto picks it on mlx5);
-    /// -e, -R keep it on the verbs methods, and the other latency tools
-    /// are not wired: auto gives them the WR API, `--post direct` an error.
+    /// -e, -R keep it on the verbs methods (auto gives the WR API,
+    /// `--post direct` an error naming the option), as -R does write-lat.
     #[test]
-    fn send_lat_is_wired_for_direct_and_auto_picks_it_only_there() {
+    fn send_lat_is_wired_for_direct_and_unwired_options_keep_it_off() {
         use crate::cli::args::PerfArgs;
         use crate::cli::params::{resolve, Tool};
         let args = |conn: &str, events: bool, rdma_cm: bool| PerfArgs {
@@ -334,10 +355,11 @@ mod tests {
             resolve(tool, &a).unwrap()
         };
         let auto = |p: &Params| {
+            let u = unwired(p);
             let f = Facts {
                 device: "mlx5_0",
                 mlx5: true,
-                direct_wired: direct_wired(p),
+                unwired: &u,
                 tool: p.tool.name(),
             };
             decide(PostChoice::Auto, &f, ok).map_err(|f| f.msg)
@@ -352,17 +374,18 @@ mod tests {
             assert!(!direct_wired(&p), "-e {events} -R {cm}");
             assert_eq!(auto(&p), Ok(Method::WrApi), "-e {events} -R {cm}");
         }
-        let p = params("write-lat", args("RC", false, false));
+        let p = params("write-lat", args("RC", false, true));
         assert_eq!(auto(&p), Ok(Method::WrApi));
+        let u = unwired(&p);
         let f = Facts {
             device: "mlx5_0",
             mlx5: true,
-            direct_wired: direct_wired(&p),
+            unwired: &u,
             tool: p.tool.name(),
         };
         let e = decide(PostChoice::Direct, &f, ok).unwrap_err().msg;
         assert!(
-            e.contains("write-lat") && e.contains("--post wr-api"),
+            e.contains("write-lat") && e.contains("-R (") && e.contains("--post wr-api"),
             "{e}"
         );
     }
@@ -409,5 +432,103 @@ mod tests {
             .unwrap_err()
             .msg;
         assert!(e.contains("--post post-send") && e.contains("rxe0"), "{e}");
+    }
+
+    /// Every tool × mode: on an mlx5 device `auto` picks direct, or
+    /// `--post direct` is refused naming each option not wired (and the
+    /// list of what remains); on rxe the refusal names the device, never
+    /// "not wired".
+    #[test]
+    fn every_tool_and_mode_gets_direct_on_mlx5_or_a_reason() {
+        use crate::cli::args::PerfArgs;
+        use crate::cli::params::{resolve, Tool};
+        // (mode, flags, the option a refusal must name; None: wired)
+        type Mode = (&'static str, fn(&mut PerfArgs), Option<&'static str>);
+        let modes: [Mode; 13] = [
+            ("plain", |_| {}, None),
+            ("-c UC", |a| a.connection = Some("UC".into()), None),
+            ("-c UD", |a| a.connection = Some("UD".into()), None),
+            ("-D 2", |a| a.duration = Some(2), None),
+            ("-a", |a| a.all = true, None),
+            ("-q 2", |a| a.qps = Some(2), None),
+            (
+                "--threads 2",
+                |a| {
+                    a.threads = Some(2);
+                    a.qps = Some(2)
+                },
+                Some("--threads ("),
+            ),
+            ("-b", |a| a.bidirectional = true, Some("-b (")),
+            ("-e", |a| a.events = true, Some("-e (")),
+            ("-R", |a| a.rdma_cm = true, Some("-R (")),
+            ("--mr_per_qp", |a| a.mr_per_qp = true, Some("--mr_per_qp (")),
+            ("--use-srq", |a| a.use_srq = true, Some("--use-srq (")),
+            (
+                "-g",
+                |a| {
+                    a.connection = Some("UD".into());
+                    a.mcg = true
+                },
+                Some("-g ("),
+            ),
+        ];
+        let mut ran = 0;
+        let mut per_mode = [0usize; 13];
+        for (tool_name, _, tool) in Tool::ALL {
+            for (k, (mode, set, reason)) in modes.iter().enumerate() {
+                let mut a = PerfArgs {
+                    post: "auto".into(),
+                    ..PerfArgs::default()
+                };
+                set(&mut a);
+                // Combinations perftest's rules refuse are not tests.
+                let Ok(p) = resolve(tool, &a) else { continue };
+                ran += 1;
+                per_mode[k] += 1;
+                let u = unwired(&p);
+                let on = |mlx5: bool| Facts {
+                    device: if mlx5 { "mlx5_0" } else { "rxe0" },
+                    mlx5,
+                    unwired: &u,
+                    tool: tool_name,
+                };
+                let case = format!("{tool_name} {mode}");
+                let auto = decide(PostChoice::Auto, &on(true), ok).map_err(|f| f.msg);
+                let direct = decide(PostChoice::Direct, &on(true), ok).map_err(|f| f.msg);
+                match reason {
+                    None => {
+                        assert_eq!(auto, Ok(Method::Direct), "{case}");
+                        assert_eq!(direct, Ok(Method::Direct), "{case}");
+                    }
+                    Some(why) => {
+                        assert_eq!(auto, Ok(Method::WrApi), "{case}");
+                        let e = direct.unwrap_err();
+                        for want in [tool_name, why, STILL_UNWIRED, "--post wr-api"] {
+                            assert!(e.contains(want), "{case}: {want:?} missing: {e}");
+                        }
+                    }
+                }
+                let e = decide(PostChoice::Direct, &on(false), ok).unwrap_err().msg;
+                assert!(
+                    e.contains("rxe0") && e.contains("not an mlx5"),
+                    "{case}: {e}"
+                );
+                assert!(
+                    !e.contains("yet"),
+                    "{case}: a device reason, not wiring: {e}"
+                );
+                assert_eq!(
+                    decide(PostChoice::Auto, &on(false), ok).map_err(|f| f.msg),
+                    Ok(Method::WrApi),
+                    "{case}"
+                );
+            }
+        }
+        // Every mode resolved for some tool (none is skipped unseen).
+        for (k, n) in per_mode.iter().enumerate() {
+            assert!(*n > 0, "mode {} resolved for no tool", modes[k].0);
+        }
+        assert!(ran > 40, "only {ran} tool × mode combinations resolved");
     }
 }
