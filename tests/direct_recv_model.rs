@@ -539,6 +539,87 @@ mod with_model {
         assert_eq!(rq.room(), 0);
     }
 
+    /// send-bw's receiver loop (`run::recv::RecvLoop`, what the server runs)
+    /// over direct RQs and the direct CQ, the model's NIC on its own thread:
+    /// two QPs, 8 receives kept posted each, 40 SENDs each posted up front
+    /// (unsignalled: only the receives complete on the CQ). Every message
+    /// is received and counted for its QP, the last one's bytes landed,
+    /// nothing stalls (the senders wait out RNR until receives come back).
+    #[test]
+    fn the_send_bw_receive_loop_runs_on_direct_queues() {
+        use rdmaperf::clock;
+        use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount};
+        const PER_QP: u64 = 40;
+        let mut b = Bufs::new(2);
+        for (k, x) in b.tx.iter_mut().enumerate() {
+            *x = (k / MSG) as u8 * 0x40 + (k % 61) as u8;
+        }
+        let mut r = rig(
+            &mut b,
+            ModelConfig {
+                qps: 2,
+                rnr_retry: 7,
+                ..cfg(RecvSpec::default())
+            },
+        );
+        let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
+        let bufs = [
+            RecvBuf {
+                addr: rx_at(&b, 0),
+                lkey: r.rx_lkey,
+            },
+            RecvBuf {
+                addr: rx_at(&b, 1),
+                lkey: r.rx_lkey,
+            },
+        ];
+        let cfg = RecvConfig {
+            iters: PER_QP,
+            rx_depth: 8,
+            len: MSG as u32,
+            positions: 1,
+            step: 0,
+            stall_ticks: clock::Clock::calibrate().cycles_for(std::time::Duration::from_secs(20)),
+            window: None,
+            list: 1,
+        };
+        let mut counts = [RxCount::default(); 2];
+        recv::prepost(&mut rqs, &bufs, &mut counts, &cfg).unwrap();
+        for k in 0..PER_QP as usize {
+            for q in 0..2 {
+                let mut wr = send(&b, r.lkey, q, MSG as u32, k as u64);
+                wr.signaled = false;
+                r.sqs[q].post(Op::Send, &[wr]).unwrap();
+            }
+        }
+        r.model.start();
+        let mut wcs = [Completion::default(); 16];
+        let o = RecvLoop {
+            cfg,
+            rqs: &mut rqs,
+            cq: &mut r.cq,
+            bufs: &bufs,
+            counts: &mut counts,
+            wcs: &mut wcs,
+            now: clock::now,
+        }
+        .run();
+        r.model.stop();
+        assert_eq!(o.error, None, "{o:?}");
+        assert_eq!(o.received, 2 * PER_QP);
+        assert_eq!([counts[0].received, counts[1].received], [PER_QP, PER_QP]);
+        assert_eq!(b.rx, b.tx, "each QP's buffer holds its sender's bytes");
+        assert_eq!(
+            rqs[0].ring().done() + rqs[1].ring().done(),
+            2 * PER_QP as u32
+        );
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+    }
+
     /// The ring record the RQ and the CQ share is one `Arc`.
     #[test]
     fn the_cq_completes_from_the_rqs_own_record() {
