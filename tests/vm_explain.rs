@@ -38,11 +38,11 @@ srv() { echo "\"\$RDMAPERF_BIN\" $1 -d rxeb -p \$PORT"; }
 cli() { echo "\"\$RDMAPERF_BIN\" $1 -d rxea -p \$PORT 127.0.0.1"; }
 pair clean "$(srv "$W -D 3")" "$(cli "$W -D 3")"
 tc qdisc add dev v0 root netem loss 2%
-pair loss "$(srv "$W -D 3")" "$(cli "$W -D 3")"
+pair loss "$(srv "$W -D 3")" "$(cli "$W -D 3 --out_json_file=$RESULTS/loss.json")"
 tc -s qdisc show dev v0 > $RESULTS/loss.qdisc 2>&1
 tc qdisc del dev v0 root
 tc qdisc add dev v0 root netem delay 150ms
-pair delay "$(srv "$W -D 6")" "$(cli "$W -D 6")"
+pair delay "$(srv "$W -D 10")" "$(cli "$W -D 10")"
 tc qdisc del dev v0 root
 # RNR against a stock perftest 4.5 receiver with two receives (it reposts slowly enough to run
 # dry; bw-diagnosis §4): the rdmaperf sender explains its own counters only.
@@ -129,6 +129,26 @@ fn explain_on_a_veth_pair_with_netem() {
         findings(&loss.server.out).contains(&"out_of_sequence".to_string()),
         "{}",
         show("loss")
+    );
+
+    // --out_json carries the explanation: findings with evidence and every raw delta.
+    let json: serde_json::Value =
+        serde_json::from_str(r.file("loss.json").expect("the client's JSON report")).unwrap();
+    let ex = &json["explain"];
+    assert_eq!(ex["device"], "rxea", "{json}");
+    assert!(
+        ex["findings"].as_array().unwrap().iter().any(
+            |f| f["code"] == "loss" && f["evidence"].as_str().unwrap().contains("rcvd_seq_err")
+        ),
+        "{ex}"
+    );
+    assert!(
+        ex["counter_deltas"]["rcvd_seq_err"].as_u64().unwrap() > 0,
+        "{ex}"
+    );
+    assert!(
+        json.get("results").is_some(),
+        "the tool's own report is kept: {json}"
     );
 
     let delay = r.pair("delay");

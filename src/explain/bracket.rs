@@ -118,6 +118,55 @@ impl Bracket {
 }
 
 impl Explanation {
+    /// Everything the block says and every raw delta, for `--out_json`.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let deltas: serde_json::Map<String, serde_json::Value> = self
+            .deltas
+            .iter()
+            .map(|(k, d)| {
+                let v = match d {
+                    Delta::Moved(n) => json!(n),
+                    Delta::Vanished => json!("vanished"),
+                    Delta::Reset => json!("reset"),
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        json!({
+            "device": self.device,
+            "port": self.port,
+            "link_ceiling_gbps": self.link.as_ref().map(|l| l.0),
+            "link_ceiling_from": self.link.as_ref().map(|l| l.1.clone()),
+            "pcie_ceiling_gbps": self.pcie,
+            "measured_gbps": self.measured,
+            "findings": self.findings.iter().map(|f| json!({
+                "code": f.code, "title": f.title, "evidence": f.evidence, "fix": f.fix,
+            })).collect::<Vec<_>>(),
+            "facts": self.facts.iter().map(|c| json!({
+                "code": c.code, "what": c.what, "fix": c.fix,
+            })).collect::<Vec<_>>(),
+            "notes": self.notes,
+            "counter_deltas": deltas,
+            "peer": "not exchanged",
+        })
+    }
+
+    /// Adds this explanation as `"explain"` to the tool's `--out_json`
+    /// file (written by the tool before this runs).
+    pub fn add_to_json_file(&self, path: &std::path::Path) -> Result<(), String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let mut v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+        let Some(obj) = v.as_object_mut() else {
+            return Err(format!("{} holds no JSON object", path.display()));
+        };
+        obj.insert("explain".into(), self.to_json());
+        let out = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+        std::fs::write(path, out + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
+    }
+
     /// The lowest ceiling that applies.
     pub fn ceiling(&self) -> Option<f64> {
         match (self.link.as_ref().map(|l| l.0), self.pcie) {

@@ -95,6 +95,11 @@ fn explained(
                 &HostFacts::read(&root),
             );
             out.print(&e.text(p.num_qps));
+            if let Some(path) = p.json_file.as_deref().filter(|f| f.exists()) {
+                if let Err(why) = e.add_to_json_file(path) {
+                    out.print(&format!(" Explain: not added to the JSON report: {why}\n"));
+                }
+            }
         }
         Err(why) => out.print(&format!(" Explain: nothing to read ({why})\n")),
     }
