@@ -634,6 +634,24 @@ impl Model {
         unsafe { AtomicU32::from_ptr(rec.cast()) }.store(0, Ordering::Release);
     }
 
+    /// QP `q`'s peer RQ through RESET (`ModelConfig::recv` with RQs): the
+    /// NIC forgets its position and the receive record reads 0, as libmlx5
+    /// zeroes both record words; build its `DirectRq` again. An SRQ is not
+    /// the QP's and stays.
+    pub fn reset_recv(&self, q: usize) {
+        let Some(spec) = self.shared.cfg.recv.filter(|r| !r.srq) else {
+            return;
+        };
+        let Some(m) = self.shared.mem.recv.get(q) else {
+            return;
+        };
+        let _ = spec;
+        lock(&self.shared.nic).recv[q] = RecvHw::new(m);
+        // SAFETY: word 0 of the ring's record region, stored atomically as
+        // every record is.
+        unsafe { AtomicU32::from_ptr(m.dbrec.ptr().cast()) }.store(0, Ordering::Release);
+    }
+
     /// Processes every recorded store so far; returns WQEs executed.
     pub fn step(&self) -> usize {
         self.shared.step()

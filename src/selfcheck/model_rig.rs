@@ -1,6 +1,9 @@
 //! The rig for the direct path on the queue model (feature `model`): the
-//! requester is a `DirectSq` + `DirectCq` on model memory, the peer the
-//! model's receive queue; the NIC runs inline ([`Rig::progress`] steps it).
+//! requester is a `DirectSq` + `DirectCq` on model memory, the peer's
+//! receives a `DirectRq` on the model's real RQ ring, completing on the same
+//! CQ (a shared CQ: the rig sorts send and receive completions), with
+//! scatter-to-CQE on and, for UD, a GRH in front of each receive; the NIC
+//! runs inline ([`Rig::progress`] steps it).
 //! Recovery resets the model QP and builds a fresh SQ, as a QP moved
 //! through RESET gets on a device. `drop_wqes` tells the model to lose
 //! WQEs, for the test that a corrupted case fails.
@@ -9,11 +12,13 @@ use super::cases::Tr;
 use super::exec::{BufRef, Rig};
 use crate::mlx5::env::BfPolicy;
 use crate::mlx5::prm::Syndrome;
+use crate::mlx5::rq::DirectRq;
 use crate::mlx5::{DirectCq, DirectSq};
-use crate::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport};
-use crate::post::{
-    Completion, CompletionQueue, Op, PostError, SendQueue, WcOpcode, WcStatus, WrDesc,
-};
+use crate::model::recv::GRH_BYTES;
+use crate::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec};
+use crate::post::RecvQueue;
+use crate::post::{Completion, CompletionQueue, Op, PostError, SendQueue, WcOpcode, WrDesc};
+use std::collections::VecDeque;
 
 const BUF: usize = 64 * 1024;
 const PEER_QPN: u32 = 0x00ee_0001;
@@ -24,6 +29,10 @@ pub struct ModelRig {
     // Drop order: the queues before the model, the model before the buffers.
     sq: Option<DirectSq<ModelMmio>>,
     cq: Option<DirectCq>,
+    rq: Option<DirectRq>,
+    /// The shared CQ's completions, sorted by direction.
+    sends: VecDeque<Completion>,
+    recvs: Vec<Completion>,
     model: Model,
     local: Box<[u8]>,
     remote: Box<[u8]>,
@@ -45,10 +54,19 @@ impl ModelRig {
         };
         let model = Model::new(ModelConfig {
             wqe_cnt: 256,
-            cqe_cnt: 512,
+            cqe_cnt: 8192,
             cqe_size,
             transport,
             record_history: false,
+            // Room for the receives a case keeps posted (its WRs, up to twice the
+            // send ring); the ring wraps several times over the cases.
+            recv: Some(RecvSpec {
+                slots: 1024,
+                stride: 16,
+                qpn: PEER_QPN,
+                grh: tr == Tr::Ud,
+                ..RecvSpec::default()
+            }),
             ..ModelConfig::default()
         })?;
         let mut local: Box<[u8]> = vec![0u8; BUF].into();
@@ -61,11 +79,15 @@ impl ModelRig {
                 model.register(remote.as_mut_ptr(), BUF, Access::ALL),
             )
         };
-        let (sq, cq) = model.pair()?;
+        let (sq, mut cq) = model.pair()?;
+        let rq = Self::fresh_rq(&model, &mut cq)?;
         let mut rig = ModelRig {
             tr,
             sq: Some(sq),
             cq: Some(cq),
+            rq: Some(rq),
+            sends: VecDeque::new(),
+            recvs: Vec::new(),
             model,
             local,
             remote,
@@ -75,6 +97,37 @@ impl ModelRig {
         };
         rig.prepare_sq()?;
         Ok(rig)
+    }
+
+    /// The peer's RQ, fresh, attached to the CQ.
+    fn fresh_rq(model: &Model, cq: &mut DirectCq) -> Result<DirectRq, String> {
+        let dv = model.recv_dv_qp(0)?;
+        // SAFETY: the ring is the model's, which outlives the RQ (field
+        // order: queues before the model); nothing else posts to it.
+        let rq = unsafe { DirectRq::from_dv(&dv, PEER_QPN, None) }.map_err(|e| e.to_string())?;
+        cq.attach_recv(PEER_QPN, rq.ring());
+        Ok(rq)
+    }
+
+    /// Everything the CQ holds, sorted into sends and receives.
+    fn drain(&mut self) -> Result<(), PostError> {
+        let Some(cq) = self.cq.as_mut() else {
+            return Err(PostError::Unsupported);
+        };
+        let mut buf = [Completion::default(); 32];
+        loop {
+            let n = cq.poll(&mut buf)?;
+            for c in &buf[..n] {
+                if matches!(c.opcode, WcOpcode::RECV | WcOpcode::RECV_RDMA_WITH_IMM) {
+                    self.recvs.push(*c);
+                } else {
+                    self.sends.push_back(*c);
+                }
+            }
+            if n < buf.len() {
+                return Ok(());
+            }
+        }
     }
 
     fn prepare_sq(&mut self) -> Result<(), String> {
@@ -137,35 +190,27 @@ impl Rig for ModelRig {
         }
     }
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-        match self.cq.as_mut() {
-            Some(cq) => cq.poll(out),
-            None => Err(PostError::Unsupported),
+        self.drain()?;
+        let mut n = 0;
+        while n < out.len() {
+            let Some(c) = self.sends.pop_front() else {
+                break;
+            };
+            out[n] = c;
+            n += 1;
         }
+        Ok(n)
     }
     fn post_recv(&mut self, wr_id: u64, addr: u64, len: u32) -> Result<(), String> {
-        self.model
-            .post_peer_recv(wr_id, addr as *mut u8, len, self.rkey);
-        Ok(())
+        let rkey = self.rkey;
+        let rq = self.rq.as_mut().ok_or("no RQ")?;
+        rq.post_recv(wr_id, addr, rkey, len)
+            .map_err(|e| format!("posting a receive on the direct RQ: {e:?}"))
     }
     fn poll_recv(&mut self, out: &mut Vec<Completion>) -> Result<(), String> {
-        for c in self.model.take_peer_completions() {
-            out.push(Completion {
-                wr_id: c.wr_id,
-                status: if c.ok {
-                    WcStatus::SUCCESS
-                } else {
-                    WcStatus::LOC_LEN_ERR
-                },
-                opcode: if c.opcode == crate::mlx5::prm::Opcode::RDMA_WRITE_IMM.0 {
-                    WcOpcode::RECV_RDMA_WITH_IMM
-                } else {
-                    WcOpcode::RECV
-                },
-                byte_len: c.byte_len,
-                imm: c.imm.map_or(0, u32::from_ne_bytes),
-                ..Completion::default()
-            });
-        }
+        self.drain()
+            .map_err(|e| format!("polling the direct CQ: {e:?}"))?;
+        out.append(&mut self.recvs);
         Ok(())
     }
     fn progress(&mut self) {
@@ -176,7 +221,11 @@ impl Rig for ModelRig {
         true
     }
     fn grh(&self) -> u32 {
-        0
+        if self.tr == Tr::Ud {
+            GRH_BYTES as u32
+        } else {
+            0
+        }
     }
     fn recover(&mut self) -> Result<(), String> {
         self.sq = None;
@@ -191,6 +240,13 @@ impl Rig for ModelRig {
         while cq.poll(&mut buf).unwrap_or(0) > 0 {}
         cq.reattach(sq.progress());
         self.sq = Some(sq);
+        // The QP's RQ goes through RESET too: a fresh ring position.
+        self.rq = None;
+        self.model.reset_recv(0);
+        let rq = Self::fresh_rq(&self.model, cq)?;
+        self.rq = Some(rq);
+        self.sends.clear();
+        self.recvs.clear();
         self.prepare_sq()
     }
     fn describe_error(&self, c: &Completion) -> String {
