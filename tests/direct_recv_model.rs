@@ -620,6 +620,63 @@ mod with_model {
         );
     }
 
+    /// `-e` on the direct CQ: armed while empty, no event; a SEND comes in
+    /// (the NIC on its thread) and the event wakes the waiter, then the
+    /// poll finds the completions; armed while CQEs wait, the event is
+    /// immediate; a solicited-only arm is not woken by an unsolicited SEND.
+    #[test]
+    fn an_armed_direct_cq_wakes_on_its_next_completion() {
+        use std::time::Duration;
+        let mut b = Bufs::new(4);
+        let mut r = rig(&mut b, cfg(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        for k in 0..4 {
+            rq.post_recv(k as u64, rx_at(&b, k), r.rx_lkey, MSG as u32)
+                .unwrap();
+        }
+        let arm_mmio = r.model.cq_mmio();
+        r.model.start();
+        assert!(poll_all(&mut r.cq, 0).is_empty());
+        r.cq.arm(&arm_mmio, false).unwrap();
+        assert!(
+            !r.model.wait_cq_event(Duration::from_millis(50)),
+            "an event with nothing completed"
+        );
+        r.sqs[0]
+            .post(Op::Send, &[send(&b, r.lkey, 0, 64, 1)])
+            .unwrap();
+        assert!(
+            r.model.wait_cq_event(Duration::from_secs(5)),
+            "no event after the SEND completed"
+        );
+        r.cq.event_consumed();
+        let got = poll_all(&mut r.cq, 2);
+        assert_eq!(got.len(), 2, "{got:?}");
+        // CQEs already waiting when armed: the event comes at once.
+        r.sqs[0]
+            .post(Op::Send, &[send(&b, r.lkey, 1, 64, 2)])
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        r.cq.arm(&arm_mmio, false).unwrap();
+        assert!(r.model.wait_cq_event(Duration::from_secs(1)));
+        r.cq.event_consumed();
+        assert_eq!(poll_all(&mut r.cq, 2).len(), 2);
+        // Solicited-only: an unsolicited SEND wakes nobody.
+        r.cq.arm(&arm_mmio, true).unwrap();
+        r.sqs[0]
+            .post(Op::Send, &[send(&b, r.lkey, 2, 64, 3)])
+            .unwrap();
+        assert!(!r.model.wait_cq_event(Duration::from_millis(200)));
+        assert_eq!(poll_all(&mut r.cq, 2).len(), 2);
+        r.model.stop();
+        assert_eq!(r.cq.arm_sn(), 2);
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+    }
+
     /// The ring record the RQ and the CQ share is one `Arc`.
     #[test]
     fn the_cq_completes_from_the_rqs_own_record() {

@@ -46,6 +46,7 @@
 //! For benches, `pair_with(HwMmio)` posts with the real stores into model
 //! memory and [`Model::step_dbrec`] executes up to the doorbell record.
 
+pub mod cq_arm;
 mod decode;
 mod mem;
 mod mmio;
@@ -201,6 +202,8 @@ pub struct Shared {
     nic: Mutex<Nic>,
     stop: AtomicBool,
     queues_taken: AtomicBool,
+    /// Completion events of an armed CQ (`cq_arm`).
+    pub(crate) events_cv: Condvar,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -242,7 +245,17 @@ impl Shared {
         for (q, e) in events {
             nic.event(&self.mem, &self.cfg, q, e);
         }
-        nic.schedule(&self.mem, &self.cfg)
+        let before = nic.events;
+        let n = nic.schedule(&self.mem, &self.cfg);
+        if nic.events != before {
+            self.events_cv.notify_all();
+        }
+        n
+    }
+
+    /// The CQ's arm record (`dbrec[MLX5_CQ_ARM_DB]`), host order.
+    pub(crate) fn cq_arm_record(&self) -> u32 {
+        load_be32(self.mem.cq_dbrec.ptr().wrapping_add(4))
     }
 }
 
@@ -340,6 +353,7 @@ impl Model {
             nic: Mutex::new(nic),
             stop: AtomicBool::new(false),
             queues_taken: AtomicBool::new(false),
+            events_cv: Condvar::new(),
         });
         Ok(Self {
             shared,

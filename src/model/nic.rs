@@ -136,6 +136,9 @@ pub(crate) struct Nic {
     pub(crate) recv: Vec<super::recv::RecvHw>,
     /// Responder CQEs of the WQE being executed, written before its own.
     pub(crate) resp_cqes: Vec<CqeOut>,
+    /// The CQ's pending arm request, and events raised (`cq_arm`).
+    pub(crate) armed: Option<super::cq_arm::Arm>,
+    pub(crate) events: u32,
 }
 
 impl Nic {
@@ -151,6 +154,8 @@ impl Nic {
             drop_wqes: 0,
             recv: Vec::new(),
             resp_cqes: Vec::new(),
+            armed: None,
+            events: 0,
         }
     }
 
@@ -496,6 +501,16 @@ impl Nic {
         Attempt::Executed
     }
 
+    /// An arm request: an event at the next CQE, or now when CQEs past the
+    /// consumer index it names are already written.
+    pub(crate) fn arm(&mut self, a: super::cq_arm::Arm) {
+        if !a.solicited && self.cq_pi.wrapping_sub(a.ci) & 0x00ff_ffff != 0 {
+            self.events += 1;
+        } else {
+            self.armed = Some(a);
+        }
+    }
+
     fn write_cqe(&mut self, mem: &Mem, cfg: &ModelConfig, q: usize, c: &CqeOut) -> bool {
         // SAFETY: the CQ doorbell record is model memory, 4-aligned; the
         // poller stores it concurrently, hence the atomic load.
@@ -528,6 +543,13 @@ impl Nic {
         }
         self.cq_pi = self.cq_pi.wrapping_add(1);
         self.count(q, |s| s.cqes += 1);
+        // An armed CQ raises one event at its next CQE; a solicited-only
+        // arm (REQ_NOT_SOL) waits for a CQE with SE, which the model's WQEs
+        // never ask for.
+        if self.armed.is_some_and(|a| !a.solicited) {
+            self.armed = None;
+            self.events += 1;
+        }
         true
     }
 
