@@ -110,3 +110,14 @@ single() {
     echo "single $name: rc=$rc"
     return "$rc"
 }
+
+# DEV: wait until GID 0 is set (a veth's IPv6 link-local address, after DAD); 10 s at most.
+gid0_ready() {
+    local i g
+    for i in $(seq 50); do
+        g=$(cat /sys/class/infiniband/$1/ports/1/gids/0 2>/dev/null)
+        [ -n "$g" ] && [ "$g" != 0000:0000:0000:0000:0000:0000:0000:0000 ] && return 0
+        sleep 0.2
+    done
+    return 1
+}

@@ -20,14 +20,6 @@ KD=$(ls -d "${RDMAPERF_VM_DIR:-$RDMAPERF_REPO/.vm}"/kernel-* 2>/dev/null | head 
 for m in veth sch_netem; do
     modprobe -d "$KD" $m > $RESULTS/mod.txt 2>&1 || { echo "modprobe $m from $KD failed: $(cat $RESULTS/mod.txt)" > $RESULTS/mod.missing; exit 0; }
 done
-gid0_ready() { # DEV: GID 0 set (the veth's IPv6 link-local address, after DAD)
-    for i in $(seq 50); do
-        g=$(cat /sys/class/infiniband/$1/ports/1/gids/0 2>/dev/null)
-        [ -n "$g" ] && [ "$g" != 0000:0000:0000:0000:0000:0000:0000:0000 ] && return 0
-        sleep 0.2
-    done
-    return 1
-}
 rdma link delete rxe0
 ip link add v0 type veth peer name v1
 ip link set v0 up; ip link set v1 up

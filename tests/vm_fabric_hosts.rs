@@ -53,14 +53,6 @@ MPI="timeout -k 5 300 mpirun --allow-run-as-root --oversubscribe --bind-to none"
 ARGS="-x 0 -s 65536 -n 40 --timeout 30"
 rx() { cat /sys/class/net/$1/statistics/rx_bytes 2>/dev/null || echo 0; }
 rx_in() { ip netns exec $1 cat /sys/class/net/$2/statistics/rx_bytes 2>/dev/null || echo 0; }
-gid0_ready() { # DEV: GID 0 set (the veth's IPv6 link-local address, after DAD)
-    for i in $(seq 50); do
-        g=$(cat /sys/class/infiniband/$1/ports/1/gids/0 2>/dev/null)
-        [ -n "$g" ] && [ "$g" != 0000:0000:0000:0000:0000:0000:0000:0000 ] && return 0
-        sleep 0.2
-    done
-    return 1
-}
 # hosts NAME NS_A DEV_A NS_B DEV_B RX_COUNTER_CMD: ranks 0,1 in NS_A on DEV_A, 2,3 in NS_B on DEV_B.
 hosts() {
     local name=$1 na=$2 da=$3 nb=$4 db=$5 rxcmd=$6

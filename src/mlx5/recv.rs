@@ -28,6 +28,36 @@ pub const SRQ_NEXT_SEG: usize = 16;
 /// Offset of `next_wqe_index` (big-endian 16 bits) in the SRQ next segment.
 const NEXT_WQE_INDEX: usize = 2;
 
+/// The receive doorbell: the posted count (16 bits, big-endian) into the
+/// queue's record, after a store barrier so the NIC never sees a count that
+/// covers a WQE it cannot read yet (`udma_to_device_barrier` in
+/// `mlx5_post_recv` / `mlx5_post_srq_recv`). No MMIO on the receive side.
+///
+/// # Safety
+/// `dbrec` must be the queue's valid, 4-byte aligned doorbell record.
+#[inline(always)]
+pub(crate) unsafe fn ring_record(dbrec: NonNull<u32>, posted: u32) {
+    super::barrier::store_fence_dma();
+    let raw = u32::from_ne_bytes((posted & 0xffff).to_be_bytes());
+    // SAFETY: the caller's contract; atomic because the NIC (or the
+    // model's thread) reads the record concurrently.
+    unsafe { AtomicU32::from_ptr(dbrec.as_ptr()) }.store(raw, Ordering::Release);
+}
+
+/// A receive queue's layout refused, with the fix both kinds give.
+pub(crate) fn layout_error(
+    what: &'static str,
+    value: u64,
+    expected: &'static str,
+) -> super::error::DirectError {
+    super::error::DirectError::Layout {
+        what,
+        value,
+        expected,
+        fix: "use --post wr-api on this device (and report the values)",
+    }
+}
+
 /// Which kind of receive queue a ring is (our own choice, never read from
 /// the device).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -10,13 +10,11 @@
 //! so the NIC never sees a count that covers a WQE it cannot yet read.
 
 use core::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::barrier;
 use super::error::DirectError;
 use super::keepalive::KeepAlive;
-use super::recv::{RecvKind, RecvRing, DATA_SEG};
+use super::recv::{layout_error, ring_record, RecvKind, RecvRing, DATA_SEG};
 use crate::post::{PostError, RecvQueue};
 use crate::sys::mlx5dv_qp;
 
@@ -41,12 +39,7 @@ unsafe impl Send for DirectRq {}
 
 /// The RQ layout checks alone (set-up refuses before connecting).
 pub fn check_rq_layout(qp: &mlx5dv_qp) -> Result<(), DirectError> {
-    let layout = |what, value: u64, expected| DirectError::Layout {
-        what,
-        value,
-        expected,
-        fix: "use --post wr-api on this device (and report the values)",
-    };
+    let layout = layout_error;
     let n = qp.rq.wqe_cnt;
     if n == 0 {
         return Err(DirectError::Config {
@@ -128,14 +121,9 @@ impl DirectRq {
 
     #[inline(always)]
     fn doorbell(&self) {
-        // The WQEs above must be visible to the NIC before the count that
-        // covers them (udma_to_device_barrier in mlx5_post_recv).
-        barrier::store_fence_dma();
-        let raw = u32::from_ne_bytes((self.head & 0xffff).to_be_bytes());
-        // SAFETY: dbrec[MLX5_RCV_DBR] of this QP, valid and aligned
-        // (constructor contract); atomic because the NIC (or the model's
-        // thread) reads it concurrently.
-        unsafe { AtomicU32::from_ptr(self.dbrec.as_ptr()) }.store(raw, Ordering::Release);
+        // SAFETY: this queue's record, valid and aligned (constructor
+        // contract).
+        unsafe { ring_record(self.dbrec, self.head) };
     }
 }
 

@@ -13,13 +13,11 @@
 //! record.
 
 use core::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::barrier;
 use super::error::DirectError;
 use super::keepalive::KeepAlive;
-use super::recv::{RecvKind, RecvRing, DATA_SEG, SRQ_NEXT_SEG};
+use super::recv::{layout_error, ring_record, RecvKind, RecvRing, DATA_SEG, SRQ_NEXT_SEG};
 use crate::post::{PostError, RecvQueue};
 use crate::sys::mlx5dv_srq;
 
@@ -41,12 +39,7 @@ unsafe impl Send for DirectSrq {}
 
 /// The SRQ layout checks alone (UCX's `uct_ib_mlx5_verbs_srq_init` checks).
 pub fn check_srq_layout(srq: &mlx5dv_srq) -> Result<(), DirectError> {
-    let layout = |what, value: u64, expected| DirectError::Layout {
-        what,
-        value,
-        expected,
-        fix: "use --post wr-api on this device (and report the values)",
-    };
+    let layout = layout_error;
     if srq.head != 0 {
         return Err(layout("srq.head", srq.head as u64, "0 (a fresh SRQ)"));
     }
@@ -150,12 +143,9 @@ impl DirectSrq {
 
     #[inline(always)]
     fn doorbell(&self) {
-        // WQEs before the count that covers them (udma_to_device_barrier).
-        barrier::store_fence_dma();
-        let raw = u32::from_ne_bytes((self.counter as u32).to_be_bytes());
-        // SAFETY: this SRQ's doorbell record, valid and aligned
-        // (constructor contract); atomic: the NIC reads it concurrently.
-        unsafe { AtomicU32::from_ptr(self.dbrec.as_ptr()) }.store(raw, Ordering::Release);
+        // SAFETY: this queue's record, valid and aligned (constructor
+        // contract).
+        unsafe { ring_record(self.dbrec, self.counter as u32) };
     }
 }
 
