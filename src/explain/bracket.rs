@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use super::ceiling::{payload_fraction, pcie_gbps, roce_mtu, IB_OVERHEAD, ROCE_V2_OVERHEAD};
 use super::counters::{deltas, Delta, Snapshot};
-use super::doctor::{device_checks, Check, HostFacts};
+use super::doctor::{fact_checks, Check, HostFacts};
 use super::rules::{evaluate, Finding};
 use super::sysfs::{DeviceFacts, SysRoot};
 
@@ -99,10 +99,7 @@ impl Bracket {
             .pcie
             .as_ref()
             .and_then(|p| Some(pcie_gbps(p.speed_gts?, p.width?)));
-        let facts = device_checks(&self.root, &self.facts, host)
-            .into_iter()
-            .filter(|c| c.code != "link_errors_since_boot") // the deltas tell about this run
-            .collect();
+        let facts = fact_checks(&self.root, &self.facts, host);
         Explanation {
             device: self.facts.name.clone(),
             port: self.port,

@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use super::ceiling::{pcie_gbps, roce_mtu};
 use super::counters::Snapshot;
-use super::sysfs::{DeviceFacts, SysRoot};
+use super::sysfs::{DeviceFacts, PortFacts, SysRoot};
 
 /// One wrong fact.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,52 +89,78 @@ impl HostFacts {
     }
 }
 
-/// The checks of one device.
+/// The checks of one device: its facts, and its error counters since boot.
 pub fn device_checks(root: &SysRoot, d: &DeviceFacts, host: &HostFacts) -> Vec<Check> {
     let mut v = Vec::new();
-    let name = &d.name;
     for p in &d.ports {
-        if p.state != "ACTIVE" {
-            v.push(Check {
-                code: "port_down",
-                what: format!("{name} port {}: state {}", p.port, if p.state.is_empty() { "unknown" } else { &p.state }),
-                fix: "bring the link up (cable, switch port, `ip link set <netdev> up`) or use another port".into(),
-            });
-        }
-        if let (Some(mtu), Some(rate)) = (p.netdev_mtu, p.rate_gbps) {
-            if p.link_layer == "Ethernet" && roce_mtu(mtu) < 4096 && rate >= 100.0 {
-                v.push(Check {
-                    code: "mtu_limited",
-                    what: format!(
-                        "{name} port {}: netdev {} MTU {mtu} allows RoCE packets of {} B on a {rate} Gb/s link \
-                         (payload ceiling {:.0} % of the rate, 98 % at 4096)",
-                        p.port,
-                        p.netdev.as_deref().unwrap_or("?"),
-                        roce_mtu(mtu),
-                        100.0 * super::ceiling::payload_fraction(roce_mtu(mtu), super::ceiling::ROCE_V2_OVERHEAD)
-                    ),
-                    fix: "set the netdev MTU to 4200 or more (9000 is usual) on both hosts and the switch ports".into(),
-                });
-            }
-        }
-        let pma = Snapshot::read(root, name, p.port);
-        for c in [
-            "pma.link_downed",
-            "pma.symbol_error",
-            "pma.port_rcv_errors",
-            "link_downed",
-        ] {
-            if let Some(&n) = pma.0.get(c).filter(|n| **n > 0) {
-                v.push(Check {
-                    code: "link_errors_since_boot",
-                    what: format!("{name} port {}: {} = {n} since the counters were last cleared", p.port, c.trim_start_matches("pma.")),
-                    fix: "if it grows during runs: cable/transceiver/switch port (reset with `perfquery -R` to watch)".into(),
-                });
-            }
-        }
+        v.extend(port_checks(&d.name, p));
+        v.extend(port_counter_checks(root, &d.name, p));
     }
     v.extend(pcie_checks(d));
     v.extend(numa_check(root, d, host));
+    v
+}
+
+/// The checks of one device's facts alone (`--explain` reads the counters
+/// around the run itself).
+pub fn fact_checks(root: &SysRoot, d: &DeviceFacts, host: &HostFacts) -> Vec<Check> {
+    let mut v: Vec<Check> = d
+        .ports
+        .iter()
+        .flat_map(|p| port_checks(&d.name, p))
+        .collect();
+    v.extend(pcie_checks(d));
+    v.extend(numa_check(root, d, host));
+    v
+}
+
+/// A port's state and the RoCE MTU its netdev allows.
+fn port_checks(name: &str, p: &PortFacts) -> Vec<Check> {
+    let mut v = Vec::new();
+    if p.state != "ACTIVE" {
+        v.push(Check {
+            code: "port_down",
+            what: format!("{name} port {}: state {}", p.port, if p.state.is_empty() { "unknown" } else { &p.state }),
+            fix: "bring the link up (cable, switch port, `ip link set <netdev> up`) or use another port".into(),
+        });
+    }
+    if let (Some(mtu), Some(rate)) = (p.netdev_mtu, p.rate_gbps) {
+        if p.link_layer == "Ethernet" && roce_mtu(mtu) < 4096 && rate >= 100.0 {
+            v.push(Check {
+                code: "mtu_limited",
+                what: format!(
+                    "{name} port {}: netdev {} MTU {mtu} allows RoCE packets of {} B on a {rate} Gb/s link \
+                     (payload ceiling {:.0} % of the rate, 98 % at 4096)",
+                    p.port,
+                    p.netdev.as_deref().unwrap_or("?"),
+                    roce_mtu(mtu),
+                    100.0 * super::ceiling::payload_fraction(roce_mtu(mtu), super::ceiling::ROCE_V2_OVERHEAD)
+                ),
+                fix: "set the netdev MTU to 4200 or more (9000 is usual) on both hosts and the switch ports".into(),
+            });
+        }
+    }
+    v
+}
+
+/// A port's error counters since they were last cleared.
+fn port_counter_checks(root: &SysRoot, name: &str, p: &PortFacts) -> Vec<Check> {
+    let mut v = Vec::new();
+    let pma = Snapshot::read(root, name, p.port);
+    for c in [
+        "pma.link_downed",
+        "pma.symbol_error",
+        "pma.port_rcv_errors",
+        "link_downed",
+    ] {
+        if let Some(&n) = pma.0.get(c).filter(|n| **n > 0) {
+            v.push(Check {
+                code: "link_errors_since_boot",
+                what: format!("{name} port {}: {} = {n} since the counters were last cleared", p.port, c.trim_start_matches("pma.")),
+                fix: "if it grows during runs: cable/transceiver/switch port (reset with `perfquery -R` to watch)".into(),
+            });
+        }
+    }
     v
 }
 

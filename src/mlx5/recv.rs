@@ -105,19 +105,25 @@ pub(crate) struct Shape {
     stride_shift: u32,
     mask: u32,
     max_gs: u32,
-    /// Where the data segments start in a WQE (16 for the SRQ).
-    first: usize,
+    /// An SRQ WQE's data segments follow its 16-byte next segment.
     srq: bool,
     wr_ids: NonNull<AtomicU64>,
 }
 
 impl Shape {
+    /// The WQE of `slot` (masked: the ring wraps).
+    #[inline(always)]
+    fn slot_ptr(self, slot: u32) -> *mut u8 {
+        let off = ((slot & self.mask) as usize) << self.stride_shift;
+        self.buf.as_ptr().wrapping_add(off)
+    }
+
+    /// Data segment `k` of `slot`'s WQE.
     #[inline(always)]
     fn seg_ptr(self, slot: u32, k: u32) -> *mut u8 {
-        let off = ((slot & self.mask) as usize) << self.stride_shift;
-        self.buf
-            .as_ptr()
-            .wrapping_add(off + self.first + k as usize * DATA_SEG)
+        let first = if self.srq { SRQ_NEXT_SEG } else { 0 };
+        self.slot_ptr(slot)
+            .wrapping_add(first + k as usize * DATA_SEG)
     }
 
     /// Writes one WR's WQE into `slot`: one data segment (none for a
@@ -213,23 +219,6 @@ impl RecvRing {
         self.tail.load(Ordering::Acquire)
     }
 
-    #[inline(always)]
-    fn slot_ptr(&self, slot: u32) -> *mut u8 {
-        let off = ((slot & self.mask) as usize) << self.stride_shift;
-        self.buf.as_ptr().wrapping_add(off)
-    }
-
-    #[inline(always)]
-    fn seg_ptr(&self, slot: u32, k: u32) -> *mut u8 {
-        let first = if self.kind == RecvKind::Srq {
-            SRQ_NEXT_SEG
-        } else {
-            0
-        };
-        self.slot_ptr(slot)
-            .wrapping_add(first + k as usize * DATA_SEG)
-    }
-
     /// The geometry for a posting loop (see [`Shape`]).
     #[inline(always)]
     pub(crate) fn shape(&self) -> Shape {
@@ -238,11 +227,6 @@ impl RecvRing {
             stride_shift: self.stride_shift,
             mask: self.mask,
             max_gs: self.max_gs,
-            first: if self.kind == RecvKind::Srq {
-                SRQ_NEXT_SEG
-            } else {
-                0
-            },
             srq: self.kind == RecvKind::Srq,
             // The table's length is mask + 1 (`new`).
             wr_ids: NonNull::from(&*self.wr_ids).cast(),
@@ -252,7 +236,10 @@ impl RecvRing {
     /// SRQ: the slot after `slot` in the list.
     #[inline(always)]
     pub(crate) fn next_of(&self, slot: u16) -> u16 {
-        let p = self.slot_ptr(slot as u32).wrapping_add(NEXT_WQE_INDEX);
+        let p = self
+            .shape()
+            .slot_ptr(slot as u32)
+            .wrapping_add(NEXT_WQE_INDEX);
         // SAFETY: inside the slot's next segment; read atomically because
         // the poller links freed WQEs from another thread.
         let raw = unsafe { AtomicU16::from_ptr(p.cast()) }.load(Ordering::Acquire);
@@ -261,7 +248,10 @@ impl RecvRing {
 
     #[inline(always)]
     fn set_next(&self, slot: u16, next: u16) {
-        let p = self.slot_ptr(slot as u32).wrapping_add(NEXT_WQE_INDEX);
+        let p = self
+            .shape()
+            .slot_ptr(slot as u32)
+            .wrapping_add(NEXT_WQE_INDEX);
         // SAFETY: inside the slot's next segment (2-aligned: slots are at
         // least 32-byte aligned); the posting side reads it atomically.
         unsafe { AtomicU16::from_ptr(p.cast()) }.store(next.to_be(), Ordering::Release);
@@ -305,13 +295,14 @@ impl RecvRing {
     /// Copies a scattered payload into the data segments of `slot`, in
     /// order, until the terminator; LOC_LEN_ERR if they hold less.
     fn scatter(&self, slot: u32, p: Inline) -> WcStatus {
+        let shape = self.shape();
         let mut left = p.len as usize;
         let mut src = p.src;
         for k in 0..self.max_gs {
             if left == 0 {
                 break;
             }
-            let seg = self.seg_ptr(slot, k);
+            let seg = shape.seg_ptr(slot, k);
             // SAFETY: segment k of a posted slot, inside the ring.
             let s = unsafe { seg.cast::<[u8; 16]>().read_volatile() };
             let len = u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as usize;

@@ -653,13 +653,12 @@ impl Model {
     /// zeroes both record words; build its `DirectRq` again. An SRQ is not
     /// the QP's and stays.
     pub fn reset_recv(&self, q: usize) {
-        let Some(spec) = self.shared.cfg.recv.filter(|r| !r.srq) else {
+        if !self.shared.cfg.recv.is_some_and(|r| !r.srq) {
             return;
-        };
+        }
         let Some(m) = self.shared.mem.recv.get(q) else {
             return;
         };
-        let _ = spec;
         lock(&self.shared.nic).recv[q] = RecvHw::new(m);
         // SAFETY: word 0 of the ring's record region, stored atomically as
         // every record is.

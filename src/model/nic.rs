@@ -612,6 +612,17 @@ impl Nic {
         }
     }
 
+    /// A message found no receive posted at QP `q`'s peer: RC/UC answer
+    /// RNR NAK (the caller retries or fails the WQE), UD drops it.
+    pub(crate) fn no_receive(&mut self, q: usize, rnr_is_error: bool) -> Result<(), Fail> {
+        if rnr_is_error {
+            Err((synd::RNR_RETRY_EXC, vendor::UNKNOWN))
+        } else {
+            self.count(q, |s| s.ud_dropped += 1);
+            Ok(())
+        }
+    }
+
     fn deliver(
         &mut self,
         cfg: &ModelConfig,
@@ -625,12 +636,7 @@ impl Nic {
             return self.deliver_direct(cfg, q, data, opcode, imm, rnr_is_error);
         }
         let Some(r) = self.qps[q].peer_rq.pop_front() else {
-            return if rnr_is_error {
-                Err((synd::RNR_RETRY_EXC, vendor::UNKNOWN))
-            } else {
-                self.count(q, |s| s.ud_dropped += 1);
-                Ok(())
-            };
+            return self.no_receive(q, rnr_is_error);
         };
         let fits = data.len() as u64 <= r.len as u64;
         if fits

@@ -184,12 +184,7 @@ impl Nic {
         };
         let r = if spec.srq { 0 } else { q };
         let Some(idx) = self.recv[r].take(spec) else {
-            return if rnr_is_error {
-                Err((synd::RNR_RETRY_EXC, vendor::UNKNOWN))
-            } else {
-                self.stats.ud_dropped += 1;
-                Ok(())
-            };
+            return self.no_receive(q, rnr_is_error);
         };
         let w = self.recv[r].wqe(spec, idx as u32);
         let ud = matches!(cfg.transport, ModelTransport::Ud { .. });
