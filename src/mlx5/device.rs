@@ -10,7 +10,7 @@
 //!   in the CQE), `sq_sig_all = 0`, and explicit `send_ops_flags` so libmlx5
 //!   does not size every WQE for MW/UMR (which inflates the SQ 4x);
 //! - queues from ibv objects via `mlx5dv_init_obj` ([`sq_from_ibv_qp`],
-//!   [`cq_from_ibv_cq`]). Never post or poll the same QP/CQ through libmlx5
+//!   [`rq_from_ibv_qp`], [`srq_from_ibv_srq`], [`cq_from_ibv_cq`]). Never post or poll the same QP/CQ through libmlx5
 //!   as well: its indices would go stale.
 
 use core::ptr;
@@ -19,8 +19,10 @@ use std::ffi::CStr;
 use super::cq::DirectCq;
 use super::error::DirectError;
 use super::mmio::HwMmio;
+use super::rq::DirectRq;
 use super::seg::DatagramSeg;
 use super::sq::{DirectSq, Transport};
+use super::srq::DirectSrq;
 use crate::sys;
 
 /// How the user asked for the direct path.
@@ -310,6 +312,63 @@ pub unsafe fn sq_from_ibv_qp(
     qp: *mut sys::ibv_qp,
     transport: Transport,
 ) -> Result<DirectSq<HwMmio>, DirectError> {
+    // SAFETY: the caller's contract (a valid QP).
+    let dv = unsafe { qp_dv(qp) }?;
+    // SAFETY: dv was filled by mlx5dv_init_obj; the other requirements are
+    // this function's own contract.
+    unsafe { DirectSq::from_dv(&dv, (*qp).qp_num, transport, HwMmio, None) }
+}
+
+/// A direct RQ for a QP created by libmlx5 without an SRQ.
+///
+/// # Safety
+/// `qp` must be a valid QP that outlives the RQ, with nothing posted to its
+/// RQ yet and nothing posted through `ibv_post_recv` afterwards.
+pub unsafe fn rq_from_ibv_qp(qp: *mut sys::ibv_qp) -> Result<DirectRq, DirectError> {
+    // SAFETY: the caller's contract (a valid QP).
+    let dv = unsafe { qp_dv(qp) }?;
+    // SAFETY: dv describes qp's RQ; lifetime and exclusive posting are the
+    // caller's contract.
+    unsafe { DirectRq::from_dv(&dv, (*qp).qp_num, None) }
+}
+
+/// A direct SRQ for an SRQ created by libmlx5 (`ibv_create_srq`).
+///
+/// # Safety
+/// `srq` must be a valid SRQ that outlives the result, with nothing posted
+/// yet and nothing posted through `ibv_post_srq_recv` afterwards.
+pub unsafe fn srq_from_ibv_srq(srq: *mut sys::ibv_srq) -> Result<DirectSrq, DirectError> {
+    let mut dv = sys::mlx5dv_srq {
+        comp_mask: sys::MLX5DV_SRQ_MASK_SRQN as u64,
+        ..Default::default()
+    };
+    let mut obj = sys::mlx5dv_obj::default();
+    obj.srq.in_ = srq;
+    obj.srq.out = &mut dv;
+    // SAFETY: valid SRQ (caller), obj points to live out-structs.
+    let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_SRQ as u64) };
+    if rc != 0 {
+        return Err(DirectError::InitObj {
+            // SAFETY: valid SRQ → valid context and device.
+            device: unsafe { device_name((*(*srq).context).device) },
+            errno: rc.abs(),
+        });
+    }
+    if dv.comp_mask & sys::MLX5DV_SRQ_MASK_SRQN as u64 == 0 {
+        return Err(DirectError::Config {
+            problem: "mlx5dv_init_obj gave no SRQ number (rdma-core older than v21)",
+            fix: "use --post wr-api with --use-srq on this rdma-core",
+        });
+    }
+    // SAFETY: dv describes srq; the rest is the caller's contract.
+    unsafe { DirectSrq::from_dv(&dv, dv.srqn, None) }
+}
+
+/// `mlx5dv_init_obj` for one QP.
+///
+/// # Safety
+/// `qp` must be a valid QP.
+unsafe fn qp_dv(qp: *mut sys::ibv_qp) -> Result<sys::mlx5dv_qp, DirectError> {
     let mut dv = sys::mlx5dv_qp::default(); // comp_mask is in/out: zero it
     let mut obj = sys::mlx5dv_obj::default();
     obj.qp.in_ = qp;
@@ -323,9 +382,7 @@ pub unsafe fn sq_from_ibv_qp(
             errno: rc.abs(),
         });
     }
-    // SAFETY: dv was filled by mlx5dv_init_obj; the other requirements are
-    // this function's own contract.
-    unsafe { DirectSq::from_dv(&dv, (*qp).qp_num, transport, HwMmio, None) }
+    Ok(dv)
 }
 
 /// A direct poller for a CQ created by libmlx5 (`ibv_create_cq`/`_ex`).

@@ -26,6 +26,22 @@ pub fn verbs(
     EventCq::new(super::verbs_cq::VerbsCq::new(cq, batch)?, cq, events)
 }
 
+/// How a poller asks for the next completion event of its CQ. libmlx5's
+/// `ibv_req_notify_cq` arms with libmlx5's consumer index, which a direct
+/// poller never advances: the direct CQ arms with its own (`mlx5::cq`).
+pub trait Arm {
+    /// Request an event at the next completion of `cq`.
+    fn arm(&mut self, cq: &Cq) -> Result<(), VerbsError>;
+    /// One event of this CQ was taken from the channel (and acked).
+    fn event_delivered(&mut self) {}
+}
+
+impl Arm for super::verbs_cq::VerbsCq {
+    fn arm(&mut self, cq: &Cq) -> Result<(), VerbsError> {
+        cq.req_notify(false)
+    }
+}
+
 /// Completion events in front of a poller `C` of the same CQ.
 pub struct EventCq<C> {
     inner: C,
@@ -33,9 +49,16 @@ pub struct EventCq<C> {
     need_wait: bool,
 }
 
-impl<C: CompletionQueue> EventCq<C> {
+impl<C> EventCq<C> {
+    /// The poller behind the events (control path: attach queues).
+    pub fn inner_mut(&mut self) -> &mut C {
+        &mut self.inner
+    }
+}
+
+impl<C: CompletionQueue + Arm> EventCq<C> {
     /// With `events` (the CQ must have a channel), arms the CQ now; without, a pass-through.
-    pub fn new(inner: C, cq: &Arc<Cq>, events: bool) -> Result<Self, VerbsError> {
+    pub fn new(mut inner: C, cq: &Arc<Cq>, events: bool) -> Result<Self, VerbsError> {
         if events {
             if !cq.has_channel() {
                 return Err(VerbsError::new(
@@ -44,7 +67,7 @@ impl<C: CompletionQueue> EventCq<C> {
                     "-e: this CQ was created without a completion channel (internal); report this",
                 ));
             }
-            cq.req_notify(false)?;
+            inner.arm(cq)?;
         }
         Ok(EventCq {
             inner,
@@ -54,7 +77,7 @@ impl<C: CompletionQueue> EventCq<C> {
     }
 }
 
-impl<C: CompletionQueue> CompletionQueue for EventCq<C> {
+impl<C: CompletionQueue + Arm> CompletionQueue for EventCq<C> {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
         let Some(cq) = &self.cq else {
@@ -65,12 +88,16 @@ impl<C: CompletionQueue> CompletionQueue for EventCq<C> {
                 .wait_event_for(WAIT_MS)
                 .map_err(|e| PostError::Errno(e.errno))?;
             if got {
-                cq.req_notify(false)
-                    .map_err(|e| PostError::Errno(e.errno))?;
+                self.inner.event_delivered();
+                self.inner.arm(cq).map_err(|e| PostError::Errno(e.errno))?;
             }
         }
         let n = self.inner.poll(out)?;
         self.need_wait = n < out.len();
         Ok(n)
+    }
+
+    fn unknown_qpn_cqes(&self) -> u64 {
+        self.inner.unknown_qpn_cqes()
     }
 }

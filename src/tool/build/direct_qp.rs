@@ -3,18 +3,20 @@
 //! domain, scatter-to-CQE off so small READ/atomic results land in the
 //! buffer, `sq_sig_all` 0), moved through INIT/RTR/RTS with the very
 //! attribute builders verbs QPs use (`verbs::qp::build_*`). It has no post
-//! method of its own: nothing can post on it through libmlx5. Set-up
+//! method of its own: nothing can post on it (send or receive) through
+//! libmlx5. Set-up
 //! (`setup::Resources`) creates them; `direct` opens their queues.
 
 use std::marker::PhantomData;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::cli::params::{Conn, Params, Verb};
-use crate::mlx5::device::{DirectQp, HwSteps};
+use crate::mlx5::device::{rq_from_ibv_qp, DirectQp, HwSteps};
 use crate::mlx5::env::{BfPolicy, Mlx5Env};
+use crate::mlx5::recv::RecvRing;
+use crate::mlx5::rq::DirectRq;
 use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure};
-use crate::post::verbs_cq::VerbsRecv;
 use crate::post::{PostError, RecvQueue};
 use crate::sys;
 use crate::tool::common::fail::Fail;
@@ -30,6 +32,8 @@ pub struct DirectQpHandle {
     /// Set once its SQ was handed out ([`crate::tool::session::direct::open_queues`]): a second SQ would
     /// post into the same ring from index 0.
     pub(crate) opened: AtomicBool,
+    /// Set once its RQ was handed out ([`DirectQpHandle::direct_rq`]).
+    rq_opened: AtomicBool,
     /// How its doorbell rings (libmlx5's environment, read at set-up).
     pub(crate) bf_policy: BfPolicy,
     _send_cq: Arc<Cq>,
@@ -71,6 +75,7 @@ impl DirectQpHandle {
                 qp,
                 qp_type: qp_type_of(p.conn),
                 opened: AtomicBool::new(false),
+                rq_opened: AtomicBool::new(false),
                 bf_policy: env.bf_policy(),
                 _send_cq: Arc::clone(send_cq),
                 _recv_cq: Arc::clone(recv_cq),
@@ -146,15 +151,23 @@ impl DirectQpHandle {
         )
     }
 
-    /// Its receive queue, posted through libmlx5's `post_recv`: only the SQ
-    /// is written directly, the RQ and its (separate) receive CQ stay
-    /// libmlx5's (send-lat).
-    pub fn recv_queue(&self) -> Result<DirectRecv<'_>, Fail> {
-        // SAFETY: the QP is live while self is, and the borrow in the
-        // returned value keeps self alive as long as it is used.
-        let inner = unsafe { VerbsRecv::from_raw(self.qp.qp()) }.map_err(Fail::verbs)?;
+    /// Its receive queue, posted directly (`mlx5::rq`), once: a second RQ
+    /// would post into the same ring from slot 0. Its completions come
+    /// through a direct poller of the receive CQ the RQ is attached to.
+    pub fn direct_rq(&self) -> Result<DirectRecv<'_>, Fail> {
+        if self.rq_opened.swap(true, Ordering::AcqRel) {
+            return Err(Fail::new(format!(
+                "--post direct: the receive queue of QP {:#08x} was already opened (internal); \
+                 use --post wr-api",
+                self.qpn()
+            )));
+        }
+        // SAFETY: the QP is live while self is (the borrow in DirectRecv),
+        // its RQ is fresh (handed out once, above) and nothing in rdmaperf
+        // posts to a direct QP's RQ through libmlx5.
+        let rq = unsafe { rq_from_ibv_qp(self.qp.qp()) }.map_err(|e| Fail::new(e.to_string()))?;
         Ok(DirectRecv {
-            inner,
+            rq,
             _h: PhantomData,
         })
     }
@@ -171,18 +184,27 @@ impl DirectQpHandle {
     }
 }
 
-/// Receives on a direct-path QP ([`DirectQpHandle::recv_queue`]).
+/// A direct-path QP's receive queue ([`DirectQpHandle::direct_rq`]),
+/// borrowing the QP it posts into.
 pub struct DirectRecv<'h> {
-    inner: VerbsRecv,
+    rq: DirectRq,
     _h: PhantomData<&'h DirectQpHandle>,
 }
 
-impl RecvQueue for DirectRecv<'_> {
-    #[inline]
-    fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
-        self.inner.post_recv(wr_id, addr, lkey, len)
+impl DirectRecv<'_> {
+    /// The QP number and ring record a direct poller completes these
+    /// receives from ([`crate::mlx5::DirectCq::attach_recv`]).
+    pub fn binding(&self) -> (u32, &Arc<RecvRing>) {
+        (self.rq.qpn(), self.rq.ring())
     }
-    #[inline]
+}
+
+impl RecvQueue for DirectRecv<'_> {
+    #[inline(always)]
+    fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
+        self.rq.post_recv(wr_id, addr, lkey, len)
+    }
+    #[inline(always)]
     fn post_recv_list(
         &mut self,
         n: usize,
@@ -191,7 +213,7 @@ impl RecvQueue for DirectRecv<'_> {
         len: u32,
         addr: impl Fn(usize) -> u64,
     ) -> Result<(), PostError> {
-        self.inner.post_recv_list(n, wr_id, lkey, len, addr)
+        self.rq.post_recv_list(n, wr_id, lkey, len, addr)
     }
 }
 

@@ -132,14 +132,15 @@ pub fn after_direct_failure(
 /// (send-bw and send-lat over UD too) without any of [`STILL_UNWIRED`].
 /// The latency tools post through the direct SQ (write-lat's ping-pong
 /// polls memory; read/atomic-lat wait for their own completion); receives
-/// (send-lat, send-bw's server) stay libmlx5's, on a CQ of their own.
+/// (send-lat, send-bw's server) go through the direct RQs, completed by a
+/// direct poller of their own receive CQ (`session::direct::open_recv`).
 pub fn direct_wired(p: &Params) -> bool {
     unwired(p).is_empty()
 }
 
 /// The options that keep a test off the direct path until they are wired,
 /// as `--post direct`'s refusal lists them.
-pub const STILL_UNWIRED: &str = "-b, --threads, -e, -R, -g, --use-srq, --mr_per_qp";
+pub const STILL_UNWIRED: &str = "-b, --threads, -R, -g, --use-srq";
 
 /// What in this test is not wired for the direct path (empty: it runs),
 /// each naming the option and why.
@@ -154,12 +155,6 @@ pub fn unwired(p: &Params) -> Vec<&'static str> {
     if p.conn == Conn::Ud && p.tool.verb != Verb::Send {
         // The CLI refuses this already; kept so the reason never reads "wired".
         v.push("-c UD with a verb other than SEND");
-    }
-    if p.use_event {
-        v.push("-e (the direct CQ cannot be armed for the completion channel yet)");
-    }
-    if p.mr_per_qp {
-        v.push("--mr_per_qp (the direct SQ posts from the one shared MR)");
     }
     if p.rdma_cm {
         v.push("-R (the data QPs are made and connected by the CM, not through mlx5dv)");
@@ -336,9 +331,10 @@ mod tests {
         assert!(!wired("write-bw", duplex));
     }
 
-    /// send-lat runs direct over RC, UC and UD (auto picks it on mlx5);
-    /// -e, -R keep it on the verbs methods (auto gives the WR API,
-    /// `--post direct` an error naming the option), as -R does write-lat.
+    /// send-lat runs direct over RC, UC and UD, with and without -e (auto
+    /// picks it on mlx5); -R keeps it on the verbs methods (auto gives the
+    /// WR API, `--post direct` an error naming the option), as it does
+    /// write-lat.
     #[test]
     fn send_lat_is_wired_for_direct_and_unwired_options_keep_it_off() {
         use crate::cli::args::PerfArgs;
@@ -365,15 +361,15 @@ mod tests {
             decide(PostChoice::Auto, &f, ok).map_err(|f| f.msg)
         };
         for conn in ["RC", "UC", "UD"] {
-            let p = params("send-lat", args(conn, false, false));
-            assert!(direct_wired(&p), "send-lat -c {conn}");
-            assert_eq!(auto(&p), Ok(Method::Direct), "send-lat -c {conn}");
+            for events in [false, true] {
+                let p = params("send-lat", args(conn, events, false));
+                assert!(direct_wired(&p), "send-lat -c {conn} -e {events}");
+                assert_eq!(auto(&p), Ok(Method::Direct), "send-lat -c {conn}");
+            }
         }
-        for (events, cm) in [(true, false), (false, true)] {
-            let p = params("send-lat", args("RC", events, cm));
-            assert!(!direct_wired(&p), "-e {events} -R {cm}");
-            assert_eq!(auto(&p), Ok(Method::WrApi), "-e {events} -R {cm}");
-        }
+        let p = params("send-lat", args("RC", false, true));
+        assert!(!direct_wired(&p), "-R");
+        assert_eq!(auto(&p), Ok(Method::WrApi), "-R");
         let p = params("write-lat", args("RC", false, true));
         assert_eq!(auto(&p), Ok(Method::WrApi));
         let u = unwired(&p);
@@ -460,9 +456,16 @@ mod tests {
                 Some("--threads ("),
             ),
             ("-b", |a| a.bidirectional = true, Some("-b (")),
-            ("-e", |a| a.events = true, Some("-e (")),
+            ("-e", |a| a.events = true, None),
             ("-R", |a| a.rdma_cm = true, Some("-R (")),
-            ("--mr_per_qp", |a| a.mr_per_qp = true, Some("--mr_per_qp (")),
+            (
+                "--mr_per_qp",
+                |a| {
+                    a.mr_per_qp = true;
+                    a.qps = Some(2)
+                },
+                None,
+            ),
             ("--use-srq", |a| a.use_srq = true, Some("--use-srq (")),
             (
                 "-g",

@@ -427,9 +427,15 @@ impl Resources {
     /// A receive poster for QP `i`: its own RQ, or the SRQ with `--use-srq`.
     pub fn recv_queue(&self, i: usize) -> Result<crate::post::verbs_cq::VerbsRecv, Fail> {
         use crate::post::verbs_cq::VerbsRecv;
+        let qp = self.qps.get(i).ok_or_else(|| {
+            Fail::new(format!(
+                "internal: no verbs QP {i} to post receives to (direct QPs post through \
+                 tool::session::direct::open_recv); please report this"
+            ))
+        })?;
         match &self.srq {
-            Some(s) => VerbsRecv::srq(&self.qps[i], s),
-            None => VerbsRecv::new(&self.qps[i]),
+            Some(s) => VerbsRecv::srq(qp, s),
+            None => VerbsRecv::new(qp),
         }
         .map_err(Fail::verbs)
     }

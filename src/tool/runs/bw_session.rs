@@ -149,7 +149,7 @@ pub(crate) fn run_session(
 
     // Direct: one set of queues for every size (the SQ/CQ indices carry over).
     let mut dq = if method == Method::Direct {
-        Some(direct::open_queues(&res, &[])?)
+        Some(direct::open_queues(&res, &[], p.use_event)?)
     } else {
         None
     };

@@ -114,7 +114,8 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                             out.print(&text::bw_header(&r.info));
                             header = true;
                         }
-                        barrier(&mut sess, &e.step, b, receiver.as_mut(), p, r, &steps[i..])?;
+                        let rx = receiver.as_mut().map(|rx| (rx, None));
+                        barrier(&mut sess, &e.step, b, rx, p, r, &steps[i..])?;
                     }
                     Step::Run { size } => {
                         let size = size.unwrap_or(p.sizes[0]);

@@ -26,7 +26,7 @@ use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
 use crate::tool::common::scenario::qp_type;
 use crate::tool::session::control::{connect, to_text_dest as text_dest};
-use crate::tool::session::direct::{self, DirectQueues};
+use crate::tool::session::direct::{self, DirectQueues, DirectRx};
 use crate::tool::session::info::test_info;
 use crate::verbs::{Mr, UdDest};
 use std::marker::PhantomData;
@@ -94,6 +94,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         my,
         ud: Vec::new(),
         dq: None,
+        drx: None,
         header_done: false,
         json: p
             .json_file
@@ -160,6 +161,9 @@ struct Lat<'a> {
     /// opened at the first size (after Connect: UD needs the AH) and kept
     /// across sizes (their ring indices carry over).
     dq: Option<DirectQueues<'a>>,
+    /// `--post direct` send-lat: the RQs and the receive CQ's poller,
+    /// opened before the first receive and kept across sizes.
+    drx: Option<DirectRx<'a>>,
     header_done: bool,
     json: Option<json::JsonReport>,
     /// `--samples-file` was written for an earlier size.
@@ -268,18 +272,28 @@ impl<'a> Lat<'a> {
         }
     }
 
-    fn post_recvs(&self, size: u64) -> Result<(), Fail> {
+    fn post_recvs(&mut self, size: u64) -> Result<(), Fail> {
         for q in 0..self.res.qps.len() {
-            self.post_recvs_on(size, self.res.recv_queue(q)?)?;
+            self.post_recvs_on(size, &mut self.res.recv_queue(q)?)?;
         }
-        // Direct QPs' receive queues stay libmlx5's (only the SQ is direct).
-        for h in &self.res.direct_qps {
-            self.post_recvs_on(size, h.recv_queue()?)?;
+        // Direct QPs: only send-lat's peer SENDs; the RQs are opened (and
+        // posted directly) at the first size and kept across sizes.
+        if self.res.direct_qps.is_empty() || self.p.tool.verb != Verb::Send {
+            return Ok(());
         }
-        Ok(())
+        let mut rx = match self.drx.take() {
+            Some(rx) => rx,
+            None => direct::open_recv(self.res, self.p.use_event)?,
+        };
+        let r = rx
+            .rqs
+            .iter_mut()
+            .try_for_each(|rq| self.post_recvs_on(size, rq));
+        self.drx = Some(rx);
+        r
     }
 
-    fn post_recvs_on<R: RecvQueue>(&self, size: u64, mut rq: R) -> Result<(), Fail> {
+    fn post_recvs_on<R: RecvQueue>(&self, size: u64, rq: &mut R) -> Result<(), Fail> {
         let (addr, len) = self.recv_buf(size);
         for i in 0..self.p.rx_depth as u64 {
             rq.post_recv(i, addr, self.res.mr.lkey(), len)
@@ -300,21 +314,23 @@ impl<'a> Lat<'a> {
                 let qp = &self.res.qps[0];
                 let mut sq = PostSendQueue::new(qp, 1, ud).map_err(Fail::verbs)?;
                 let mut cq = self.verbs_cq()?;
-                self.measure(size, &mut sq, &mut cq)?
+                self.measure(size, &mut sq, &mut cq, None)?
             }
             Method::WrApi => {
                 let qp = &self.res.qps[0];
                 let mut sq = WrApiQueue::new(qp, ud).map_err(Fail::verbs)?;
                 let mut cq = self.verbs_cq()?;
-                self.measure(size, &mut sq, &mut cq)?
+                self.measure(size, &mut sq, &mut cq, None)?
             }
             Method::Direct => {
                 let mut dq = match self.dq.take() {
                     Some(dq) => dq,
                     None => self.open_direct()?,
                 };
-                let r = self.measure(size, &mut dq.sqs[0], &mut dq.cq);
+                let mut rx = self.drx.take();
+                let r = self.measure(size, &mut dq.sqs[0], &mut dq.cq, rx.as_mut());
                 self.dq = Some(dq);
+                self.drx = rx;
                 r?
             }
         };
@@ -332,8 +348,8 @@ impl<'a> Lat<'a> {
 
     /// The direct queues, once (after Connect). The direct poller owns the
     /// send CQ; send-lat's receive completions go to the separate receive
-    /// CQ, still polled through libmlx5, so no receive CQE can reach (and
-    /// be dropped by) the direct poller.
+    /// CQ, which a second direct poller owns (`drx`), so no receive CQE can
+    /// reach (and be dropped by) the send poller.
     fn open_direct(&self) -> Result<DirectQueues<'a>, Fail> {
         let res: &'a Resources = self.res;
         if self.p.tool.verb == Verb::Send && Arc::ptr_eq(&res.cq, &res.rcq) {
@@ -343,7 +359,7 @@ impl<'a> Lat<'a> {
             ));
         }
         let uds: Vec<Option<UdDest>> = self.ud.iter().cloned().map(Some).collect();
-        direct::open_queues(res, &uds)
+        direct::open_queues(res, &uds, self.p.use_event)
     }
 
     /// One size with post method `S` polled by `C` (monomorphised per method).
@@ -352,6 +368,7 @@ impl<'a> Lat<'a> {
         size: u64,
         sq: &mut S,
         cq: &mut C,
+        rx: Option<&mut DirectRx<'a>>,
     ) -> Result<Measured, Fail> {
         let p = self.p;
         let res = self.res;
@@ -392,38 +409,34 @@ impl<'a> Lat<'a> {
             Verb::Read | Verb::Atomic => {
                 lat::rdma_lat(&cfg, sq, cq, &target, &mut tposted, clock::now)
             }
-            Verb::Send => {
-                // Receives: verbs on either kind of QP (see `open_direct`).
-                let mut rcq = event_cq::verbs(&res.rcq, 1, p.use_event).map_err(Fail::verbs)?;
-                match res.direct_qps.first() {
-                    Some(h) => {
-                        let mut rq = h.recv_queue()?;
-                        lat::send_lat(
-                            &cfg,
-                            sq,
-                            cq,
-                            &mut rq,
-                            &mut rcq,
-                            &target,
-                            &mut tposted,
-                            clock::now,
-                        )
-                    }
-                    None => {
-                        let mut rq = res.recv_queue(0)?;
-                        lat::send_lat(
-                            &cfg,
-                            sq,
-                            cq,
-                            &mut rq,
-                            &mut rcq,
-                            &target,
-                            &mut tposted,
-                            clock::now,
-                        )
-                    }
+            Verb::Send => match rx {
+                // Direct: QP 0's RQ and the receive CQ's direct poller.
+                Some(DirectRx { rqs, cq: rcq }) => {
+                    let rq = rqs.first_mut().ok_or_else(|| {
+                        Fail::new("internal: send-lat --post direct without a receive queue")
+                    })?;
+                    lat::send_lat(&cfg, sq, cq, rq, rcq, &target, &mut tposted, clock::now)
                 }
-            }
+                None if res.qps.is_empty() => {
+                    return Err(Fail::new(
+                        "internal: send-lat --post direct ran before its receives were posted",
+                    ))
+                }
+                None => {
+                    let mut rcq = event_cq::verbs(&res.rcq, 1, p.use_event).map_err(Fail::verbs)?;
+                    let mut rq = res.recv_queue(0)?;
+                    lat::send_lat(
+                        &cfg,
+                        sq,
+                        cq,
+                        &mut rq,
+                        &mut rcq,
+                        &target,
+                        &mut tposted,
+                        clock::now,
+                    )
+                }
+            },
         };
         let cpu = cpu.map_or(0.0, |c| c.finish());
         let n = (outcome.iters as usize).min(tposted.len());

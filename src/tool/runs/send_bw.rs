@@ -28,7 +28,7 @@ use crate::tool::common::scenario::qp_type;
 use crate::tool::session::bw_measure::{measure_size, qp_targets};
 use crate::tool::session::bw_result::{check_limits, report_of};
 use crate::tool::session::control::{connect, to_text_dest};
-use crate::tool::session::direct;
+use crate::tool::session::direct::{self, DirectRx};
 use crate::tool::session::info::test_info;
 use crate::verbs::{Mtu, UdDest};
 use std::time::Duration;
@@ -76,8 +76,12 @@ pub(crate) fn ud_dests(
         .collect()
 }
 
-/// The server's receive side, kept across sizes.
+/// The server's receive side, kept across sizes. Its receive queues are
+/// `rqs` (verbs QPs) or, with `--post direct`, a [`DirectRx`] the caller
+/// opens once the set-up is over and hands to [`Receiver::prepare`] and
+/// [`Receiver::run`].
 pub(crate) struct Receiver {
+    /// The verbs QPs' receive queues (empty with direct QPs).
     pub(crate) rqs: Vec<VerbsRecv>,
     pub(crate) bufs: Vec<RecvBuf>,
     pub(crate) counts: Vec<RxCount>,
@@ -99,7 +103,7 @@ impl Receiver {
                         .map(|r| r.with_list(p.recv_post_list as usize))
                 })
                 .collect::<Result<_, _>>()?,
-            bufs: (0..res.qps.len())
+            bufs: (0..res.num_qps())
                 .map(|q| {
                     let (mr, gi) = res.qp_mem(q);
                     RecvBuf {
@@ -108,7 +112,7 @@ impl Receiver {
                     }
                 })
                 .collect(),
-            counts: vec![RxCount::default(); res.qps.len()],
+            counts: vec![RxCount::default(); res.num_qps()],
             cfg: None,
         })
     }
@@ -120,6 +124,7 @@ impl Receiver {
         res: &Resources,
         size: u64,
         clock: &Clock,
+        direct: Option<&mut DirectRx<'_>>,
     ) -> Result<(), Fail> {
         let g = Geometry::new(
             size,
@@ -151,8 +156,17 @@ impl Receiver {
             },
             list: p.recv_post_list as u64,
         };
-        recv::prepost(&mut self.rqs, &self.bufs, &mut self.counts, &cfg)
-            .map_err(|e| Fail::new(describe_recv(e, size, &cfg)))?;
+        let posted = match direct {
+            Some(d) => recv::prepost(&mut d.rqs, &self.bufs, &mut self.counts, &cfg),
+            None if self.rqs.len() != self.bufs.len() => {
+                return Err(Fail::new(
+                    "internal: the direct receive queues were not opened before the first \
+                     receive; please report this, and use --post wr-api",
+                ))
+            }
+            None => recv::prepost(&mut self.rqs, &self.bufs, &mut self.counts, &cfg),
+        };
+        posted.map_err(|e| Fail::new(describe_recv(e, size, &cfg)))?;
         self.cfg = Some(cfg);
         Ok(())
     }
@@ -164,24 +178,40 @@ impl Receiver {
         res: &Resources,
         size: u64,
         clock: &Clock,
+        direct: Option<&mut DirectRx<'_>>,
     ) -> Result<(stats::BwResult, Option<String>), Fail> {
         let cfg = self
             .cfg
             .take()
             .ok_or_else(|| Fail::new("internal: receives not posted before the run"))?;
-        let mut cq =
-            event_cq::verbs(&res.rcq, p.cqe_poll as usize, p.use_event).map_err(Fail::verbs)?;
         let mut wcs = vec![Completion::default(); p.cqe_poll as usize];
-        let o = RecvLoop {
-            cfg,
-            rqs: &mut self.rqs,
-            cq: &mut cq,
-            bufs: &self.bufs,
-            counts: &mut self.counts,
-            wcs: &mut wcs,
-            now: clock::now,
-        }
-        .run();
+        // The method was chosen once, here, outside the loop.
+        let o = match direct {
+            Some(d) => RecvLoop {
+                cfg,
+                rqs: &mut d.rqs,
+                cq: &mut d.cq,
+                bufs: &self.bufs,
+                counts: &mut self.counts,
+                wcs: &mut wcs,
+                now: clock::now,
+            }
+            .run(),
+            None => {
+                let mut cq = event_cq::verbs(&res.rcq, p.cqe_poll as usize, p.use_event)
+                    .map_err(Fail::verbs)?;
+                RecvLoop {
+                    cfg,
+                    rqs: &mut self.rqs,
+                    cq: &mut cq,
+                    bufs: &self.bufs,
+                    counts: &mut self.counts,
+                    wcs: &mut wcs,
+                    now: clock::now,
+                }
+                .run()
+            }
+        };
         let err = o.error.map(|e| match o.received {
             0 => nothing_arrived(p, e).unwrap_or_else(|| describe_recv(e, size, &cfg)),
             _ => describe_recv(e, size, &cfg),
@@ -432,8 +462,8 @@ impl Ready {
         out: Out,
     ) -> Result<(Ready, Option<json::JsonReport>), Fail> {
         let mtu = sess.exchange_mtu(ep.mtu_enum(p)).map_err(Fail::ctrl)?;
-        // The server only receives: its QPs stay verbs QPs whatever --post says.
-        let (res, chosen) = if method == Method::Direct && !p.is_server() {
+        // Both sides: the client's SQs and the server's RQs are direct.
+        let (res, chosen) = if method == Method::Direct {
             let (cb, cl) = (cb_cl.0 as u64, cb_cl.1 as u64);
             Resources::create_for(ep, p, cb, cl, method, &[p.op()])?
         } else {
@@ -581,7 +611,8 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 let r = ready
                     .as_ref()
                     .ok_or_else(|| Fail::new("internal: no resources"))?;
-                barrier(&mut sess, &e.step, b, receiver.as_mut(), p, r, &steps[i..])?;
+                let rx = receiver.as_mut().map(|rx| (rx, None));
+                barrier(&mut sess, &e.step, b, rx, p, r, &steps[i..])?;
             }
             _ => {
                 return Err(Fail::new(format!(
@@ -593,9 +624,15 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     }
     let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
     let method = r.method;
-    // The client's direct queues, kept across sizes (their indices carry over).
+    // The client's direct queues, or the server's direct receive side,
+    // kept across sizes (their indices carry over).
     let mut dq = if method == Method::Direct && !p.is_server() {
-        Some(direct::open_queues(&r.res, &uds)?)
+        Some(direct::open_queues(&r.res, &uds, p.use_event)?)
+    } else {
+        None
+    };
+    let mut drx = if method == Method::Direct && p.is_server() {
+        Some(direct::open_recv(&r.res, p.use_event)?)
     } else {
         None
     };
@@ -606,14 +643,15 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
         match e.step {
             Step::Barrier(b) => {
-                barrier(&mut sess, &e.step, b, receiver.as_mut(), p, &r, &steps[i..])?;
+                let rx = receiver.as_mut().map(|rx| (rx, drx.as_mut()));
+                barrier(&mut sess, &e.step, b, rx, p, &r, &steps[i..])?;
             }
             Step::Run { size } => {
                 let size = size.unwrap_or(p.sizes[0]);
                 let watch = sess.watch_peer();
                 let (row, err, unknown) = match receiver.as_mut() {
                     Some(rx) => {
-                        let (row, err) = rx.run(p, &r.res, size, &r.clock)?;
+                        let (row, err) = rx.run(p, &r.res, size, &r.clock, drx.as_mut())?;
                         (row, err, 0)
                     }
                     None => send_one(p, &r.res, &r.rem, &uds, method, dq.as_mut(), size, &r.clock)?,
@@ -651,6 +689,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
     }
     drop(dq);
+    drop(drx);
     out.print(crate::tool::common::out::result_line(p));
     let limits = check_limits(p, &last);
     if !p.is_server() {
@@ -661,19 +700,20 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
 }
 
 /// A barrier hand_shake; before a run the server posts its receives first
-/// (perftest `ctx_set_recv_wqes`), for the next run's size in `rest`.
+/// (perftest `ctx_set_recv_wqes`), for the next run's size in `rest`, into
+/// the direct receive queues when there are.
 pub(crate) fn barrier(
     sess: &mut Session,
     step: &Step,
     b: Barrier,
-    rx: Option<&mut Receiver>,
+    rx: Option<(&mut Receiver, Option<&mut DirectRx<'_>>)>,
     p: &Params,
     r: &Ready,
     rest: &[ctrl::Entry],
 ) -> Result<(), Fail> {
     if b == Barrier::BeforeRun {
-        if let Some(rx) = rx {
-            rx.prepare(p, &r.res, next_size(p, rest), &r.clock)?;
+        if let Some((rx, direct)) = rx {
+            rx.prepare(p, &r.res, next_size(p, rest), &r.clock, direct)?;
         }
     }
     sess.hand_shake_step(&step.to_string(), &r.my[0])

@@ -5,11 +5,14 @@
 //! - [`open_queues`]: once per set of QPs, the [`DirectSq`]s and one
 //!   [`DirectCq`] on the send CQ (all SQs attached). The CQ is then polled
 //!   only by that poller, never by libmlx5.
+//! - [`open_recv`]: once, before the first receive, every QP's RQ and one
+//!   [`DirectCq`] on the receive CQ (all RQs attached).
 //! - [`run_size`]: one message size over already-built direct queues; the
 //!   tool calls it with hardware queues, the model tests with model queues.
 
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::bw_measure::measure_size;
 use super::bw_result::SizeRun;
@@ -17,16 +20,21 @@ use crate::cli::params::Params;
 use crate::clock::Clock;
 use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, ud_av_from_ibv_ah};
 use crate::mlx5::{DirectCq, DirectSq, HwMmio, Mmio, Transport};
+use crate::post::event_cq::{Arm, EventCq};
+use crate::post::CompletionQueue;
 use crate::run::bw::QpTarget;
 use crate::run::geometry::Geometry;
+use crate::tool::build::direct_qp::DirectRecv;
 use crate::tool::build::setup::Resources;
 use crate::tool::common::fail::Fail;
-use crate::verbs::{QpType, UdDest};
+use crate::verbs::{Cq, QpType, UdDest, VerbsError};
 
 /// The direct queues of one side, borrowing the resources they live in.
 pub struct DirectQueues<'r> {
     pub sqs: Vec<DirectSq<HwMmio>>,
-    pub cq: DirectCq,
+    /// The send CQ's direct poller, behind `-e`'s events (a pass-through
+    /// without them).
+    pub cq: EventCq<DirectCq>,
     _res: PhantomData<&'r Resources>,
 }
 
@@ -45,11 +53,13 @@ pub unsafe fn allow_buffer<M: Mmio>(
 
 /// The SQs of `res.direct_qps` (inline allowed from the MR) and one poller on
 /// the send CQ with every SQ attached; on UD, QP i sends to `uds[i]` (the
-/// address vector libmlx5 built for its AH). Once per resources: the second
-/// call is an error.
+/// address vector libmlx5 built for its AH). With `events` (`-e`) the poller
+/// sleeps on the CQ's channel, armed by the direct CQ itself. Once per
+/// resources: the second call is an error.
 pub fn open_queues<'r>(
     res: &'r Resources,
     uds: &[Option<UdDest>],
+    events: bool,
 ) -> Result<DirectQueues<'r>, Fail> {
     if res.direct_qps.is_empty() {
         return Err(Fail::new(
@@ -95,29 +105,96 @@ pub fn open_queues<'r>(
         let mut sq = unsafe { sq_from_ibv_qp(h.qp.qp(), transport) }
             .map_err(|e| Fail::new(e.to_string()))?;
         sq.set_bf_policy(h.bf_policy);
+        // Inline payload comes from this QP's own buffer (its MR with
+        // --mr_per_qp, else the shared one).
+        let (mr, _) = res.qp_mem(i);
         // SAFETY: the MR's buffer is owned by `res` and outlives the SQ ('r).
-        unsafe { allow_buffer(&mut sq, res.mr.as_ptr(), res.mr.len())? };
+        unsafe { allow_buffer(&mut sq, mr.as_ptr(), mr.len())? };
         cq.attach(sq.progress());
         sqs.push(sq);
     }
     Ok(DirectQueues {
         sqs,
-        cq,
+        cq: EventCq::new(cq, &res.cq, events).map_err(Fail::verbs)?,
         _res: PhantomData,
     })
+}
+
+/// The receive side of `--post direct`: each QP's RQ posted directly and
+/// one direct poller on the receive CQ with every RQ attached.
+pub struct DirectRx<'r> {
+    pub rqs: Vec<DirectRecv<'r>>,
+    /// Behind `-e`'s events, as [`DirectQueues::cq`].
+    pub cq: EventCq<DirectCq>,
+}
+
+/// The direct receive side of `res`'s direct QPs (SEND tests: the receive
+/// CQ is apart from the send CQ, so each poller sees only its own kind of
+/// CQE). `events`: as [`open_queues`]. Once per resources, before the first
+/// receive is posted.
+pub fn open_recv(res: &Resources, events: bool) -> Result<DirectRx<'_>, Fail> {
+    if res.direct_qps.is_empty() {
+        return Err(Fail::new(
+            "--post direct: the QPs were not created for the direct path (internal: use \
+             Resources::create_for); use --post wr-api",
+        ));
+    }
+    if Arc::ptr_eq(&res.cq, &res.rcq) {
+        return Err(Fail::new(
+            "internal: --post direct receives need a receive CQ apart from the send CQ; \
+             please report this, and use --post wr-api",
+        ));
+    }
+    if res.srq.is_some() {
+        return Err(Fail::new(
+            "--post direct with --use-srq: the direct QPs are made without an SRQ; drop \
+             --use-srq or use --post wr-api",
+        ));
+    }
+    let rqs = res
+        .direct_qps
+        .iter()
+        .map(|h| h.direct_rq())
+        .collect::<Result<Vec<_>, _>>()?;
+    // SAFETY: res.rcq is live while the borrow of `res` in the RQs is; it
+    // is fresh: only this function builds a poller on it (the RQs above
+    // were opened once, so a second call fails before here) and the tools
+    // build no verbs poller on it when the method is direct.
+    let mut cq = unsafe { cq_from_ibv_cq(res.rcq.raw()) }.map_err(|e| Fail::new(e.to_string()))?;
+    for rq in &rqs {
+        let (qpn, ring) = rq.binding();
+        cq.attach_recv(qpn, ring);
+    }
+    let cq = EventCq::new(cq, &res.rcq, events).map_err(Fail::verbs)?;
+    Ok(DirectRx { rqs, cq })
+}
+
+/// `-e` on a direct CQ: the arm doorbell from its own consumer index and
+/// arm sequence number (`DirectCq::arm` on the CQ's UAR page); libmlx5's
+/// `ibv_req_notify_cq` would arm with its consumer index, which a direct
+/// poller never advances.
+impl Arm for DirectCq {
+    fn arm(&mut self, _cq: &Cq) -> Result<(), VerbsError> {
+        DirectCq::arm(self, &HwMmio, false)
+            .map_err(|e| VerbsError::new("mlx5 CQ arm (direct)", 0, e.to_string()))
+    }
+
+    fn event_delivered(&mut self) {
+        self.event_consumed();
+    }
 }
 
 /// One message size with the direct method: the bw loop over `sqs` (each
 /// attached to `cq`), the outcome and the report row. The queues may be
 /// reused for the next size (the loop drains them in iteration mode).
-pub fn run_size<M: Mmio>(
+pub fn run_size<M: Mmio, C: CompletionQueue>(
     p: &Params,
     base: &Geometry,
     size: u64,
     targets: &[QpTarget],
     sqs: &mut [DirectSq<M>],
-    cq: &mut DirectCq,
+    cq: &mut C,
     clock: &Clock,
 ) -> Result<SizeRun, Fail> {
-    measure_size::<DirectSq<M>, DirectCq>(p, base, size, targets, sqs, cq, clock)
+    measure_size::<DirectSq<M>, C>(p, base, size, targets, sqs, cq, clock)
 }
