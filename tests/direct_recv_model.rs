@@ -620,6 +620,81 @@ mod with_model {
         );
     }
 
+    /// The same loop with `--use-srq`'s shape: both QPs receive from one
+    /// SRQ, each through its own [`SrqPort`] (what the tools hand the loop
+    /// per QP). Every message is received; the SRQ took exactly one post per
+    /// message; the model saw no violation (no receive beyond the ring).
+    #[test]
+    fn the_send_bw_receive_loop_runs_on_srq_ports() {
+        use rdmaperf::clock;
+        use rdmaperf::mlx5::srq::SrqPort;
+        use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount};
+        const PER_QP: u64 = 40;
+        let mut b = Bufs::new(2);
+        let mut r = rig(
+            &mut b,
+            ModelConfig {
+                qps: 2,
+                rnr_retry: 7,
+                ..cfg(RecvSpec {
+                    srq: true,
+                    slots: 32,
+                    stride: 32,
+                    ..RecvSpec::default()
+                })
+            },
+        );
+        let srq = srq_for_all(&mut r);
+        let ring = Arc::clone(srq.ring());
+        let mut ports: Vec<SrqPort> = srq.share(2);
+        assert!(Arc::ptr_eq(ports[1].ring(), &ring));
+        let bufs = [0, 1].map(|k| RecvBuf {
+            addr: rx_at(&b, k),
+            lkey: r.rx_lkey,
+        });
+        let cfg = RecvConfig {
+            iters: PER_QP,
+            rx_depth: 8,
+            len: MSG as u32,
+            positions: 1,
+            step: 0,
+            stall_ticks: clock::Clock::calibrate().cycles_for(std::time::Duration::from_secs(20)),
+            window: None,
+            list: 1,
+        };
+        let mut counts = [RxCount::default(); 2];
+        recv::prepost(&mut ports, &bufs, &mut counts, &cfg).unwrap();
+        for k in 0..PER_QP as usize {
+            for q in 0..2 {
+                let mut wr = send(&b, r.lkey, q, MSG as u32, k as u64);
+                wr.signaled = false;
+                r.sqs[q].post(Op::Send, &[wr]).unwrap();
+            }
+        }
+        r.model.start();
+        let mut wcs = [Completion::default(); 16];
+        let o = RecvLoop {
+            cfg,
+            rqs: &mut ports,
+            cq: &mut r.cq,
+            bufs: &bufs,
+            counts: &mut counts,
+            wcs: &mut wcs,
+            now: clock::now,
+        }
+        .run();
+        r.model.stop();
+        assert_eq!(o.error, None, "{o:?}");
+        assert_eq!(o.received, 2 * PER_QP);
+        assert_eq!(counts[0].posted + counts[1].posted, 2 * PER_QP);
+        assert_eq!(ring.done(), 2 * PER_QP as u32, "one SRQ WQE per message");
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+    }
+
     /// `-e` on the direct CQ: armed while empty, no event; a SEND comes in
     /// (the NIC on its thread) and the event wakes the waiter, then the
     /// poll finds the completions; armed while CQEs wait, the event is

@@ -134,6 +134,8 @@ pub struct HwSteps {
     pd: *mut sys::ibv_pd,
     send_cq: *mut sys::ibv_cq,
     recv_cq: *mut sys::ibv_cq,
+    /// `--use-srq`: the QPs receive from it (null: each has its RQ).
+    srq: *mut sys::ibv_srq,
 }
 
 impl HwSteps {
@@ -151,7 +153,17 @@ impl HwSteps {
             pd,
             send_cq,
             recv_cq,
+            srq: ptr::null_mut(),
         }
+    }
+
+    /// The QPs receive from `srq` instead of an RQ of their own.
+    ///
+    /// # Safety
+    /// `srq` must be a valid SRQ of the same context that outlives every
+    /// QP the steps create.
+    pub unsafe fn with_srq(self, srq: *mut sys::ibv_srq) -> Self {
+        Self { srq, ..self }
     }
 }
 
@@ -237,12 +249,15 @@ impl super::setup::DirectSteps for HwSteps {
             comp_mask: sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
             pd: out.parent,
             send_ops_flags: ops,
+            srq: self.srq,
             ..Default::default()
         };
+        // With an SRQ the QP has no RQ of its own (libmlx5 sizes none).
+        let own_rq = self.srq.is_null();
         qp_attr.cap.max_send_wr = attr.max_send_wr;
-        qp_attr.cap.max_recv_wr = attr.max_recv_wr;
+        qp_attr.cap.max_recv_wr = if own_rq { attr.max_recv_wr } else { 0 };
         qp_attr.cap.max_send_sge = 1;
-        qp_attr.cap.max_recv_sge = attr.max_recv_sge;
+        qp_attr.cap.max_recv_sge = if own_rq { attr.max_recv_sge } else { 0 };
         qp_attr.cap.max_inline_data = attr.max_inline_data;
         // Scatter-to-CQE off: small READ/atomic results and received SENDs
         // must land in the buffers, not in the CQE this poller ignores.

@@ -12,7 +12,9 @@
 //! never used here). Memory ordering as the RQ: WQE stores, store barrier,
 //! record.
 
+use core::cell::UnsafeCell;
 use core::ptr::NonNull;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use super::error::DirectError;
@@ -181,5 +183,66 @@ impl RecvQueue for DirectSrq {
             self.doorbell();
         }
         res
+    }
+}
+/// One QP's handle on an SRQ that several QPs post to ([`DirectSrq::share`]):
+/// the receive loops keep one receive queue per QP and post to the one
+/// whose message completed, as they do with verbs' per-QP SRQ posters.
+/// All ports of one SRQ live on one thread (`Rc`: neither `Send` nor
+/// `Sync`), and a post never calls back into another port.
+pub struct SrqPort {
+    srq: Rc<UnsafeCell<DirectSrq>>,
+    /// The SRQ's ring record, held apart so that reading it never borrows
+    /// the SRQ a post may be borrowing mutably.
+    ring: Arc<RecvRing>,
+}
+
+impl DirectSrq {
+    /// `n` ports on this SRQ (one per QP); the SRQ lives until the last
+    /// port is dropped.
+    pub fn share(self, n: usize) -> Vec<SrqPort> {
+        let ring = Arc::clone(&self.ring);
+        let srq = Rc::new(UnsafeCell::new(self));
+        (0..n)
+            .map(|_| SrqPort {
+                srq: Rc::clone(&srq),
+                ring: Arc::clone(&ring),
+            })
+            .collect()
+    }
+}
+
+impl SrqPort {
+    /// The ring record the CQ poller completes this SRQ's WQEs from.
+    pub fn ring(&self) -> &Arc<RecvRing> {
+        &self.ring
+    }
+
+    #[inline(always)]
+    fn with<T>(&mut self, f: impl FnOnce(&mut DirectSrq) -> T) -> T {
+        // SAFETY: the only reference into the SRQ while `f` runs: nothing
+        // outside this function ever borrows it (`ring` is held apart), all
+        // ports are on this thread (Rc is neither Send nor Sync), and `f`,
+        // a post of this module, does not reach another port.
+        f(unsafe { &mut *self.srq.get() })
+    }
+}
+
+impl RecvQueue for SrqPort {
+    #[inline(always)]
+    fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
+        self.with(|s| s.post_recv(wr_id, addr, lkey, len))
+    }
+
+    #[inline(always)]
+    fn post_recv_list(
+        &mut self,
+        n: usize,
+        wr_id: u64,
+        lkey: u32,
+        len: u32,
+        addr: impl Fn(usize) -> u64,
+    ) -> Result<(), PostError> {
+        self.with(|s| s.post_recv_list(n, wr_id, lkey, len, addr))
     }
 }

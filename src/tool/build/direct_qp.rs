@@ -17,12 +17,13 @@ use crate::mlx5::env::{BfPolicy, Mlx5Env};
 use crate::mlx5::recv::RecvRing;
 use crate::mlx5::rq::DirectRq;
 use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure};
+use crate::mlx5::srq::SrqPort;
 use crate::post::{PostError, RecvQueue};
 use crate::sys;
 use crate::tool::common::fail::Fail;
 use crate::verbs::error::errno_of;
 use crate::verbs::qp::{build_init, build_rtr, build_rts};
-use crate::verbs::{Cq, InitAttr, Pd, QpType, RtrAttr, RtsAttr, VerbsError};
+use crate::verbs::{Cq, InitAttr, Pd, QpType, RtrAttr, RtsAttr, Srq, VerbsError};
 
 /// A direct-path QP with what it was created on. Fields drop in order: the
 /// QP (with its parent domain and thread domain) before PD and CQs.
@@ -38,6 +39,7 @@ pub struct DirectQpHandle {
     pub(crate) bf_policy: BfPolicy,
     _send_cq: Arc<Cq>,
     _recv_cq: Arc<Cq>,
+    _srq: Option<Arc<Srq>>,
     _pd: Arc<Pd>,
 }
 
@@ -57,16 +59,20 @@ impl DirectQpHandle {
     /// which step failed and why, and what was created is destroyed.
     pub fn create_all(
         pd: &Arc<Pd>,
-        send_cq: &Arc<Cq>,
-        recv_cq: &Arc<Cq>,
+        (send_cq, recv_cq): (&Arc<Cq>, &Arc<Cq>),
+        srq: Option<&Arc<Srq>>,
         p: &Params,
         env: &Mlx5Env,
     ) -> Result<Vec<DirectQpHandle>, SetupFailure> {
         let attr = direct_attr(p);
-        // SAFETY: context, PD and CQs are live objects of one context; every
-        // handle keeps PD and CQs (Arcs) alive until after its QP is destroyed.
+        // SAFETY: context, PD, CQs and SRQ are live objects of one context;
+        // every handle keeps them (Arcs) alive until after its QP is destroyed.
         let mut steps =
             unsafe { HwSteps::new(pd.context().raw(), pd.raw(), send_cq.raw(), recv_cq.raw()) };
+        if let Some(srq) = srq {
+            // SAFETY: as above.
+            steps = unsafe { steps.with_srq(srq.raw()) };
+        }
         let done = set_up(&mut steps, p.num_qps as usize, &attr, env)?;
         Ok(done
             .qps
@@ -79,6 +85,7 @@ impl DirectQpHandle {
                 bf_policy: env.bf_policy(),
                 _send_cq: Arc::clone(send_cq),
                 _recv_cq: Arc::clone(recv_cq),
+                _srq: srq.cloned(),
                 _pd: Arc::clone(pd),
             })
             .collect())
@@ -155,6 +162,36 @@ impl DirectQpHandle {
     /// would post into the same ring from slot 0. Its completions come
     /// through a direct poller of the receive CQ the RQ is attached to.
     pub fn direct_rq(&self) -> Result<DirectRecv<'_>, Fail> {
+        self.claim_rq()?;
+        // SAFETY: the QP is live while self is (the borrow in DirectRecv),
+        // its RQ is fresh (handed out once, above) and nothing in rdmaperf
+        // posts to a direct QP's RQ through libmlx5.
+        let rq = unsafe { rq_from_ibv_qp(self.qp.qp()) }.map_err(|e| Fail::new(e.to_string()))?;
+        Ok(DirectRecv {
+            port: Port::Rq(rq),
+            qpn: self.qpn(),
+            _h: PhantomData,
+        })
+    }
+
+    /// Its receives with `--use-srq`: `port` on the SRQ it was created on
+    /// (`tool::session::direct::open_recv` opens the SRQ once for all).
+    pub fn on_srq(&self, port: SrqPort) -> Result<DirectRecv<'_>, Fail> {
+        self.claim_rq()?;
+        Ok(DirectRecv {
+            port: Port::Srq(port),
+            qpn: self.qpn(),
+            _h: PhantomData,
+        })
+    }
+
+    /// Whether its receive side was handed out already.
+    pub fn rq_claimed(&self) -> bool {
+        self.rq_opened.load(Ordering::Acquire)
+    }
+
+    /// Marks its receive side handed out; the second time is an error.
+    fn claim_rq(&self) -> Result<(), Fail> {
         if self.rq_opened.swap(true, Ordering::AcqRel) {
             return Err(Fail::new(format!(
                 "--post direct: the receive queue of QP {:#08x} was already opened (internal); \
@@ -162,14 +199,7 @@ impl DirectQpHandle {
                 self.qpn()
             )));
         }
-        // SAFETY: the QP is live while self is (the borrow in DirectRecv),
-        // its RQ is fresh (handed out once, above) and nothing in rdmaperf
-        // posts to a direct QP's RQ through libmlx5.
-        let rq = unsafe { rq_from_ibv_qp(self.qp.qp()) }.map_err(|e| Fail::new(e.to_string()))?;
-        Ok(DirectRecv {
-            rq,
-            _h: PhantomData,
-        })
+        Ok(())
     }
 
     /// Moves to ERR: the NIC flushes outstanding WQEs (teardown).
@@ -184,25 +214,40 @@ impl DirectQpHandle {
     }
 }
 
-/// A direct-path QP's receive queue ([`DirectQpHandle::direct_rq`]),
-/// borrowing the QP it posts into.
+/// A direct-path QP's receive queue: its own RQ
+/// ([`DirectQpHandle::direct_rq`]) or its port on the shared SRQ
+/// ([`DirectQpHandle::on_srq`]), borrowing the QP it receives for.
 pub struct DirectRecv<'h> {
-    rq: DirectRq,
+    port: Port,
+    qpn: u32,
     _h: PhantomData<&'h DirectQpHandle>,
+}
+
+/// Where a QP's receives go. RQ or SRQ is fixed per test; the match per
+/// post is one predictable branch.
+enum Port {
+    Rq(DirectRq),
+    Srq(SrqPort),
 }
 
 impl DirectRecv<'_> {
     /// The QP number and ring record a direct poller completes these
     /// receives from ([`crate::mlx5::DirectCq::attach_recv`]).
     pub fn binding(&self) -> (u32, &Arc<RecvRing>) {
-        (self.rq.qpn(), self.rq.ring())
+        match &self.port {
+            Port::Rq(rq) => (self.qpn, rq.ring()),
+            Port::Srq(s) => (self.qpn, s.ring()),
+        }
     }
 }
 
 impl RecvQueue for DirectRecv<'_> {
     #[inline(always)]
     fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
-        self.rq.post_recv(wr_id, addr, lkey, len)
+        match &mut self.port {
+            Port::Rq(rq) => rq.post_recv(wr_id, addr, lkey, len),
+            Port::Srq(s) => s.post_recv(wr_id, addr, lkey, len),
+        }
     }
     #[inline(always)]
     fn post_recv_list(
@@ -213,7 +258,10 @@ impl RecvQueue for DirectRecv<'_> {
         len: u32,
         addr: impl Fn(usize) -> u64,
     ) -> Result<(), PostError> {
-        self.rq.post_recv_list(n, wr_id, lkey, len, addr)
+        match &mut self.port {
+            Port::Rq(rq) => rq.post_recv_list(n, wr_id, lkey, len, addr),
+            Port::Srq(s) => s.post_recv_list(n, wr_id, lkey, len, addr),
+        }
     }
 }
 

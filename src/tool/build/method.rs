@@ -140,7 +140,7 @@ pub fn direct_wired(p: &Params) -> bool {
 
 /// The options that keep a test off the direct path until they are wired,
 /// as `--post direct`'s refusal lists them.
-pub const STILL_UNWIRED: &str = "-b, --threads, -R, -g, --use-srq";
+pub const STILL_UNWIRED: &str = "-b, --threads, -R, -g";
 
 /// What in this test is not wired for the direct path (empty: it runs),
 /// each naming the option and why.
@@ -161,9 +161,6 @@ pub fn unwired(p: &Params) -> Vec<&'static str> {
     }
     if p.mcast.is_some() {
         v.push("-g (a verbs QP is attached to the multicast group)");
-    }
-    if p.mem.srq {
-        v.push("--use-srq (the direct QPs are made without an SRQ)");
     }
     v
 }
@@ -466,7 +463,7 @@ mod tests {
                 },
                 None,
             ),
-            ("--use-srq", |a| a.use_srq = true, Some("--use-srq (")),
+            ("--use-srq", |a| a.use_srq = true, None),
             (
                 "-g",
                 |a| {

@@ -364,7 +364,8 @@ impl Resources {
         let mut qps = Vec::with_capacity(p.num_qps as usize);
         let direct_qps = match maker {
             QpMaker::Direct(env) => {
-                DirectQpHandle::create_all(&pd, &cq, &rcq, p, env).map_err(BuildError::Direct)?
+                DirectQpHandle::create_all(&pd, (&cq, &rcq), srq.as_ref(), p, env)
+                    .map_err(BuildError::Direct)?
             }
             QpMaker::Verbs(_) => Vec::new(),
         };

@@ -18,7 +18,7 @@ use super::bw_measure::measure_size;
 use super::bw_result::SizeRun;
 use crate::cli::params::Params;
 use crate::clock::Clock;
-use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, ud_av_from_ibv_ah};
+use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, srq_from_ibv_srq, ud_av_from_ibv_ah};
 use crate::mlx5::{DirectCq, DirectSq, HwMmio, Mmio, Transport};
 use crate::post::event_cq::{Arm, EventCq};
 use crate::post::CompletionQueue;
@@ -120,8 +120,9 @@ pub fn open_queues<'r>(
     })
 }
 
-/// The receive side of `--post direct`: each QP's RQ posted directly and
-/// one direct poller on the receive CQ with every RQ attached.
+/// The receive side of `--post direct`: each QP's RQ (or, with
+/// `--use-srq`, its port on the one SRQ) posted directly, and one direct
+/// poller on the receive CQ with every QP's receive ring attached.
 pub struct DirectRx<'r> {
     pub rqs: Vec<DirectRecv<'r>>,
     /// Behind `-e`'s events, as [`DirectQueues::cq`].
@@ -145,17 +146,31 @@ pub fn open_recv(res: &Resources, events: bool) -> Result<DirectRx<'_>, Fail> {
              please report this, and use --post wr-api",
         ));
     }
-    if res.srq.is_some() {
-        return Err(Fail::new(
-            "--post direct with --use-srq: the direct QPs are made without an SRQ; drop \
-             --use-srq or use --post wr-api",
-        ));
-    }
-    let rqs = res
-        .direct_qps
-        .iter()
-        .map(|h| h.direct_rq())
-        .collect::<Result<Vec<_>, _>>()?;
+    let rqs = match &res.srq {
+        None => res
+            .direct_qps
+            .iter()
+            .map(|h| h.direct_rq())
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(srq) => {
+            if res.direct_qps.iter().any(|h| h.rq_claimed()) {
+                return Err(Fail::new(
+                    "--post direct: the SRQ was already opened (internal); use --post wr-api",
+                ));
+            }
+            // SAFETY: the SRQ lives in `res` (and each handle keeps it) as
+            // long as the ports the borrow of `res` bounds; nothing was
+            // posted to it (no receive side was claimed, checked above) and
+            // rdmaperf posts to a direct test's SRQ only through these ports.
+            let direct =
+                unsafe { srq_from_ibv_srq(srq.raw()) }.map_err(|e| Fail::new(e.to_string()))?;
+            res.direct_qps
+                .iter()
+                .zip(direct.share(res.direct_qps.len()))
+                .map(|(h, port)| h.on_srq(port))
+                .collect::<Result<Vec<_>, _>>()?
+        }
+    };
     // SAFETY: res.rcq is live while the borrow of `res` in the RQs is; it
     // is fresh: only this function builds a poller on it (the RQs above
     // were opened once, so a second call fails before here) and the tools
