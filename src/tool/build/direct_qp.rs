@@ -202,6 +202,26 @@ impl DirectQpHandle {
         Ok(())
     }
 
+    /// `-g`: attaches the (UD) QP to multicast group `mgid`; destroying
+    /// the QP detaches it.
+    pub fn attach_mcast(&self, mgid: [u8; 16], mlid: u16) -> Result<(), VerbsError> {
+        let gid = sys::ibv_gid { raw: mgid };
+        // SAFETY: the QP is live while self is; `gid` is a valid ibv_gid the
+        // call only reads.
+        let ret = unsafe { sys::ibv_attach_mcast(self.qp.qp(), &gid, mlid) };
+        if ret != 0 {
+            return Err(VerbsError::new(
+                "ibv_attach_mcast",
+                errno_of(ret),
+                format!(
+                    "the device refused to attach direct UD QP {:#08x} to the multicast group",
+                    self.qpn()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Moves to ERR: the NIC flushes outstanding WQEs (teardown).
     pub fn to_err(&self) -> Result<(), VerbsError> {
         let attr = sys::ibv_qp_attr {

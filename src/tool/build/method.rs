@@ -140,7 +140,7 @@ pub fn direct_wired(p: &Params) -> bool {
 
 /// The options that keep a test off the direct path until they are wired,
 /// as `--post direct`'s refusal lists them.
-pub const STILL_UNWIRED: &str = "-b, --threads, -R, -g";
+pub const STILL_UNWIRED: &str = "-b, --threads, -R";
 
 /// What in this test is not wired for the direct path (empty: it runs),
 /// each naming the option and why.
@@ -158,9 +158,6 @@ pub fn unwired(p: &Params) -> Vec<&'static str> {
     }
     if p.rdma_cm {
         v.push("-R (the data QPs are made and connected by the CM, not through mlx5dv)");
-    }
-    if p.mcast.is_some() {
-        v.push("-g (a verbs QP is attached to the multicast group)");
     }
     v
 }
@@ -470,7 +467,7 @@ mod tests {
                     a.connection = Some("UD".into());
                     a.mcg = true
                 },
-                Some("-g ("),
+                None,
             ),
         ];
         let mut ran = 0;

@@ -21,15 +21,19 @@ use crate::verbs::{LinkLayer, Qp};
 /// perftest's `QPNUM_MCAST`: the QPN a UD send to a multicast group names.
 pub const QPN_MCAST: u32 = 0xff_ffff;
 
-/// The QP's membership; detached on drop (before the QP can go: it holds it).
+/// The QP's membership; a verbs QP's is detached on drop (before the QP can
+/// go: it holds it); a direct QP's goes with the QP (destroying a QP
+/// detaches it).
 pub struct Joined {
-    qp: Arc<Qp>,
+    qp: Option<Arc<Qp>>,
     pub mgid: [u8; 16],
 }
 
 impl Drop for Joined {
     fn drop(&mut self) {
-        self.qp.detach_mcast(self.mgid, 0);
+        if let Some(qp) = &self.qp {
+            qp.detach_mcast(self.mgid, 0);
+        }
     }
 }
 
@@ -56,18 +60,25 @@ pub fn join(
              ib_send_bw -g",
         ));
     }
-    let (Some(qp), Some(d)) = (res.qps.first(), my.first_mut()) else {
-        return Err(Fail::new("internal: -g without a verbs QP"));
+    let Some(d) = my.first_mut() else {
+        return Err(Fail::new("internal: -g without a key message"));
     };
     let mgid = m.own_group(!p.is_server());
-    qp.attach_mcast(mgid, 0).map_err(Fail::verbs)?;
+    let qp = match (res.qps.first(), res.direct_qps.first()) {
+        (Some(qp), _) => {
+            qp.attach_mcast(mgid, 0).map_err(Fail::verbs)?;
+            Some(qp.clone())
+        }
+        (None, Some(h)) => {
+            h.attach_mcast(mgid, 0).map_err(Fail::verbs)?;
+            None
+        }
+        (None, None) => return Err(Fail::new("internal: -g without a QP")),
+    };
     d.gid = Some(mgid);
     d.lid = 0;
     d.qpn = QPN_MCAST;
-    Ok(Some(Joined {
-        qp: qp.clone(),
-        mgid,
-    }))
+    Ok(Some(Joined { qp, mgid }))
 }
 
 #[cfg(test)]
