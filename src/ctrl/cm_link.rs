@@ -20,7 +20,7 @@ use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
 use crate::post::{Completion, CompletionQueue, Op, RecvQueue, SendQueue, WcStatus, WrDesc};
 use crate::sys;
 use crate::verbs::cm::{self, CmEventType, CmId, CmWaitError, ConnParam, EventChannel};
-use crate::verbs::{Access, AlignedBuf, Context, Cq, InitAttr, Mr, Pd, Qp, QpInit, QpType};
+use crate::verbs::{Access, AlignedBuf, CmQp, Context, Cq, InitAttr, Mr, Pd, Qp, QpInit, QpType};
 
 /// Bytes per message slot: bigger than any control message (the largest,
 /// perftest master's negotiation blob, is 320 B; a key is 56 or 64 B).
@@ -101,20 +101,20 @@ fn parts(ctx: &Arc<Context>, port_num: u8, peer: &str) -> Result<Parts, CtrlErro
 
 /// RTR then RTS with the CM's attributes (perftest's server then sets
 /// min_rnr_timer 12; we put it in RTR directly).
-pub fn to_rts(id: &CmId, qp: &Qp, step: &str, peer: &str) -> Result<(), CtrlError> {
+pub fn to_rts(id: &CmId, qp: &dyn CmQp, step: &str, peer: &str) -> Result<(), CtrlError> {
     let e = |x: crate::verbs::VerbsError| cm_err(step, peer, x);
     if id.is_ud() {
         // UD, as librdmacm does it: the CM's INIT attributes (its Q_Key,
         // RDMA_UDP_QKEY, is what the peer sends with) by INIT->INIT, then
         // RTR with the state alone and RTS with sq_psn 0.
         let (init, mask) = id.qp_attr(sys::IBV_QPS_INIT).map_err(e)?;
-        qp.apply("ibv_modify_qp(INIT->INIT, rdma_cm qkey)", init, mask)
+        qp.apply_attr("ibv_modify_qp(INIT->INIT, rdma_cm qkey)", init, mask)
             .map_err(e)?;
         let rtr = sys::ibv_qp_attr {
             qp_state: sys::IBV_QPS_RTR,
             ..Default::default()
         };
-        qp.apply("ibv_modify_qp(INIT->RTR, UD)", rtr, sys::IBV_QP_STATE)
+        qp.apply_attr("ibv_modify_qp(INIT->RTR, UD)", rtr, sys::IBV_QP_STATE)
             .map_err(e)?;
         let rts = sys::ibv_qp_attr {
             qp_state: sys::IBV_QPS_RTS,
@@ -122,7 +122,7 @@ pub fn to_rts(id: &CmId, qp: &Qp, step: &str, peer: &str) -> Result<(), CtrlErro
             ..Default::default()
         };
         return qp
-            .apply(
+            .apply_attr(
                 "ibv_modify_qp(RTR->RTS, UD)",
                 rts,
                 sys::IBV_QP_STATE | sys::IBV_QP_SQ_PSN,
@@ -132,10 +132,10 @@ pub fn to_rts(id: &CmId, qp: &Qp, step: &str, peer: &str) -> Result<(), CtrlErro
     let (mut rtr, mut mask) = id.qp_attr(sys::IBV_QPS_RTR).map_err(e)?;
     rtr.min_rnr_timer = 12;
     mask |= sys::IBV_QP_MIN_RNR_TIMER;
-    qp.apply("ibv_modify_qp(INIT->RTR, rdma_cm)", rtr, mask)
+    qp.apply_attr("ibv_modify_qp(INIT->RTR, rdma_cm)", rtr, mask)
         .map_err(e)?;
     let (rts, mask) = id.qp_attr(sys::IBV_QPS_RTS).map_err(e)?;
-    qp.apply("ibv_modify_qp(RTR->RTS, rdma_cm)", rts, mask)
+    qp.apply_attr("ibv_modify_qp(RTR->RTS, rdma_cm)", rts, mask)
         .map_err(e)
 }
 
@@ -362,7 +362,7 @@ impl CmLink {
             ..conn_param(qpn, 0)
         };
         let (id, _) = connect_id(&ch, ctx, dst, until, cancel, param, false)?;
-        to_rts(&id, &p.qp, "connect", &peer)?;
+        to_rts(&id, &*p.qp, "connect", &peer)?;
         id.establish().map_err(|e| cm_err("establish", &peer, e))?;
         CmLink::finish_setup(p, id, SocketAddr::V4(dst), cancel)
     }
@@ -390,7 +390,7 @@ impl CmLink {
         };
         // Receives first: the client sends as soon as it is connected.
         let link = CmLink::finish_setup(p, id, link_peer, cancel)?;
-        to_rts(&link.id, &link.qp, "accept", &here)?;
+        to_rts(&link.id, &*link.qp, "accept", &here)?;
         link.id
             .accept(&conn_param(link.qp.qpn(), 0))
             .map_err(|e| cm_err("accept", &here, e))?;

@@ -32,5 +32,5 @@ pub use gid::{Gid, GidEntry, GidTable, GidType};
 pub use mr::{Access, AlignedBuf, Backing, Mr};
 pub use pd::Pd;
 pub use psn::{random_psn, PsnRng};
-pub use qp::{InitAttr, Qp, QpCaps, QpInit, QpType, RtrAttr, RtsAttr, UD_QKEY};
+pub use qp::{CmQp, InitAttr, Qp, QpCaps, QpInit, QpType, RtrAttr, RtsAttr, UD_QKEY};
 pub use srq::Srq;

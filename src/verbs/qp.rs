@@ -402,20 +402,8 @@ impl Qp {
 
     /// The attributes named in `mask`, read back with `ibv_query_qp`.
     pub fn query(&self, mask: u32) -> Result<sys::ibv_qp_attr> {
-        // SAFETY: both structs are plain C data for which all-zero is valid.
-        let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: the QP is live; the provider fills `attr`/`init`, which we own.
-        let ret = unsafe { sys::ibv_query_qp(self.raw(), &mut attr, mask as i32, &mut init) };
-        if ret != 0 {
-            return Err(VerbsError::new(
-                "ibv_query_qp",
-                errno_of(ret),
-                format!("the QP's attributes (mask {mask:#x}) could not be read back"),
-            ));
-        }
-        Ok(attr)
+        // SAFETY: the QP is live while self is.
+        unsafe { query_raw(self.raw(), mask) }
     }
 
     /// The GRH the QP holds after RTR and its P_Key index:
@@ -616,6 +604,50 @@ impl Drop for Qp {
         if ret != 0 {
             eprintln!("warning: ibv_destroy_qp failed: errno {ret}");
         }
+    }
+}
+
+/// `ibv_query_qp` for the attributes in `mask`.
+///
+/// # Safety
+/// `qp` must be a live QP.
+pub unsafe fn query_raw(qp: *mut sys::ibv_qp, mask: u32) -> Result<sys::ibv_qp_attr> {
+    // SAFETY: both structs are plain C data for which all-zero is valid.
+    let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: the QP is live (caller); the provider fills `attr`/`init`,
+    // which we own.
+    let ret = unsafe { sys::ibv_query_qp(qp, &mut attr, mask as i32, &mut init) };
+    if ret != 0 {
+        return Err(VerbsError::new(
+            "ibv_query_qp",
+            errno_of(ret),
+            format!("the QP's attributes (mask {mask:#x}) could not be read back"),
+        ));
+    }
+    Ok(attr)
+}
+
+/// What the RDMA CM needs of a QP it did not create (`-R`): its number,
+/// the CM's attributes applied, and the attributes read back. Verbs QPs and
+/// the direct path's QPs both take them.
+pub trait CmQp {
+    fn qp_num(&self) -> u32;
+    /// Applies attributes computed by `rdma_init_qp_attr`.
+    fn apply_attr(&self, verb: &'static str, attr: sys::ibv_qp_attr, mask: u32) -> Result<()>;
+    fn query_attr(&self, mask: u32) -> Result<sys::ibv_qp_attr>;
+}
+
+impl CmQp for Qp {
+    fn qp_num(&self) -> u32 {
+        self.qpn()
+    }
+    fn apply_attr(&self, verb: &'static str, attr: sys::ibv_qp_attr, mask: u32) -> Result<()> {
+        self.apply(verb, attr, mask)
+    }
+    fn query_attr(&self, mask: u32) -> Result<sys::ibv_qp_attr> {
+        self.query(mask)
     }
 }
 

@@ -22,8 +22,8 @@ use crate::post::{PostError, RecvQueue};
 use crate::sys;
 use crate::tool::common::fail::Fail;
 use crate::verbs::error::errno_of;
-use crate::verbs::qp::{build_init, build_rtr, build_rts};
-use crate::verbs::{Cq, InitAttr, Pd, QpType, RtrAttr, RtsAttr, Srq, VerbsError};
+use crate::verbs::qp::{build_init, build_rtr, build_rts, query_raw};
+use crate::verbs::{CmQp, Cq, InitAttr, Pd, QpType, RtrAttr, RtsAttr, Srq, VerbsError};
 
 /// A direct-path QP with what it was created on. Fields drop in order: the
 /// QP (with its parent domain and thread domain) before PD and CQs.
@@ -231,6 +231,35 @@ impl DirectQpHandle {
         self.modify("ibv_modify_qp(->ERR)", (attr, sys::IBV_QP_STATE), || {
             format!("direct {} QP {:#08x}", self.qp_type.name(), self.qpn())
         })
+    }
+}
+
+/// `-R`: the CM moves a direct QP to RTS like a verbs one (its attributes
+/// applied by `ibv_modify_qp`, read back by `ibv_query_qp`).
+impl CmQp for DirectQpHandle {
+    fn qp_num(&self) -> u32 {
+        self.qpn()
+    }
+
+    fn apply_attr(
+        &self,
+        verb: &'static str,
+        attr: sys::ibv_qp_attr,
+        mask: u32,
+    ) -> Result<(), VerbsError> {
+        self.modify(verb, (attr, mask), || {
+            format!(
+                "direct {} QP {:#08x}: the attributes came from the RDMA CM (mask {mask:#x}); \
+                 check the route to the peer",
+                self.qp_type.name(),
+                self.qpn()
+            )
+        })
+    }
+
+    fn query_attr(&self, mask: u32) -> Result<sys::ibv_qp_attr, VerbsError> {
+        // SAFETY: the QP is live while self is.
+        unsafe { query_raw(self.qp.qp(), mask) }
     }
 }
 

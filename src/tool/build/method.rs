@@ -140,7 +140,7 @@ pub fn direct_wired(p: &Params) -> bool {
 
 /// The options that keep a test off the direct path until they are wired,
 /// as `--post direct`'s refusal lists them.
-pub const STILL_UNWIRED: &str = "-b, --threads, -R";
+pub const STILL_UNWIRED: &str = "-b, --threads";
 
 /// What in this test is not wired for the direct path (empty: it runs),
 /// each naming the option and why.
@@ -155,9 +155,6 @@ pub fn unwired(p: &Params) -> Vec<&'static str> {
     if p.conn == Conn::Ud && p.tool.verb != Verb::Send {
         // The CLI refuses this already; kept so the reason never reads "wired".
         v.push("-c UD with a verb other than SEND");
-    }
-    if p.rdma_cm {
-        v.push("-R (the data QPs are made and connected by the CM, not through mlx5dv)");
     }
     v
 }
@@ -325,10 +322,9 @@ mod tests {
         assert!(!wired("write-bw", duplex));
     }
 
-    /// send-lat runs direct over RC, UC and UD, with and without -e (auto
-    /// picks it on mlx5); -R keeps it on the verbs methods (auto gives the
-    /// WR API, `--post direct` an error naming the option), as it does
-    /// write-lat.
+    /// send-lat runs direct over RC, UC and UD, with and without -e and -R
+    /// (auto picks it on mlx5); -b keeps a bw tool on the verbs methods
+    /// (auto gives the WR API, `--post direct` an error naming the option).
     #[test]
     fn send_lat_is_wired_for_direct_and_unwired_options_keep_it_off() {
         use crate::cli::args::PerfArgs;
@@ -344,7 +340,7 @@ mod tests {
             let tool = Tool::ALL.iter().find(|t| t.0 == name).unwrap().2;
             resolve(tool, &a).unwrap()
         };
-        let auto = |p: &Params| {
+        let on_mlx5 = |p: &Params, choice| {
             let u = unwired(p);
             let f = Facts {
                 device: "mlx5_0",
@@ -352,30 +348,29 @@ mod tests {
                 unwired: &u,
                 tool: p.tool.name(),
             };
-            decide(PostChoice::Auto, &f, ok).map_err(|f| f.msg)
+            decide(choice, &f, ok).map_err(|f| f.msg)
         };
-        for conn in ["RC", "UC", "UD"] {
-            for events in [false, true] {
-                let p = params("send-lat", args(conn, events, false));
-                assert!(direct_wired(&p), "send-lat -c {conn} -e {events}");
-                assert_eq!(auto(&p), Ok(Method::Direct), "send-lat -c {conn}");
+        // -R is RC only (librdmacm has no UC; rdmaperf's UD -R is send-bw's).
+        let cases = [("RC", true), ("UC", false), ("UD", false)];
+        for (conn, cm_too) in cases {
+            for (events, cm) in [(false, false), (true, false), (false, cm_too)] {
+                let p = params("send-lat", args(conn, events, cm));
+                let case = format!("send-lat -c {conn} -e {events} -R {cm}");
+                assert!(direct_wired(&p), "{case}");
+                assert_eq!(on_mlx5(&p, PostChoice::Auto), Ok(Method::Direct), "{case}");
             }
         }
-        let p = params("send-lat", args("RC", false, true));
-        assert!(!direct_wired(&p), "-R");
-        assert_eq!(auto(&p), Ok(Method::WrApi), "-R");
-        let p = params("write-lat", args("RC", false, true));
-        assert_eq!(auto(&p), Ok(Method::WrApi));
-        let u = unwired(&p);
-        let f = Facts {
-            device: "mlx5_0",
-            mlx5: true,
-            unwired: &u,
-            tool: p.tool.name(),
-        };
-        let e = decide(PostChoice::Direct, &f, ok).unwrap_err().msg;
+        let p = params(
+            "write-bw",
+            PerfArgs {
+                bidirectional: true,
+                ..args("RC", false, false)
+            },
+        );
+        assert_eq!(on_mlx5(&p, PostChoice::Auto), Ok(Method::WrApi));
+        let e = on_mlx5(&p, PostChoice::Direct).unwrap_err();
         assert!(
-            e.contains("write-lat") && e.contains("-R (") && e.contains("--post wr-api"),
+            e.contains("write-bw") && e.contains("-b (") && e.contains("--post wr-api"),
             "{e}"
         );
     }
@@ -451,7 +446,7 @@ mod tests {
             ),
             ("-b", |a| a.bidirectional = true, Some("-b (")),
             ("-e", |a| a.events = true, None),
-            ("-R", |a| a.rdma_cm = true, Some("-R (")),
+            ("-R", |a| a.rdma_cm = true, None),
             (
                 "--mr_per_qp",
                 |a| {

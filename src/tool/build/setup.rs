@@ -273,6 +273,13 @@ impl Resources {
         }
     }
 
+    /// Every QP (verbs or direct) as the RDMA CM moves it to RTS (`-R`).
+    pub fn cm_qps(&self) -> Vec<&dyn crate::verbs::CmQp> {
+        let verbs = self.qps.iter().map(|q| &**q as &dyn crate::verbs::CmQp);
+        let direct = self.direct_qps.iter().map(|h| h as &dyn crate::verbs::CmQp);
+        verbs.chain(direct).collect()
+    }
+
     /// Number of QPs (verbs or direct).
     pub fn num_qps(&self) -> usize {
         self.qps.len() + self.direct_qps.len()

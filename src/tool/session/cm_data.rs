@@ -16,7 +16,7 @@ use crate::run::stop;
 use crate::tool::build::setup::{Endpoint, Resources};
 use crate::tool::common::fail::Fail;
 use crate::verbs::cm::{CmId, EventChannel};
-use crate::verbs::{Ah, UdDest};
+use crate::verbs::{Ah, CmQp, UdDest};
 
 /// The CM ids of the data QPs: kept for the run (dropping one disconnects).
 pub struct CmQps {
@@ -62,14 +62,15 @@ pub fn connect_qps(
         _ => 0,
     };
     let ud = p.conn == Conn::Ud;
-    let mut ids = Vec::with_capacity(res.qps.len());
+    let qps = res.cm_qps();
+    let mut ids = Vec::with_capacity(qps.len());
     let mut uds = Vec::new();
     match &p.server {
         Some(host) => {
             let dst = cm_link::resolve_v4(host, p.port).map_err(Fail::ctrl)?;
-            for qp in &res.qps {
+            for &qp in &qps {
                 let until = Instant::now() + timeout;
-                let mut param = cm_link::conn_param(qp.qpn(), out_reads);
+                let mut param = cm_link::conn_param(qp.qp_num(), out_reads);
                 param.retry_count = p.retry_count;
                 param.tos = p.conn_opts.tos;
                 param.src = p.conn_opts.source_v4();
@@ -100,15 +101,15 @@ pub fn connect_qps(
             let here = format!("port {}", p.port);
             let listen = CmId::with_ps(&ch, ud).map_err(Fail::verbs)?;
             listen
-                .listen(p.port, res.qps.len() as i32)
+                .listen(p.port, qps.len() as i32)
                 .map_err(Fail::verbs)?;
-            for qp in &res.qps {
+            for &qp in &qps {
                 let until = Some(Instant::now() + timeout);
                 let id =
                     cm_link::next_request(&listen, until, CANCEL, p.port).map_err(Fail::ctrl)?;
                 cm_link::check_device(&id, &ep.ctx, &here).map_err(Fail::ctrl)?;
                 cm_link::to_rts(&id, qp, "data QP", &here).map_err(Fail::ctrl)?;
-                let mut param = cm_link::conn_param(qp.qpn(), out_reads);
+                let mut param = cm_link::conn_param(qp.qp_num(), out_reads);
                 param.retry_count = p.retry_count;
                 id.accept(&param).map_err(Fail::verbs)?;
                 ids.push(id);
@@ -128,11 +129,11 @@ pub fn connect_qps(
 /// data QP's path; read it back so a ToS that did not take is an error, not
 /// a run on another DSCP. (On InfiniBand the ToS selects the SL through the
 /// path record instead; nothing to compare there.)
-fn check_tos(qp: &crate::verbs::Qp, want: u8, ep: &Endpoint) -> Result<(), Fail> {
+fn check_tos(qp: &dyn CmQp, want: u8, ep: &Endpoint) -> Result<(), Fail> {
     if ep.port.link_layer != crate::verbs::LinkLayer::ETHERNET {
         return Ok(());
     }
-    let a = qp.query(crate::sys::IBV_QP_AV).map_err(Fail::verbs)?;
+    let a = qp.query_attr(crate::sys::IBV_QP_AV).map_err(Fail::verbs)?;
     let got = a.ah_attr.grh.traffic_class;
     if got != want {
         return Err(Fail::new(format!(
@@ -145,9 +146,9 @@ fn check_tos(qp: &crate::verbs::Qp, want: u8, ep: &Endpoint) -> Result<(), Fail>
 
 /// `--retry_count`: the client's data QP must hold it after the CM moved it
 /// to RTS (read back), or the run would measure with another retry count.
-fn check_retry(qp: &crate::verbs::Qp, want: u8) -> Result<(), Fail> {
+fn check_retry(qp: &dyn CmQp, want: u8) -> Result<(), Fail> {
     let a = qp
-        .query(crate::sys::IBV_QP_RETRY_CNT)
+        .query_attr(crate::sys::IBV_QP_RETRY_CNT)
         .map_err(Fail::verbs)?;
     if a.retry_cnt != want {
         return Err(Fail::new(format!(
