@@ -71,7 +71,7 @@ mod with_model {
     #[test]
     fn ud_send_lat_is_wired_for_direct() {
         assert!(direct_wired(&params("send-lat -c UD --post direct")));
-        assert!(!direct_wired(&params("send-lat -c UD --post auto -e")));
+        assert!(direct_wired(&params("send-lat -c UD --post auto -e")));
     }
 
     /// The client's UD send-lat over a direct SQ: every SEND lands in the

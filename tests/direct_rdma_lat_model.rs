@@ -112,7 +112,10 @@ mod with_model {
         for cmd in [
             "write-lat",
             "write-lat -c UC",
+            "write-lat -R",
+            "read-lat -e",
             "read-lat",
+            "read-lat -R",
             "atomic-lat",
             "atomic-lat -A CMP_AND_SWAP",
         ] {
@@ -120,8 +123,6 @@ mod with_model {
             assert!(direct_wired(&p), "{cmd}");
             assert_eq!(auto_on_mlx5(&p), Method::Direct, "{cmd}");
         }
-        let p = params("write-lat --post auto -R");
-        assert_eq!(auto_on_mlx5(&p), Method::WrApi, "-R is not wired");
     }
 
     /// write-lat, both sides direct: each WRITE lands in the peer's buffer

@@ -136,6 +136,10 @@ pub struct HwSteps {
     recv_cq: *mut sys::ibv_cq,
     /// `--use-srq`: the QPs receive from it (null: each has its RQ).
     srq: *mut sys::ibv_srq,
+    /// `--threads`: QP i sends on `thread_cqs[i % len]` (empty: on `send_cq`).
+    thread_cqs: Vec<*mut sys::ibv_cq>,
+    /// QPs created so far (which thread CQ the next one takes).
+    created: usize,
 }
 
 impl HwSteps {
@@ -154,6 +158,29 @@ impl HwSteps {
             send_cq,
             recv_cq,
             srq: ptr::null_mut(),
+            thread_cqs: Vec::new(),
+            created: 0,
+        }
+    }
+
+    /// `--threads`: QP i sends on `cqs[i % cqs.len()]` (one CQ per worker
+    /// thread, each polled by that thread alone).
+    ///
+    /// # Safety
+    /// Every CQ must be a valid CQ of the same context that outlives every
+    /// QP the steps create.
+    pub unsafe fn with_thread_cqs(self, cqs: Vec<*mut sys::ibv_cq>) -> Self {
+        Self {
+            thread_cqs: cqs,
+            ..self
+        }
+    }
+
+    /// The send CQ of the next QP.
+    fn next_send_cq(&self) -> *mut sys::ibv_cq {
+        match self.thread_cqs.len() {
+            0 => self.send_cq,
+            n => self.thread_cqs[self.created % n],
         }
     }
 
@@ -242,7 +269,7 @@ impl super::setup::DirectSteps for HwSteps {
     fn create_qp(&mut self, out: &mut DirectQp, attr: &DirectQpAttr) -> Result<(), i32> {
         let (ops, qp_type) = qp_ops(attr);
         let mut qp_attr = sys::ibv_qp_init_attr_ex {
-            send_cq: self.send_cq,
+            send_cq: self.next_send_cq(),
             recv_cq: self.recv_cq,
             qp_type,
             sq_sig_all: 0,
@@ -272,6 +299,7 @@ impl super::setup::DirectSteps for HwSteps {
         if out.qp.is_null() {
             return Err(null_errno());
         }
+        self.created += 1;
         Ok(())
     }
 

@@ -19,6 +19,11 @@ pub trait QueueFactory: Sync {
         thread: usize,
         qps: &[usize],
     ) -> Result<(Vec<Self::Sq>, Self::Cq, Vec<QpTarget>), String>;
+
+    /// After the run, the thread's queues come back here (inside the
+    /// thread); a factory whose queues must carry their ring indices into
+    /// the next size (the direct path's) keeps them. The default drops them.
+    fn give_back(&self, _thread: usize, _sqs: Vec<Self::Sq>, _cq: Self::Cq) {}
 }
 
 /// One worker: its core (None = not pinned) and its QPs.
@@ -95,6 +100,7 @@ pub fn run<F: QueueFactory, N: Fn() -> u64 + Sync>(
                         now,
                     }
                     .run();
+                    factory.give_back(t, sqs, cq);
                     Ok(WorkerOutcome {
                         worker: w.clone(),
                         outcome,

@@ -59,11 +59,13 @@ impl DirectQpHandle {
     /// which step failed and why, and what was created is destroyed.
     pub fn create_all(
         pd: &Arc<Pd>,
-        (send_cq, recv_cq): (&Arc<Cq>, &Arc<Cq>),
+        (send_cqs, recv_cq): (&[Arc<Cq>], &Arc<Cq>),
         srq: Option<&Arc<Srq>>,
         p: &Params,
         env: &Mlx5Env,
     ) -> Result<Vec<DirectQpHandle>, SetupFailure> {
+        // QP i sends on send_cqs[i % n]: one CQ, or one per --threads worker.
+        let send_cq = &send_cqs[0];
         let attr = direct_attr(p);
         // SAFETY: context, PD, CQs and SRQ are live objects of one context;
         // every handle keeps them (Arcs) alive until after its QP is destroyed.
@@ -73,17 +75,23 @@ impl DirectQpHandle {
             // SAFETY: as above.
             steps = unsafe { steps.with_srq(srq.raw()) };
         }
+        if send_cqs.len() > 1 {
+            let raw = send_cqs.iter().map(|c| c.raw()).collect();
+            // SAFETY: as above; each handle keeps its own send CQ alive.
+            steps = unsafe { steps.with_thread_cqs(raw) };
+        }
         let done = set_up(&mut steps, p.num_qps as usize, &attr, env)?;
         Ok(done
             .qps
             .into_iter()
-            .map(|(qp, _dv)| DirectQpHandle {
+            .enumerate()
+            .map(|(i, (qp, _dv))| DirectQpHandle {
                 qp,
                 qp_type: qp_type_of(p.conn),
                 opened: AtomicBool::new(false),
                 rq_opened: AtomicBool::new(false),
                 bf_policy: env.bf_policy(),
-                _send_cq: Arc::clone(send_cq),
+                _send_cq: Arc::clone(&send_cqs[i % send_cqs.len()]),
                 _recv_cq: Arc::clone(recv_cq),
                 _srq: srq.cloned(),
                 _pd: Arc::clone(pd),

@@ -128,33 +128,27 @@ pub fn after_direct_failure(
     })
 }
 
-/// Whether this test runs the direct path today: every tool over RC/UC
-/// (send-bw and send-lat over UD too) without any of [`STILL_UNWIRED`].
-/// The latency tools post through the direct SQ (write-lat's ping-pong
-/// polls memory; read/atomic-lat wait for their own completion); receives
-/// (send-lat, send-bw's server) go through the direct RQs, completed by a
-/// direct poller of their own receive CQ (`session::direct::open_recv`).
+/// Whether this test runs the direct path: every tool and mode over RC/UC
+/// (and UD for the SEND tools) — see [`unwired`] for what is left. The
+/// latency tools post through the direct SQ (write-lat's ping-pong polls
+/// memory; read/atomic-lat wait for their own completion); receives
+/// (send-lat, send-bw's server, send-bw -b) go through the direct RQs or
+/// the SRQ, completed by a direct poller of their own receive CQ
+/// (`session::direct::open_recv`); `--threads` gives each worker a direct
+/// poller of its own CQ; `-R` has the CM move the direct QPs to RTS.
 pub fn direct_wired(p: &Params) -> bool {
     unwired(p).is_empty()
 }
 
-/// The options that keep a test off the direct path until they are wired,
-/// as `--post direct`'s refusal lists them.
-pub const STILL_UNWIRED: &str = "-b, --threads";
-
-/// What in this test is not wired for the direct path (empty: it runs),
-/// each naming the option and why.
+/// What in this test keeps it off the direct path (empty: it runs), each
+/// naming the option and why. Only the transport is left: the CLI refuses
+/// UD for a verb other than SEND already, and DC/XRC are not built (no
+/// `-c DC`/`-c XRC` to ask for).
 pub fn unwired(p: &Params) -> Vec<&'static str> {
     let mut v = Vec::new();
-    if p.duplex {
-        v.push("-b (both directions at once: duplex's loops take no direct queues yet)");
-    }
-    if p.threads > 1 {
-        v.push("--threads (the engine builds no direct CQ per thread yet)");
-    }
     if p.conn == Conn::Ud && p.tool.verb != Verb::Send {
-        // The CLI refuses this already; kept so the reason never reads "wired".
-        v.push("-c UD with a verb other than SEND");
+        // Kept so the reason is never "wired" if the CLI ever lets it through.
+        v.push("-c UD with a verb other than SEND (UD carries SENDs only)");
     }
     v
 }
@@ -191,8 +185,8 @@ pub fn decide(
             f.device
         ))),
         PostChoice::Direct if !f.unwired.is_empty() => Err(Fail::new(format!(
-            "--post direct: {} does not run the direct path yet with {} (not wired yet for any \
-             tool: {STILL_UNWIRED}); drop that option, or use --post wr-api on {}",
+            "--post direct: {} cannot run the direct path with {}; drop that option, or use \
+             --post wr-api on {}",
             f.tool,
             f.unwired.join(", "),
             f.device
@@ -281,13 +275,7 @@ mod tests {
         let e = decide(PostChoice::Direct, &facts(true, false), ok)
             .unwrap_err()
             .msg;
-        for want in [
-            "write-bw",
-            "-e (why)",
-            STILL_UNWIRED,
-            "--post wr-api",
-            "mlx5_0",
-        ] {
+        for want in ["write-bw", "-e (why)", "--post wr-api", "mlx5_0"] {
             assert!(e.contains(want), "{want:?} missing: {e}");
         }
     }
@@ -319,12 +307,11 @@ mod tests {
             bidirectional: true,
             ..base()
         };
-        assert!(!wired("write-bw", duplex));
+        assert!(wired("write-bw", duplex), "-b runs duplex's loops on direct queues");
     }
 
     /// send-lat runs direct over RC, UC and UD, with and without -e and -R
-    /// (auto picks it on mlx5); -b keeps a bw tool on the verbs methods
-    /// (auto gives the WR API, `--post direct` an error naming the option).
+    /// (auto picks it on mlx5); so do write-bw and send-bw with -b.
     #[test]
     fn send_lat_is_wired_for_direct_and_unwired_options_keep_it_off() {
         use crate::cli::args::PerfArgs;
@@ -360,19 +347,16 @@ mod tests {
                 assert_eq!(on_mlx5(&p, PostChoice::Auto), Ok(Method::Direct), "{case}");
             }
         }
-        let p = params(
-            "write-bw",
-            PerfArgs {
-                bidirectional: true,
-                ..args("RC", false, false)
-            },
-        );
-        assert_eq!(on_mlx5(&p, PostChoice::Auto), Ok(Method::WrApi));
-        let e = on_mlx5(&p, PostChoice::Direct).unwrap_err();
-        assert!(
-            e.contains("write-bw") && e.contains("-b (") && e.contains("--post wr-api"),
-            "{e}"
-        );
+        for name in ["write-bw", "send-bw"] {
+            let p = params(
+                name,
+                PerfArgs {
+                    bidirectional: true,
+                    ..args("RC", false, false)
+                },
+            );
+            assert_eq!(on_mlx5(&p, PostChoice::Direct), Ok(Method::Direct), "{name} -b");
+        }
     }
 
     #[test]
@@ -419,10 +403,9 @@ mod tests {
         assert!(e.contains("--post post-send") && e.contains("rxe0"), "{e}");
     }
 
-    /// Every tool × mode: on an mlx5 device `auto` picks direct, or
-    /// `--post direct` is refused naming each option not wired (and the
-    /// list of what remains); on rxe the refusal names the device, never
-    /// "not wired".
+    /// Every tool × mode: on an mlx5 device `auto` picks direct (a mode
+    /// with a reason would be refused naming it: none is left); on rxe the
+    /// refusal names the device, never "not wired".
     #[test]
     fn every_tool_and_mode_gets_direct_on_mlx5_or_a_reason() {
         use crate::cli::args::PerfArgs;
@@ -442,9 +425,9 @@ mod tests {
                     a.threads = Some(2);
                     a.qps = Some(2)
                 },
-                Some("--threads ("),
+                None,
             ),
-            ("-b", |a| a.bidirectional = true, Some("-b (")),
+            ("-b", |a| a.bidirectional = true, None),
             ("-e", |a| a.events = true, None),
             ("-R", |a| a.rdma_cm = true, None),
             (
@@ -496,7 +479,7 @@ mod tests {
                     Some(why) => {
                         assert_eq!(auto, Ok(Method::WrApi), "{case}");
                         let e = direct.unwrap_err();
-                        for want in [tool_name, why, STILL_UNWIRED, "--post wr-api"] {
+                        for want in [tool_name, why, "--post wr-api"] {
                             assert!(e.contains(want), "{case}: {want:?} missing: {e}");
                         }
                     }

@@ -371,7 +371,7 @@ impl Resources {
         let mut qps = Vec::with_capacity(p.num_qps as usize);
         let direct_qps = match maker {
             QpMaker::Direct(env) => {
-                DirectQpHandle::create_all(&pd, (&cq, &rcq), srq.as_ref(), p, env)
+                DirectQpHandle::create_all(&pd, (&thread_cqs, &rcq), srq.as_ref(), p, env)
                     .map_err(BuildError::Direct)?
             }
             QpMaker::Verbs(_) => Vec::new(),

@@ -147,13 +147,16 @@ pub(crate) fn run_session(
         return Ok(Vec::new());
     }
 
-    // Direct: one set of queues for every size (the SQ/CQ indices carry over).
-    let mut dq = if method == Method::Direct {
+    // Direct: one set of queues for every size (the SQ/CQ indices carry
+    // over); with --threads each worker's, opened in the worker.
+    let mut dq = if method == Method::Direct && p.threads <= 1 {
         Some(direct::open_queues(&res, &[], p.use_event)?)
     } else {
         None
     };
     let targets = qp_targets(&res, &rem);
+    let direct_threads = (method == Method::Direct && p.threads > 1)
+        .then(|| threads_bw::DirectThreads::new(&res, &targets, p.threads as usize));
     let mut report = p
         .json_file
         .as_ref()
@@ -188,7 +191,9 @@ pub(crate) fn run_session(
         };
         let mut per_thread = None;
         let run = if let Some(w) = &workers {
-            let (run, lines) = threads_bw::run_size(p, &res, w, size, &targets, method, &clock)?;
+            let dt = direct_threads.as_ref();
+            let (run, lines) =
+                threads_bw::run_size(p, &res, w, size, &targets, method, dt, &clock)?;
             per_thread = Some(threads_bw::lines_json(&lines));
             let unit = if p.report_gbits { "Gb/sec" } else { "MiB/sec" };
             thread_lines.push_str(&format!(

@@ -14,13 +14,13 @@ use crate::ctrl::{choreography, BwReport, Step};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
-use crate::post::{Completion, SendQueue, WrDesc};
+use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WrDesc};
 use crate::report::info::TestInfo;
 use crate::report::{json, stats, text};
 use crate::run::bw::{BwConfig, QpCount};
 use crate::run::duplex::{DuplexConfig, DuplexLoop};
 use crate::run::geometry::Geometry;
-use crate::run::recv::Window;
+use crate::run::recv::{RecvBuf, RecvConfig, RxCount, Window};
 use crate::tool::build::method::{self, Method};
 use crate::tool::build::setup::Endpoint;
 use crate::tool::common::fail::Fail;
@@ -29,6 +29,7 @@ use crate::tool::common::scenario::qp_type;
 use crate::tool::session::bw_measure::{bw_config, describe, measure_size, qp_targets};
 use crate::tool::session::bw_result::{check_limits, report_of, result, Measured};
 use crate::tool::session::control::connect;
+use crate::tool::session::direct::{self, DirectQueues, DirectRx};
 use crate::verbs::{Mtu, UdDest};
 use std::time::Duration;
 
@@ -58,12 +59,6 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let send = p.tool.verb == Verb::Send;
     let op = p.op();
     let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
-    if method == Method::Direct {
-        return Err(Fail::new(format!(
-            "{} -b --post direct: the direct path is not wired into duplex tests yet; use --post wr-api",
-            p.tool.name()
-        )));
-    }
     let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
 
     let mut sess = connect(p, &ep)?;
@@ -76,7 +71,14 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     // The local report of the last run, and the last printed (summed) result.
     let mut local = BwReport::default();
     let mut shown = BwReport::default();
-    for (i, e) in steps.iter().enumerate() {
+    // Set-up steps (versions .. the last key exchange) change `ready`; the
+    // barriers, runs and reports after them only read it, so the direct
+    // queues can borrow its resources for every size.
+    let split = steps
+        .iter()
+        .rposition(|e| matches!(e.step, Step::Keys { .. } | Step::Connect | Step::Mtu))
+        .map_or(0, |i| i + 1);
+    for (i, e) in steps[..split].iter().enumerate() {
         if e.waits_for_peer_run {
             sess.wait_for_peer_run();
         }
@@ -110,74 +112,13 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                         }
                     }
                     Step::Barrier(b) => {
-                        if b == Barrier::BeforeRun && !header {
-                            out.print(&text::bw_header(&r.info));
-                            header = true;
-                        }
                         let rx = receiver.as_mut().map(|rx| (rx, None));
                         barrier(&mut sess, &e.step, b, rx, p, r, &steps[i..])?;
                     }
-                    Step::Run { size } => {
-                        let size = size.unwrap_or(p.sizes[0]);
-                        let watch = sess.watch_peer();
-                        let (row, err) = match receiver.as_mut() {
-                            Some(rx) => send_one(p, r, rx, &uds, method, size)?,
-                            None => rdma_one(p, r, method, size)?,
-                        };
-                        drop(watch);
-                        local = report_of(size, &row);
-                        // perftest prints the local row only where no report follows (send -D).
-                        let alone = !steps[i..].iter().any(|e| e.step == Step::BwReport);
-                        if alone || err.is_some() {
-                            out.print(&text::bw_row(&row, &r.info, 0.0));
-                            push_json(&mut report, &row, &r.info, err.as_deref())?;
-                            shown = local;
-                        }
-                        if let Some(e) = err {
-                            r.res.to_err();
-                            out.print(crate::tool::common::out::result_line(p));
-                            // The peer sees the control connection close.
-                            return Err(Fail::new(e));
-                        }
-                    }
-                    Step::BwReport => {
-                        let theirs = sess.exchange_bw_report(&local).map_err(Fail::ctrl)?;
-                        let mine = stats::BwResult {
-                            size: local.size,
-                            iters: local.iters,
-                            bw_peak: local.bw_peak,
-                            bw_avg: local.bw_avg,
-                            msg_rate: local.msg_rate,
-                            bw_peak_exact: 0.0,
-                        };
-                        let remote = stats::BwResult {
-                            size: theirs.size,
-                            iters: theirs.iters,
-                            bw_peak: theirs.bw_peak,
-                            bw_avg: theirs.bw_avg,
-                            msg_rate: theirs.msg_rate,
-                            bw_peak_exact: 0.0,
-                        };
-                        let sum = mine.sum(&remote);
-                        out.print(&text::bw_row(&sum, &r.info, 0.0));
-                        push_json(&mut report, &sum, &r.info, None)?;
-                        shown = report_of(local.size, &sum);
-                        if p.report_both {
-                            // perftest's --report-both: each side's own row under its banner.
-                            for (side, row) in
-                                [(text::Side::Local, &mine), (text::Side::Remote, &remote)]
-                            {
-                                out.print(&text::report_both_banner(side, &r.info));
-                                out.print(&text::bw_row(row, &r.info, 0.0));
-                            }
-                        }
-                    }
-                    Step::Close => break,
-                    Step::RunForever | Step::Exit | Step::Versions | Step::SysData | Step::Mtu => {
+                    s => {
                         return Err(Fail::new(format!(
-                            "internal: {} -b has no step {} here",
-                            p.tool.name(),
-                            e.step
+                            "internal: {} -b has step {s} before its set-up ends",
+                            p.tool.name()
                         )))
                     }
                 }
@@ -185,11 +126,120 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         }
     }
     let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
+    let method = r.method;
+    // --post direct: the SQs and send CQ poller, and for SEND the RQs and
+    // receive CQ poller, opened once and kept across sizes.
+    let mut direct = match method {
+        Method::Direct => Some(DirectSide {
+            tx: direct::open_queues(&r.res, &uds, false)?,
+            rx: send
+                .then(|| direct::open_recv(&r.res, false))
+                .transpose()?,
+        }),
+        _ => None,
+    };
+    for (i, e) in steps.iter().enumerate().skip(split) {
+        if e.waits_for_peer_run {
+            sess.wait_for_peer_run();
+        }
+        match e.step {
+            Step::Barrier(b) => {
+                if b == Barrier::BeforeRun && !header {
+                    out.print(&text::bw_header(&r.info));
+                    header = true;
+                }
+                let drx = direct.as_mut().and_then(|d| d.rx.as_mut());
+                let rx = receiver.as_mut().map(|rx| (rx, drx));
+                barrier(&mut sess, &e.step, b, rx, p, &r, &steps[i..])?;
+            }
+            Step::Run { size } => {
+                let size = size.unwrap_or(p.sizes[0]);
+                let watch = sess.watch_peer();
+                let (row, err) = match receiver.as_mut() {
+                    Some(rx) => send_one(p, &r, rx, &uds, direct.as_mut(), size)?,
+                    None => rdma_one(p, &r, direct.as_mut(), size)?,
+                };
+                drop(watch);
+                local = report_of(size, &row);
+                // perftest prints the local row only where no report follows (send -D).
+                let alone = !steps[i..].iter().any(|e| e.step == Step::BwReport);
+                if alone || err.is_some() {
+                    out.print(&text::bw_row(&row, &r.info, 0.0));
+                    push_json(&mut report, &row, &r.info, err.as_deref())?;
+                    shown = local;
+                }
+                if let Some(e) = err {
+                    r.res.to_err();
+                    out.print(crate::tool::common::out::result_line(p));
+                    // The peer sees the control connection close.
+                    return Err(Fail::new(e));
+                }
+            }
+            Step::BwReport => {
+                let theirs = sess.exchange_bw_report(&local).map_err(Fail::ctrl)?;
+                shown = print_sum(p, &r.info, &local, &theirs, &mut report, out)?;
+            }
+            Step::Close => break,
+            s => {
+                return Err(Fail::new(format!(
+                    "internal: {} -b has no step {s} here",
+                    p.tool.name()
+                )))
+            }
+        }
+    }
+    drop(direct);
     out.print(crate::tool::common::out::result_line(p));
     // perftest checks --limit_bw/--limit_msgrate against the summed line.
     let limits = check_limits(p, &shown);
     sess.close(&r.my[0]).map_err(Fail::ctrl)?;
     limits
+}
+
+/// The direct queues of a duplex side (see `run`).
+struct DirectSide<'r> {
+    tx: DirectQueues<'r>,
+    /// SEND only: the receive side.
+    rx: Option<DirectRx<'r>>,
+}
+
+/// The summed row (ours + the peer's report), and with --report-both each
+/// side's own row; returns what was shown.
+fn print_sum(
+    p: &Params,
+    info: &TestInfo,
+    local: &BwReport,
+    theirs: &BwReport,
+    report: &mut Option<json::JsonReport>,
+    out: Out,
+) -> Result<BwReport, Fail> {
+    let mine = stats::BwResult {
+        size: local.size,
+        iters: local.iters,
+        bw_peak: local.bw_peak,
+        bw_avg: local.bw_avg,
+        msg_rate: local.msg_rate,
+        bw_peak_exact: 0.0,
+    };
+    let remote = stats::BwResult {
+        size: theirs.size,
+        iters: theirs.iters,
+        bw_peak: theirs.bw_peak,
+        bw_avg: theirs.bw_avg,
+        msg_rate: theirs.msg_rate,
+        bw_peak_exact: 0.0,
+    };
+    let sum = mine.sum(&remote);
+    out.print(&text::bw_row(&sum, info, 0.0));
+    push_json(report, &sum, info, None)?;
+    if p.report_both {
+        // perftest's --report-both: each side's own row under its banner.
+        for (side, row) in [(text::Side::Local, &mine), (text::Side::Remote, &remote)] {
+            out.print(&text::report_both_banner(side, info));
+            out.print(&text::bw_row(row, info, 0.0));
+        }
+    }
+    Ok(report_of(local.size, &sum))
 }
 
 fn push_json(
@@ -212,13 +262,19 @@ fn push_json(
 fn rdma_one(
     p: &Params,
     r: &Ready,
-    method: Method,
+    direct: Option<&mut DirectSide<'_>>,
     size: u64,
 ) -> Result<(stats::BwResult, Option<String>), Fail> {
     let res = &r.res;
     let targets = qp_targets(res, &r.rem);
+    if let Some(d) = direct {
+        let q = &mut d.tx;
+        let g = &res.geometry;
+        let run = direct::run_size(p, g, size, &targets, &mut q.sqs, &mut q.cq, &r.clock)?;
+        return Ok((run.row, run.error));
+    }
     let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
-    let run = match method {
+    let run = match r.method {
         Method::PostSend => {
             let mut sqs = res
                 .qps
@@ -253,60 +309,116 @@ fn rdma_one(
                 &r.clock,
             )?
         }
-        Method::Direct => return Err(Fail::new("internal: --post direct in a duplex test")),
+        Method::Direct => {
+            return Err(Fail::new(
+                "internal: -b --post direct without its queues; please report this",
+            ))
+        }
     };
     Ok((run.row, run.error))
 }
 
-/// send: the combined TX/RX loop with post method `method`.
+/// send: the combined TX/RX loop with the side's post method (the direct
+/// queues when there are).
 fn send_one(
     p: &Params,
     r: &Ready,
     rx: &mut Receiver,
     uds: &[Option<UdDest>],
-    method: Method,
+    direct: Option<&mut DirectSide<'_>>,
     size: u64,
 ) -> Result<(stats::BwResult, Option<String>), Fail> {
     let qps = &r.res.qps;
-    match method {
-        Method::PostSend => {
+    let batch = p.cqe_poll as usize;
+    let verbs_cqs = || -> Result<(VerbsCq, VerbsCq), Fail> {
+        Ok((
+            VerbsCq::new(&r.res.cq, batch).map_err(Fail::verbs)?,
+            VerbsCq::new(&r.res.rcq, batch).map_err(Fail::verbs)?,
+        ))
+    };
+    let (bufs, counts, rqs) = (&rx.bufs, &mut rx.counts, &mut rx.rqs);
+    let cfg = rx
+        .cfg
+        .take()
+        .ok_or_else(|| Fail::new("internal: receives not posted before the run"))?;
+    let side = RxSide { bufs, counts, cfg };
+    match (r.method, direct) {
+        (Method::Direct, Some(DirectSide { tx, rx: Some(drx) })) => {
+            let q = Queues {
+                sqs: &mut tx.sqs,
+                rqs: &mut drx.rqs,
+                scq: &mut tx.cq,
+                rcq: &mut drx.cq,
+            };
+            send_loop(p, r, side, q, size)
+        }
+        (Method::PostSend, _) => {
             let mut sqs = qps
                 .iter()
                 .zip(uds)
                 .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            send_loop(p, r, rx, &mut sqs, size)
+            let (mut scq, mut rcq) = verbs_cqs()?;
+            let q = Queues {
+                sqs: &mut sqs,
+                rqs,
+                scq: &mut scq,
+                rcq: &mut rcq,
+            };
+            send_loop(p, r, side, q, size)
         }
-        Method::WrApi => {
+        (Method::WrApi, _) => {
             let mut sqs = qps
                 .iter()
                 .zip(uds)
                 .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            send_loop(p, r, rx, &mut sqs, size)
+            let (mut scq, mut rcq) = verbs_cqs()?;
+            let q = Queues {
+                sqs: &mut sqs,
+                rqs,
+                scq: &mut scq,
+                rcq: &mut rcq,
+            };
+            send_loop(p, r, side, q, size)
         }
-        Method::Direct => Err(Fail::new("internal: --post direct in a duplex test")),
+        (Method::Direct, _) => Err(Fail::new(
+            "internal: send-bw -b --post direct without its queues; please report this",
+        )),
     }
+}
+
+/// The receive state the duplex SEND loop works on (the Receiver's).
+struct RxSide<'a> {
+    bufs: &'a [RecvBuf],
+    counts: &'a mut [RxCount],
+    cfg: RecvConfig,
+}
+
+/// One side's queues for the duplex SEND loop, of one method.
+struct Queues<'a, S, R, C> {
+    sqs: &'a mut [S],
+    rqs: &'a mut [R],
+    scq: &'a mut C,
+    rcq: &'a mut C,
 }
 
 /// One size of the duplex SEND loop, monomorphised per post method; the row
 /// is computed with perftest's sender formula from this side's sends
 /// (duration: sends + receives in the window).
-fn send_loop<S: SendQueue>(
+fn send_loop<S: SendQueue, R: RecvQueue, C: CompletionQueue>(
     p: &Params,
     r: &Ready,
-    rx: &mut Receiver,
-    sqs: &mut [S],
+    rx: RxSide<'_>,
+    q: Queues<'_, S, R, C>,
     size: u64,
 ) -> Result<(stats::BwResult, Option<String>), Fail> {
     let res = &r.res;
     let clock = &r.clock;
-    let rx_cfg = rx
-        .cfg
-        .take()
-        .ok_or_else(|| Fail::new("internal: receives not posted before the run"))?;
+    let rx_cfg = rx.cfg;
+    let sqs = q.sqs;
     let targets = qp_targets(res, &r.rem);
     let g = Geometry::new(
         size,
@@ -324,8 +436,6 @@ fn send_loop<S: SendQueue>(
     let batch = p.cqe_poll as usize;
     let mut wcs = vec![Completion::default(); batch];
     let mut rwcs = vec![Completion::default(); batch];
-    let mut scq = VerbsCq::new(&res.cq, batch).map_err(Fail::verbs)?;
-    let mut rcq = VerbsCq::new(&res.rcq, batch).map_err(Fail::verbs)?;
     let secs = |s: u32| clock.cycles_for(Duration::from_secs(s as u64));
     let window = match p.mode {
         Mode::Duration { secs: d, margin } => Some(Window {
@@ -347,13 +457,13 @@ fn send_loop<S: SendQueue>(
     let o = DuplexLoop {
         cfg,
         sqs,
-        rqs: &mut rx.rqs,
-        scq: &mut scq,
-        rcq: &mut rcq,
+        rqs: q.rqs,
+        scq: q.scq,
+        rcq: q.rcq,
         targets: &targets,
-        bufs: &rx.bufs,
+        bufs: rx.bufs,
         counts: &mut counts,
-        rx_counts: &mut rx.counts,
+        rx_counts: rx.counts,
         list: &mut list,
         wcs: &mut wcs,
         rwcs: &mut rwcs,

@@ -6,6 +6,7 @@
 //! `threads_stock`: one stock server per thread).
 
 use crate::cli::params::Params;
+use crate::mlx5::{DirectCq, DirectSq, HwMmio};
 use crate::clock::{self, Clock};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
@@ -21,8 +22,9 @@ use crate::tool::common::cpus;
 use crate::tool::common::fail::Fail;
 use crate::tool::session::bw_measure::{bw_config, deadlines, describe};
 use crate::tool::session::bw_result::SizeRun;
+use crate::tool::session::direct;
 use crate::verbs::{Cq, Qp, VerbsError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Verbs queues for one thread, built inside it.
 struct VerbsFactory<'a, S, B> {
@@ -45,6 +47,58 @@ impl<S: SendQueue, B: Fn(&Arc<Qp>) -> Result<S, VerbsError> + Sync> QueueFactory
             .collect::<Result<Vec<_>, _>>()?;
         let cq = VerbsCq::new(&self.cqs[t], 16).map_err(|e| e.to_string())?;
         Ok((sqs, cq, qps.iter().map(|&q| self.targets[q]).collect()))
+    }
+}
+
+/// The direct queues of every worker, kept across sizes (their ring
+/// indices carry over): a worker opens its QPs' SQs and the direct poller of
+/// its own CQ at the first size (`session::direct::open_thread_queues`) and
+/// gives them back after each run. The lock is taken before and after the
+/// loop, never inside it.
+pub struct DirectThreads<'a> {
+    res: &'a Resources,
+    targets: &'a [QpTarget],
+    #[allow(clippy::type_complexity)]
+    slots: Mutex<Vec<Option<(Vec<DirectSq<HwMmio>>, DirectCq)>>>,
+}
+
+impl<'a> DirectThreads<'a> {
+    pub fn new(res: &'a Resources, targets: &'a [QpTarget], threads: usize) -> Self {
+        Self {
+            res,
+            targets,
+            slots: Mutex::new((0..threads).map(|_| None).collect()),
+        }
+    }
+}
+
+impl QueueFactory for DirectThreads<'_> {
+    type Sq = DirectSq<HwMmio>;
+    type Cq = DirectCq;
+    fn build(
+        &self,
+        t: usize,
+        qps: &[usize],
+    ) -> Result<(Vec<DirectSq<HwMmio>>, DirectCq, Vec<QpTarget>), String> {
+        let kept = self
+            .slots
+            .lock()
+            .map_err(|_| "a worker panicked holding the direct queues".to_string())?
+            .get_mut(t)
+            .and_then(Option::take);
+        let (sqs, cq) = match kept {
+            Some(q) => q,
+            None => direct::open_thread_queues(self.res, t, qps).map_err(|f| f.msg)?,
+        };
+        Ok((sqs, cq, qps.iter().map(|&q| self.targets[q]).collect()))
+    }
+
+    fn give_back(&self, t: usize, sqs: Vec<DirectSq<HwMmio>>, cq: DirectCq) {
+        if let Ok(mut slots) = self.slots.lock() {
+            if let Some(slot) = slots.get_mut(t) {
+                *slot = Some((sqs, cq));
+            }
+        }
     }
 }
 
@@ -76,7 +130,10 @@ pub fn plan(p: &Params, device: &str) -> Result<Vec<Worker>, String> {
         .collect())
 }
 
-/// Run one size on all threads; returns the aggregate row, per-thread lines and the first error.
+/// Run one size on all threads; returns the aggregate row, per-thread lines
+/// and the first error. `direct`: the workers' direct queues when the method
+/// is direct.
+#[allow(clippy::too_many_arguments)]
 pub fn run_size(
     p: &Params,
     res: &Resources,
@@ -84,6 +141,7 @@ pub fn run_size(
     size: u64,
     targets: &[QpTarget],
     method: Method,
+    direct: Option<&DirectThreads<'_>>,
     clock: &Clock,
 ) -> Result<(SizeRun, Vec<ThreadLine>), Fail> {
     let g = Geometry::new(
@@ -118,9 +176,10 @@ pub fn run_size(
             run(&f, workers, cfg, deadlines, peak, &now)
         }
         Method::Direct => {
-            return Err(Fail::new(
-                "--threads with --post direct is not wired yet (one direct CQ per thread is needed); use --post wr-api",
-            ))
+            let f = direct.ok_or_else(|| {
+                Fail::new("internal: --threads --post direct without its queues; please report this")
+            })?;
+            run(f, workers, cfg, deadlines, peak, &now)
         }
     }
     .map_err(Fail::new)?;

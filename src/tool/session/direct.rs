@@ -82,34 +82,8 @@ pub fn open_queues<'r>(
     // the tools build no verbs poller on it when the method is direct.
     let mut cq = unsafe { cq_from_ibv_cq(res.cq.raw()) }.map_err(|e| Fail::new(e.to_string()))?;
     let mut sqs = Vec::with_capacity(res.direct_qps.len());
-    for (i, h) in res.direct_qps.iter().enumerate() {
-        let transport = match (h.qp_type == QpType::UD, uds.get(i)) {
-            (false, _) => Transport::Rc,
-            (true, Some(Some(ud))) => {
-                // SAFETY: the AH is live (the UdDest holds it) and of this
-                // mlx5 context; its AV is copied into the SQ.
-                let av = unsafe { ud_av_from_ibv_ah(ud.ah.raw(), ud.remote_qpn, ud.remote_qkey) }
-                    .map_err(|e| Fail::new(e.to_string()))?;
-                Transport::Ud(av)
-            }
-            (true, _) => {
-                return Err(Fail::new(format!(
-                    "--post direct: UD QP {i} has no destination (internal: open the queues \
-                     after the address handles); use --post wr-api"
-                )))
-            }
-        };
-        // SAFETY: the QP lives as long as `res` ('r); nothing was posted on
-        // it (fresh; handed out once, see `opened`), the handle has no
-        // libmlx5 post path, and it sits on its own thread-domain UAR.
-        let mut sq = unsafe { sq_from_ibv_qp(h.qp.qp(), transport) }
-            .map_err(|e| Fail::new(e.to_string()))?;
-        sq.set_bf_policy(h.bf_policy);
-        // Inline payload comes from this QP's own buffer (its MR with
-        // --mr_per_qp, else the shared one).
-        let (mr, _) = res.qp_mem(i);
-        // SAFETY: the MR's buffer is owned by `res` and outlives the SQ ('r).
-        unsafe { allow_buffer(&mut sq, mr.as_ptr(), mr.len())? };
+    for i in 0..res.direct_qps.len() {
+        let sq = open_sq(res, i, transport_of(res, i, uds)?)?;
         cq.attach(sq.progress());
         sqs.push(sq);
     }
@@ -118,6 +92,78 @@ pub fn open_queues<'r>(
         cq: EventCq::new(cq, &res.cq, events).map_err(Fail::verbs)?,
         _res: PhantomData,
     })
+}
+
+/// `--threads`: worker `t`'s SQs (the QPs `qps`, RC/UC) and a direct
+/// poller of its own CQ (`res.thread_cqs[t]`, which only those QPs send
+/// on), built inside the worker. Each QP's SQ is handed out once.
+pub fn open_thread_queues(
+    res: &Resources,
+    t: usize,
+    qps: &[usize],
+) -> Result<(Vec<DirectSq<HwMmio>>, DirectCq), Fail> {
+    let tcq = res.thread_cqs.get(t).ok_or_else(|| {
+        Fail::new(format!("internal: no CQ for worker thread {t}; please report this"))
+    })?;
+    for &q in qps {
+        let h = res.direct_qps.get(q).ok_or_else(|| {
+            Fail::new(format!("internal: worker {t} names QP {q}, which has no direct QP"))
+        })?;
+        if h.opened.swap(true, Ordering::AcqRel) {
+            return Err(Fail::new(format!(
+                "--post direct: QP {q}'s SQ was already opened (internal); use --post wr-api"
+            )));
+        }
+    }
+    // SAFETY: the thread CQ is live while `res` is (the caller's borrow
+    // spans the worker); only worker t polls it, through this poller, and
+    // nothing else was built on it (its QPs' SQs were unclaimed above).
+    let mut cq = unsafe { cq_from_ibv_cq(tcq.raw()) }.map_err(|e| Fail::new(e.to_string()))?;
+    let mut sqs = Vec::with_capacity(qps.len());
+    for &q in qps {
+        let sq = open_sq(res, q, Transport::Rc)?;
+        cq.attach(sq.progress());
+        sqs.push(sq);
+    }
+    Ok((sqs, cq))
+}
+
+/// How QP `i` addresses its peer: connected, or on UD the address vector
+/// libmlx5 built for `uds[i]`'s AH.
+fn transport_of(res: &Resources, i: usize, uds: &[Option<UdDest>]) -> Result<Transport, Fail> {
+    match (res.direct_qps[i].qp_type == QpType::UD, uds.get(i)) {
+        (false, _) => Ok(Transport::Rc),
+        (true, Some(Some(ud))) => {
+            // SAFETY: the AH is live (the UdDest holds it) and of this mlx5
+            // context; its AV is copied into the SQ.
+            let av = unsafe { ud_av_from_ibv_ah(ud.ah.raw(), ud.remote_qpn, ud.remote_qkey) }
+                .map_err(|e| Fail::new(e.to_string()))?;
+            Ok(Transport::Ud(av))
+        }
+        (true, _) => Err(Fail::new(format!(
+            "--post direct: UD QP {i} has no destination (internal: open the queues after the \
+             address handles); use --post wr-api"
+        ))),
+    }
+}
+
+/// QP `i`'s direct SQ, inline payload allowed from its own buffer. The
+/// caller has claimed the QP's SQ (`opened`).
+fn open_sq(res: &Resources, i: usize, transport: Transport) -> Result<DirectSq<HwMmio>, Fail> {
+    let h = &res.direct_qps[i];
+    // SAFETY: the QP lives as long as `res`, which the caller's borrow
+    // keeps for the SQ's life; nothing was posted on it (fresh; claimed
+    // once, see `opened`), the handle has no libmlx5 post path, and it sits
+    // on its own thread-domain UAR.
+    let mut sq =
+        unsafe { sq_from_ibv_qp(h.qp.qp(), transport) }.map_err(|e| Fail::new(e.to_string()))?;
+    sq.set_bf_policy(h.bf_policy);
+    // Inline payload comes from this QP's own buffer (its MR with
+    // --mr_per_qp, else the shared one).
+    let (mr, _) = res.qp_mem(i);
+    // SAFETY: the MR's buffer is owned by `res` and outlives the SQ.
+    unsafe { allow_buffer(&mut sq, mr.as_ptr(), mr.len())? };
+    Ok(sq)
 }
 
 /// The receive side of `--post direct`: each QP's RQ (or, with
