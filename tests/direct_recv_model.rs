@@ -582,6 +582,7 @@ mod with_model {
             stall_ticks: clock::Clock::calibrate().cycles_for(std::time::Duration::from_secs(20)),
             window: None,
             list: 1,
+            cost: false,
         };
         let mut counts = [RxCount::default(); 2];
         recv::prepost(&mut rqs, &bufs, &mut counts, &cfg).unwrap();
@@ -661,6 +662,7 @@ mod with_model {
             stall_ticks: clock::Clock::calibrate().cycles_for(std::time::Duration::from_secs(20)),
             window: None,
             list: 1,
+            cost: false,
         };
         let mut counts = [RxCount::default(); 2];
         recv::prepost(&mut ports, &bufs, &mut counts, &cfg).unwrap();

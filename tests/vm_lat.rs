@@ -253,6 +253,13 @@ fn assert_sane(r: &Row, who: &str, both: &str) {
     assert!(v[5] <= v[6] && v[6] <= max, "{who}: percentiles\n{both}");
 }
 
+/// Stock perftest's "Correlation coefficient r^2: … < 0.9": its cycles
+/// per microsecond are unknown and its table is inf/nan.
+fn stock_clock_failed(out: &str) -> bool {
+    out.lines()
+        .any(|l| l.starts_with("Correlation coefficient r^2") && l.contains("< 0.9"))
+}
+
 fn check(name: &str) {
     let Some(r) = batch() else { return };
     let c = CASES.iter().find(|c| c.name == name).unwrap();
@@ -300,7 +307,14 @@ fn check(name: &str) {
     }
     if !c.duration {
         assert_eq!(cr.iters, ITERS, "client #iterations\n{both}");
-        assert_sane(cr, "client", &both);
+        if c.peers == StockClient && stock_clock_failed(&p.client.out) {
+            // Stock perftest calibrates its clock by a linear fit; under
+            // TCG on a busy host the fit misses its r^2 bound and every
+            // figure it prints is inf/nan (its flaw, not ours).
+            println!("{name}: the stock client's clock fit failed; its figures are not checked");
+        } else {
+            assert_sane(cr, "client", &both);
+        }
     }
     // rdmaperf's own sides say which post method ran.
     let rdmaperf_sides: Vec<&str> = match c.peers {

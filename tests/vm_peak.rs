@@ -22,6 +22,7 @@ fn compare_and_threads_on_rxe() {
 O="-d rxe0 -x 0 -F --timeout 20"
 OS="-d rxe0 -x 0 -F"
 single compare "$RDMAPERF_BIN compare write-bw $O -s 64 -n 300 --reps 2 --out_json_file=$RESULTS/compare.json"
+single compare_send "$RDMAPERF_BIN compare send-bw $O -s 64 -n 300 --reps 2 --out_json_file=$RESULTS/compare_send.json"
 single threads "$RDMAPERF_BIN write-bw --loopback $O -s 64 -n 300 --threads 2 --out_json_file=$RESULTS/threads.json"
 single read_threads "$RDMAPERF_BIN read-bw --loopback $O -s 64 -n 200 -q 4 --threads 2"
 # Against stock perftest: one stock server per thread, thread i on port 18700+i.
@@ -64,6 +65,24 @@ wait $S1; echo $? > $RESULTS/stock.server1.rc
     let un = j["unsupported"].as_array().unwrap();
     assert_eq!(un[0]["method"], "direct");
     assert!(un[0]["reason"].as_str().unwrap().contains("EOPNOTSUPP"));
+
+    // send-bw: the receiver's cost per message beside the sender's post
+    // cost, for each method that ran (the same method on both ends).
+    let c = r.single("compare_send");
+    println!("compare send-bw:\n{}", c.out);
+    assert_eq!(c.rc, Some(0), "compare send-bw failed:\n{}", c.out);
+    assert!(c.out.contains("recv ns/msg"), "no receive column:\n{}", c.out);
+    let j: Value = serde_json::from_str(r.file("compare_send.json").expect("compare_send.json"))
+        .expect("valid JSON");
+    let summary = j["summary"].as_array().unwrap();
+    assert_eq!(summary.len(), 2, "wr-api and post-send ran");
+    for row in summary {
+        let recv = row["recv_ns_per_msg"].as_f64().unwrap();
+        let post = row["ns_per_call"].as_f64().unwrap();
+        assert!(recv > 0.0 && post > 0.0, "both costs measured: {row}");
+    }
+    assert_eq!(j["units"]["recv_ns_per_msg"], "ns");
+    assert_eq!(j["unsupported"][0]["method"], "direct");
 
     let t = r.single("threads");
     println!("threads:\n{}", t.out);

@@ -59,7 +59,8 @@ pub enum Command {
 /// `rdmaperf compare <bw-test> [flags]`.
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
-    /// The bw test: write-bw, read-bw, atomic-bw (or its ib_* name).
+    /// The bw test: write-bw, read-bw, atomic-bw, send-bw (or its ib_* name);
+    /// send-bw adds the receiver's cost per message.
     pub test: String,
     /// Repetitions of each method.
     #[arg(long = "reps", default_value_t = 3)]

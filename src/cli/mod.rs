@@ -202,14 +202,14 @@ fn compare(c: args::CompareArgs) -> i32 {
         .map(|t| t.2)
     else {
         eprintln!(
-            "rdmaperf compare: unknown test '{}': use write-bw, read-bw or atomic-bw",
+            "rdmaperf compare: unknown test '{}': use write-bw, read-bw, atomic-bw or send-bw",
             c.test
         );
         return 2;
     };
-    if t.kind != Kind::Bw || t.verb == Verb::Send {
+    if t.kind != Kind::Bw {
         eprintln!(
-            "rdmaperf compare: '{}' is not supported: use write-bw, read-bw or atomic-bw",
+            "rdmaperf compare: '{}' is not supported: use write-bw, read-bw, atomic-bw or send-bw",
             c.test
         );
         return 2;

@@ -462,6 +462,7 @@ mod tests {
                 stall_ticks: 1000,
                 window: None,
                 list: 1,
+                cost: false,
             },
             wait_first_rx,
             window: None,

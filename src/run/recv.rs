@@ -39,6 +39,10 @@ pub struct RecvConfig {
     pub window: Option<Window>,
     /// `--recv_post_list`: receives posted per call (1: one at a time).
     pub list: u64,
+    /// Measure the receiver's CPU cost per message: a clock read before
+    /// each poll, and one after a poll that found completions and their
+    /// reposts (`compare` reports it; off with --no-cost).
+    pub cost: bool,
 }
 
 /// perftest's duration states, relative to the first receive: sample from
@@ -70,6 +74,10 @@ pub struct RecvOutcome {
     /// Messages received inside the window (duration: the sample; else all).
     pub measured: u64,
     pub error: Option<RunError>,
+    /// With `cost`: ticks spent in polls that found completions plus their
+    /// reposts, and the messages they took.
+    pub busy_ticks: u64,
+    pub busy_msgs: u64,
 }
 
 /// Post QP `q`'s next receive at its cycling address. `wr_id` = the QP index.
@@ -216,6 +224,7 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
                 None if out.received >= total => break,
                 _ => {}
             }
+            let t_poll = if cfg.cost { (self.now)() } else { 0 };
             let n = match self.cq.poll(self.wcs) {
                 Ok(n) => n,
                 Err(err) => {
@@ -275,6 +284,10 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
                         break 'run;
                     }
                 }
+            }
+            if cfg.cost {
+                out.busy_ticks += (self.now)().wrapping_sub(t_poll);
+                out.busy_msgs += n as u64;
             }
         }
         let t = (self.now)();
@@ -388,6 +401,7 @@ mod tests {
             stall_ticks: 1000,
             window: None,
             list: 1,
+            cost: false,
         }
     }
 
@@ -488,6 +502,7 @@ mod tests {
         // (rx_depth rounds down, as in perftest), one more after 4 arrive.
         let c = RecvConfig {
             list: 4,
+            cost: false,
             ..cfg(12, 9)
         };
         prepost(&mut rqs, &bufs, &mut counts, &c).unwrap();

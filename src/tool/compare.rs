@@ -1,5 +1,6 @@
 //! `rdmaperf compare <bw-test>`: the same test under each post method the
-//! device supports, in interleaved repetitions, side by side. Both ends run on
+//! device supports, in interleaved repetitions, side by side; for send-bw
+//! also the receiver's cost per message under the same method. Both ends run on
 //! this host (loopback), so every repetition gets a fresh session without a
 //! cooperating remote process.
 
@@ -9,10 +10,10 @@ pub use super::common::compare_table::Unsupported;
 use super::common::compare_table::{schedule, summarize, table, Sample};
 use super::common::fail::Fail;
 use super::common::out::Out;
-use super::runs::rdma_bw;
+use super::runs::{rdma_bw, send_bw};
 use super::session::bw_result::SizeSummary;
-use super::side::loopback_with;
-use crate::cli::params::{Conn, Params, PostChoice};
+use super::side::{loopback_both, loopback_with};
+use crate::cli::params::{Conn, Params, PostChoice, Verb};
 use crate::run::stop;
 use crate::verbs::QpType;
 use serde::Serialize;
@@ -40,6 +41,7 @@ struct Units {
     mpps: &'static str,
     bw: &'static str,
     ns_per_call: &'static str,
+    recv_ns_per_msg: &'static str,
 }
 
 pub fn run(p: Params, reps: u32) -> i32 {
@@ -63,6 +65,12 @@ fn compare(p: &Params, reps: u32) -> Result<(), Fail> {
     if p.sizes.len() != 1 {
         return Err(Fail::new(
             "compare runs one message size; use -s instead of -a",
+        ));
+    }
+    if p.duplex {
+        return Err(Fail::new(
+            "compare runs one direction (the sender's post cost, for send-bw the receiver's \
+             too); drop -b",
         ));
     }
     if reps == 0 {
@@ -89,11 +97,19 @@ fn compare(p: &Params, reps: u32) -> Result<(), Fail> {
     }
     let device = ep.ctx.name().to_string();
     drop(ep);
+    let send = p.tool.verb == Verb::Send;
     compare_with(p, reps, &device, &runnable, &unsupported, |q| {
-        let sums = loopback_with(q, Out { quiet: true }, rdma_bw::run)?;
-        sums.into_iter()
-            .next()
-            .ok_or_else(|| Fail::new("the run produced no result"))
+        let none = || Fail::new("the run produced no result");
+        if !send {
+            let sums = loopback_with(q, Out { quiet: true }, rdma_bw::run)?;
+            return sums.into_iter().next().ok_or_else(none);
+        }
+        // SEND: the sender's row and post cost, and the receiver's cost per
+        // message (the same method on both ends).
+        let (server, client) = loopback_both(q, send_bw::run)?;
+        let mut s = client.into_iter().next().ok_or_else(none)?;
+        s.recv_ns_per_msg = server.first().map_or(0.0, |r| r.recv_ns_per_msg);
+        Ok(s)
     })
 }
 
@@ -137,6 +153,7 @@ pub fn compare_with(
             bw: s.result.bw_avg,
             ns_per_call: s.ns_per_call,
             ns_per_wr: s.ns_per_wr,
+            recv_ns_per_msg: s.recv_ns_per_msg,
         });
     }
     let rows = summarize(&samples);
@@ -170,6 +187,7 @@ pub fn compare_with(
                 mpps: "Mpps",
                 bw: bw_unit,
                 ns_per_call: "ns",
+                recv_ns_per_msg: "ns",
             },
         };
         let text = serde_json::to_string_pretty(&j).map_err(|e| Fail::new(e.to_string()))?;

@@ -119,13 +119,33 @@ pub fn loopback_with<T>(
     client_out: Out,
     client_side: fn(&Params, Out) -> Result<T, Fail>,
 ) -> Result<T, Fail> {
+    loopback_sides(p, client_out, run_side, client_side).map(|(_, c)| c)
+}
+
+/// Loopback with the same side function on both ends, both results kept:
+/// (server's, client's) — `compare` reads the receiver's cost this way.
+pub fn loopback_both<T: Send + 'static>(
+    p: &Params,
+    side: fn(&Params, Out) -> Result<T, Fail>,
+) -> Result<(T, T), Fail> {
+    loopback_sides(p, Out { quiet: true }, side, side)
+}
+
+/// Both ends in one process: `server_side` in a thread (quiet), the client
+/// here; a failed client asks the server to stop.
+fn loopback_sides<S: Send + 'static, T>(
+    p: &Params,
+    client_out: Out,
+    server_side: fn(&Params, Out) -> Result<S, Fail>,
+    client_side: fn(&Params, Out) -> Result<T, Fail>,
+) -> Result<(S, T), Fail> {
     let mut sp = p.clone();
     sp.server = None;
     // Marks the server as the loopback's: it stops waiting for a client after --timeout.
     sp.loopback = true;
     sp.json_file = None;
     sp.check_landing = false;
-    let server = std::thread::spawn(move || run_side(&sp, Out { quiet: true }));
+    let server = std::thread::spawn(move || server_side(&sp, Out { quiet: true }));
     let mut cp = p.clone();
     cp.server = Some("127.0.0.1".into());
     cp.loopback = false;
@@ -138,6 +158,6 @@ pub fn loopback_with<T>(
         .join()
         .unwrap_or_else(|_| Err(Fail::new("loopback server thread panicked")));
     let client = client?;
-    server.map_err(|f| Fail::new(format!("loopback server side: {f}")))?;
-    Ok(client)
+    let server = server.map_err(|f| Fail::new(format!("loopback server side: {f}")))?;
+    Ok((server, client))
 }

@@ -307,7 +307,10 @@ mod tests {
             bidirectional: true,
             ..base()
         };
-        assert!(wired("write-bw", duplex), "-b runs duplex's loops on direct queues");
+        assert!(
+            wired("write-bw", duplex),
+            "-b runs duplex's loops on direct queues"
+        );
     }
 
     /// send-lat runs direct over RC, UC and UD, with and without -e and -R
@@ -355,7 +358,11 @@ mod tests {
                     ..args("RC", false, false)
                 },
             );
-            assert_eq!(on_mlx5(&p, PostChoice::Direct), Ok(Method::Direct), "{name} -b");
+            assert_eq!(
+                on_mlx5(&p, PostChoice::Direct),
+                Ok(Method::Direct),
+                "{name} -b"
+            );
         }
     }
 

@@ -13,6 +13,8 @@ pub struct Sample {
     /// CPU time per post call and per WR, ns (0 when not measured).
     pub ns_per_call: f64,
     pub ns_per_wr: f64,
+    /// send-bw: the receiver's CPU time per message, ns (0 otherwise).
+    pub recv_ns_per_msg: f64,
 }
 
 /// A method that could not run, and why.
@@ -31,6 +33,7 @@ pub struct Row {
     pub bw: f64,
     pub ns_per_call: f64,
     pub ns_per_wr: f64,
+    pub recv_ns_per_msg: f64,
     /// Message rate relative to post-send (None when post-send did not run).
     pub ratio_to_post_send: Option<f64>,
 }
@@ -80,23 +83,31 @@ pub fn summarize(samples: &[Sample]) -> Vec<Row> {
                 bw: of(m, |s| s.bw),
                 ns_per_call: of(m, |s| s.ns_per_call),
                 ns_per_wr: of(m, |s| s.ns_per_wr),
+                recv_ns_per_msg: of(m, |s| s.recv_ns_per_msg),
                 ratio_to_post_send: base.filter(|b| *b > 0.0).map(|b| mpps / b),
             }
         })
         .collect()
 }
 
-/// The side-by-side table.
+/// The side-by-side table; a SEND test's (any receive cost measured) has
+/// the receiver's column too.
 pub fn table(rows: &[Row], unsupported: &[Unsupported], bw_unit: &str) -> String {
+    let recv = rows.iter().any(|r| r.recv_ns_per_msg > 0.0);
     let mut o = String::new();
     o.push_str(&format!(
-        " {:<10} {:>5} {:>14} {:>16} {:>14} {:>12} {:>12}\n",
+        " {:<10} {:>5} {:>14} {:>16} {:>14} {:>12}{} {:>12}\n",
         "method",
         "reps",
         "MsgRate[Mpps]",
         format!("BW[{bw_unit}]"),
         "ns/post call",
         "ns/WR",
+        if recv {
+            format!(" {:>12}", "recv ns/msg")
+        } else {
+            String::new()
+        },
         "vs post-send"
     ));
     for r in rows {
@@ -104,8 +115,13 @@ pub fn table(rows: &[Row], unsupported: &[Unsupported], bw_unit: &str) -> String
             .ratio_to_post_send
             .map(|x| format!("{x:.2}x"))
             .unwrap_or_else(|| "-".into());
+        let rc = if recv {
+            format!(" {:>12.1}", r.recv_ns_per_msg)
+        } else {
+            String::new()
+        };
         o.push_str(&format!(
-            " {:<10} {:>5} {:>14.6} {:>16.2} {:>14.1} {:>12.1} {:>12}\n",
+            " {:<10} {:>5} {:>14.6} {:>16.2} {:>14.1} {:>12.1}{rc} {:>12}\n",
             r.method, r.reps, r.mpps, r.bw, r.ns_per_call, r.ns_per_wr, ratio
         ));
     }
@@ -127,6 +143,7 @@ mod tests {
             bw: mpps * 64.0,
             ns_per_call: 100.0 / mpps,
             ns_per_wr: 100.0 / mpps,
+            recv_ns_per_msg: 0.0,
         }
     }
 
@@ -169,6 +186,31 @@ mod tests {
         );
         assert!(t.contains("3.00x"), "{t}");
         assert!(t.contains("direct     not run: rxe0 is not mlx5"), "{t}");
+    }
+
+    /// send-bw: the receiver's column appears, with each method's median.
+    #[test]
+    fn the_receive_cost_column_for_send_tests() {
+        let with = |m, rep, mpps, recv| Sample {
+            recv_ns_per_msg: recv,
+            ..s(m, rep, mpps)
+        };
+        let rows = summarize(&[
+            with("direct", 0, 4.0, 30.0),
+            with("post-send", 0, 2.0, 90.0),
+            with("direct", 1, 4.0, 50.0),
+            with("post-send", 1, 2.0, 70.0),
+        ]);
+        assert_eq!(rows[0].recv_ns_per_msg, 40.0);
+        assert_eq!(rows[1].recv_ns_per_msg, 80.0);
+        let t = table(&rows, &[], "MiB/sec");
+        assert!(t.lines().next().unwrap().contains("recv ns/msg"), "{t}");
+        assert!(
+            t.contains("        40.0 ") && t.contains("        80.0 "),
+            "{t}"
+        );
+        let plain = table(&summarize(&[s("wr-api", 0, 2.0)]), &[], "MiB/sec");
+        assert!(!plain.contains("recv ns/msg"), "{plain}");
     }
 
     #[test]

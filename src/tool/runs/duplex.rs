@@ -132,9 +132,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let mut direct = match method {
         Method::Direct => Some(DirectSide {
             tx: direct::open_queues(&r.res, &uds, false)?,
-            rx: send
-                .then(|| direct::open_recv(&r.res, false))
-                .transpose()?,
+            rx: send.then(|| direct::open_recv(&r.res, false)).transpose()?,
         }),
         _ => None,
     };

@@ -26,7 +26,7 @@ use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
 use crate::tool::common::scenario::qp_type;
 use crate::tool::session::bw_measure::{measure_size, qp_targets};
-use crate::tool::session::bw_result::{check_limits, report_of};
+use crate::tool::session::bw_result::{check_limits, report_of, SizeSummary};
 use crate::tool::session::control::{connect, to_text_dest};
 use crate::tool::session::direct::{self, DirectRx};
 use crate::tool::session::info::test_info;
@@ -155,6 +155,7 @@ impl Receiver {
                 Mode::Iterations => None,
             },
             list: p.recv_post_list as u64,
+            cost: !p.no_cost,
         };
         let posted = match direct {
             Some(d) => recv::prepost(&mut d.rqs, &self.bufs, &mut self.counts, &cfg),
@@ -171,15 +172,18 @@ impl Receiver {
         Ok(())
     }
 
-    /// perftest `run_iter_bw_server`; the row's numbers and the error, if any.
+    /// perftest `run_iter_bw_server`; the row's numbers, the error if any,
+    /// and the receive cost per message (`method` names it for `compare`).
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &mut self,
         p: &Params,
         res: &Resources,
         size: u64,
         clock: &Clock,
+        method: &'static str,
         direct: Option<&mut DirectRx<'_>>,
-    ) -> Result<(stats::BwResult, Option<String>), Fail> {
+    ) -> Result<SizeOut, Fail> {
         let cfg = self
             .cfg
             .take()
@@ -242,7 +246,23 @@ impl Receiver {
             (Err(_), Some(e)) => return Err(Fail::new(e.clone())),
             (Err(e), None) => return Err(Fail::new(format!("computing the result: {e}"))),
         };
-        Ok((r, err))
+        let per_msg = match o.busy_msgs {
+            0 => 0.0,
+            n => clock.nanos(o.busy_ticks) / n as f64,
+        };
+        Ok(SizeOut {
+            row: r,
+            err,
+            unknown: 0,
+            summary: SizeSummary {
+                size,
+                result: r,
+                method,
+                ns_per_call: 0.0,
+                ns_per_wr: 0.0,
+                recv_ns_per_msg: per_msg,
+            },
+        })
     }
 }
 
@@ -364,7 +384,7 @@ fn send_one(
     dq: Option<&mut direct::DirectQueues<'_>>,
     size: u64,
     clock: &Clock,
-) -> Result<(stats::BwResult, Option<String>, u64), Fail> {
+) -> Result<SizeOut, Fail> {
     let targets = qp_targets(res, rem);
     let run = match method {
         Method::PostSend => {
@@ -405,6 +425,7 @@ fn send_one(
         }
     };
     let unknown = run.unknown_qpn_cqes;
+    let cost = SizeSummary::of(p, size, &run, method.name(), clock);
     let r = run.row;
     let m = (r, run.error);
     // rdma_bw's wording is about rkeys; a failed SEND is usually a receive-side problem.
@@ -429,7 +450,21 @@ fn send_one(
             e
         }
     });
-    Ok((r, err, unknown))
+    Ok(SizeOut {
+        row: r,
+        err,
+        unknown,
+        summary: cost,
+    })
+}
+
+/// One size's outcome on either side: the row, the error, the CQEs of no
+/// known QP (direct client), and what `compare` aggregates.
+pub(crate) struct SizeOut {
+    pub(crate) row: stats::BwResult,
+    pub(crate) err: Option<String>,
+    pub(crate) unknown: u64,
+    pub(crate) summary: SizeSummary,
 }
 
 /// Everything after the MTU exchange, built once (send-bw and duplex).
@@ -534,7 +569,9 @@ impl Ready {
     }
 }
 
-pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
+/// send-bw on one side; each size's summary (the client's post cost, the
+/// server's receive cost per message) for `compare`.
+pub fn run(p0: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     if p0.run_infinitely {
         return Err(Fail::new(
             "send-bw --run_infinitely: not implemented yet in rdmaperf; use -D, or stock ib_send_bw",
@@ -637,6 +674,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         None
     };
     let mut last = BwReport::default();
+    let mut sums = Vec::with_capacity(p.sizes.len());
     for (i, e) in steps.iter().enumerate().skip(split) {
         if e.waits_for_peer_run {
             sess.wait_for_peer_run();
@@ -649,13 +687,13 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
             Step::Run { size } => {
                 let size = size.unwrap_or(p.sizes[0]);
                 let watch = sess.watch_peer();
-                let (row, err, unknown) = match receiver.as_mut() {
-                    Some(rx) => {
-                        let (row, err) = rx.run(p, &r.res, size, &r.clock, drx.as_mut())?;
-                        (row, err, 0)
-                    }
+                let m = method.name();
+                let o = match receiver.as_mut() {
+                    Some(rx) => rx.run(p, &r.res, size, &r.clock, m, drx.as_mut())?,
                     None => send_one(p, &r.res, &r.rem, &uds, method, dq.as_mut(), size, &r.clock)?,
                 };
+                let (row, err, unknown) = (o.row, o.err, o.unknown);
+                sums.push(o.summary);
                 drop(watch);
                 out.print(&text::bw_row(&row, &r.info, 0.0));
                 if unknown > 0 {
@@ -696,7 +734,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
         sess.set_peer_run_timeout(Some(close_wait(p)));
     }
     sess.close(&r.my[0]).map_err(|e| close_error(p, e))?;
-    limits
+    limits.map(|()| sums)
 }
 
 /// A barrier hand_shake; before a run the server posts its receives first

@@ -6,8 +6,8 @@
 //! `threads_stock`: one stock server per thread).
 
 use crate::cli::params::Params;
-use crate::mlx5::{DirectCq, DirectSq, HwMmio};
 use crate::clock::{self, Clock};
+use crate::mlx5::{DirectCq, DirectSq, HwMmio};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::WrApiQueue;
@@ -177,7 +177,9 @@ pub fn run_size(
         }
         Method::Direct => {
             let f = direct.ok_or_else(|| {
-                Fail::new("internal: --threads --post direct without its queues; please report this")
+                Fail::new(
+                    "internal: --threads --post direct without its queues; please report this",
+                )
             })?;
             run(f, workers, cfg, deadlines, peak, &now)
         }

@@ -166,6 +166,7 @@ fn report(
                 .map(|t| t.get(k).map_or(0.0, |s| s.ns_per_wr))
                 .sum::<f64>()
                 / n,
+            recv_ns_per_msg: 0.0,
         });
     }
     out.print(crate::tool::common::out::result_line(p));

@@ -18,6 +18,9 @@ pub struct SizeSummary {
     /// CPU ns per post call and per WR (0 with --no-cost).
     pub ns_per_call: f64,
     pub ns_per_wr: f64,
+    /// A SEND receiver's CPU ns per message received (its polls that found
+    /// completions and the reposts); 0 on a sender or with --no-cost.
+    pub recv_ns_per_msg: f64,
 }
 
 /// What the client sends in the report exchange for one size's row.
@@ -48,6 +51,7 @@ impl SizeSummary {
             method,
             ns_per_call: per_call,
             ns_per_wr: per_call / p.post_list.max(1) as f64,
+            recv_ns_per_msg: 0.0,
         }
     }
 }

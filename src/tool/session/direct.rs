@@ -103,11 +103,15 @@ pub fn open_thread_queues(
     qps: &[usize],
 ) -> Result<(Vec<DirectSq<HwMmio>>, DirectCq), Fail> {
     let tcq = res.thread_cqs.get(t).ok_or_else(|| {
-        Fail::new(format!("internal: no CQ for worker thread {t}; please report this"))
+        Fail::new(format!(
+            "internal: no CQ for worker thread {t}; please report this"
+        ))
     })?;
     for &q in qps {
         let h = res.direct_qps.get(q).ok_or_else(|| {
-            Fail::new(format!("internal: worker {t} names QP {q}, which has no direct QP"))
+            Fail::new(format!(
+                "internal: worker {t} names QP {q}, which has no direct QP"
+            ))
         })?;
         if h.opened.swap(true, Ordering::AcqRel) {
             return Err(Fail::new(format!(
