@@ -539,14 +539,20 @@ mod with_model {
         assert_eq!(rq.room(), 0);
     }
 
-    /// send-bw's receiver loop (`run::recv::RecvLoop`, what the server runs)
-    /// over direct RQs and the direct CQ, the model's NIC on its own thread:
-    /// two QPs, 8 receives kept posted each, 40 SENDs each posted up front
-    /// (unsignalled: only the receives complete on the CQ). Every message
-    /// is received and counted for its QP, the last one's bytes landed,
-    /// nothing stalls (the senders wait out RNR until receives come back).
-    #[test]
-    fn the_send_bw_receive_loop_runs_on_direct_queues() {
+    /// What one receive run on the model gave.
+    struct RecvRun {
+        o: rdmaperf::run::recv::RecvOutcome,
+        counts: [rdmaperf::run::recv::RxCount; 2],
+        done: u32,
+        landed: bool,
+        violations: usize,
+    }
+
+    /// send-bw's receiver loop over direct RQs and the direct CQ, the
+    /// model's NIC on its own thread: two QPs, 8 receives kept posted each,
+    /// `PER_QP` SENDs each posted up front (unsignalled: only the receives
+    /// complete on the CQ); `cost` as the tool's --no-cost leaves it.
+    fn receive_run(cost: bool) -> RecvRun {
         use rdmaperf::clock;
         use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount};
         const PER_QP: u64 = 40;
@@ -563,16 +569,10 @@ mod with_model {
             },
         );
         let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
-        let bufs = [
-            RecvBuf {
-                addr: rx_at(&b, 0),
-                lkey: r.rx_lkey,
-            },
-            RecvBuf {
-                addr: rx_at(&b, 1),
-                lkey: r.rx_lkey,
-            },
-        ];
+        let bufs = [0, 1].map(|k| RecvBuf {
+            addr: rx_at(&b, k),
+            lkey: r.rx_lkey,
+        });
         let cfg = RecvConfig {
             iters: PER_QP,
             rx_depth: 8,
@@ -582,7 +582,7 @@ mod with_model {
             stall_ticks: clock::Clock::calibrate().cycles_for(std::time::Duration::from_secs(20)),
             window: None,
             list: 1,
-            cost: false,
+            cost,
         };
         let mut counts = [RxCount::default(); 2];
         recv::prepost(&mut rqs, &bufs, &mut counts, &cfg).unwrap();
@@ -606,19 +606,78 @@ mod with_model {
         }
         .run();
         r.model.stop();
-        assert_eq!(o.error, None, "{o:?}");
-        assert_eq!(o.received, 2 * PER_QP);
-        assert_eq!([counts[0].received, counts[1].received], [PER_QP, PER_QP]);
-        assert_eq!(b.rx, b.tx, "each QP's buffer holds its sender's bytes");
-        assert_eq!(
-            rqs[0].ring().done() + rqs[1].ring().done(),
-            2 * PER_QP as u32
-        );
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        RecvRun {
+            o,
+            counts,
+            done: rqs[0].ring().done() + rqs[1].ring().done(),
+            landed: b.rx == b.tx,
+            violations: r.model.violations().len(),
+        }
+    }
+
+    /// Every message is received and counted for its QP, the bytes landed,
+    /// nothing stalls (the senders wait out RNR until receives come back).
+    #[test]
+    fn the_send_bw_receive_loop_runs_on_direct_queues() {
+        let r = receive_run(false);
+        assert_eq!(r.o.error, None, "{:?}", r.o);
+        assert_eq!(r.o.received, 80);
+        assert_eq!([r.counts[0].received, r.counts[1].received], [40, 40]);
+        assert!(r.landed, "each QP's buffer holds its sender's bytes");
+        assert_eq!(r.done, 80);
+        assert_eq!(r.violations, 0);
+        assert_eq!((r.o.busy_ticks, r.o.busy_msgs), (0, 0), "no cost asked");
+    }
+
+    /// `compare send-bw` on the model: the receive cost of the direct path
+    /// (its polls that found completions plus the reposts) reaches the
+    /// table and the JSON through `compare_with`, per repetition.
+    #[test]
+    fn compare_reports_the_direct_receive_cost() {
+        use rdmaperf::cli::params::PostChoice;
+        use rdmaperf::report::stats::BwResult;
+        use rdmaperf::tool::compare::compare_with;
+        use rdmaperf::tool::session::bw_result::SizeSummary;
+        let mut p = {
+            let argv = ["rdmaperf", "send-bw", "--post", "direct", "-s", "256"];
+            match rdmaperf::cli::parse(argv.iter().map(|s| s.to_string()).collect()) {
+                rdmaperf::cli::Parsed::Tool(t, a) => rdmaperf::cli::params::resolve(t, &a).unwrap(),
+                other => panic!("{other:?}"),
+            }
+        };
+        let json = std::env::temp_dir().join(format!("rdmaperf-rcost-{}.json", std::process::id()));
+        p.json_file = Some(json.clone());
+        let hz = rdmaperf::clock::Clock::calibrate();
+        compare_with(
+            &p,
+            2,
+            "queue-model",
+            &[(PostChoice::Direct, "direct")],
+            &[],
+            |_| {
+                let r = receive_run(true);
+                assert_eq!(r.o.error, None);
+                assert_eq!(r.o.busy_msgs, 80, "every message timed once");
+                Ok(SizeSummary {
+                    size: 256,
+                    result: BwResult {
+                        msg_rate: 1.0,
+                        ..BwResult::default()
+                    },
+                    method: "direct",
+                    ns_per_call: 1.0,
+                    ns_per_wr: 1.0,
+                    recv_ns_per_msg: hz.nanos(r.o.busy_ticks) / r.o.busy_msgs as f64,
+                })
+            },
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&json).unwrap();
+        let _ = std::fs::remove_file(&json);
+        let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let row = &j["summary"][0];
+        assert_eq!(row["method"], "direct");
+        assert!(row["recv_ns_per_msg"].as_f64().unwrap() > 0.0, "{row}");
     }
 
     /// The same loop with `--use-srq`'s shape: both QPs receive from one

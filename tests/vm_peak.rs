@@ -71,7 +71,11 @@ wait $S1; echo $? > $RESULTS/stock.server1.rc
     let c = r.single("compare_send");
     println!("compare send-bw:\n{}", c.out);
     assert_eq!(c.rc, Some(0), "compare send-bw failed:\n{}", c.out);
-    assert!(c.out.contains("recv ns/msg"), "no receive column:\n{}", c.out);
+    assert!(
+        c.out.contains("recv ns/msg"),
+        "no receive column:\n{}",
+        c.out
+    );
     let j: Value = serde_json::from_str(r.file("compare_send.json").expect("compare_send.json"))
         .expect("valid JSON");
     let summary = j["summary"].as_array().unwrap();
