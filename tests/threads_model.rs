@@ -76,6 +76,54 @@ mod with_model {
         }
     }
 
+    /// `Kept` (what `--threads --post direct` runs): each worker's queues
+    /// are built once and carried into the next size, so the second run
+    /// posts on from where the first left the ring (the model checks every
+    /// WQE at its index), and every message of both runs completes.
+    #[test]
+    fn kept_queues_carry_over_into_the_next_size() {
+        use rdmaperf::run::threads::{Kept, QueueFactory};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Counting(ModelWorkers, AtomicUsize);
+        impl QueueFactory for Counting {
+            type Sq = <ModelWorkers as QueueFactory>::Sq;
+            type Cq = <ModelWorkers as QueueFactory>::Cq;
+            #[allow(clippy::type_complexity)]
+            fn build(
+                &self,
+                t: usize,
+                qps: &[usize],
+            ) -> Result<(Vec<Self::Sq>, Self::Cq, Vec<rdmaperf::run::bw::QpTarget>), String>
+            {
+                self.1.fetch_add(1, Ordering::Relaxed);
+                self.0.build(t, qps)
+            }
+        }
+        let kept = Kept::new(Counting(ModelWorkers::default(), AtomicUsize::new(0)), 2);
+        // 300 messages do not fill a whole number of rings: the second run
+        // starts mid-ring.
+        for size_run in 0..2 {
+            let outs = run(
+                &kept,
+                &workers(2),
+                cfg(300, 1),
+                None,
+                false,
+                &rdmaperf::clock::now,
+            )
+            .unwrap();
+            for (t, o) in outs.iter().enumerate() {
+                assert_eq!(o.outcome.error, None, "run {size_run} worker {t}");
+                assert_eq!((o.outcome.posted, o.outcome.completed), (300, 300));
+            }
+        }
+        assert_eq!(kept_builds(&kept), 2, "one build per worker, not per run");
+
+        fn kept_builds(k: &Kept<Counting>) -> usize {
+            k.inner().1.load(Ordering::Relaxed)
+        }
+    }
+
     #[test]
     fn a_worker_with_two_qps_on_one_model_is_refused_by_name() {
         let w = vec![Worker {

@@ -5,7 +5,7 @@
 
 use super::bw::{BwConfig, BwLoop, BwOutcome, Deadlines, QpCount, QpTarget};
 use crate::post::{Completion, CompletionQueue, SendQueue, WrDesc};
-use std::sync::Barrier;
+use std::sync::{Barrier, Mutex};
 
 /// Builds one thread's queues, inside that thread.
 pub trait QueueFactory: Sync {
@@ -24,6 +24,78 @@ pub trait QueueFactory: Sync {
     /// thread); a factory whose queues must carry their ring indices into
     /// the next size (the direct path's) keeps them. The default drops them.
     fn give_back(&self, _thread: usize, _sqs: Vec<Self::Sq>, _cq: Self::Cq) {}
+}
+
+/// A factory whose queues are built once per worker and kept across runs,
+/// so their ring indices carry over into the next size (the direct path's
+/// SQs and CQ pollers must never restart at index 0 on a live ring): the
+/// first run builds through `inner`, later runs take back what the worker
+/// gave back. The lock is taken before and after a worker's loop, never in it.
+pub struct Kept<F: QueueFactory> {
+    inner: F,
+    #[allow(clippy::type_complexity)]
+    slots: Mutex<Vec<Option<(Vec<F::Sq>, F::Cq, Vec<QpTarget>)>>>,
+    /// Each worker's targets, as its first build gave them.
+    targets: Mutex<Vec<Vec<QpTarget>>>,
+}
+
+impl<F: QueueFactory> Kept<F> {
+    pub fn new(inner: F, workers: usize) -> Self {
+        Self {
+            inner,
+            slots: Mutex::new((0..workers).map(|_| None).collect()),
+            targets: Mutex::new(vec![Vec::new(); workers]),
+        }
+    }
+
+    /// The factory that builds the first time.
+    pub fn inner(&self) -> &F {
+        &self.inner
+    }
+}
+
+impl<F: QueueFactory> QueueFactory for Kept<F>
+where
+    F::Sq: Send,
+    F::Cq: Send,
+{
+    type Sq = F::Sq;
+    type Cq = F::Cq;
+
+    #[allow(clippy::type_complexity)]
+    fn build(
+        &self,
+        thread: usize,
+        qps: &[usize],
+    ) -> Result<(Vec<Self::Sq>, Self::Cq, Vec<QpTarget>), String> {
+        let poisoned = || "a worker panicked holding the kept queues".to_string();
+        let kept = self
+            .slots
+            .lock()
+            .map_err(|_| poisoned())?
+            .get_mut(thread)
+            .and_then(Option::take);
+        if let Some(q) = kept {
+            return Ok(q);
+        }
+        let (sqs, cq, targets) = self.inner.build(thread, qps)?;
+        if let Some(t) = self.targets.lock().map_err(|_| poisoned())?.get_mut(thread) {
+            t.clone_from(&targets);
+        }
+        Ok((sqs, cq, targets))
+    }
+
+    fn give_back(&self, thread: usize, sqs: Vec<Self::Sq>, cq: Self::Cq) {
+        let targets = match self.targets.lock() {
+            Ok(t) => t.get(thread).cloned().unwrap_or_default(),
+            Err(_) => return,
+        };
+        if let Ok(mut slots) = self.slots.lock() {
+            if let Some(slot) = slots.get_mut(thread) {
+                *slot = Some((sqs, cq, targets));
+            }
+        }
+    }
 }
 
 /// One worker: its core (None = not pinned) and its QPs.

@@ -156,7 +156,7 @@ pub(crate) fn run_session(
     };
     let targets = qp_targets(&res, &rem);
     let direct_threads = (method == Method::Direct && p.threads > 1)
-        .then(|| threads_bw::DirectThreads::new(&res, &targets, p.threads as usize));
+        .then(|| threads_bw::direct_threads(&res, &targets, p.threads as usize));
     let mut report = p
         .json_file
         .as_ref()

@@ -15,7 +15,7 @@ use crate::post::SendQueue;
 use crate::report::stats;
 use crate::run::bw::{BwOutcome, QpTarget};
 use crate::run::geometry::Geometry;
-use crate::run::threads::{aggregate, run, QueueFactory, Worker, WorkerOutcome};
+use crate::run::threads::{aggregate, run, Kept, QueueFactory, Worker, WorkerOutcome};
 use crate::tool::build::method::Method;
 use crate::tool::build::setup::Resources;
 use crate::tool::common::cpus;
@@ -24,7 +24,7 @@ use crate::tool::session::bw_measure::{bw_config, deadlines, describe};
 use crate::tool::session::bw_result::SizeRun;
 use crate::tool::session::direct;
 use crate::verbs::{Cq, Qp, VerbsError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Verbs queues for one thread, built inside it.
 struct VerbsFactory<'a, S, B> {
@@ -51,28 +51,27 @@ impl<S: SendQueue, B: Fn(&Arc<Qp>) -> Result<S, VerbsError> + Sync> QueueFactory
 }
 
 /// The direct queues of every worker, kept across sizes (their ring
-/// indices carry over): a worker opens its QPs' SQs and the direct poller of
-/// its own CQ at the first size (`session::direct::open_thread_queues`) and
-/// gives them back after each run. The lock is taken before and after the
-/// loop, never inside it.
-pub struct DirectThreads<'a> {
+/// indices carry over, `run::threads::Kept`): a worker opens its QPs' SQs
+/// and the direct poller of its own CQ at the first size
+/// (`session::direct::open_thread_queues`).
+pub type DirectThreads<'a> = Kept<DirectOpen<'a>>;
+
+/// The workers' direct queues for a test, [`DirectThreads`] once kept.
+pub fn direct_threads<'a>(
     res: &'a Resources,
     targets: &'a [QpTarget],
-    #[allow(clippy::type_complexity)]
-    slots: Mutex<Vec<Option<(Vec<DirectSq<HwMmio>>, DirectCq)>>>,
+    threads: usize,
+) -> DirectThreads<'a> {
+    Kept::new(DirectOpen { res, targets }, threads)
 }
 
-impl<'a> DirectThreads<'a> {
-    pub fn new(res: &'a Resources, targets: &'a [QpTarget], threads: usize) -> Self {
-        Self {
-            res,
-            targets,
-            slots: Mutex::new((0..threads).map(|_| None).collect()),
-        }
-    }
+/// Opens one worker's direct queues, inside the worker.
+pub struct DirectOpen<'a> {
+    res: &'a Resources,
+    targets: &'a [QpTarget],
 }
 
-impl QueueFactory for DirectThreads<'_> {
+impl QueueFactory for DirectOpen<'_> {
     type Sq = DirectSq<HwMmio>;
     type Cq = DirectCq;
     fn build(
@@ -80,25 +79,8 @@ impl QueueFactory for DirectThreads<'_> {
         t: usize,
         qps: &[usize],
     ) -> Result<(Vec<DirectSq<HwMmio>>, DirectCq, Vec<QpTarget>), String> {
-        let kept = self
-            .slots
-            .lock()
-            .map_err(|_| "a worker panicked holding the direct queues".to_string())?
-            .get_mut(t)
-            .and_then(Option::take);
-        let (sqs, cq) = match kept {
-            Some(q) => q,
-            None => direct::open_thread_queues(self.res, t, qps).map_err(|f| f.msg)?,
-        };
+        let (sqs, cq) = direct::open_thread_queues(self.res, t, qps).map_err(|f| f.msg)?;
         Ok((sqs, cq, qps.iter().map(|&q| self.targets[q]).collect()))
-    }
-
-    fn give_back(&self, t: usize, sqs: Vec<DirectSq<HwMmio>>, cq: DirectCq) {
-        if let Ok(mut slots) = self.slots.lock() {
-            if let Some(slot) = slots.get_mut(t) {
-                *slot = Some((sqs, cq));
-            }
-        }
     }
 }
 
