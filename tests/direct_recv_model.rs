@@ -680,6 +680,148 @@ mod with_model {
         assert!(row["recv_ns_per_msg"].as_f64().unwrap() > 0.0, "{row}");
     }
 
+    /// One direct CQ seen as the two CQs `send-bw -b`'s loop polls (the
+    /// tool gives it a send CQ and a receive CQ; the model has one): each
+    /// half polls the shared CQ and keeps the other half's completions.
+    struct Sorted {
+        cq: DirectCq,
+        sends: std::collections::VecDeque<Completion>,
+        recvs: std::collections::VecDeque<Completion>,
+    }
+    struct Half(std::rc::Rc<std::cell::RefCell<Sorted>>, bool);
+
+    impl CompletionQueue for Half {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+            let mut s = self.0.borrow_mut();
+            let mut buf = [Completion::default(); 16];
+            let n = s.cq.poll(&mut buf)?;
+            for c in &buf[..n] {
+                if is_recv(c) {
+                    s.recvs.push_back(*c);
+                } else {
+                    s.sends.push_back(*c);
+                }
+            }
+            let q = if self.1 { &mut s.recvs } else { &mut s.sends };
+            let k = out.len().min(q.len());
+            for slot in out.iter_mut().take(k) {
+                *slot = q.pop_front().unwrap_or_default();
+            }
+            Ok(k)
+        }
+    }
+
+    /// `send-bw -b`'s loop (`run::duplex::DuplexLoop`, what both sides of a
+    /// duplex SEND test run) over direct SQs, direct RQs and the direct CQ,
+    /// the model's NIC on its own thread: two QPs send into their peers'
+    /// RQs while the loop keeps those RQs posted. Every message goes out and
+    /// comes in, each counted for its QP and direction, the bytes land.
+    #[test]
+    fn the_duplex_send_loop_runs_on_direct_queues() {
+        use rdmaperf::clock;
+        use rdmaperf::run::bw::{BwConfig, QpCount, QpTarget};
+        use rdmaperf::run::duplex::{DuplexConfig, DuplexLoop};
+        use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RxCount};
+        const PER_QP: u64 = 200;
+        let mut b = Bufs::new(2);
+        let mut r = rig(
+            &mut b,
+            ModelConfig {
+                qps: 2,
+                rnr_retry: 7,
+                ..cfg(RecvSpec::default())
+            },
+        );
+        let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
+        let bufs = [0, 1].map(|k| RecvBuf {
+            addr: rx_at(&b, k),
+            lkey: r.rx_lkey,
+        });
+        let targets = [0, 1].map(|k| QpTarget {
+            laddr: b.tx.as_ptr() as u64 + (k * MSG) as u64,
+            lkey: r.lkey,
+            raddr: 0,
+            rkey: 0,
+        });
+        let stall = clock::Clock::calibrate().cycles_for(std::time::Duration::from_secs(20));
+        let cfg = DuplexConfig {
+            tx: BwConfig {
+                op: Op::Send,
+                size: MSG as u32,
+                iters: PER_QP,
+                post_list: 1,
+                tx_depth: 16,
+                cq_mod: 4,
+                inline: false,
+                positions: 1,
+                step: 0,
+                stall_ticks: stall,
+                cost: false,
+            },
+            rx: RecvConfig {
+                iters: PER_QP,
+                rx_depth: 8,
+                len: MSG as u32,
+                positions: 1,
+                step: 0,
+                stall_ticks: stall,
+                window: None,
+                list: 1,
+                cost: false,
+            },
+            wait_first_rx: false,
+            window: None,
+        };
+        let mut rx_counts = [RxCount::default(); 2];
+        recv::prepost(&mut rqs, &bufs, &mut rx_counts, &cfg.rx).unwrap();
+        let Rig {
+            mut sqs,
+            cq,
+            mut model,
+            ..
+        } = r;
+        let shared = std::rc::Rc::new(std::cell::RefCell::new(Sorted {
+            cq,
+            sends: Default::default(),
+            recvs: Default::default(),
+        }));
+        let (mut scq, mut rcq) = (Half(shared.clone(), false), Half(shared, true));
+        let mut counts = [QpCount::default(); 2];
+        model.start();
+        let o = DuplexLoop {
+            cfg,
+            sqs: &mut sqs,
+            rqs: &mut rqs,
+            scq: &mut scq,
+            rcq: &mut rcq,
+            targets: &targets,
+            bufs: &bufs,
+            counts: &mut counts,
+            rx_counts: &mut rx_counts,
+            list: &mut [rdmaperf::post::WrDesc::default(); 1],
+            wcs: &mut [Completion::default(); 16],
+            rwcs: &mut [Completion::default(); 16],
+            tposted: &mut [],
+            tcompleted: &mut [],
+            now: clock::now,
+        }
+        .run();
+        model.stop();
+        assert_eq!(o.tx.error, None, "{o:?}");
+        assert_eq!((o.tx.posted, o.tx.completed), (2 * PER_QP, 2 * PER_QP));
+        assert_eq!(o.received, 2 * PER_QP);
+        for q in 0..2 {
+            assert_eq!(
+                (counts[q].scnt, counts[q].ccnt),
+                (PER_QP, PER_QP),
+                "QP {q} out"
+            );
+            assert_eq!(rx_counts[q].received, PER_QP, "QP {q} in");
+        }
+        assert_eq!(b.rx, b.tx, "each peer's buffer holds its sender's bytes");
+        assert!(model.violations().is_empty(), "{:?}", model.violations());
+    }
+
     /// The same loop with `--use-srq`'s shape: both QPs receive from one
     /// SRQ, each through its own [`SrqPort`] (what the tools hand the loop
     /// per QP). Every message is received; the SRQ took exactly one post per
