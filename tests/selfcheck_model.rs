@@ -40,6 +40,21 @@ mod with_model {
             let want = cases::cases(Tr::Rc, 220).len() + cases::cases(Tr::Ud, 188).len();
             assert_eq!(ok, want, "cqe {cqe}:\n{t}");
             assert!(r.cases.iter().any(|(c, _)| c.shape == Shape::BadRkey));
+            // The receive side: SENDs on both sides of scatter-to-CQE's
+            // limit (32 B in 64-byte CQEs, 64 B in 128-byte ones), and the
+            // SEND that waits out RNR until its receive is posted.
+            for shape in cases::RECV_SIZES
+                .map(Shape::RecvSize)
+                .into_iter()
+                .chain([Shape::LateRecv])
+            {
+                assert!(
+                    r.cases
+                        .iter()
+                        .any(|(c, o)| c.shape == shape && *o == Outcome::Ok),
+                    "cqe {cqe}: {shape} did not pass:\n{t}"
+                );
+            }
             for (c, o) in &r.cases {
                 if c.tr == Tr::Uc {
                     assert!(

@@ -1,7 +1,9 @@
 //! The cases `selfcheck` runs for each post method: every op on every
 //! transport that allows it, as a single WR, post lists of 4/16/64, inline
 //! sizes up to the device's maximum, enough posts to wrap the send ring
-//! twice, and (RC) a deliberate bad rkey followed by recovery.
+//! twice; SENDs of the sizes around the scatter-to-CQE limits; and (RC) a
+//! SEND that meets RNR until its receive is posted, and a deliberate bad
+//! rkey followed by recovery.
 
 use crate::post::Op;
 use std::fmt;
@@ -73,7 +75,18 @@ pub enum Shape {
     /// A WRITE to a wrong rkey (RC): the error status, then the QP reset to
     /// RTS and a WRITE that must succeed.
     BadRkey,
+    /// A SEND of this many bytes: the sizes around scatter-to-CQE's limits
+    /// (32 B in a 64-byte CQE, 64 B in a 128-byte one), where the payload
+    /// is in the receive CQE and must be copied out, not found in the buffer.
+    RecvSize(u32),
+    /// A SEND with no receive posted (RC): the peer answers RNR until the
+    /// receive comes, then the SEND completes and lands (rnr_retry 7, as
+    /// the tools set it).
+    LateRecv,
 }
+
+/// The SEND sizes checked on both sides of the scatter-to-CQE limits.
+pub const RECV_SIZES: [u32; 8] = [0, 1, 31, 32, 33, 63, 64, 65];
 
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -83,6 +96,8 @@ impl fmt::Display for Shape {
             Shape::Inline(n) => write!(f, "inline {n}"),
             Shape::Wrap => write!(f, "ring wrap x2"),
             Shape::BadRkey => write!(f, "bad rkey + recovery"),
+            Shape::RecvSize(n) => write!(f, "receive {n} B"),
+            Shape::LateRecv => write!(f, "RNR until the receive is posted"),
         }
     }
 }
@@ -128,9 +143,17 @@ pub fn cases(tr: Tr, max_inline: u32) -> Vec<Case> {
             shapes.extend(inline_sizes(max_inline).into_iter().map(Shape::Inline));
         }
         shapes.push(Shape::Wrap);
+        if matches!(op, Op::Send | Op::SendImm) {
+            shapes.extend(RECV_SIZES.map(Shape::RecvSize));
+        }
         v.extend(shapes.into_iter().map(|shape| Case { tr, op, shape }));
     }
     if tr == Tr::Rc {
+        v.push(Case {
+            tr,
+            op: Op::Send,
+            shape: Shape::LateRecv,
+        });
         v.push(Case {
             tr,
             op: Op::Write,
@@ -147,8 +170,19 @@ mod tests {
     #[test]
     fn every_op_shape_and_the_bad_rkey() {
         let rc = cases(Tr::Rc, 64);
-        // 7 ops x (single, 3 lists, wrap) + 4 inline ops x 4 sizes + bad rkey.
-        assert_eq!(rc.len(), 7 * 5 + 4 * 4 + 1);
+        // 7 ops x (single, 3 lists, wrap) + 4 inline ops x 4 sizes + 2 SEND
+        // ops x 8 receive sizes + the late receive + bad rkey.
+        assert_eq!(rc.len(), 7 * 5 + 4 * 4 + 2 * 8 + 2);
+        assert!(rc.iter().any(|c| c.shape == Shape::RecvSize(0)));
+        assert!(rc.iter().any(|c| c.shape == Shape::LateRecv));
+        assert_eq!(
+            cases(Tr::Ud, 0)
+                .iter()
+                .filter(|c| matches!(c.shape, Shape::RecvSize(_)))
+                .count(),
+            16,
+            "UD receives (with their GRH) at every size"
+        );
         assert!(rc.iter().any(|c| c.shape == Shape::Inline(64)));
         assert_eq!(rc.last().unwrap().shape, Shape::BadRkey);
         assert!(cases(Tr::Ud, 0)

@@ -71,7 +71,53 @@ pub fn run_case(rig: &mut dyn Rig, case: &Case) -> Result<(), String> {
             let lists = (2 * rig.sq_depth()).div_ceil(8) + 1;
             burst(rig, case.op, 8 * lists, len_of(case.op, 8), false, 8)
         }
+        Shape::RecvSize(n) => burst(rig, case.op, 1, n, false, 1),
+        Shape::LateRecv => late_recv(rig),
     }
+}
+
+/// A SEND before its receive: no completion while the peer has no receive
+/// (it answers RNR), then, once the receive is posted, the SEND completes
+/// and its bytes land.
+fn late_recv(rig: &mut dyn Rig) -> Result<(), String> {
+    let (l, r) = (rig.local(), rig.remote());
+    fill(rig.local_bytes(), seed());
+    rig.remote_bytes().fill(0);
+    let wr = WrDesc {
+        wr_id: 0x1a7e,
+        laddr: l.addr,
+        lkey: l.key,
+        len: 64,
+        signaled: true,
+        ..WrDesc::default()
+    };
+    post_with_room(rig, Op::Send, &[wr])?;
+    let t0 = Instant::now();
+    let mut buf = [Completion::default(); 4];
+    while t0.elapsed() < Duration::from_millis(50) {
+        rig.progress();
+        let n = rig
+            .poll(&mut buf)
+            .map_err(|e| format!("poll failed: {e:?}"))?;
+        if n > 0 {
+            return Err(format!(
+                "the SEND completed before any receive was posted: wr_id {:#x}: {}",
+                buf[0].wr_id,
+                rig.describe_error(&buf[0])
+            ));
+        }
+    }
+    rig.post_recv(0x1a7f, r.addr, 64)?;
+    wait_completions(rig, Op::Send, &[0x1a7e])?;
+    wait_receives(rig, Op::Send, &[0x1a7f], 64)?;
+    let (got, want) = (
+        &rig.remote_bytes()[..64].to_vec(),
+        &rig.local_bytes()[..64].to_vec(),
+    );
+    if got != want {
+        return Err("the late receive's buffer does not hold the SEND's bytes".into());
+    }
+    Ok(())
 }
 
 fn len_of(op: Op, len: u32) -> u32 {
@@ -118,7 +164,8 @@ fn burst(
     let recv = matches!(op, Op::Send | Op::SendImm | Op::WriteImm);
     let grh = if rig.tr() == Tr::Ud { rig.grh() } else { 0 };
     // Each WR has its own slot in both buffers (wrapping for the long case).
-    let stride = (len as usize + grh as usize).div_ceil(SLOT) * SLOT;
+    // (A zero-byte SEND still takes a slot.)
+    let stride = (len as usize + grh as usize).max(1).div_ceil(SLOT) * SLOT;
     let slots = (l.len.min(r.len) / stride).min(4096);
     if slots == 0 {
         return Err(format!(

@@ -57,6 +57,9 @@ impl ModelRig {
             cqe_cnt: 8192,
             cqe_size,
             transport,
+            // perftest's setting, as the tools': a SEND that meets no
+            // receive waits (RNR) instead of failing (the late-receive case).
+            rnr_retry: 7,
             record_history: false,
             // Room for the receives a case keeps posted (its WRs, up to twice the
             // send ring); the ring wraps several times over the cases.
