@@ -67,6 +67,16 @@ fn selfcheck_on_rxe(r: &vm::BatchResult) {
             .iter()
             .any(|c| c["case"] == "UD send_imm ring wrap x2"));
         assert!(cases.iter().any(|c| c["case"] == "RC cmp-swap list 64"));
+        // The receive side: sizes around scatter-to-CQE's limits, every
+        // transport, and RC's SEND that waits out RNR for a late receive.
+        for case in [
+            "RC send receive 0 B",
+            "UC send_imm receive 33 B",
+            "UD send receive 65 B",
+            "RC send RNR until the receive is posted",
+        ] {
+            assert!(cases.iter().any(|c| c["case"] == case), "{m}: no {case:?}");
+        }
     }
     let d = methods.iter().find(|x| x["method"] == "direct").unwrap();
     assert!(
