@@ -548,14 +548,13 @@ mod with_model {
         violations: usize,
     }
 
+    const PER_QP: u64 = 40;
+
     /// send-bw's receiver loop over direct RQs and the direct CQ, the
     /// model's NIC on its own thread: two QPs, 8 receives kept posted each,
     /// `PER_QP` SENDs each posted up front (unsignalled: only the receives
     /// complete on the CQ); `cost` as the tool's --no-cost leaves it.
     fn receive_run(cost: bool) -> RecvRun {
-        use rdmaperf::clock;
-        use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount};
-        const PER_QP: u64 = 40;
         let mut b = Bufs::new(2);
         for (k, x) in b.tx.iter_mut().enumerate() {
             *x = (k / MSG) as u8 * 0x40 + (k % 61) as u8;
@@ -569,8 +568,31 @@ mod with_model {
             },
         );
         let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
+        let (o, counts) = loop_over(&mut r, &b, &mut rqs, cost);
+        RecvRun {
+            o,
+            counts,
+            done: rqs[0].ring().done() + rqs[1].ring().done(),
+            landed: b.rx == b.tx,
+            violations: r.model.violations().len(),
+        }
+    }
+
+    /// The receive loop over `rqs` (one per QP): receives preposted, every
+    /// SEND posted up front, the NIC started, the loop run, the NIC stopped.
+    fn loop_over<R: RecvQueue>(
+        r: &mut Rig,
+        b: &Bufs,
+        rqs: &mut [R],
+        cost: bool,
+    ) -> (
+        rdmaperf::run::recv::RecvOutcome,
+        [rdmaperf::run::recv::RxCount; 2],
+    ) {
+        use rdmaperf::clock;
+        use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount};
         let bufs = [0, 1].map(|k| RecvBuf {
-            addr: rx_at(&b, k),
+            addr: rx_at(b, k),
             lkey: r.rx_lkey,
         });
         let cfg = RecvConfig {
@@ -585,10 +607,10 @@ mod with_model {
             cost,
         };
         let mut counts = [RxCount::default(); 2];
-        recv::prepost(&mut rqs, &bufs, &mut counts, &cfg).unwrap();
+        recv::prepost(rqs, &bufs, &mut counts, &cfg).unwrap();
         for k in 0..PER_QP as usize {
             for q in 0..2 {
-                let mut wr = send(&b, r.lkey, q, MSG as u32, k as u64);
+                let mut wr = send(b, r.lkey, q, MSG as u32, k as u64);
                 wr.signaled = false;
                 r.sqs[q].post(Op::Send, &[wr]).unwrap();
             }
@@ -597,7 +619,7 @@ mod with_model {
         let mut wcs = [Completion::default(); 16];
         let o = RecvLoop {
             cfg,
-            rqs: &mut rqs,
+            rqs,
             cq: &mut r.cq,
             bufs: &bufs,
             counts: &mut counts,
@@ -606,13 +628,7 @@ mod with_model {
         }
         .run();
         r.model.stop();
-        RecvRun {
-            o,
-            counts,
-            done: rqs[0].ring().done() + rqs[1].ring().done(),
-            landed: b.rx == b.tx,
-            violations: r.model.violations().len(),
-        }
+        (o, counts)
     }
 
     /// Every message is received and counted for its QP, the bytes landed,
@@ -828,10 +844,7 @@ mod with_model {
     /// message; the model saw no violation (no receive beyond the ring).
     #[test]
     fn the_send_bw_receive_loop_runs_on_srq_ports() {
-        use rdmaperf::clock;
         use rdmaperf::mlx5::srq::SrqPort;
-        use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount};
-        const PER_QP: u64 = 40;
         let mut b = Bufs::new(2);
         let mut r = rig(
             &mut b,
@@ -850,43 +863,7 @@ mod with_model {
         let ring = Arc::clone(srq.ring());
         let mut ports: Vec<SrqPort> = srq.share(2);
         assert!(Arc::ptr_eq(ports[1].ring(), &ring));
-        let bufs = [0, 1].map(|k| RecvBuf {
-            addr: rx_at(&b, k),
-            lkey: r.rx_lkey,
-        });
-        let cfg = RecvConfig {
-            iters: PER_QP,
-            rx_depth: 8,
-            len: MSG as u32,
-            positions: 1,
-            step: 0,
-            stall_ticks: clock::Clock::calibrate().cycles_for(std::time::Duration::from_secs(20)),
-            window: None,
-            list: 1,
-            cost: false,
-        };
-        let mut counts = [RxCount::default(); 2];
-        recv::prepost(&mut ports, &bufs, &mut counts, &cfg).unwrap();
-        for k in 0..PER_QP as usize {
-            for q in 0..2 {
-                let mut wr = send(&b, r.lkey, q, MSG as u32, k as u64);
-                wr.signaled = false;
-                r.sqs[q].post(Op::Send, &[wr]).unwrap();
-            }
-        }
-        r.model.start();
-        let mut wcs = [Completion::default(); 16];
-        let o = RecvLoop {
-            cfg,
-            rqs: &mut ports,
-            cq: &mut r.cq,
-            bufs: &bufs,
-            counts: &mut counts,
-            wcs: &mut wcs,
-            now: clock::now,
-        }
-        .run();
-        r.model.stop();
+        let (o, counts) = loop_over(&mut r, &b, &mut ports, false);
         assert_eq!(o.error, None, "{o:?}");
         assert_eq!(o.received, 2 * PER_QP);
         assert_eq!(counts[0].posted + counts[1].posted, 2 * PER_QP);

@@ -12,7 +12,7 @@ use crate::ctrl::{BwReport, Dest, Session};
 use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
-use crate::report::{json, stats, text};
+use crate::report::{json, text};
 use crate::tool::build::method::{self, Chosen, Method};
 use crate::tool::build::setup::{Endpoint, Resources};
 use crate::tool::common::cpu_util;
@@ -22,7 +22,7 @@ use crate::tool::common::out::{result_line, Out};
 use crate::tool::common::progress;
 use crate::tool::common::scenario::qp_type;
 use crate::tool::session::bw_measure::{measure_size_periods, qp_targets, unknown_qpn_line};
-use crate::tool::session::bw_result::{check_limits, report_of, SizeSummary};
+use crate::tool::session::bw_result::{check_limits, report_of, row_of, SizeSummary};
 use crate::tool::session::cm_data;
 use crate::tool::session::control::{connect, preamble, to_text_dest};
 use crate::tool::session::counters;
@@ -108,14 +108,7 @@ pub(crate) fn run_session(
         };
         let theirs = sess.exchange_bw_report(&mine).map_err(Fail::ctrl)?;
         out.print(&text::bw_header(&info));
-        let r = stats::BwResult {
-            size: theirs.size,
-            iters: theirs.iters,
-            bw_peak: theirs.bw_peak,
-            bw_avg: theirs.bw_avg,
-            msg_rate: theirs.msg_rate,
-            bw_peak_exact: 0.0,
-        };
+        let r = row_of(&theirs);
         out.print(&text::bw_row(&r, &info, 0.0));
         if let Some(c) = counters.as_mut() {
             out.print(&c.report()?);

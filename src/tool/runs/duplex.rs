@@ -12,7 +12,7 @@ use crate::clock;
 use crate::ctrl::choreo::Barrier;
 use crate::ctrl::{choreography, BwReport, Step};
 use crate::post::post_send::PostSendQueue;
-use crate::post::verbs_cq::VerbsCq;
+use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
 use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WrDesc};
 use crate::report::info::TestInfo;
@@ -27,7 +27,7 @@ use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
 use crate::tool::common::scenario::qp_type;
 use crate::tool::session::bw_measure::{bw_config, describe, measure_size, qp_targets};
-use crate::tool::session::bw_result::{check_limits, report_of, result, Measured};
+use crate::tool::session::bw_result::{check_limits, report_of, result, row_of, Measured};
 use crate::tool::session::control::connect;
 use crate::tool::session::direct::{self, DirectQueues, DirectRx};
 use crate::verbs::{Mtu, UdDest};
@@ -211,22 +211,7 @@ fn print_sum(
     report: &mut Option<json::JsonReport>,
     out: Out,
 ) -> Result<BwReport, Fail> {
-    let mine = stats::BwResult {
-        size: local.size,
-        iters: local.iters,
-        bw_peak: local.bw_peak,
-        bw_avg: local.bw_avg,
-        msg_rate: local.msg_rate,
-        bw_peak_exact: 0.0,
-    };
-    let remote = stats::BwResult {
-        size: theirs.size,
-        iters: theirs.iters,
-        bw_peak: theirs.bw_peak,
-        bw_avg: theirs.bw_avg,
-        msg_rate: theirs.msg_rate,
-        bw_peak_exact: 0.0,
-    };
+    let (mine, remote) = (row_of(local), row_of(theirs));
     let sum = mine.sum(&remote);
     out.print(&text::bw_row(&sum, info, 0.0));
     push_json(report, &sum, info, None)?;
@@ -327,13 +312,6 @@ fn send_one(
     size: u64,
 ) -> Result<(stats::BwResult, Option<String>), Fail> {
     let qps = &r.res.qps;
-    let batch = p.cqe_poll as usize;
-    let verbs_cqs = || -> Result<(VerbsCq, VerbsCq), Fail> {
-        Ok((
-            VerbsCq::new(&r.res.cq, batch).map_err(Fail::verbs)?,
-            VerbsCq::new(&r.res.rcq, batch).map_err(Fail::verbs)?,
-        ))
-    };
     let (bufs, counts, rqs) = (&rx.bufs, &mut rx.counts, &mut rx.rqs);
     let cfg = rx
         .cfg
@@ -357,14 +335,7 @@ fn send_one(
                 .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            let (mut scq, mut rcq) = verbs_cqs()?;
-            let q = Queues {
-                sqs: &mut sqs,
-                rqs,
-                scq: &mut scq,
-                rcq: &mut rcq,
-            };
-            send_loop(p, r, side, q, size)
+            verbs_send_loop(p, r, side, &mut sqs, rqs, size)
         }
         (Method::WrApi, _) => {
             let mut sqs = qps
@@ -373,19 +344,34 @@ fn send_one(
                 .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Fail::verbs)?;
-            let (mut scq, mut rcq) = verbs_cqs()?;
-            let q = Queues {
-                sqs: &mut sqs,
-                rqs,
-                scq: &mut scq,
-                rcq: &mut rcq,
-            };
-            send_loop(p, r, side, q, size)
+            verbs_send_loop(p, r, side, &mut sqs, rqs, size)
         }
         (Method::Direct, _) => Err(Fail::new(
             "internal: send-bw -b --post direct without its queues; please report this",
         )),
     }
+}
+
+/// [`send_loop`] with a verbs method's send queues: libibverbs pollers of
+/// the send and receive CQs, the verbs receive queues.
+fn verbs_send_loop<S: SendQueue>(
+    p: &Params,
+    r: &Ready,
+    side: RxSide<'_>,
+    sqs: &mut [S],
+    rqs: &mut [VerbsRecv],
+    size: u64,
+) -> Result<(stats::BwResult, Option<String>), Fail> {
+    let batch = p.cqe_poll as usize;
+    let mut scq = VerbsCq::new(&r.res.cq, batch).map_err(Fail::verbs)?;
+    let mut rcq = VerbsCq::new(&r.res.rcq, batch).map_err(Fail::verbs)?;
+    let q = Queues {
+        sqs,
+        rqs,
+        scq: &mut scq,
+        rcq: &mut rcq,
+    };
+    send_loop(p, r, side, q, size)
 }
 
 /// The receive state the duplex SEND loop works on (the Receiver's).

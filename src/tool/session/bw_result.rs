@@ -35,6 +35,18 @@ pub(crate) fn report_of(size: u64, r: &stats::BwResult) -> BwReport {
     }
 }
 
+/// The row a report carries (the peer's, for the summed line).
+pub(crate) fn row_of(r: &BwReport) -> stats::BwResult {
+    stats::BwResult {
+        size: r.size,
+        iters: r.iters,
+        bw_peak: r.bw_peak,
+        bw_avg: r.bw_avg,
+        msg_rate: r.msg_rate,
+        bw_peak_exact: 0.0,
+    }
+}
+
 impl SizeSummary {
     /// The summary of one size's run; the post cost is 0 when it was not
     /// measured (`--no-cost`).
