@@ -46,6 +46,15 @@ fn the_fixture_reads_through_the_real_readers() {
     assert_eq!(s.0.get("pma.link_downed"), Some(&2));
     assert_eq!(s.0.get("out_of_sequence"), Some(&0));
     assert!(!s.0.contains_key("lifespan"));
+    // The netdev's driver statistics (`ethtool/<netdev>` in `ethtool -S`
+    // text, the same parser as a real host's ioctl) join under `eth.`.
+    let (s, why) = Snapshot::read_port(&root, "mlx5_0", 1, Some("ens1f0np0"));
+    assert_eq!(why, None);
+    assert_eq!(s.0.get("eth.rx_prio3_pause"), Some(&800));
+    assert_eq!(s.0.get("pma.link_downed"), Some(&2));
+    let (s, why) = Snapshot::read_port(&root, "rxe0", 1, Some("eth0"));
+    assert!(why.is_some_and(|w| w.contains("eth0")));
+    assert!(!s.0.keys().any(|k| k.starts_with("eth.")));
 }
 
 #[test]
@@ -63,6 +72,7 @@ fn the_fixture_gives_its_findings() {
         [
             "mtu_limited",
             "link_errors_since_boot",
+            "netdev_discards_since_boot",
             "pcie_below_max",
             "pcie_below_port",
             "numa_far"
@@ -115,6 +125,10 @@ fn doctor_on_the_fixture_prints_facts_and_findings() {
         "WARN mtu_limited",
         "RoCE MTU 1024",
         "no PCIe function (software device)",
+        "netdev ens1f0np0 since boot: rx_pause_ctrl_phy 1200, tx_pause_ctrl_phy 0, rx_prio3_pause 800, tx_prio3_pause 0",
+        "WARN netdev_discards_since_boot",
+        "rx_discards_phy = 17 since boot",
+        "netdev statistics: none (no ethtool statistics for eth0 in the fixture)",
     ] {
         assert!(out.contains(want), "no '{want}' in:\n{out}");
     }

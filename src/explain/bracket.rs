@@ -20,7 +20,11 @@ pub struct Bracket {
     root: SysRoot,
     facts: DeviceFacts,
     port: u32,
+    /// The port's netdev (RoCE), whose driver statistics join the counters.
+    netdev: Option<String>,
     before: Snapshot,
+    /// Why the netdev gave no statistics, if it did not.
+    no_eth: Option<String>,
 }
 
 /// What `--explain` found.
@@ -56,20 +60,31 @@ impl Bracket {
         if !facts.ports.iter().any(|p| p.port == port) {
             return Err(format!("{name} has no port {port} in sysfs"));
         }
-        let before = Snapshot::read(&root, &name, port);
+        let netdev = facts
+            .ports
+            .iter()
+            .find(|p| p.port == port)
+            .and_then(|p| p.netdev.clone());
+        let (before, no_eth) = Snapshot::read_port(&root, &name, port, netdev.as_deref());
         Ok(Bracket {
             root,
             facts,
             port,
+            netdev,
             before,
+            no_eth,
         })
     }
 
     /// The "after" half: deltas, rules, ceilings.
     pub fn finish(self, measured_gbps: Option<f64>, host: &HostFacts) -> Explanation {
-        let after = Snapshot::read(&self.root, &self.facts.name, self.port);
+        let netdev = self.netdev.as_deref();
+        let (after, _) = Snapshot::read_port(&self.root, &self.facts.name, self.port, netdev);
         let d = deltas(&self.before, &after);
         let (findings, mut notes) = evaluate(&d);
+        if let Some(why) = &self.no_eth {
+            notes.push(format!("no netdev statistics: {why}"));
+        }
         if self.before.0.is_empty() {
             notes.push("this port shows no counters in sysfs (no hw_counters/, no PMA)".into());
         }
@@ -224,9 +239,18 @@ impl Explanation {
             };
             let _ = writeln!(s, "  verdict: {verdict}");
         }
+        // The netdev's traffic counters move in every run; only its pause,
+        // discard and error counters say something here (JSON has all).
+        let telling = |k: &str| {
+            !k.starts_with("eth.")
+                || ["pause", "discard", "err", "drop"]
+                    .iter()
+                    .any(|w| k.contains(w) && !k.ends_with("_duration"))
+        };
         let moved: Vec<String> = self
             .deltas
             .iter()
+            .filter(|(k, _)| telling(k))
             .filter_map(|(k, d)| d.value().filter(|v| *v > 0).map(|v| format!("{k} +{v}")))
             .collect();
         if !moved.is_empty() {

@@ -35,6 +35,29 @@ impl Snapshot {
         }
         Snapshot(m)
     }
+
+    /// Adds netdev `ifname`'s driver statistics under `eth.<name>`
+    /// (`super::ethtool`); `Err` says why there are none (the snapshot is
+    /// left as it was).
+    pub fn add_netdev(&mut self, root: &SysRoot, ifname: &str) -> Result<(), String> {
+        for (k, v) in super::ethtool::read(root, ifname)? {
+            self.0.insert(format!("eth.{k}"), v);
+        }
+        Ok(())
+    }
+
+    /// The port's counters and, when it has a netdev, that netdev's
+    /// statistics; the second value says why the netdev gave none.
+    pub fn read_port(
+        root: &SysRoot,
+        dev: &str,
+        port: u32,
+        netdev: Option<&str>,
+    ) -> (Snapshot, Option<String>) {
+        let mut s = Snapshot::read(root, dev, port);
+        let why = netdev.and_then(|n| s.add_netdev(root, n).err());
+        (s, why)
+    }
 }
 
 /// How one counter moved between two snapshots.

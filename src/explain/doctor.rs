@@ -161,7 +161,76 @@ fn port_counter_checks(root: &SysRoot, name: &str, p: &PortFacts) -> Vec<Check> 
             });
         }
     }
+    let Some(dev) = &p.netdev else { return v };
+    let Ok(eth) = super::ethtool::read(root, dev) else {
+        return v;
+    };
+    for (k, n) in eth.iter().filter(|(_, n)| *n > 0) {
+        let (code, fix) = if ETH_ERRORS.iter().any(|e| super::rules::named_by(e, k)) {
+            (
+                "netdev_errors_since_boot",
+                "if it grows during runs: cable, transceiver or switch port; check FEC on both ends",
+            )
+        } else if ETH_DISCARDS.iter().any(|e| super::rules::named_by(e, k)) {
+            (
+                "netdev_discards_since_boot",
+                "the NIC ran out of port buffer: enable PFC on the RoCE priority or ECN (`--explain` \
+                 tells whether it happens during a run)",
+            )
+        } else {
+            continue;
+        };
+        v.push(Check {
+            code,
+            what: format!("{name} port {}: netdev {dev} {k} = {n} since boot", p.port),
+            fix: fix.into(),
+        });
+    }
     v
+}
+
+/// Netdev statistics that are wrong at any count (mlx5 names, en_stats.c).
+const ETH_ERRORS: [&str; 3] = [
+    "rx_crc_errors_phy",
+    "rx_symbol_err_phy",
+    "rx_pcs_symbol_err_phy",
+];
+/// Netdev statistics of dropped packets (no port buffer).
+const ETH_DISCARDS: [&str; 4] = [
+    "rx_discards_phy",
+    "tx_discards_phy",
+    "rx_prio*_buf_discard",
+    "rx_prio*_cong_discard",
+];
+
+/// The netdev's pause counts since boot, for the report (facts: pauses
+/// are how a lossless fabric works, not wrong by themselves), or why there
+/// are none.
+fn pause_line(root: &SysRoot, dev: &str) -> String {
+    match super::ethtool::read(root, dev) {
+        Ok(eth) => {
+            let pauses: Vec<String> = eth
+                .iter()
+                .filter(|(k, _)| {
+                    [
+                        "rx_pause_ctrl_phy",
+                        "tx_pause_ctrl_phy",
+                        "rx_prio*_pause",
+                        "tx_prio*_pause",
+                    ]
+                    .iter()
+                    .any(|p| super::rules::named_by(p, k))
+                })
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            if pauses.is_empty() {
+                format!("netdev {dev}: {} statistics, no pause counters", eth.len())
+            } else {
+                format!("netdev {dev} since boot: {}", pauses.join(", "))
+            }
+        }
+        Err(e) => format!("netdev statistics: none ({e})"),
+    }
 }
 
 fn pcie_checks(d: &DeviceFacts) -> Vec<Check> {
@@ -291,6 +360,9 @@ pub fn report(root: &SysRoot, devs: &[DeviceFacts], host: &HostFacts) -> (String
                 let _ = write!(s, "  netdev {n} MTU {m} (RoCE MTU {})", roce_mtu(m));
             }
             s.push('\n');
+            if let Some(n) = &p.netdev {
+                let _ = writeln!(s, " {:<10} {}", "", pause_line(root, n));
+            }
         }
         match &d.pcie {
             Some(p) => {

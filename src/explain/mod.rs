@@ -7,7 +7,7 @@
 //!
 //! Every reader takes a [`sysfs::SysRoot`], so the fixture tree in
 //! `tests/data/sysfs/` goes through the same code as `/sys`.
-//! Layers: `sysfs` (reading) → `counters` (snapshots, deltas) → `ceiling`
+//! Layers: `sysfs`, `ethtool` (reading) → `counters` (snapshots, deltas) → `ceiling`
 //! (arithmetic) → `rules` (the table and its evaluation) → `doctor` →
 //! `bracket` (`--explain` around a tool run).
 
@@ -15,5 +15,6 @@ pub mod bracket;
 pub mod ceiling;
 pub mod counters;
 pub mod doctor;
+pub mod ethtool;
 pub mod rules;
 pub mod sysfs;

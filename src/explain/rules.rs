@@ -155,6 +155,54 @@ pub const RULES: &[Rule] = &[
         fix: "a marginal link: reseat or replace the cable/transceiver, check FEC on both ends",
     },
     Rule {
+        code: "pause_received",
+        title: "the network paused this port (pause/PFC frames received): it could not absorb our traffic",
+        counters: &["eth.rx_pause_ctrl_phy", "eth.rx_prio*_pause", "eth.rx_global_pause"],
+        min_ppm: 100.0,
+        min_count: 10,
+        quiet: &[],
+        quiet_max_share: 0.0,
+        fix: "congestion downstream (switch egress, the peer): pause keeps RoCE lossless but caps the \
+              rate; find the congested port, use ECN to slow senders before PFC triggers",
+    },
+    Rule {
+        code: "pause_sent",
+        title: "this port sent pause/PFC frames: the NIC or host could not absorb incoming traffic",
+        counters: &["eth.tx_pause_ctrl_phy", "eth.tx_prio*_pause", "eth.tx_global_pause"],
+        min_ppm: 100.0,
+        min_count: 10,
+        quiet: &[],
+        quiet_max_share: 0.0,
+        fix: "the receiving host is the bottleneck: PCIe link (see the PCIe ceiling), NUMA placement, \
+              memory bandwidth; or its receive buffer is too small",
+    },
+    Rule {
+        code: "nic_discard",
+        title: "the NIC dropped packets for lack of port buffer",
+        counters: &[
+            "eth.rx_discards_phy",
+            "eth.tx_discards_phy",
+            "eth.rx_prio*_buf_discard",
+            "eth.rx_prio*_cong_discard",
+        ],
+        min_ppm: 100.0,
+        min_count: 10,
+        quiet: &[],
+        quiet_max_share: 0.0,
+        fix: "enable PFC on the RoCE priority or ECN so the fabric slows the sender instead of \
+              dropping; without either, RoCE loses packets under load",
+    },
+    Rule {
+        code: "fcs_errors",
+        title: "frames arrived with bad FCS or symbol errors (a bad link)",
+        counters: &["eth.rx_crc_errors_phy", "eth.rx_symbol_err_phy", "eth.rx_pcs_symbol_err_phy"],
+        min_ppm: 0.0,
+        min_count: 1,
+        quiet: &[],
+        quiet_max_share: 0.0,
+        fix: "cable, transceiver or switch port: reseat or replace, check FEC on both ends",
+    },
+    Rule {
         code: "retries_exceeded",
         title: "a QP ran out of retries (the run failed or lost a QP)",
         counters: &["req_transport_retries_exceeded", "retry_exceeded_err", "req_rnr_retries_exceeded", "retry_rnr_exceeded_err"],
@@ -177,14 +225,29 @@ pub struct Finding {
     pub score: f64,
 }
 
+/// Whether counter `name` is named by `pattern`: the name itself, or with
+/// one `*` standing for any run of characters (mlx5's per-priority
+/// `rx_prio3_pause`, whose priorities depend on the PFC set-up).
+pub fn named_by(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            name.len() >= head.len() + tail.len() && name.starts_with(head) && name.ends_with(tail)
+        }
+    }
+}
+
 fn sum(d: &BTreeMap<String, Delta>, names: &[&str]) -> (u64, Vec<String>) {
     let mut total = 0;
     let mut parts = Vec::new();
-    for n in names {
-        if let Some(v) = d.get(*n).and_then(|x| x.value()) {
+    for (k, x) in d {
+        if !names.iter().any(|n| named_by(n, k)) {
+            continue;
+        }
+        if let Some(v) = x.value() {
             total += v;
             if v > 0 {
-                parts.push(format!("{n} +{v}"));
+                parts.push(format!("{k} +{v}"));
             }
         }
     }
@@ -267,6 +330,54 @@ mod tests {
     }
     fn codes(d: &BTreeMap<String, Delta>) -> Vec<&'static str> {
         evaluate(d).0.iter().map(|f| f.code).collect()
+    }
+
+    #[test]
+    fn a_star_names_every_priority() {
+        assert!(named_by("eth.rx_prio*_pause", "eth.rx_prio3_pause"));
+        assert!(!named_by(
+            "eth.rx_prio*_pause",
+            "eth.rx_prio3_pause_duration"
+        ));
+        assert!(!named_by("eth.rx_prio*_pause", "eth.rx_pause"));
+        assert!(named_by("rcvd_seq_err", "rcvd_seq_err"));
+        assert!(!named_by("rcvd_seq_err", "rcvd_seq_errs"));
+    }
+
+    /// mlx5's netdev statistics (names from en_stats.c): pauses received
+    /// on PFC priority 3 and sent globally, and port-buffer discards, at
+    /// rates over the threshold; the pause durations are not counted as
+    /// pauses; a quiet netdev gives nothing.
+    #[test]
+    fn pause_frames_and_discards_from_the_netdev() {
+        let busy = d(&[
+            ("sent_pkts", 1_000_000),
+            ("rcvd_pkts", 20_000),
+            ("eth.rx_prio3_pause", 900),
+            ("eth.rx_prio3_pause_duration", 1_000_000),
+            ("eth.tx_pause_ctrl_phy", 300),
+            ("eth.rx_discards_phy", 250),
+        ]);
+        let c = codes(&busy);
+        for want in ["pause_received", "pause_sent", "nic_discard"] {
+            assert!(c.contains(&want), "{want}: {:?}", evaluate(&busy));
+        }
+        let f = evaluate(&busy).0;
+        let p = f.iter().find(|f| f.code == "pause_received").unwrap();
+        assert!(
+            p.evidence.contains("eth.rx_prio3_pause +900") && !p.evidence.contains("duration"),
+            "{}",
+            p.evidence
+        );
+        let quiet = d(&[
+            ("sent_pkts", 1_000_000),
+            ("rcvd_pkts", 20_000),
+            ("eth.rx_prio3_pause", 5),
+            ("eth.rx_packets", 20_000),
+        ]);
+        assert!(codes(&quiet).is_empty(), "{:?}", evaluate(&quiet));
+        let crc = d(&[("sent_pkts", 1000), ("eth.rx_crc_errors_phy", 1)]);
+        assert_eq!(codes(&crc), ["fcs_errors"]);
     }
 
     /// Recorded on rxe in the VM (bw-diagnosis §4): a clean 3 s write-bw
