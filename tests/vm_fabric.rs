@@ -81,6 +81,7 @@ fab() { # NAME NP TOOL FLAGS...
         s.push_str(
             r#"
 fab expect-high 4 write-bw --pattern bisection --expect-bw 1000000
+fab explain 4 write-bw --pattern bisection --explain
 # A rank killed (SIGKILL, by itself: the binary's test hook RDMAPERF_FABRIC_SIGNAL) 1 s into
 # step 2; mpirun --enable-recovery keeps the others running.
 s=$(date +%s.%N)
@@ -278,6 +279,58 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
         assert_eq!(
             v["failed_thresholds"][0]["pairs"].as_array().unwrap().len(),
             2
+        );
+    }
+
+    /// `--explain` on every pair: each row ends with the pair's top finding
+    /// (a rule's or fact's code, or "clean"), the JSON marks every pair
+    /// explained, and each worst pair says why (evidence, or clean counters).
+    #[test]
+    fn explain_puts_each_pairs_finding_in_the_table() {
+        let Some(r) = batch() else { return };
+        let out = r.expect_file("explain.out");
+        assert_eq!(r.expect_file("explain.rc").trim(), "0", "{out}");
+        let codes: Vec<&str> = rdmaperf::explain::rules::RULES
+            .iter()
+            .map(|r| r.code)
+            .chain([
+                "clean",
+                "numa_far",
+                "pcie_below_max",
+                "pcie_below_port",
+                "mtu_limited",
+                "port_down",
+            ])
+            .collect();
+        let rows: Vec<&str> = out.lines().filter(|l| l.contains(") -> ")).collect();
+        let data: Vec<&&str> = rows.iter().filter(|l| !l.starts_with("   ")).collect();
+        assert!(data.len() >= 4, "two steps of two pairs:\n{out}");
+        for row in &data {
+            let last = row.split_whitespace().last().unwrap_or("");
+            assert!(
+                codes.contains(&last),
+                "row ends with no finding code: {row}\n{out}"
+            );
+        }
+        assert!(
+            out.lines()
+                .skip_while(|l| !l.contains("worst pairs:"))
+                .nth(1)
+                .is_some_and(|l| l.contains("(counters clean)") || l.contains(": ")),
+            "the worst pair says why:\n{out}"
+        );
+        let v = r.json("explain");
+        let steps = v["steps"].as_array().expect("steps");
+        assert!(!steps.is_empty(), "{v}");
+        for s in steps {
+            for p in s["pairs"].as_array().expect("pairs") {
+                assert_eq!(p["ok"]["explained"], true, "{p}");
+            }
+        }
+        assert!(
+            v["summary"]["worst"][0].get("finding").is_some(),
+            "{}",
+            v["summary"]
         );
     }
 

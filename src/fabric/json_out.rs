@@ -9,10 +9,12 @@
 //!   "ranks": [ { "rank", "host", "device", "label" }, ... ],
 //!   "steps": [ { "step", "elapsed_s", "pairs": [
 //!       { "step" (from 1, as the outer one), "client", "server",
-//!         "ok": { "size", "bw", "msg_rate", "lat": {t_min,t_typical,t_avg,t_max,p99} | null }
+//!         "ok": { "size", "bw", "msg_rate", "lat": {t_min,t_typical,t_avg,t_max,p99} | null,
+//!                 with --explain "explained": true and "finding": {code, evidence} }
 //!         | "error": "reason" } ] }, ... ],
 //!   "complete": bool, "stopped": "reason" | null,
-//!   "summary": { "metric", "units", "count", "min", "median", "max", "worst": [..],
+//!   "summary": { "metric", "units", "count", "min", "median", "max",
+//!                "worst": [ {client, server, value, with --explain "finding"} ],
 //!                "outliers": [..], "tolerance_pct" } | null,
 //!   "failed_thresholds": [ { "metric", "expect", "pairs": [ {client,server,value} ] } ],
 //!   "matrix": { "metric", "units", "labels": [..], "values": [[v|null, ..], ..] } }
@@ -153,7 +155,7 @@ mod tests {
                 size: 64,
                 bw: 5.5,
                 msg_rate: 0.1,
-                lat: None,
+                ..Measure::default()
             }),
             error: None,
         };

@@ -7,7 +7,7 @@ use super::json_out::{JsonStream, RankInfo};
 use super::matrix::Matrix;
 use super::opts::FabricOpts;
 use super::pattern::Pair;
-use super::result::{Metric, PairResult};
+use super::result::{Metric, PairResult, TopFinding};
 use super::summary::{self, Value};
 use serde_json::{json, Value as Json};
 use std::fmt::Write;
@@ -23,6 +23,8 @@ pub struct Report {
     rate: Vec<Value>,
     lat: Vec<Value>,
     failed: Vec<PairResult>,
+    /// `--explain`: each explained pair's top finding (`None`: clean).
+    findings: Vec<(Pair, Option<TopFinding>)>,
     /// Message rate (Mpps) per client rank: its share of the fabric's rate.
     share: Vec<f64>,
     json: Option<JsonStream>,
@@ -61,6 +63,7 @@ impl Report {
             rate: Vec::new(),
             lat: Vec::new(),
             failed: Vec::new(),
+            findings: Vec::new(),
             share: vec![0.0; n],
             json,
             start: Instant::now(),
@@ -82,6 +85,16 @@ impl Report {
             "{} ({}) -> {} ({})",
             self.labels[p.client], p.client, self.labels[p.server], p.server
         )
+    }
+
+    /// `--explain`: what the worst-pairs line adds for `p` — its top
+    /// finding with the evidence, or that its counters were clean.
+    fn why(&self, p: Pair) -> String {
+        match self.findings.iter().find(|(q, _)| *q == p) {
+            Some((_, Some(f))) => format!("  {}: {}", f.code, f.evidence),
+            Some((_, None)) => "  (counters clean)".into(),
+            None => String::new(),
+        }
     }
 
     /// The table's header line.
@@ -155,6 +168,14 @@ impl Report {
                             m.bw,
                             m.msg_rate
                         );
+                    }
+                    if m.explained {
+                        // The row ends with the pair's top finding (the
+                        // JSON has its evidence).
+                        out.pop();
+                        let code = m.finding.as_ref().map_or("clean", |f| f.code.as_str());
+                        let _ = writeln!(out, "  {code}");
+                        self.findings.push((pair, m.finding.clone()));
                     }
                     if let Some(v) = self.metric().of(m) {
                         self.matrix.set(pair, v);
@@ -233,7 +254,13 @@ impl Report {
                 );
                 let _ = writeln!(out, " worst pairs:");
                 for w in &s.worst {
-                    let _ = writeln!(out, "   {:<44} {:.3} {units}", self.name(w.0), w.1);
+                    let _ = writeln!(
+                        out,
+                        "   {:<44} {:.3} {units}{}",
+                        self.name(w.0),
+                        w.1,
+                        self.why(w.0)
+                    );
                 }
                 let side = if better == summary::Better::Higher {
                     "below"
@@ -251,10 +278,21 @@ impl Report {
                 }
                 let pj =
                     |v: &Value| json!({"client": v.0.client, "server": v.0.server, "value": v.1});
+                let worst: Vec<Json> = s
+                    .worst
+                    .iter()
+                    .map(|v| {
+                        let mut j = pj(v);
+                        if let Some((_, f)) = self.findings.iter().find(|(p, _)| *p == v.0) {
+                            j["finding"] = json!(f);
+                        }
+                        j
+                    })
+                    .collect();
                 json!({
                     "metric": metric.name(), "units": units, "count": s.count,
                     "min": pj(&s.min), "median": s.median, "max": pj(&s.max),
-                    "worst": s.worst.iter().map(pj).collect::<Vec<_>>(),
+                    "worst": worst,
                     "outliers": s.outliers.iter().map(pj).collect::<Vec<_>>(),
                     "tolerance_pct": s.tolerance_pct,
                 })
@@ -415,7 +453,7 @@ mod tests {
                 size: 64,
                 bw,
                 msg_rate: bw / 100.0,
-                lat: None,
+                ..Measure::default()
             }),
             error: None,
         }
@@ -475,5 +513,59 @@ mod tests {
         let m = std::fs::read_to_string(&csv).unwrap();
         assert_eq!(m.lines().nth(1), Some("h0:rxe0,,10,"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `--explain`: each row ends with its pair's top finding ("clean"
+    /// when there is none), and the worst pairs say why, with evidence.
+    #[test]
+    fn explained_pairs_carry_their_finding() {
+        let ranks: Vec<RankInfo> = (0..3)
+            .map(|r| RankInfo {
+                rank: r,
+                host: format!("h{r}"),
+                device: "rxe0".into(),
+            })
+            .collect();
+        let explained = |c, s, bw, f: Option<(&str, &str)>| {
+            let mut r = ok(0, c, s, bw);
+            if let Some(m) = r.ok.as_mut() {
+                m.explained = true;
+                m.finding = f.map(|(code, evidence)| TopFinding {
+                    code: code.into(),
+                    evidence: evidence.into(),
+                });
+            }
+            r
+        };
+        let o = opts::parse(&["write-bw".to_string()], |_| Err("x".into())).unwrap();
+        let mut r = Report::new(&ranks, false, "MB/sec", 1, None);
+        let t = r.step(
+            0,
+            vec![
+                explained(0, 1, 10.0, None),
+                explained(
+                    1,
+                    2,
+                    2.0,
+                    Some(("loss", "rcvd_seq_err +138 = 13800 per million")),
+                ),
+            ],
+            Some("MiB/sec"),
+        );
+        let rows: Vec<&str> = t.lines().collect();
+        assert!(rows[0].ends_with("  clean"), "{t}");
+        assert!(rows[1].ends_with("  loss"), "{t}");
+        let e = r.finish(&o, None, false);
+        assert!(
+            e.text
+                .contains("2.000 MiB/sec  loss: rcvd_seq_err +138 = 13800 per million"),
+            "{}",
+            e.text
+        );
+        assert!(
+            e.text.contains("10.000 MiB/sec  (counters clean)"),
+            "{}",
+            e.text
+        );
     }
 }

@@ -26,6 +26,38 @@ pub struct Measure {
     /// Mpps.
     pub msg_rate: f64,
     pub lat: Option<Lat>,
+    /// `--explain`: the client side's top finding (or the first fact that
+    /// caps the pair); `None` without `--explain` or with nothing found.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub finding: Option<TopFinding>,
+    /// `--explain` ran on the pair (so no finding means a clean pair).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub explained: bool,
+}
+
+/// The first line of a pair's explanation: the rule's (or fact's) code and
+/// its evidence.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TopFinding {
+    pub code: String,
+    pub evidence: String,
+}
+
+/// The top finding of a tool JSON's `explain` object: its first finding
+/// (they are ranked), else its first fact.
+fn top_finding(explain: &Value) -> Option<TopFinding> {
+    let f = &explain["findings"][0];
+    if f.is_object() {
+        return Some(TopFinding {
+            code: f["code"].as_str()?.to_owned(),
+            evidence: f["evidence"].as_str().unwrap_or("").to_owned(),
+        });
+    }
+    let c = &explain["facts"][0];
+    c.is_object().then(|| TopFinding {
+        code: c["code"].as_str().unwrap_or("fact").to_owned(),
+        evidence: c["what"].as_str().unwrap_or("").to_owned(),
+    })
 }
 
 /// One pair's outcome in one step.
@@ -115,6 +147,8 @@ pub fn parse_tool_json(text: &str) -> Result<(Measure, String), String> {
             .or(num(&rec, "msgRate_avg"))
             .unwrap_or(0.0),
         lat: None,
+        finding: top_finding(&v["explain"]),
+        explained: v["explain"].is_object(),
     };
     let t_avg = num(&rec, "t_avg").or(num(&rec, "avg_lat"));
     if let Some(t_avg) = t_avg {
@@ -163,6 +197,30 @@ mod tests {
         );
         assert_eq!(Metric::Lat.of(&m), Some(2.0));
         assert_eq!(m.msg_rate, 0.5);
+    }
+
+    /// `--explain` on the pair: the ranked first finding, else the first
+    /// fact; explained but clean; not explained.
+    #[test]
+    fn the_explanation_top_line() {
+        let rec = r#""results":{"MsgSize":65536,"BW_average":9.0,"MsgRate":0.1}"#;
+        let with = |explain: &str| format!(r#"{{"test_info":{{}},{rec},"explain":{explain}}}"#);
+        let (m, _) = parse_tool_json(&with(
+            r#"{"findings":[{"code":"loss","evidence":"rcvd_seq_err +138 = 13800 per million"},{"code":"rnr","evidence":"x"}],"facts":[{"code":"numa_far","what":"w"}]}"#,
+        ))
+        .unwrap();
+        let f = m.finding.unwrap();
+        assert_eq!((f.code.as_str(), m.explained), ("loss", true));
+        assert!(f.evidence.contains("13800"));
+        let (m, _) = parse_tool_json(&with(
+            r#"{"findings":[],"facts":[{"code":"pcie_below_max","what":"8.0 GT/s x8"}]}"#,
+        ))
+        .unwrap();
+        assert_eq!(m.finding.unwrap().code, "pcie_below_max");
+        let (m, _) = parse_tool_json(&with(r#"{"findings":[],"facts":[]}"#)).unwrap();
+        assert_eq!((m.finding, m.explained), (None, true));
+        let (m, _) = parse_tool_json(&format!(r#"{{"test_info":{{}},{rec}}}"#)).unwrap();
+        assert_eq!((m.finding, m.explained), (None, false));
     }
 
     #[test]
