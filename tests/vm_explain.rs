@@ -8,7 +8,8 @@
 //! 67 ms) gives the timeout finding,
 //! and a stock perftest 4.5 receiver with two receives gives the RNR
 //! finding at the rdmaperf sender, which explains its own counters and says
-//! the peer's are not exchanged. (rdmaperf's own receiver reposts fast
+//! the peer is stock perftest. Between two rdmaperf sides each block also
+//! shows the peer's findings (exchanged before the close). (rdmaperf's own receiver reposts fast
 //! enough that `-r 2` ran dry in no run under emulation; the receiver-side
 //! RNR rule is checked on recorded counters in `src/explain/rules.rs`.)
 
@@ -57,10 +58,22 @@ fn findings(out: &str) -> Vec<String> {
         .collect()
 }
 
+/// The peer's finding codes in the block ("  p1. out_of_sequence: ...").
+fn peer_findings(out: &str) -> Vec<String> {
+    out.lines()
+        .filter_map(|l| {
+            let (num, rest) = l.trim_start().split_once(". ")?;
+            num.strip_prefix('p')?.parse::<u32>().ok()?;
+            Some(rest.split(':').next()?.to_string())
+        })
+        .collect()
+}
+
 #[test]
 fn findings_are_read_from_the_block() {
-    let out = " Explain (rxea port 1; ...):\n  link ceiling ...\n  1. loss: packet loss\n     evidence: x\n  2. timeout: t\n";
+    let out = " Explain (rxea port 1; ...):\n  link ceiling ...\n  1. loss: packet loss\n     evidence: x\n  2. timeout: t\n  peer (rxeb port 1):\n  p1. out_of_sequence: o\n";
     assert_eq!(findings(out), ["loss", "timeout"]);
+    assert_eq!(peer_findings(out), ["out_of_sequence"]);
     assert_eq!(findings("no block"), ["<no Explain block>"]);
 }
 
@@ -122,6 +135,19 @@ fn explain_on_a_veth_pair_with_netem() {
         "{}",
         show("loss")
     );
+    // Both sides rdmaperf with --explain: each block shows the peer's
+    // findings too (exchanged over the control channel before the close).
+    assert!(
+        loss.client.out.contains("; the peer's below):")
+            && peer_findings(&loss.client.out).contains(&"out_of_sequence".to_string()),
+        "{}",
+        show("loss")
+    );
+    assert!(
+        peer_findings(&loss.server.out).contains(&"loss".to_string()),
+        "{}",
+        show("loss")
+    );
 
     // --out_json carries the explanation: findings with evidence and every raw delta.
     let json: serde_json::Value =
@@ -136,6 +162,13 @@ fn explain_on_a_veth_pair_with_netem() {
     );
     assert!(
         ex["counter_deltas"]["rcvd_seq_err"].as_u64().unwrap() > 0,
+        "{ex}"
+    );
+    assert_eq!(ex["peer"]["device"], "rxeb", "the peer's explanation: {ex}");
+    assert!(
+        ex["peer"]["findings"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["code"] == "out_of_sequence")),
         "{ex}"
     );
     assert!(
@@ -165,8 +198,11 @@ fn explain_on_a_veth_pair_with_netem() {
     );
     // A stock peer: this side's facts only, and the block says so.
     assert!(
-        rnr.client.out.contains(" Explain (rxea port 1; this side's counters over the run, the peer's are not exchanged)"),
+        rnr.client.out.contains(
+            " Explain (rxea port 1; this side's counters over the run; the peer is stock perftest: local facts only)"
+        ),
         "{}",
         show("rnr")
     );
+    assert!(peer_findings(&rnr.client.out).is_empty(), "{}", show("rnr"));
 }

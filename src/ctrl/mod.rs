@@ -13,6 +13,7 @@
 //! We advertise version "6.27-rs" (`atof` reads 6.27), so stock perftest 4.5 (6.06) and master (6.29)
 //! both speak the 4.5 protocol with us (no master parameter negotiation).
 
+pub mod after_run;
 pub mod bound_connect;
 pub mod channel;
 pub mod choreo;

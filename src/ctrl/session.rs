@@ -32,6 +32,9 @@ pub struct Session {
     local_params: Option<wire::PeerParams>,
 }
 
+/// Frame size of the after-run exchange (an rdma_cm control message).
+pub const AFTER_RUN_FRAME: usize = 512;
+
 impl Session {
     /// A session over a connected channel; we advertise [`OUR_VERSION`].
     pub fn new(channel: Channel) -> Session {
@@ -325,13 +328,63 @@ impl Session {
     /// then perftest 4.5's `"done\0"` (harmless to newer peers, which no
     /// longer send it) and close.
     pub fn close(mut self, my: &Dest) -> Result<(), CtrlError> {
+        self.exchange_after_run();
         self.hand_shake_step("close handshake", my)?;
         self.channel.finish(Some(wire::DONE));
         Ok(())
     }
 
     /// Ends without a close handshake (ib_write_lat does this).
-    pub fn finish(self) {
+    pub fn finish(mut self) {
+        self.exchange_after_run();
         self.channel.finish(None);
+    }
+
+    /// `--explain` on both sides (each said so in its version message):
+    /// the two explanations cross (`super::after_run`), in frames of
+    /// [`AFTER_RUN_FRAME`] bytes each way (an rdma_cm control link carries
+    /// 512-byte messages), after their lengths. Otherwise it records why
+    /// the peer gives none. A failure is recorded, never fatal: the run's
+    /// result stands.
+    fn exchange_after_run(&mut self) {
+        use super::after_run::{self, PeerExplain};
+        let mine = self.local_params.is_some_and(|p| p.explain);
+        let theirs = self.peer_version.as_ref().map(|v| v.params);
+        match (mine, theirs) {
+            (false, _) => return,
+            (true, Some(None) | None) => return after_run::set(PeerExplain::Stock),
+            (true, Some(Some(p))) if !p.explain => return after_run::set(PeerExplain::NotAsked),
+            _ => {}
+        }
+        let local = after_run::local().unwrap_or_default();
+        let got = self.cross_after_run(&local);
+        after_run::set(match got {
+            Ok(b) => PeerExplain::Received(b),
+            Err(e) => PeerExplain::Failed(e.to_string()),
+        });
+    }
+
+    fn cross_after_run(&mut self, mine: &[u8]) -> Result<Vec<u8>, CtrlError> {
+        const STEP: &str = "explain exchange";
+        let len = (mine.len() as u32).to_le_bytes();
+        let got = self.exchange(STEP, &len, 4)?;
+        let n = u32::from_le_bytes([got[0], got[1], got[2], got[3]]);
+        if n > super::after_run::MAX_LEN {
+            return Err(self.protocol(
+                STEP,
+                WireError::new(STEP, format!("the peer announced {n} bytes"), &got),
+            ));
+        }
+        let rounds = mine.len().max(n as usize).div_ceil(AFTER_RUN_FRAME);
+        let mut theirs = Vec::with_capacity(rounds * AFTER_RUN_FRAME);
+        for r in 0..rounds {
+            let mut frame = [0u8; AFTER_RUN_FRAME];
+            let part = mine.get(r * AFTER_RUN_FRAME..).unwrap_or(&[]);
+            let k = part.len().min(AFTER_RUN_FRAME);
+            frame[..k].copy_from_slice(&part[..k]);
+            theirs.extend(self.exchange(STEP, &frame, AFTER_RUN_FRAME)?);
+        }
+        theirs.truncate(n as usize);
+        Ok(theirs)
     }
 }

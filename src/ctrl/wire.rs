@@ -160,6 +160,9 @@ pub struct PeerParams {
     pub reversed: bool,
     /// `--data_validation` (bit 5 of that byte).
     pub data_validation: bool,
+    /// `--explain`: this side sends its explanation after the run and
+    /// reads the peer's (bit 3 of that byte; see `super::after_run`).
+    pub explain: bool,
 }
 
 /// Marks [`PeerParams`] after the version string's NUL.
@@ -168,6 +171,8 @@ pub const PARAMS_MARK: u8 = b'!';
 const REVERSED_BIT: u8 = 0x80;
 /// Set there under `--data_validation` (clear in 'R', 'U' and 'D').
 const VALIDATION_BIT: u8 = 0x20;
+/// Set there under `--explain` (clear in 'R' 0x52, 'U' 0x55 and 'D' 0x44).
+const EXPLAIN_BIT: u8 = 0x08;
 
 impl PeerParams {
     /// The connection type as perftest spells it.
@@ -191,7 +196,10 @@ pub fn encode_params(msg: &mut [u8; VERSION_LEN], text_len: usize, p: &PeerParam
     msg[at] = PARAMS_MARK;
     // The connection type is an upper-case letter: bits 7 and 5 are free.
     let flag = |on: bool, bit: u8| if on { bit } else { 0 };
-    msg[at + 1] = p.conn | flag(p.reversed, REVERSED_BIT) | flag(p.data_validation, VALIDATION_BIT);
+    msg[at + 1] = p.conn
+        | flag(p.reversed, REVERSED_BIT)
+        | flag(p.data_validation, VALIDATION_BIT)
+        | flag(p.explain, EXPLAIN_BIT);
     msg[at + 2..at + 4].copy_from_slice(&p.num_qps.to_le_bytes());
     msg[at + 4..at + 8].copy_from_slice(&p.iters.to_le_bytes());
     true
@@ -202,9 +210,10 @@ pub fn decode_params(b: &[u8]) -> Option<PeerParams> {
     let at = b.iter().position(|&c| c == 0)? + 1;
     let t = b.get(at..at + 8)?;
     (t[0] == PARAMS_MARK).then(|| PeerParams {
-        conn: t[1] & !(REVERSED_BIT | VALIDATION_BIT),
+        conn: t[1] & !(REVERSED_BIT | VALIDATION_BIT | EXPLAIN_BIT),
         reversed: t[1] & REVERSED_BIT != 0,
         data_validation: t[1] & VALIDATION_BIT != 0,
+        explain: t[1] & EXPLAIN_BIT != 0,
         num_qps: u16::from_le_bytes([t[2], t[3]]),
         iters: u32::from_le_bytes([t[4], t[5], t[6], t[7]]),
     })
@@ -939,6 +948,7 @@ mod tests {
             iters: 1000,
             reversed: false,
             data_validation: false,
+            explain: false,
         };
         assert!(encode_params(&mut m, OUR_VERSION.len(), &pp));
         let v2 = decode_version(&m).unwrap();
@@ -959,6 +969,16 @@ mod tests {
         assert!(encode_params(&mut m, OUR_VERSION.len(), &both));
         assert_eq!(m[OUR_VERSION.len() + 2], b'U' | 0xa0);
         assert_eq!(decode_version(&m).unwrap().params, Some(both));
+        for conn in [b'R', b'U', b'D'] {
+            let ex = PeerParams {
+                conn,
+                explain: true,
+                ..both
+            };
+            assert!(encode_params(&mut m, OUR_VERSION.len(), &ex));
+            assert_eq!(m[OUR_VERSION.len() + 2], conn | 0xa8);
+            assert_eq!(decode_version(&m).unwrap().params, Some(ex), "{conn}");
+        }
         assert_eq!(decode_version(&b).unwrap().params, None);
         assert!(
             !encode_params(&mut m, 9, &pp),

@@ -3,8 +3,10 @@
 //! loop; the bracket also covers the set-up's few packets, which no rule's
 //! threshold notices), the deltas set against the rules, the number set
 //! against the link and PCIe ceilings, and a short verdict printed after
-//! the result, perftest-style. The peer's counters are not exchanged yet:
-//! the block says these are this side's only.
+//! the result, perftest-style. Between two rdmaperf sides with `--explain`
+//! each side's explanation crosses the control channel before the close
+//! (`ctrl::after_run`) and the block shows the peer's findings too; against
+//! stock perftest it says the facts are local only.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -42,6 +44,42 @@ pub struct Explanation {
     pub facts: Vec<Check>,
     pub notes: Vec<String>,
     pub deltas: BTreeMap<String, Delta>,
+    /// The peer's side: its explanation (its `to_json`), or why there is
+    /// none ([`Explanation::with_peer`]).
+    pub peer: PeerFacts,
+}
+
+/// What the peer contributed after the run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PeerFacts {
+    /// The peer's explanation as it sent it (its [`Explanation::to_json`]).
+    Received(serde_json::Value),
+    /// Why there is none.
+    Said(String),
+}
+
+impl PeerFacts {
+    /// From what the control session's after-run exchange gave (`None`:
+    /// the session ended before its close).
+    pub fn from_exchange(e: Option<crate::ctrl::after_run::PeerExplain>) -> PeerFacts {
+        use crate::ctrl::after_run::PeerExplain;
+        match e {
+            Some(PeerExplain::Received(b)) => match serde_json::from_slice(&b) {
+                Ok(v) => PeerFacts::Received(v),
+                Err(e) => PeerFacts::Said(format!("the peer's explanation is unreadable ({e})")),
+            },
+            Some(PeerExplain::Stock) => {
+                PeerFacts::Said("the peer is stock perftest: local facts only".into())
+            }
+            Some(PeerExplain::NotAsked) => {
+                PeerFacts::Said("the peer ran without --explain: local facts only".into())
+            }
+            Some(PeerExplain::Failed(why)) => {
+                PeerFacts::Said(format!("the peer's were not received ({why})"))
+            }
+            None => PeerFacts::Said("the peer's were not exchanged (the run ended early)".into()),
+        }
+    }
 }
 
 impl Bracket {
@@ -77,7 +115,7 @@ impl Bracket {
     }
 
     /// The "after" half: deltas, rules, ceilings.
-    pub fn finish(self, measured_gbps: Option<f64>, host: &HostFacts) -> Explanation {
+    pub fn finish(&self, measured_gbps: Option<f64>, host: &HostFacts) -> Explanation {
         let netdev = self.netdev.as_deref();
         let (after, _) = Snapshot::read_port(&self.root, &self.facts.name, self.port, netdev);
         let d = deltas(&self.before, &after);
@@ -125,6 +163,7 @@ impl Bracket {
             facts,
             notes,
             deltas: d,
+            peer: PeerFacts::Said("the peer's are not exchanged".into()),
         }
     }
 }
@@ -160,8 +199,17 @@ impl Explanation {
             })).collect::<Vec<_>>(),
             "notes": self.notes,
             "counter_deltas": deltas,
-            "peer": "not exchanged",
+            "peer": match &self.peer {
+                PeerFacts::Received(v) => v.clone(),
+                PeerFacts::Said(why) => json!(why),
+            },
         })
+    }
+
+    /// With the peer's side as the after-run exchange gave it.
+    pub fn with_peer(mut self, peer: PeerFacts) -> Explanation {
+        self.peer = peer;
+        self
     }
 
     /// Adds this explanation as `"explain"` to the tool's `--out_json`
@@ -190,7 +238,15 @@ impl Explanation {
     /// The block printed after the result.
     pub fn text(&self, qps: u32) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, " Explain ({} port {}; this side's counters over the run, the peer's are not exchanged):", self.device, self.port);
+        let peer_note = match &self.peer {
+            PeerFacts::Received(_) => "the peer's below".to_string(),
+            PeerFacts::Said(why) => why.clone(),
+        };
+        let _ = writeln!(
+            s,
+            " Explain ({} port {}; this side's counters over the run; {peer_note}):",
+            self.device, self.port
+        );
         if let Some((c, how)) = &self.link {
             let _ = writeln!(s, "  link ceiling   {c:.2} Gb/s of payload ({how})");
         }
@@ -259,6 +315,51 @@ impl Explanation {
         for note in &self.notes {
             let _ = writeln!(s, "  note: {note}");
         }
+        if let PeerFacts::Received(v) = &self.peer {
+            s.push_str(&peer_text(v));
+        }
         s
     }
+}
+
+/// The peer's findings and facts as it sent them (its `to_json`), ranked
+/// as it ranked them.
+fn peer_text(v: &serde_json::Value) -> String {
+    let mut s = String::new();
+    let str_of = |x: &serde_json::Value, k: &str| x[k].as_str().unwrap_or("").to_string();
+    let _ = writeln!(
+        s,
+        "  peer ({} port {}):",
+        str_of(v, "device"),
+        v["port"].as_u64().unwrap_or(0)
+    );
+    let empty = Vec::new();
+    let findings = v["findings"].as_array().unwrap_or(&empty);
+    let facts = v["facts"].as_array().unwrap_or(&empty);
+    let mut n = 0;
+    for f in findings {
+        n += 1;
+        let _ = writeln!(
+            s,
+            "  p{n}. {}: {}\n      evidence: {}\n      fix: {}",
+            str_of(f, "code"),
+            str_of(f, "title"),
+            str_of(f, "evidence"),
+            str_of(f, "fix")
+        );
+    }
+    for c in facts {
+        n += 1;
+        let _ = writeln!(
+            s,
+            "  p{n}. {}: {}\n      fix: {}",
+            str_of(c, "code"),
+            str_of(c, "what"),
+            str_of(c, "fix")
+        );
+    }
+    if n == 0 {
+        let _ = writeln!(s, "  peer verdict: nothing in its counters or facts");
+    }
+    s
 }

@@ -10,10 +10,12 @@ use super::runs::lat;
 use super::runs::rdma_bw;
 use super::runs::send_bw;
 use crate::cli::params::{Kind, Params, Verb};
-use crate::explain::bracket::Bracket;
+use crate::ctrl::after_run;
+use crate::explain::bracket::{Bracket, PeerFacts};
 use crate::explain::doctor::HostFacts;
 use crate::explain::sysfs::SysRoot;
 use crate::run::stop;
+use std::rc::Rc;
 
 /// Flags rdmaperf parses (perftest's) but does not implement yet: refused with
 /// a clear message rather than silently ignored.
@@ -85,15 +87,27 @@ fn explained(
         return run().map(|_| ());
     }
     let root = SysRoot::default();
-    let bracket = Bracket::start(root.clone(), p.ib_dev.as_deref(), p.ib_port as u32);
+    let bracket = Bracket::start(root.clone(), p.ib_dev.as_deref(), p.ib_port as u32).map(Rc::new);
+    // An rdmaperf peer with --explain gets this side's explanation at the
+    // close, read then (after the run, before the close handshake).
+    if let Ok(b) = &bracket {
+        let (b, root) = (Rc::clone(b), root.clone());
+        after_run::provide(move || {
+            let e = b.finish(None, &HostFacts::read(&root));
+            e.to_json().to_string().into_bytes()
+        });
+    }
     let res = run();
+    let peer = PeerFacts::from_exchange(after_run::take());
     out.print(crate::report::text::RESULT_LINE);
     match bracket {
         Ok(b) => {
-            let e = b.finish(
-                res.as_ref().ok().copied().flatten(),
-                &HostFacts::read(&root),
-            );
+            let e = b
+                .finish(
+                    res.as_ref().ok().copied().flatten(),
+                    &HostFacts::read(&root),
+                )
+                .with_peer(peer);
             out.print(&e.text(p.num_qps));
             if let Some(path) = p.json_file.as_deref().filter(|f| f.exists()) {
                 if let Err(why) = e.add_to_json_file(path) {

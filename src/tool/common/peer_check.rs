@@ -26,6 +26,7 @@ pub(crate) fn local_params(p: &Params) -> PeerParams {
         },
         reversed: p.reversed,
         data_validation: p.data_validation,
+        explain: p.explain,
     }
 }
 
