@@ -44,6 +44,10 @@ pub struct Explanation {
     pub facts: Vec<Check>,
     pub notes: Vec<String>,
     pub deltas: BTreeMap<String, Delta>,
+    /// This port's link rate (Gb/s) and netdev MTU, which the peer
+    /// compares with its own.
+    pub rate_gbps: Option<f64>,
+    pub netdev_mtu: Option<u32>,
     /// The peer's side: its explanation (its `to_json`), or why there is
     /// none ([`Explanation::with_peer`]).
     pub peer: PeerFacts,
@@ -163,6 +167,8 @@ impl Bracket {
             facts,
             notes,
             deltas: d,
+            rate_gbps: port.and_then(|p| p.rate_gbps),
+            netdev_mtu: port.and_then(|p| p.netdev_mtu),
             peer: PeerFacts::Said("the peer's are not exchanged".into()),
         }
     }
@@ -190,6 +196,8 @@ impl Explanation {
             "link_ceiling_gbps": self.link.as_ref().map(|l| l.0),
             "link_ceiling_from": self.link.as_ref().map(|l| l.1.clone()),
             "pcie_ceiling_gbps": self.pcie,
+            "rate_gbps": self.rate_gbps,
+            "netdev_mtu": self.netdev_mtu,
             "measured_gbps": self.measured,
             "findings": self.findings.iter().map(|f| json!({
                 "code": f.code, "title": f.title, "evidence": f.evidence, "fix": f.fix,
@@ -206,8 +214,13 @@ impl Explanation {
         })
     }
 
-    /// With the peer's side as the after-run exchange gave it.
+    /// With the peer's side as the after-run exchange gave it; a peer
+    /// whose MTU or link rate differs from ours is a finding here.
     pub fn with_peer(mut self, peer: PeerFacts) -> Explanation {
+        if let PeerFacts::Received(v) = &peer {
+            self.findings
+                .splice(0..0, mismatches(self.netdev_mtu, self.rate_gbps, v));
+        }
         self.peer = peer;
         self
     }
@@ -322,6 +335,41 @@ impl Explanation {
     }
 }
 
+/// What differs between the two ends (ranked first: either caps the pair).
+fn mismatches(mtu: Option<u32>, rate: Option<f64>, peer: &serde_json::Value) -> Vec<Finding> {
+    let mut v = Vec::new();
+    let peer_mtu = peer["netdev_mtu"].as_u64().map(|m| m as u32);
+    if let (Some(a), Some(b)) = (mtu, peer_mtu) {
+        if roce_mtu(a) != roce_mtu(b) {
+            v.push(Finding {
+                code: "mtu_mismatch",
+                title: "the two ends' MTUs differ: the path MTU is the smaller one's",
+                evidence: format!(
+                    "netdev MTU here {a} (RoCE MTU {}), at the peer {b} (RoCE MTU {})",
+                    roce_mtu(a),
+                    roce_mtu(b)
+                ),
+                fix: "set the same MTU on both hosts and every switch port between (4200 or more \
+                      for RoCE MTU 4096; 9000 is usual)",
+                score: f64::INFINITY,
+            });
+        }
+    }
+    if let (Some(a), Some(b)) = (rate, peer["rate_gbps"].as_f64()) {
+        if (a - b).abs() > 0.5 {
+            v.push(Finding {
+                code: "link_rate_mismatch",
+                title: "the two ends' links run at different rates: the slower caps the pair",
+                evidence: format!("{a} Gb/s here, {b} Gb/s at the peer"),
+                fix: "check the slower end's cable, transceiver and autonegotiation \
+                      (`ethtool <netdev>`, `ibstat`)",
+                score: f64::INFINITY,
+            });
+        }
+    }
+    v
+}
+
 /// The peer's findings and facts as it sent them (its `to_json`), ranked
 /// as it ranked them.
 fn peer_text(v: &serde_json::Value) -> String {
@@ -362,4 +410,33 @@ fn peer_text(v: &serde_json::Value) -> String {
         let _ = writeln!(s, "  peer verdict: nothing in its counters or facts");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The peer's MTU and rate against ours: a RoCE MTU that differs and a
+    /// rate that differs are findings; the same MTU class (1500 and 1600
+    /// both give RoCE 1024) is not.
+    #[test]
+    fn the_peers_mtu_and_rate_are_compared() {
+        let peer = serde_json::json!({"netdev_mtu": 1500, "rate_gbps": 25.0});
+        let codes = |mtu, rate| -> Vec<&'static str> {
+            mismatches(Some(mtu), Some(rate), &peer)
+                .iter()
+                .map(|f| f.code)
+                .collect()
+        };
+        assert_eq!(codes(9000, 100.0), ["mtu_mismatch", "link_rate_mismatch"]);
+        assert!(codes(1600, 25.0).is_empty());
+        let f = &mismatches(Some(9000), None, &peer)[0];
+        assert!(
+            f.evidence
+                .contains("here 9000 (RoCE MTU 4096), at the peer 1500 (RoCE MTU 1024)"),
+            "{}",
+            f.evidence
+        );
+        assert!(mismatches(None, None, &peer).is_empty());
+    }
 }
