@@ -307,6 +307,7 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
         assert!(data.len() >= 2, "bisection of 4 ranks: two pairs:\n{out}");
         for row in &data {
             let last = row.split_whitespace().last().unwrap_or("");
+            let last = last.strip_suffix("@server").unwrap_or(last);
             assert!(
                 codes.contains(&last),
                 "row ends with no finding code: {row}\n{out}"

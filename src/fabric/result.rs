@@ -43,21 +43,29 @@ pub struct TopFinding {
     pub evidence: String,
 }
 
-/// The top finding of a tool JSON's `explain` object: its first finding
-/// (they are ranked), else its first fact.
+/// The top finding of the client's JSON `explain` object: its first
+/// finding (they are ranked), else the server's (its `peer`, exchanged
+/// after the run, marked "server"), else the first fact of either.
 fn top_finding(explain: &Value) -> Option<TopFinding> {
-    let f = &explain["findings"][0];
-    if f.is_object() {
-        return Some(TopFinding {
-            code: f["code"].as_str()?.to_owned(),
+    let peer = &explain["peer"];
+    let finding = |e: &Value, who: &str| {
+        let f = &e["findings"][0];
+        f.is_object().then(|| TopFinding {
+            code: format!("{}{who}", f["code"].as_str().unwrap_or("finding")),
             evidence: f["evidence"].as_str().unwrap_or("").to_owned(),
-        });
-    }
-    let c = &explain["facts"][0];
-    c.is_object().then(|| TopFinding {
-        code: c["code"].as_str().unwrap_or("fact").to_owned(),
-        evidence: c["what"].as_str().unwrap_or("").to_owned(),
-    })
+        })
+    };
+    let fact = |e: &Value, who: &str| {
+        let c = &e["facts"][0];
+        c.is_object().then(|| TopFinding {
+            code: format!("{}{who}", c["code"].as_str().unwrap_or("fact")),
+            evidence: c["what"].as_str().unwrap_or("").to_owned(),
+        })
+    };
+    finding(explain, "")
+        .or_else(|| finding(peer, "@server"))
+        .or_else(|| fact(explain, ""))
+        .or_else(|| fact(peer, "@server"))
 }
 
 /// One pair's outcome in one step.
@@ -219,6 +227,13 @@ mod tests {
         assert_eq!(m.finding.unwrap().code, "pcie_below_max");
         let (m, _) = parse_tool_json(&with(r#"{"findings":[],"facts":[]}"#)).unwrap();
         assert_eq!((m.finding, m.explained), (None, true));
+        // A clean client, the server's counters (its explanation, exchanged
+        // after the run) found something: the server's, marked.
+        let (m, _) = parse_tool_json(&with(
+            r#"{"findings":[],"facts":[],"peer":{"findings":[{"code":"out_of_sequence","evidence":"e"}],"facts":[]}}"#,
+        ))
+        .unwrap();
+        assert_eq!(m.finding.unwrap().code, "out_of_sequence@server");
         let (m, _) = parse_tool_json(&format!(r#"{{"test_info":{{}},{rec}}}"#)).unwrap();
         assert_eq!((m.finding, m.explained), (None, false));
     }
