@@ -459,15 +459,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn rows_summary_thresholds_files() {
-        let ranks: Vec<RankInfo> = (0..3)
+    /// Ranks h0..h2, each on rxe0.
+    fn three_ranks() -> Vec<RankInfo> {
+        (0..3)
             .map(|r| RankInfo {
                 rank: r,
                 host: format!("h{r}"),
                 device: "rxe0".into(),
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn rows_summary_thresholds_files() {
+        let ranks = three_ranks();
         let dir =
             std::env::temp_dir().join(format!("rdmaperf-fabric-report-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -519,13 +524,7 @@ mod tests {
     /// when there is none), and the worst pairs say why, with evidence.
     #[test]
     fn explained_pairs_carry_their_finding() {
-        let ranks: Vec<RankInfo> = (0..3)
-            .map(|r| RankInfo {
-                rank: r,
-                host: format!("h{r}"),
-                device: "rxe0".into(),
-            })
-            .collect();
+        let ranks = three_ranks();
         let explained = |c, s, bw, f: Option<(&str, &str)>| {
             let mut r = ok(0, c, s, bw);
             if let Some(m) = r.ok.as_mut() {
