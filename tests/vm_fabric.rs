@@ -302,8 +302,16 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
                 "port_down",
             ])
             .collect();
-        let rows: Vec<&str> = out.lines().filter(|l| l.contains(") -> ")).collect();
-        let data: Vec<&&str> = rows.iter().filter(|l| !l.starts_with("   ")).collect();
+        // The per-pair rows: a step number, then the pair.
+        let data: Vec<&str> = out
+            .lines()
+            .filter(|l| {
+                l.contains(") -> ")
+                    && l.split_whitespace()
+                        .next()
+                        .is_some_and(|t| t.parse::<usize>().is_ok())
+            })
+            .collect();
         assert!(data.len() >= 2, "bisection of 4 ranks: two pairs:\n{out}");
         for row in &data {
             let last = row.split_whitespace().last().unwrap_or("");
