@@ -25,6 +25,28 @@ const ETH_GSTRING_LEN: usize = 32;
 /// More than any driver has (mlx5 with every priority: a few thousand).
 const MAX_STATS: u32 = 65_536;
 
+/// Entries the buffers hold for a set counted `n`: the kernel writes as
+/// many as the set has at the moment of GSTRINGS/GSTATS, whatever length
+/// the caller passes (net/ethtool/ioctl.c), so a set that grew between the
+/// count and the read (mlx5's per-priority names follow the PFC set-up)
+/// must still fit.
+fn room(n: u32) -> usize {
+    2 * n as usize + 1024
+}
+
+/// After GSTRINGS/GSTATS: the kernel wrote `written` entries into a buffer
+/// of `room`. More than fit means it wrote past the buffer already: there
+/// is no safe way to go on.
+fn check_written(written: usize, room: usize) {
+    if written > room {
+        eprintln!(
+            "rdmaperf: the netdev's ethtool statistics grew from under {room} to {written} \
+             entries during one read; the kernel wrote past the buffer, stopping"
+        );
+        std::process::abort();
+    }
+}
+
 /// `struct ifreq` with `ifr_data` (40 bytes on 64-bit Linux).
 #[repr(C)]
 struct IfReq {
@@ -107,8 +129,10 @@ impl Ethtool {
             _pad: [0; 16],
         };
         // SAFETY: `ifr` is a valid ifreq naming the netdev; `data` points
-        // to a command block the caller sized for this command and keeps
-        // alive over the call; the kernel writes only within it.
+        // to a command block the caller keeps alive over the call, sized
+        // with room for the set to have grown since it was counted (see
+        // `room`; `check_written` stops the process if even that was not
+        // enough).
         let rc = unsafe { libc::ioctl(self.fd, SIOCETHTOOL as _, &mut ifr as *mut IfReq) };
         if rc < 0 {
             let e = std::io::Error::last_os_error();
@@ -146,13 +170,14 @@ impl Ethtool {
     fn names(&self, n: u32) -> Result<Vec<String>, String> {
         // Header (cmd, string_set, len: three u32) then n 32-byte names, in
         // u32 words so the header is aligned.
-        let bytes = 12 + n as usize * ETH_GSTRING_LEN;
+        let bytes = 12 + room(n) * ETH_GSTRING_LEN;
         let mut buf = vec![0u32; bytes.div_ceil(4)];
         buf[0] = ETHTOOL_GSTRINGS;
         buf[1] = ETH_SS_STATS;
         buf[2] = n;
         self.ioctl("GSTRINGS", buf.as_mut_ptr().cast())?;
-        let got = (buf[2] as usize).min(n as usize);
+        check_written(buf[2] as usize, room(n));
+        let got = buf[2] as usize;
         let raw: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
         Ok(raw[12..12 + got * ETH_GSTRING_LEN]
             .chunks_exact(ETH_GSTRING_LEN)
@@ -165,7 +190,7 @@ impl Ethtool {
 
     fn values(&self, n: u32) -> Result<Vec<u64>, String> {
         // Header (cmd, n_stats: two u32 = one u64 word) then n u64 values.
-        let mut buf = vec![0u64; 1 + n as usize];
+        let mut buf = vec![0u64; 1 + room(n)];
         let mut head = [0u8; 8];
         head[..4].copy_from_slice(&ETHTOOL_GSTATS.to_ne_bytes());
         head[4..].copy_from_slice(&n.to_ne_bytes());
@@ -173,7 +198,8 @@ impl Ethtool {
         self.ioctl("GSTATS", buf.as_mut_ptr().cast())?;
         let head = buf[0].to_ne_bytes();
         let n_back = u32::from_ne_bytes([head[4], head[5], head[6], head[7]]) as usize;
-        Ok(buf[1..1 + n_back.min(n as usize)].to_vec())
+        check_written(n_back, room(n));
+        Ok(buf[1..1 + n_back].to_vec())
     }
 
     fn stats(&self) -> Result<Vec<(String, u64)>, String> {
@@ -186,6 +212,16 @@ impl Ethtool {
         }
         let names = self.names(n)?;
         let values = self.values(n)?;
+        if names.len() != values.len() {
+            // The set changed between the two reads: names and values no
+            // longer pair up by position.
+            return Err(format!(
+                "{}: the statistics changed during the read ({} names, {} values)",
+                self.ifname,
+                names.len(),
+                values.len()
+            ));
+        }
         Ok(names.into_iter().zip(values).collect())
     }
 }
