@@ -19,7 +19,7 @@ mod with_model {
     use rdmaperf::mlx5::{DirectCq, DirectSq};
     use rdmaperf::model::{Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelSteps};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WrDesc};
-    use rdmaperf::tool::build::method::{after_direct_failure, Chosen, Method};
+    use rdmaperf::tool::setup::method::{after_direct_failure, Chosen, Method};
 
     type Vars = &'static [(&'static str, &'static str)];
 

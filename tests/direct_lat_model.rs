@@ -26,10 +26,10 @@ mod with_model {
     use rdmaperf::post::{Completion, CompletionQueue, PostError, RecvQueue, WcStatus};
     use rdmaperf::report::stats::LatUnits;
     use rdmaperf::run::lat::{send_lat, LatTarget};
-    use rdmaperf::tool::build::method::direct_wired;
     use rdmaperf::tool::common::landing;
     use rdmaperf::tool::runs::lat::{lat_config, lat_stats};
     use rdmaperf::tool::session::direct::allow_buffer;
+    use rdmaperf::tool::setup::method::direct_wired;
 
     const PEER_QPN: u32 = 0x0d0e0f;
     const QKEY: u32 = 0x1111_1111;

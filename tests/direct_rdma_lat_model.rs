@@ -31,10 +31,10 @@ mod with_model {
     use rdmaperf::post::CompletionQueue;
     use rdmaperf::report::stats::LatUnits;
     use rdmaperf::run::lat::{rdma_lat, write_lat, LatOutcome, LatTarget, Mailbox};
-    use rdmaperf::tool::build::method::{decide, direct_wired, unwired, Facts, Method};
     use rdmaperf::tool::common::landing;
     use rdmaperf::tool::runs::lat::{lat_config, lat_stats};
     use rdmaperf::tool::session::direct::allow_buffer;
+    use rdmaperf::tool::setup::method::{decide, direct_wired, unwired, Facts, Method};
 
     /// One side's model NIC with its direct SQ and CQ (RC).
     fn side() -> (Model, DirectSq<ModelMmio>, DirectCq) {

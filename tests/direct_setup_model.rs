@@ -23,8 +23,8 @@ mod with_model {
     use rdmaperf::model::{Access, Inject, Model, ModelConfig, ModelSteps};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WrDesc};
     use rdmaperf::report::{json, text};
-    use rdmaperf::tool::build::method::{after_direct_failure, Chosen, Method};
     use rdmaperf::tool::session::info::params_info;
+    use rdmaperf::tool::setup::method::{after_direct_failure, Chosen, Method};
 
     const QPS: usize = 4;
     const ATTR: DirectQpAttr = DirectQpAttr {

@@ -26,10 +26,10 @@ mod with_model {
     use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport};
     use rdmaperf::post::{Op, SendQueue, WrDesc};
     use rdmaperf::run::geometry::Geometry;
-    use rdmaperf::tool::build::method::direct_wired;
     use rdmaperf::tool::common::landing;
     use rdmaperf::tool::session::bw_measure::qp_targets_shared;
     use rdmaperf::tool::session::direct;
+    use rdmaperf::tool::setup::method::direct_wired;
 
     const PEER_QPN: u32 = 0x0a0b0c;
     const QKEY: u32 = 0x1111_1111;

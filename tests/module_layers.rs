@@ -362,7 +362,7 @@ fn tool_layer(file: &str) -> usize {
 }
 
 /// `tool/`'s folders, bottom first (README, Architecture).
-const TOOL_LAYERS: [&str; 4] = ["common", "build", "session", "runs"];
+const TOOL_LAYERS: [&str; 4] = ["common", "setup", "session", "runs"];
 
 /// Imports from a `tool/` file into a higher layer than its own.
 fn layer_violations(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {

@@ -18,7 +18,7 @@ use crate::cli::params::{Kind, Mode, Params};
 use crate::ctrl::link;
 use crate::ctrl::Role as CtrlRole;
 use crate::run::stop;
-use crate::tool::{self, build::setup::Endpoint, Out};
+use crate::tool::{self, setup::resources::Endpoint, Out};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@ use crate::mlx5::env::Mlx5Env;
 use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind};
 use crate::post::wr_api::{send_ops_flags, wr_api_probe};
 use crate::sys;
-use crate::tool::build::method::Method;
+use crate::tool::setup::method::Method;
 use crate::verbs::{Cq, Qp};
 
 #[derive(Parser, Debug)]

@@ -14,7 +14,7 @@ use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
 use crate::post::{Completion, CompletionQueue, Op, PostError, SendQueue, WrDesc};
 use crate::sys;
-use crate::tool::build::method::Method;
+use crate::tool::setup::method::Method;
 use crate::verbs::{
     random_psn, Ah, Context, Cq, Grh, InitAttr, Mtu, Pd, Qp, QpInit, QpType, RtrAttr, RtsAttr,
     UdDest, UD_QKEY,

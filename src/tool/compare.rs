@@ -4,14 +4,14 @@
 //! this host (loopback), so every repetition gets a fresh session without a
 //! cooperating remote process.
 
-use super::build::method;
-use super::build::setup::Endpoint;
 pub use super::common::compare_table::Unsupported;
 use super::common::compare_table::{schedule, summarize, table, Sample};
 use super::common::fail::Fail;
 use super::common::out::Out;
 use super::runs::{rdma_bw, send_bw};
 use super::session::bw_result::SizeSummary;
+use super::setup::method;
+use super::setup::resources::Endpoint;
 use super::side::{loopback_both, loopback_with};
 use crate::cli::params::{Conn, Params, PostChoice, Verb};
 use crate::run::stop;

@@ -5,18 +5,18 @@
 //!
 //! The folders are the layers, each importing only from the ones below it
 //! (`tests/module_layers.rs` fails otherwise, and on any import circle):
-//! `common` (the error type, output, scenario, ...) → `build` (method,
+//! `common` (the error type, output, scenario, ...) → `setup` (method,
 //! mlx5dv QPs, memory, resources) → `session` (control session, shared
 //! measurement, direct queues, ...) → `runs` (one module per tool run) →
 //! `side` (one side of a pair), then this file (`run`) and `compare`. Where
-//! a tool's set-up, exchange, loop and report live: `build::setup`,
+//! a tool's set-up, exchange, loop and report live: `setup::resources`,
 //! `session::control`, `runs::<tool>` (loops in `crate::run`), `crate::report`.
 
-pub mod build;
 pub mod common;
 pub mod compare;
 pub mod runs;
 pub mod session;
+pub mod setup;
 pub mod side;
 
 pub use common::fail::Fail;

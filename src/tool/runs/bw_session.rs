@@ -13,8 +13,6 @@ use crate::post::event_cq;
 use crate::post::post_send::PostSendQueue;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
 use crate::report::{json, text};
-use crate::tool::build::method::{self, Chosen, Method};
-use crate::tool::build::setup::{Endpoint, Resources};
 use crate::tool::common::cpu_util;
 use crate::tool::common::fail::Fail;
 use crate::tool::common::infinite;
@@ -29,6 +27,8 @@ use crate::tool::session::counters;
 use crate::tool::session::direct;
 use crate::tool::session::info::test_info;
 use crate::tool::session::validate;
+use crate::tool::setup::method::{self, Chosen, Method};
+use crate::tool::setup::resources::{Endpoint, Resources};
 
 /// One connection's whole run, opened here: what each thread of a
 /// `--threads` run against stock perftest runs (`threads_stock`; its

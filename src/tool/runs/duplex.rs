@@ -21,8 +21,6 @@ use crate::run::bw::{BwConfig, QpCount};
 use crate::run::duplex::{DuplexConfig, DuplexLoop};
 use crate::run::geometry::Geometry;
 use crate::run::recv::{RecvBuf, RecvConfig, RxCount, Window};
-use crate::tool::build::method::{self, Method};
-use crate::tool::build::setup::Endpoint;
 use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
 use crate::tool::common::scenario::qp_type;
@@ -30,6 +28,8 @@ use crate::tool::session::bw_measure::{bw_config, describe, measure_size, qp_tar
 use crate::tool::session::bw_result::{check_limits, report_of, result, row_of, Measured};
 use crate::tool::session::control::connect;
 use crate::tool::session::direct::{self, DirectQueues, DirectRx};
+use crate::tool::setup::method::{self, Method};
+use crate::tool::setup::resources::Endpoint;
 use crate::verbs::{Mtu, UdDest};
 use std::time::Duration;
 

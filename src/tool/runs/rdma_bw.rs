@@ -5,13 +5,13 @@
 use super::bw_session::run_session;
 use super::threads_stock;
 use crate::cli::params::Params;
-use crate::tool::build::method;
-use crate::tool::build::setup::Endpoint;
 use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
 use crate::tool::common::scenario::qp_type;
 use crate::tool::session::bw_result::SizeSummary;
 use crate::tool::session::control::connect;
+use crate::tool::setup::method;
+use crate::tool::setup::resources::Endpoint;
 
 /// Runs one side; the client returns what it measured per size (the server nothing).
 pub fn run(p: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {

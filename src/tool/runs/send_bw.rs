@@ -20,8 +20,6 @@ use crate::report::{json, stats, text};
 use crate::run::bw::RunError;
 use crate::run::geometry::Geometry;
 use crate::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount, Window};
-use crate::tool::build::method::{self, Chosen, Method};
-use crate::tool::build::setup::{Endpoint, Resources};
 use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
 use crate::tool::common::scenario::qp_type;
@@ -30,6 +28,8 @@ use crate::tool::session::bw_result::{check_limits, report_of, SizeSummary};
 use crate::tool::session::control::{connect, to_text_dest};
 use crate::tool::session::direct::{self, DirectRx};
 use crate::tool::session::info::test_info;
+use crate::tool::setup::method::{self, Chosen, Method};
+use crate::tool::setup::resources::{Endpoint, Resources};
 use crate::verbs::{Mtu, UdDest};
 use std::time::Duration;
 

@@ -16,13 +16,13 @@ use crate::report::stats;
 use crate::run::bw::{BwOutcome, QpTarget};
 use crate::run::geometry::Geometry;
 use crate::run::threads::{aggregate, run, Kept, QueueFactory, Worker, WorkerOutcome};
-use crate::tool::build::method::Method;
-use crate::tool::build::setup::Resources;
 use crate::tool::common::cpus;
 use crate::tool::common::fail::Fail;
 use crate::tool::session::bw_measure::{bw_config, deadlines, describe};
 use crate::tool::session::bw_result::SizeRun;
 use crate::tool::session::direct;
+use crate::tool::setup::method::Method;
+use crate::tool::setup::resources::Resources;
 use crate::verbs::{Cq, Qp, VerbsError};
 use std::sync::Arc;
 

@@ -13,12 +13,12 @@ use crate::cli::params::Params;
 use crate::ctrl::Session;
 use crate::report::{json, stats, text};
 use crate::run::threads::Worker;
-use crate::tool::build::method::Method;
-use crate::tool::build::setup::Endpoint;
 use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
 use crate::tool::session::bw_result::SizeSummary;
 use crate::tool::session::info::params_info;
+use crate::tool::setup::method::Method;
+use crate::tool::setup::resources::Endpoint;
 
 /// Thread `i`'s parameters: its port, its QPs, one thread, no report file.
 fn thread_params(p: &Params, i: usize, w: &Worker) -> Result<Params, Fail> {

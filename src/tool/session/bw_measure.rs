@@ -12,9 +12,9 @@ use crate::post::{Completion, CompletionQueue, SendQueue, WcStatus, WrDesc};
 use crate::run::bw::{BwConfig, BwLoop, Deadlines, QpCount, QpTarget, RunError};
 use crate::run::geometry::Geometry;
 use crate::run::pace::SwPace;
-use crate::tool::build::setup::Resources;
 use crate::tool::common::fail::Fail;
 use crate::tool::common::infinite;
+use crate::tool::setup::resources::Resources;
 use std::time::Duration;
 
 /// perftest's duration state machine as clock deadlines from `start`

@@ -13,8 +13,8 @@ use crate::cli::params::{Conn, Verb};
 use crate::ctrl::cm_link::{self, Cancel};
 use crate::ctrl::{Dest, Session};
 use crate::run::stop;
-use crate::tool::build::setup::{Endpoint, Resources};
 use crate::tool::common::fail::Fail;
+use crate::tool::setup::resources::{Endpoint, Resources};
 use crate::verbs::cm::{CmId, EventChannel};
 use crate::verbs::{Ah, CmQp, UdDest};
 

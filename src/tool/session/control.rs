@@ -8,9 +8,9 @@ use crate::ctrl::cm_link::CmLink;
 use crate::ctrl::{Channel, Dest, Listener, Role, Session};
 use crate::report::text;
 use crate::run::stop;
-use crate::tool::build::setup::Endpoint;
 use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
+use crate::tool::setup::resources::Endpoint;
 use std::time::Duration;
 
 /// Open the control connection: TCP, or (`-R`) an RC QP connected by the

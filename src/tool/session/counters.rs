@@ -34,7 +34,7 @@ fn read(path: &PathBuf, name: &str) -> Result<u64, Fail> {
 /// `-W`: the run's counters, read once now (after the connection is set up).
 pub fn for_run(
     p: &crate::cli::params::Params,
-    ep: &crate::tool::build::setup::Endpoint,
+    ep: &crate::tool::setup::resources::Endpoint,
 ) -> Result<Option<Counters>, Fail> {
     if p.counters.is_empty() {
         return Ok(None);

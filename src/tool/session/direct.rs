@@ -24,9 +24,9 @@ use crate::post::event_cq::{Arm, EventCq};
 use crate::post::CompletionQueue;
 use crate::run::bw::QpTarget;
 use crate::run::geometry::Geometry;
-use crate::tool::build::direct_qp::DirectRecv;
-use crate::tool::build::setup::Resources;
 use crate::tool::common::fail::Fail;
+use crate::tool::setup::direct_qp::DirectRecv;
+use crate::tool::setup::resources::Resources;
 use crate::verbs::{Cq, QpType, UdDest, VerbsError};
 
 /// The direct queues of one side, borrowing the resources they live in.

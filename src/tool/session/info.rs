@@ -6,8 +6,8 @@ use crate::report::info::{
     AtomicOp, Connection, CqePoll, LinkLayer, OutputMode, Role, TestInfo, TestKind, Transport, Verb,
 };
 use crate::report::stats::BwUnits;
-use crate::tool::build::method::{Chosen, Method};
-use crate::tool::build::setup::{Endpoint, Resources};
+use crate::tool::setup::method::{Chosen, Method};
+use crate::tool::setup::resources::{Endpoint, Resources};
 use crate::verbs::LinkLayer as VLink;
 
 pub fn test_info(

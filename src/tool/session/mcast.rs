@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use crate::cli::params::{Kind, Params};
 use crate::ctrl::Dest;
-use crate::tool::build::setup::{Endpoint, Resources};
 use crate::tool::common::fail::Fail;
+use crate::tool::setup::resources::{Endpoint, Resources};
 use crate::verbs::{LinkLayer, Qp};
 
 /// perftest's `QPNUM_MCAST`: the QPN a UD send to a multicast group names.

@@ -11,9 +11,9 @@
 
 use crate::cli::params::{Params, Verb};
 use crate::run::geometry::Geometry;
-use crate::tool::build::setup::Resources;
 use crate::tool::common::fail::Fail;
 use crate::tool::common::landing::{self, pattern_byte, spans};
+use crate::tool::setup::resources::Resources;
 
 /// The verdict on one or more regions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

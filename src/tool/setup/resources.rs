@@ -3,7 +3,7 @@
 //! connect them from the peer's key messages.
 
 use super::direct_qp::DirectQpHandle;
-use super::mem_setup;
+use super::memory;
 use super::method::{after_direct_failure, Chosen, Method};
 use crate::cli::params::{Conn, Params, RateLimit, Verb};
 use crate::cli::rate::RateKind;
@@ -307,11 +307,11 @@ impl Resources {
         let geometry = Geometry::new(size, cycle_buffer, cache_line, slots);
         let ud_extra = if p.conn == Conn::Ud { cache_line } else { 0 };
         let pd = Pd::new(&ep.ctx).map_err(Fail::verbs)?;
-        mem_setup::check_odp(&ep.ctx, p)?;
+        memory::check_odp(&ep.ctx, p)?;
         let n_mrs = if per_qp { p.num_qps as usize } else { 1 };
         let mut mrs = Vec::with_capacity(n_mrs);
         for _ in 0..n_mrs {
-            let mut buf = mem_setup::alloc(
+            let mut buf = memory::alloc(
                 p,
                 (geometry.total() + ud_extra) as usize,
                 cycle_buffer as usize,
@@ -319,16 +319,16 @@ impl Resources {
             // The client's send halves carry rdmaperf's pattern (see landing.rs)
             // or the payload file; the remote-accessible halves stay zero so a
             // server can check landings.
-            mem_setup::fill(
+            memory::fill(
                 p,
                 buf.as_mut_slice(),
                 geometry.slot as usize,
                 geometry.slots as usize,
             );
-            let access = mem_setup::access(p, access_for(p.tool.verb));
+            let access = memory::access(p, access_for(p.tool.verb));
             mrs.push(Mr::new(&pd, buf, access).map_err(Fail::verbs)?);
         }
-        let null_mr = mem_setup::null_mr(p, &pd)?;
+        let null_mr = memory::null_mr(p, &pd)?;
         let mr = mrs.remove(0);
         let qp_mrs = mrs;
         let depth = (p.tx_depth * p.num_qps).max(p.rx_depth * p.num_qps).max(1);
