@@ -17,6 +17,8 @@
 #   RDMAPERF_VM_TIMEOUT  seconds before qemu is killed (default 1800)
 #   RDMAPERF_VM_RESULTS  host dir used as $RESULTS (default: a temp dir, removed afterwards)
 #   RDMAPERF_VM_MEM      guest MiB (default 2048)
+#   RDMAPERF_VM_DRY_RUN  1: every check, then exit 0 where qemu would start (tests of the
+#                        main job's pre-flight)
 #   RDMAPERF_VM_ENV      extra variable names to copy into the guest; every RDMAPERF_*
 #                        variable is copied anyway (the guest has no other way to see them)
 set -uo pipefail
@@ -27,7 +29,9 @@ TIMEOUT=${RDMAPERF_VM_TIMEOUT:-1800}
 die() { echo "rxe-vm.sh: error: $*" >&2; exit 125; }
 
 [ $# -ge 1 ] || die "usage: scripts/rxe-vm.sh SCRIPT-FILE | 'COMMAND ...'"
-why=$(bash "$REPO/scripts/setup.sh" --check 2>&1) || die "VM not ready: ${why//$'\n'/; }"
+# Only what the VM needs (setup.sh's --vm scope): the main job runs this script too, and has
+# installed no more than that (tests/main_preflight.rs).
+why=$(bash "$REPO/scripts/setup.sh" --check --vm 2>&1) || die "VM not ready: ${why//$'\n'/; }"
 . "$VM_DIR/ready"
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "RDMAPERF_VM_TIMEOUT='$TIMEOUT' is not a number of seconds"
 
@@ -60,6 +64,12 @@ mkdir -p "$share/.vm"
         printf 'exec bash -c %q\n' "$*"
     fi
 } > "$share/.vm/main.sh"
+
+if [ "${RDMAPERF_VM_DRY_RUN:-}" = 1 ]; then
+    echo "rxe-vm.sh: dry run: the VM is ready to boot ($KERNEL)" >&2
+    rm -rf "$share/.vm"; [ $keep = 1 ] || rm -rf "$share"
+    exit 0
+fi
 
 # One VM at a time on this host: two would share its 2 cores and skew every number.
 exec 8>"$VM_DIR/vm.lock"

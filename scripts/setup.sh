@@ -3,10 +3,20 @@
 # kernel + initramfs in a cache dir. Idempotent: a rerun with everything in place only
 # checks and exits (no apt, no network).
 #
-#   scripts/setup.sh            # as root on Debian 12
+#   scripts/setup.sh            # as root on Debian 12: everything (main job, tests, aarch64)
+#   scripts/setup.sh --main     # only what the main job (scripts/main.sh) needs: build + VM
 #   RDMAPERF_VM_DIR=/some/dir scripts/setup.sh
 #   RDMAPERF_VM_REFRESH=1 scripts/setup.sh   # re-download the kernel and rebuild the initramfs
-#   scripts/setup.sh --check    # changes nothing: exit 0 iff all is ready, else say what is missing
+#   scripts/setup.sh --check [--main|--vm]   # changes nothing: exit 0 iff that scope is ready,
+#                                            # else say what is missing
+#   scripts/setup.sh --list [--main|--vm]    # the scope's packages, one a line (tests)
+#   scripts/setup.sh --recipe-sum            # the VM cache's recipe checksum (tests)
+#
+# Scopes: --vm is what scripts/rxe-vm.sh needs to boot the VM and run the main job in it (qemu,
+# busybox, the guest's tools, perftest, the kernel cache); --main adds the build (rdma-core dev
+# packages, libclang); the default adds the test suite's tools and, unless
+# RDMAPERF_NO_AARCH64=1, the aarch64 cross build. A script the main job runs must ask for no
+# more than --main (tests/main_preflight.rs holds it to that).
 #
 # The guest kernel is Debian's own (the versioned package linux-image-amd64 depends on),
 # downloaded and unpacked into the cache, never installed: the host kernel has no RDMA.
@@ -14,9 +24,13 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VM_DIR=${RDMAPERF_VM_DIR:-$REPO/.vm}
-PACKAGES=(libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
-          libclang-dev clang pkg-config qemu-system-x86 busybox-static cpio kmod perftest
-          iproute2 strace python3 valgrind
+# The VM: qemu boots Debian's kernel with a busybox initramfs (cpio, kmod's depmod/modprobe
+# build it); the guest runs the host's root, so its tools (ip/rdma, perftest) are host packages.
+VM_PACKAGES=(qemu-system-x86 busybox-static cpio kmod xz-utils iproute2 perftest)
+# The build: bindgen over rdma-core's headers.
+BUILD_PACKAGES=(libibverbs-dev librdmacm-dev rdma-core ibverbs-providers libclang-dev clang pkg-config)
+# The test suite's tools.
+TEST_PACKAGES=(ibverbs-utils rdmacm-utils strace python3 valgrind
           # Open MPI: builds the `mpi` feature (rdmaperf fabric) and runs its VM tests (mpirun).
           openmpi-bin libopenmpi-dev binutils)
 # aarch64 (Grace, BlueField): the cross compiler, qemu-user to run the tests, the aarch64
@@ -24,7 +38,6 @@ PACKAGES=(libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
 # (scripts/aarch64.sh). RDMAPERF_NO_AARCH64=1 leaves them out.
 CROSS_PACKAGES=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu qemu-user
                 libibverbs-dev:arm64 librdmacm-dev:arm64 ibverbs-providers:arm64)
-[ -n "${RDMAPERF_NO_AARCH64:-}" ] || PACKAGES+=("${CROSS_PACKAGES[@]}")
 # Top-level guest modules; modprobe --show-depends adds their dependencies in load order.
 # crc32_generic: rdma_rxe fails "failed to init crc32 algorithm err:-2" without it.
 # overlay: makes the read-only host root writable inside the guest (changes stay in RAM).
@@ -60,12 +73,30 @@ pkg_installed() {
     dpkg-query -W -f='${db:Status-Status} ${Architecture}\n' "$name" 2>/dev/null \
         | grep -Eq "^installed ($want|all)\$"
 }
+check=0 list=0 scope=all
+for arg in "$@"; do
+    case $arg in
+        --check) check=1 ;;
+        --main) scope=main ;;
+        --vm) scope=vm ;;
+        --recipe-sum) recipe_sum; exit 0 ;;
+        --list) list=1 ;;
+        *) die "unknown argument '$arg'; use --check, --main, --vm, --list or --recipe-sum" ;;
+    esac
+done
+PACKAGES=("${VM_PACKAGES[@]}")
+case $scope in
+    main) PACKAGES+=("${BUILD_PACKAGES[@]}") ;;
+    all) PACKAGES+=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}")
+         [ -n "${RDMAPERF_NO_AARCH64:-}" ] || PACKAGES+=("${CROSS_PACKAGES[@]}") ;;
+esac
+if [ $list = 1 ]; then printf '%s\n' "${PACKAGES[@]}"; exit 0; fi
 missing=()
 for p in "${PACKAGES[@]}"; do
     pkg_installed "$p" || missing+=("$p")
 done
 
-if [ "${1:-}" = --check ]; then
+if [ $check = 1 ]; then
     ok=0
     [ ${#missing[@]} = 0 ] || { echo "missing Debian packages: ${missing[*]}" >&2; ok=1; }
     if ! cache_ready; then
@@ -73,11 +104,16 @@ if [ "${1:-}" = --check ]; then
         else echo "no VM kernel/initramfs in $VM_DIR" >&2; fi
         ok=1
     fi
-    [ $ok = 0 ] || echo "fix: run scripts/setup.sh as root" >&2
+    if [ $ok != 0 ]; then
+        case $scope in
+            all) echo "fix: run scripts/setup.sh as root" >&2 ;;
+            *) echo "fix: run scripts/setup.sh --main as root (or scripts/main.sh as root, which runs it)" >&2 ;;
+        esac
+    fi
     exit $ok
 fi
 
-[ "$(id -u)" = 0 ] || die "must run as root (it installs Debian packages and builds the VM cache); rerun with sudo"
+[ "$(id -u)" = 0 ] || die "must run as root (it installs Debian packages and builds the VM cache); rerun with sudo${missing[*]:+ (missing: ${missing[*]})}"
 
 # ---- Debian packages -------------------------------------------------------------------
 apt_updated=0

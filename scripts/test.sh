@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, as CI does (.ci/run calls this):
 #   setup (packages + VM kernel/initramfs) -> toolchain -> build -> fmt -> clippy -> bench build
-#   -> scalar fallback -> aarch64 (cross build, disassembly, qemu-user tests) -> cargo test (unit tests + soft-RoCE VM integration tests) -> fuzz (60 s) -> sanitize (valgrind).
+#   -> scalar fallback -> aarch64 (cross build, disassembly, qemu-user tests) -> main job
+#   (scripts/main.sh, the README's first command) -> cargo test (unit tests + soft-RoCE VM integration tests) -> fuzz (60 s) -> sanitize (valgrind).
 #
 #   scripts/test.sh                 # as root on Debian 12 the first time (setup installs packages)
 #   scripts/test.sh -- vm_write_bw  # extra args go to `cargo test` (e.g. a test name filter)
@@ -133,6 +134,9 @@ step scalar-fallback env RUSTFLAGS="-C target-cpu=x86-64" CARGO_TARGET_DIR=targe
 if [ -z "${RDMAPERF_NO_AARCH64:-}" ]; then
     step aarch64 bash scripts/aarch64.sh
 fi
+
+# The README's first command, as a user runs it: the release build and write-bw in the VM.
+step main bash scripts/main.sh
 
 banner "test: cargo test --all-features ${TEST_ARGS[*]}"
 rc=0
