@@ -1,5 +1,5 @@
 //! rdmaperf: perftest-compatible RDMA micro-benchmarks with a driver-bypass
-//! mlx5 post path. See README.md for the architecture.
+//! mlx5 post path. See docs/architecture.md for the architecture.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 

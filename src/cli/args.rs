@@ -337,7 +337,7 @@ pub struct PerfArgs {
     #[arg(long = "perftest-stats")]
     pub perftest_stats: bool,
     /// After the run, explain the number: this port's counter deltas over the run against the
-    /// rules, the link and PCIe ceilings, and the PCIe/NUMA/MTU facts (README "Explain").
+    /// rules, the link and PCIe ceilings, and the PCIe/NUMA/MTU facts (docs/explain.md).
     #[arg(long = "explain")]
     pub explain: bool,
     /// Seconds to wait for the peer at each control step.

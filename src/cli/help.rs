@@ -106,8 +106,14 @@ const LAT_AFTER: &str =
 nearest-rank percentiles); --perftest-stats reproduces perftest's formulas.";
 
 const ALL_AFTER: &str = "perftest flags rdmaperf does not implement are refused with the reason \
-(GPU memory, DC, crypto offload, raw Ethernet, dual port, and those not implemented yet); see the \
-README's flag section.";
+(accelerator memory without a backend here, DC, crypto offload, raw Ethernet, dual port, and those \
+not implemented yet); docs/flags.md \
+in the source tree lists every flag and what differs from perftest.";
+
+/// What `--help` cannot say fits in the source tree's docs/ pages, one a topic.
+const DOCS: &str = "More in the source tree's docs/: flags.md (every flag, what differs from \
+perftest), direct-path.md (the driver-bypass path, first run on a ConnectX), benchmarks.md, \
+fabric.md, explain.md (--explain, doctor), aarch64.md, architecture.md, tests.md.";
 
 /// The clap command with every tool's help narrowed and annotated.
 pub fn command() -> clap::Command {
@@ -115,7 +121,7 @@ pub fn command() -> clap::Command {
     for &(name, _, t) in Tool::ALL.iter() {
         cmd = cmd.mut_subcommand(name, |sc| tool_command(sc, t));
     }
-    cmd
+    cmd.after_help(DOCS)
 }
 
 fn tool_command(mut sc: clap::Command, t: Tool) -> clap::Command {

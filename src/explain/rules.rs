@@ -6,7 +6,7 @@
 //! NAKs do not explain: NAKs at most a quarter of them). Rates, never "counter > 0": soft-RoCE under emulation shows ~300
 //! retries and ~10 000 duplicates per million packets on a clean link
 //! (bw-diagnosis §4), which must give no finding. Event counters (a link
-//! going down) use the floor alone. The README's "Explain" section lists
+//! going down) use the floor alone. docs/explain.md lists
 //! this table.
 
 use std::collections::BTreeMap;
