@@ -78,237 +78,330 @@ enum Phase {
     Cooldown,
 }
 
+/// The loop's place in time: the duration window's phase, where its sample started, and
+/// when the clock may be read (see `watchdog::SPINS_PER_CLOCK`: with a window after each pass
+/// that made progress and once per idle stretch of spins; with -n only for the watchdog).
+struct Pace {
+    phase: Phase,
+    /// The window's origin: the loop's start, or the server's first receive.
+    t_first: u64,
+    /// Completed + received at the sample's start.
+    sample_base: u64,
+    idle: watchdog::Idle,
+    fresh: bool,
+}
+
+/// The loop must stop; why is already in the outcome (`tx.error`, `rx_error`).
+struct Ended;
+
 impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<'_, S, R, C, F> {
     /// Run until every message was sent and received (or the duration's
-    /// end), an error, a stall, or a stop request.
+    /// end), an error, a stall, or a stop request. One pass: the window's
+    /// phase, every QP's TX window filled, the receive CQ drained (each
+    /// receive reposted), the send CQ drained, the watchdog. The steps are
+    /// `#[inline(always)]`: the pass compiles as the one loop it was.
     pub fn run(&mut self) -> DuplexOutcome {
-        let cfg = self.cfg;
-        let tx = cfg.tx;
-        let nqp = self
-            .sqs
+        let nqp = self.nqp();
+        let total = self.cfg.tx.iters * nqp as u64;
+        let mut out = DuplexOutcome::default();
+        let t0 = (self.now)();
+        out.tx.t_start = t0;
+        let mut p = Pace {
+            phase: self.first_phase(),
+            t_first: t0,
+            sample_base: 0,
+            idle: watchdog::Idle::default(),
+            fresh: true,
+        };
+        loop {
+            if stop::requested() {
+                out.tx.error = Some(RunError::Interrupted);
+                break;
+            }
+            if self.window_over(&mut p, &mut out, total) {
+                break;
+            }
+            if p.phase != Phase::Idle && self.fill_windows(&mut out, nqp).is_err() {
+                break;
+            }
+            let Ok(rx_progress) = self.drain_receives(&mut p, &mut out, nqp) else {
+                break;
+            };
+            let Ok(tx_progress) = self.drain_sends(&mut out, nqp) else {
+                break;
+            };
+            if self
+                .watch(&mut p, &mut out, rx_progress || tx_progress, total)
+                .is_err()
+            {
+                break;
+            }
+        }
+        self.close(&mut out, &p, t0);
+        out
+    }
+
+    /// QPs the loop drives: every per-QP slice must have one.
+    fn nqp(&self) -> usize {
+        self.sqs
             .len()
             .min(self.rqs.len())
             .min(self.counts.len())
             .min(self.rx_counts.len())
             .min(self.bufs.len())
-            .min(self.targets.len());
-        let pl = tx.post_list as u64;
-        let total = tx.iters * nqp as u64;
-        let peak = !self.tposted.is_empty();
-        let mut out = DuplexOutcome::default();
-        let t0 = (self.now)();
-        out.tx.t_start = t0;
-        let mut t_first = t0;
-        let mut phase = if cfg.wait_first_rx {
+            .min(self.targets.len())
+    }
+
+    fn first_phase(&self) -> Phase {
+        if self.cfg.wait_first_rx {
             Phase::Idle
-        } else if cfg.window.is_some() {
+        } else if self.cfg.window.is_some() {
             Phase::Warmup
         } else {
             Phase::Sample
+        }
+    }
+
+    /// The duration window's arms (on a fresh clock reading only), or -n's end: `true` ends
+    /// the loop.
+    #[inline(always)]
+    fn window_over(&mut self, p: &mut Pace, out: &mut DuplexOutcome, total: u64) -> bool {
+        let cfg = self.cfg;
+        let (t, window) = if cfg.window.is_some() && p.fresh {
+            p.fresh = false;
+            ((self.now)(), cfg.window)
+        } else {
+            (0, None)
         };
-        // Completed + received at the sample's start.
-        let mut sample_base = 0u64;
-        // The clock is read only where needed (see `watchdog::SPINS_PER_CLOCK`):
-        // with a window after each pass that made progress and once per idle
-        // stretch of spins; with -n only for the watchdog.
-        let mut idle = watchdog::Idle::default();
-        let mut fresh = true;
-        'run: loop {
-            if stop::requested() {
-                out.tx.error = Some(RunError::Interrupted);
-                break;
+        let done = out.tx.completed + out.received;
+        match (window, p.phase) {
+            (Some(w), Phase::Warmup) if t.wrapping_sub(p.t_first) >= w.margin => {
+                p.phase = Phase::Sample;
+                out.tx.t_start = t;
+                p.sample_base = done;
             }
-            // The window's arms run only on a fresh reading.
-            let (t, window) = if cfg.window.is_some() && fresh {
-                fresh = false;
-                ((self.now)(), cfg.window)
+            (Some(w), Phase::Sample) if t.wrapping_sub(p.t_first) >= w.sample_stop => {
+                p.phase = Phase::Cooldown;
+                out.tx.t_end = t;
+                out.tx.measured = done - p.sample_base;
+            }
+            (Some(w), Phase::Cooldown) if t.wrapping_sub(p.t_first) >= w.end => return true,
+            (None, _) => {
+                return cfg.window.is_none()
+                    && out.tx.posted >= total
+                    && out.tx.completed >= total
+                    && out.received >= total
+            }
+            _ => {}
+        }
+        false
+    }
+
+    /// Keeps every QP's TX window full (`scnt - ccnt + post_list <= tx_depth`).
+    #[inline(always)]
+    fn fill_windows(&mut self, out: &mut DuplexOutcome, nqp: usize) -> Result<(), Ended> {
+        let tx = self.cfg.tx;
+        let pl = tx.post_list as u64;
+        let peak = !self.tposted.is_empty();
+        for q in 0..nqp {
+            while (tx.iters == 0 || self.counts[q].scnt < tx.iters)
+                && self.counts[q].scnt + pl <= tx.tx_depth as u64 + self.counts[q].ccnt
+            {
+                self.fill_list(q);
+                if peak {
+                    if let Some(slot) = self.tposted.get_mut(out.tx.posted as usize) {
+                        *slot = (self.now)();
+                    }
+                }
+                let t_post = if tx.cost { (self.now)() } else { 0 };
+                let posted = self.sqs[q].post(tx.op, &self.list[..tx.post_list as usize]);
+                if tx.cost {
+                    out.tx.post_ticks += (self.now)().wrapping_sub(t_post);
+                    out.tx.post_calls += 1;
+                }
+                if let Err(err) = posted {
+                    out.tx.error = Some(RunError::Post { qp: q as u32, err });
+                    return Err(Ended);
+                }
+                self.counts[q].scnt += pl;
+                out.tx.posted += pl;
+            }
+        }
+        Ok(())
+    }
+
+    /// The next post list of QP `q`, from its send count on.
+    #[inline(always)]
+    fn fill_list(&mut self, q: usize) {
+        let tx = self.cfg.tx;
+        let tg = self.targets[q];
+        let scnt = self.counts[q].scnt;
+        for j in 0..tx.post_list {
+            let k = scnt + j as u64;
+            let off = if tx.post_list == 1 {
+                (k % tx.positions) * tx.step
             } else {
-                (0, None)
+                0
             };
-            let done = out.tx.completed + out.received;
-            match (window, phase) {
-                (Some(w), Phase::Warmup) if t.wrapping_sub(t_first) >= w.margin => {
-                    phase = Phase::Sample;
-                    out.tx.t_start = t;
-                    sample_base = done;
-                }
-                (Some(w), Phase::Sample) if t.wrapping_sub(t_first) >= w.sample_stop => {
-                    phase = Phase::Cooldown;
-                    out.tx.t_end = t;
-                    out.tx.measured = done - sample_base;
-                }
-                (Some(w), Phase::Cooldown) if t.wrapping_sub(t_first) >= w.end => break,
-                (None, _)
-                    if cfg.window.is_none()
-                        && out.tx.posted >= total
-                        && out.tx.completed >= total
-                        && out.received >= total =>
-                {
-                    break
-                }
-                _ => {}
-            }
-            if phase != Phase::Idle {
-                for q in 0..nqp {
-                    let c = &mut self.counts[q];
-                    while (tx.iters == 0 || c.scnt < tx.iters)
-                        && c.scnt + pl <= tx.tx_depth as u64 + c.ccnt
-                    {
-                        let tg = self.targets[q];
-                        for j in 0..tx.post_list {
-                            let k = c.scnt + j as u64;
-                            let off = if pl == 1 {
-                                (k % tx.positions) * tx.step
-                            } else {
-                                0
-                            };
-                            self.list[j as usize] = WrDesc {
-                                wr_id: wr_id(q as u32, k),
-                                laddr: tg.laddr + off,
-                                lkey: tg.lkey,
-                                len: tx.size,
-                                raddr: tg.raddr,
-                                rkey: tg.rkey,
-                                imm: 0,
-                                // perftest's atomics: FETCH_AND_ADD adds 1, CMP_AND_SWAP 0/0.
-                                swap_add: u64::from(tx.op == Op::FetchAdd),
-                                compare: 0,
-                                signaled: signaled(k, j, &tx),
-                                inline: tx.inline,
-                            };
-                        }
-                        if peak {
-                            if let Some(slot) = self.tposted.get_mut(out.tx.posted as usize) {
-                                *slot = (self.now)();
-                            }
-                        }
-                        let t_post = if tx.cost { (self.now)() } else { 0 };
-                        let posted = self.sqs[q].post(tx.op, &self.list[..tx.post_list as usize]);
-                        if tx.cost {
-                            out.tx.post_ticks += (self.now)().wrapping_sub(t_post);
-                            out.tx.post_calls += 1;
-                        }
-                        if let Err(err) = posted {
-                            out.tx.error = Some(RunError::Post { qp: q as u32, err });
-                            break 'run;
-                        }
-                        c.scnt += pl;
-                        out.tx.posted += pl;
-                    }
-                }
-            }
-            let mut progress = false;
-            let n = match self.rcq.poll(self.rwcs) {
-                Ok(n) => n,
-                Err(err) => {
-                    out.tx.error = Some(RunError::Poll { err });
-                    break;
-                }
+            self.list[j as usize] = WrDesc {
+                wr_id: wr_id(q as u32, k),
+                laddr: tg.laddr + off,
+                lkey: tg.lkey,
+                len: tx.size,
+                raddr: tg.raddr,
+                rkey: tg.rkey,
+                imm: 0,
+                // perftest's atomics: FETCH_AND_ADD adds 1, CMP_AND_SWAP 0/0.
+                swap_add: u64::from(tx.op == Op::FetchAdd),
+                compare: 0,
+                signaled: signaled(k, j, &tx),
+                inline: tx.inline,
             };
-            if n > 0 && phase == Phase::Idle {
-                t_first = (self.now)();
-                phase = if cfg.window.is_some() {
-                    Phase::Warmup
-                } else {
-                    Phase::Sample
-                };
+        }
+    }
+
+    /// One poll of the receive CQ: each receive counted and reposted. The server's first
+    /// receive starts its window. `Ok(true)`: something arrived.
+    #[inline(always)]
+    fn drain_receives(
+        &mut self,
+        p: &mut Pace,
+        out: &mut DuplexOutcome,
+        nqp: usize,
+    ) -> Result<bool, Ended> {
+        let n = match self.rcq.poll(self.rwcs) {
+            Ok(n) => n,
+            Err(err) => {
+                out.tx.error = Some(RunError::Poll { err });
+                return Err(Ended);
             }
-            for i in 0..n {
-                let wc = self.rwcs[i];
-                let q = wc.wr_id as usize;
-                if wc.status != WcStatus::SUCCESS || q >= nqp {
-                    out.tx.error = Some(RunError::completion(q.min(u32::MAX as usize) as u32, wc));
+        };
+        if n > 0 && p.phase == Phase::Idle {
+            p.t_first = (self.now)();
+            p.phase = if self.cfg.window.is_some() {
+                Phase::Warmup
+            } else {
+                Phase::Sample
+            };
+        }
+        for i in 0..n {
+            let wc = self.rwcs[i];
+            let q = wc.wr_id as usize;
+            if wc.status != WcStatus::SUCCESS || q >= nqp {
+                out.tx.error = Some(RunError::completion(q.min(u32::MAX as usize) as u32, wc));
+                out.rx_error = true;
+                return Err(Ended);
+            }
+            out.received += 1;
+            let c = &mut self.rx_counts[q];
+            c.received += 1;
+            if wants_more(c, &self.cfg.rx) {
+                if let Err(e) = post_next(&mut self.rqs[q], q, self.bufs[q], c, &self.cfg.rx) {
+                    out.tx.error = Some(e);
                     out.rx_error = true;
-                    break 'run;
-                }
-                progress = true;
-                out.received += 1;
-                let c = &mut self.rx_counts[q];
-                c.received += 1;
-                if wants_more(c, &cfg.rx) {
-                    if let Err(e) = post_next(&mut self.rqs[q], q, self.bufs[q], c, &cfg.rx) {
-                        out.tx.error = Some(e);
-                        out.rx_error = true;
-                        break 'run;
-                    }
-                }
-            }
-            if out.tx.completed < out.tx.posted {
-                let n = match self.scq.poll(self.wcs) {
-                    Ok(n) => n,
-                    Err(err) => {
-                        out.tx.error = Some(RunError::Poll { err });
-                        break;
-                    }
-                };
-                for wc in &self.wcs[..n] {
-                    let q = (wc.wr_id >> QP_SHIFT) as usize;
-                    if wc.status != WcStatus::SUCCESS || q >= nqp {
-                        out.tx.error = Some(RunError::completion(q as u32, *wc));
-                        break 'run;
-                    }
-                    let seq = wc.wr_id & SEQ_MASK;
-                    let c = &mut self.counts[q];
-                    if seq > c.ccnt {
-                        out.tx.completed += seq - c.ccnt;
-                        c.ccnt = seq;
-                        progress = true;
-                    }
-                    if peak && out.tx.completed > 0 {
-                        let ts = (self.now)();
-                        if let Some(slot) = self.tcompleted.get_mut(out.tx.completed as usize - 1) {
-                            *slot = ts;
-                        }
-                    }
-                }
-            }
-            let waiting = out.tx.completed < out.tx.posted
-                || tx.iters == 0
-                || out.received < total
-                || phase == Phase::Idle;
-            if progress || !waiting {
-                idle.progress();
-                fresh = true;
-            } else if let Some((_, idle_ticks)) = idle.empty(&self.now) {
-                fresh = true;
-                let in_flight = (out.tx.posted - out.tx.completed)
-                    .saturating_mul(tx.size as u64)
-                    .saturating_add(
-                        (nqp as u64 * cfg.rx.rx_depth).saturating_mul(cfg.rx.len as u64),
-                    );
-                match watchdog::check(idle_ticks, tx.stall_ticks, in_flight) {
-                    Expiry::No => {}
-                    e @ (Expiry::PeerExited | Expiry::PeerFinished) => {
-                        out.tx.error = RunError::of_peer(e);
-                        break;
-                    }
-                    Expiry::Stalled => {
-                        out.tx.error = Some(self.stalled(idle_ticks, total));
-                        break;
-                    }
+                    return Err(Ended);
                 }
             }
         }
+        Ok(n > 0)
+    }
+
+    /// One poll of the send CQ (when sends are outstanding): each completion retires its
+    /// QP's WRs up to its sequence number. `Ok(true)`: something completed.
+    #[inline(always)]
+    fn drain_sends(&mut self, out: &mut DuplexOutcome, nqp: usize) -> Result<bool, Ended> {
+        if out.tx.completed >= out.tx.posted {
+            return Ok(false);
+        }
+        let n = match self.scq.poll(self.wcs) {
+            Ok(n) => n,
+            Err(err) => {
+                out.tx.error = Some(RunError::Poll { err });
+                return Err(Ended);
+            }
+        };
+        let peak = !self.tposted.is_empty();
+        let mut progress = false;
+        for wc in &self.wcs[..n] {
+            let q = (wc.wr_id >> QP_SHIFT) as usize;
+            if wc.status != WcStatus::SUCCESS || q >= nqp {
+                out.tx.error = Some(RunError::completion(q as u32, *wc));
+                return Err(Ended);
+            }
+            let seq = wc.wr_id & SEQ_MASK;
+            let c = &mut self.counts[q];
+            if seq > c.ccnt {
+                out.tx.completed += seq - c.ccnt;
+                c.ccnt = seq;
+                progress = true;
+            }
+            if peak && out.tx.completed > 0 {
+                let ts = (self.now)();
+                if let Some(slot) = self.tcompleted.get_mut(out.tx.completed as usize - 1) {
+                    *slot = ts;
+                }
+            }
+        }
+        Ok(progress)
+    }
+
+    /// After a pass: progress resets the idle stretch; a long idle stretch with work
+    /// outstanding asks the watchdog (peer gone, peer finished, or stalled).
+    #[inline(always)]
+    fn watch(
+        &mut self,
+        p: &mut Pace,
+        out: &mut DuplexOutcome,
+        progress: bool,
+        total: u64,
+    ) -> Result<(), Ended> {
+        let tx = self.cfg.tx;
+        let waiting = out.tx.completed < out.tx.posted
+            || tx.iters == 0
+            || out.received < total
+            || p.phase == Phase::Idle;
+        if progress || !waiting {
+            p.idle.progress();
+            p.fresh = true;
+            return Ok(());
+        }
+        let Some((_, idle_ticks)) = p.idle.empty(&self.now) else {
+            return Ok(());
+        };
+        p.fresh = true;
+        let rx = self.cfg.rx;
+        let in_flight = (out.tx.posted - out.tx.completed)
+            .saturating_mul(tx.size as u64)
+            .saturating_add((self.nqp() as u64 * rx.rx_depth).saturating_mul(rx.len as u64));
+        match watchdog::check(idle_ticks, tx.stall_ticks, in_flight) {
+            Expiry::No => return Ok(()),
+            e @ (Expiry::PeerExited | Expiry::PeerFinished) => out.tx.error = RunError::of_peer(e),
+            Expiry::Stalled => out.tx.error = Some(self.stalled(idle_ticks, total)),
+        }
+        Err(Ended)
+    }
+
+    /// The times and count the report uses, by how the loop ended.
+    fn close(&self, out: &mut DuplexOutcome, p: &Pace, t0: u64) {
         let t = (self.now)();
-        let sample_done = cfg.window.is_some() && phase == Phase::Cooldown;
+        let sample_done = self.cfg.window.is_some() && p.phase == Phase::Cooldown;
         if out.tx.error.is_some() && !sample_done {
             // Stopped early: every message done, from the start to the last progress.
             out.tx.t_start = t0;
-            out.tx.t_end = idle.last_progress(&self.now).max(t0 + 1);
+            out.tx.t_end = p.idle.last_progress(&self.now).max(t0 + 1);
             out.tx.measured = out.tx.completed;
-        } else if cfg.window.is_none() {
+        } else if self.cfg.window.is_none() {
             out.tx.t_end = t;
             out.tx.measured = out.tx.completed;
-        } else if phase == Phase::Sample {
+        } else if p.phase == Phase::Sample {
             out.tx.t_end = t;
-            out.tx.measured = out.tx.completed + out.received - sample_base;
-        } else if phase != Phase::Cooldown {
+            out.tx.measured = out.tx.completed + out.received - p.sample_base;
+        } else if p.phase != Phase::Cooldown {
             // Ended before the sample started: an empty window.
             out.tx.t_start = t;
             out.tx.t_end = t;
             out.tx.measured = 0;
         }
-        out
     }
 
     /// The first QP with sends outstanding or receives missing, for the stall report.

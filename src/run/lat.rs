@@ -186,6 +186,91 @@ pub struct LatTarget {
     pub recv_len: u32,
 }
 
+/// A wait's outcome folded into the run: `true` goes on, `false` ends it (the `-D` window
+/// closed, or an error now in `out.error`). Shared by every ping-pong's waits.
+#[inline(always)]
+fn went_on<T>(r: Result<Option<T>, LatError>, out: &mut LatOutcome) -> bool {
+    match r {
+        Ok(Some(_)) => true,
+        Ok(None) => false,
+        Err(e) => {
+            out.error = Some(e);
+            false
+        }
+    }
+}
+
+/// The sending half of every ping-pong: `--latency_gap`'s wait, the sample's start stamp
+/// (less the waits so far, so the gap is not in the sample), then the post of `list`.
+/// `mark` runs between the count and the post (write-lat stamps its mailbox there). `Ok(false)`
+/// when the `-D` window ended before the post.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn stamped_post<S: SendQueue, F: Fn() -> u64>(
+    cfg: &LatConfig,
+    sq: &mut S,
+    list: &[WrDesc],
+    tposted: &mut [u64],
+    n: &mut u64,
+    skew: &mut u64,
+    now: &F,
+    mark: impl FnOnce(u64),
+) -> Result<bool, LatError> {
+    let (stamp, waited) = gap_then_now(cfg, now);
+    *skew += waited;
+    if cfg.ended(stamp) {
+        return Ok(false);
+    }
+    if let Some(s) = tposted.get_mut(*n as usize) {
+        *s = stamp - *skew;
+    }
+    *n += 1;
+    mark(*n);
+    sq.post(cfg.op, list)
+        .map_err(|err| LatError::Post { err })?;
+    Ok(true)
+}
+
+/// write-lat's receive: spin until the peer's write bumps the mailbox to `want`, watching
+/// Ctrl-C, the `-D` window and the peer's liveness. `Ok(None)`: the window ended.
+#[inline(always)]
+fn wait_mailbox<M: Mailbox, F: Fn() -> u64>(
+    cfg: &LatConfig,
+    mb: &M,
+    want: u64,
+    now: &F,
+) -> Result<Option<()>, LatError> {
+    let mut idle = watchdog::Idle::default();
+    while mb.received() != want as u8 {
+        if stop::requested() {
+            return Err(LatError::Interrupted);
+        }
+        let Some((ts, idle_ticks)) = idle.empty(now) else {
+            core::hint::spin_loop();
+            continue;
+        };
+        if cfg.ended(ts) {
+            return Ok(None);
+        }
+        match watchdog::check(idle_ticks, cfg.stall_ticks, cfg.size as u64) {
+            Expiry::No => {}
+            Expiry::PeerExited => return Err(LatError::PeerExited { at: want }),
+            Expiry::PeerFinished => return Err(LatError::PeerFinished { at: want }),
+            Expiry::Stalled => return Err(LatError::Stalled { at: want }),
+        }
+        core::hint::spin_loop();
+    }
+    Ok(Some(()))
+}
+
+/// A completion that may be sampled: under `-D` it counts when it lands in the window.
+#[inline(always)]
+fn count_sampled<F: Fn() -> u64>(cfg: &LatConfig, dur: bool, now: &F, out: &mut LatOutcome) {
+    if dur && cfg.sampled(now()) {
+        out.measured += 1;
+    }
+}
+
 /// write-lat ping-pong (both sides run it).
 pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
     cfg: &LatConfig,
@@ -205,71 +290,26 @@ pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
     let (mut scnt, mut ccnt, mut rcnt) = (0u64, 0u64, 0u64);
     let mut skew = 0u64;
     let list = [wr(cfg, 1, t.laddr, t.lkey, t.raddr, t.rkey)];
-    'run: while scnt < iters || ccnt < iters || rcnt < iters || (dur && !cfg.ended(now())) {
+    while scnt < iters || ccnt < iters || rcnt < iters || (dur && !cfg.ended(now())) {
         if (rcnt < iters || dur) && !(scnt < 1 && cfg.initiator) {
             rcnt += 1;
-            let want = rcnt as u8;
-            let mut idle = watchdog::Idle::default();
-            while mb.received() != want {
-                if stop::requested() {
-                    out.error = Some(LatError::Interrupted);
-                    break 'run;
-                }
-                let Some((ts, idle_ticks)) = idle.empty(&now) else {
-                    core::hint::spin_loop();
-                    continue;
-                };
-                if cfg.ended(ts) {
-                    break 'run;
-                }
-                match watchdog::check(idle_ticks, cfg.stall_ticks, cfg.size as u64) {
-                    Expiry::No => {}
-                    Expiry::PeerExited => {
-                        out.error = Some(LatError::PeerExited { at: rcnt });
-                        break 'run;
-                    }
-                    Expiry::PeerFinished => {
-                        out.error = Some(LatError::PeerFinished { at: rcnt });
-                        break 'run;
-                    }
-                    Expiry::Stalled => {
-                        out.error = Some(LatError::Stalled { at: rcnt });
-                        break 'run;
-                    }
-                }
-                core::hint::spin_loop();
+            if !went_on(wait_mailbox(cfg, mb, rcnt, &now), &mut out) {
+                break;
             }
         }
         if scnt < iters || dur {
-            let (stamp, waited) = gap_then_now(cfg, &now);
-            skew += waited;
-            if cfg.ended(stamp) {
-                break;
-            }
-            if let Some(s) = tposted.get_mut(scnt as usize) {
-                *s = stamp - skew;
-            }
-            scnt += 1;
-            mb.stamp(scnt as u8);
-            if let Err(err) = sq.post(cfg.op, &list) {
-                out.error = Some(LatError::Post { err });
+            let mark = |n: u64| mb.stamp(n as u8);
+            let posted = stamped_post(cfg, sq, &list, tposted, &mut scnt, &mut skew, &now, mark);
+            if !went_on(posted.map(|p| p.then_some(())), &mut out) {
                 break;
             }
         }
         if ccnt < iters || dur {
-            match wait_one(cq, &now, cfg, scnt) {
-                Ok(Some(_)) => {
-                    ccnt += 1;
-                    if dur && cfg.sampled(now()) {
-                        out.measured += 1;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    out.error = Some(e);
-                    break;
-                }
+            if !went_on(wait_one(cq, &now, cfg, scnt), &mut out) {
+                break;
             }
+            ccnt += 1;
+            count_sampled(cfg, dur, &now, &mut out);
         }
     }
     out.iters = scnt;
@@ -292,37 +332,15 @@ pub fn rdma_lat<S: SendQueue, C: CompletionQueue, F: Fn() -> u64>(
     };
     let dur = cfg.duration();
     let list = [wr(cfg, 1, t.laddr, t.lkey, t.raddr, t.rkey)];
-    let mut n = 0u64;
-    let mut skew = 0u64;
-    loop {
-        if !dur && n >= cfg.iters {
+    let (mut n, mut skew) = (0u64, 0u64);
+    while dur || n < cfg.iters {
+        let posted = stamped_post(cfg, sq, &list, tposted, &mut n, &mut skew, &now, |_| {});
+        if !went_on(posted.map(|p| p.then_some(())), &mut out)
+            || !went_on(wait_one(cq, &now, cfg, n), &mut out)
+        {
             break;
         }
-        let (stamp, waited) = gap_then_now(cfg, &now);
-        skew += waited;
-        if cfg.ended(stamp) {
-            break;
-        }
-        if let Some(s) = tposted.get_mut(n as usize) {
-            *s = stamp - skew;
-        }
-        n += 1;
-        if let Err(err) = sq.post(cfg.op, &list) {
-            out.error = Some(LatError::Post { err });
-            break;
-        }
-        match wait_one(cq, &now, cfg, n) {
-            Ok(Some(_)) => {
-                if dur && cfg.sampled(now()) {
-                    out.measured += 1;
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                out.error = Some(e);
-                break;
-            }
-        }
+        count_sampled(cfg, dur, &now, &mut out);
     }
     out.iters = n;
     out.t_end = now();
@@ -360,18 +378,11 @@ pub fn send_lat<
     let mut skew = 0u64;
     while scnt < iters || rcnt < iters || (dur && !cfg.ended(now())) {
         if (rcnt < iters || dur) && !(scnt < 1 && cfg.initiator) {
-            match wait_one(rcq, &now, cfg, rcnt + 1) {
-                Ok(Some(_)) => {}
-                Ok(None) => break,
-                Err(e) => {
-                    out.error = Some(e);
-                    break;
-                }
+            if !went_on(wait_one(rcq, &now, cfg, rcnt + 1), &mut out) {
+                break;
             }
             rcnt += 1;
-            if dur && cfg.sampled(now()) {
-                out.measured += 1;
-            }
+            count_sampled(cfg, dur, &now, &mut out);
             if dur || rcnt + cfg.rx_depth <= iters {
                 if let Err(err) = rq.post_recv(rcnt, t.recv_addr, t.lkey, t.recv_len) {
                     out.error = Some(LatError::Post { err });
@@ -380,26 +391,11 @@ pub fn send_lat<
             }
         }
         if scnt < iters || dur {
-            let (stamp, waited) = gap_then_now(cfg, &now);
-            skew += waited;
-            if cfg.ended(stamp) {
+            let posted = stamped_post(cfg, sq, &list, tposted, &mut scnt, &mut skew, &now, |_| {});
+            if !went_on(posted.map(|p| p.then_some(())), &mut out)
+                || !went_on(wait_one(scq, &now, cfg, scnt), &mut out)
+            {
                 break;
-            }
-            if let Some(s) = tposted.get_mut(scnt as usize) {
-                *s = stamp - skew;
-            }
-            scnt += 1;
-            if let Err(err) = sq.post(cfg.op, &list) {
-                out.error = Some(LatError::Post { err });
-                break;
-            }
-            match wait_one(scq, &now, cfg, scnt) {
-                Ok(Some(_)) => {}
-                Ok(None) => break,
-                Err(e) => {
-                    out.error = Some(e);
-                    break;
-                }
             }
         }
     }
