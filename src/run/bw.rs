@@ -185,209 +185,309 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
         self.run_paced(&mut Unpaced)
     }
 
-    /// [`run`](Self::run) with the posts paced by `pace` (the SW rate limiter).
+    /// [`run`](Self::run) with the posts paced by `pace` (the SW rate limiter). One pass: the
+    /// clock's arms (periods, the duration window), every QP's TX window filled, the CQ
+    /// drained, the watchdog. The steps are `#[inline(always)]`, so the pass compiles as the
+    /// one loop it was (`tests/disasm_bf.rs` reads the BlueFlame copy inside it).
     pub fn run_paced<P: Pace>(&mut self, pace: &mut P) -> BwOutcome {
-        let cfg = self.cfg;
-        let nqp = self.sqs.len() as u64;
-        let pl = cfg.post_list as u64;
-        let total = cfg.iters * nqp;
-        let peak = !self.tposted.is_empty();
+        let total = self.cfg.iters * self.sqs.len() as u64;
         let mut out = BwOutcome::default();
-        let mut phase = if self.deadlines.is_some() {
-            Phase::Warmup
-        } else {
-            Phase::Sample
-        };
-        let mut sample_base = 0u64;
         let t0 = (self.now)();
         out.t_start = t0;
-        let mut period = self
-            .periods
-            .map(|l| (l, PeriodClock::new(t0, l.period_ticks())));
-        // The clock is read only where a reading is needed (see
-        // `watchdog::SPINS_PER_CLOCK`): with deadlines or periods after each
-        // pass that made progress and once per idle stretch of spins; the
-        // watchdog on its own idle readings. A paced run (the SW rate
-        // limiter) reads it every pass: its spin is the pacing.
-        let timed = self.deadlines.is_some() || period.is_some();
-        let paced = pace.paced();
-        let mut fresh = true;
-        let mut idle = watchdog::Idle::default();
-        let mut t = t0;
-        'run: loop {
+        let mut k = Ticks {
+            phase: if self.deadlines.is_some() {
+                Phase::Warmup
+            } else {
+                Phase::Sample
+            },
+            sample_base: 0,
+            period: self
+                .periods
+                .map(|l| (l, PeriodClock::new(t0, l.period_ticks()))),
+            // A paced run reads the clock every pass: its spin is the pacing.
+            paced: pace.paced(),
+            fresh: true,
+            idle: watchdog::Idle::default(),
+            t: t0,
+        };
+        loop {
             if stop::requested() {
                 out.error = Some(RunError::Interrupted);
                 break;
             }
-            let read = paced || (timed && fresh);
-            if read {
-                fresh = false;
-                t = (self.now)();
-            }
-            if timed && read {
-                if let Some((log, clock)) = period.as_mut() {
-                    if let Some(s) = clock.tick(t, out.completed) {
-                        log.publish(&s);
-                    }
-                }
-                if let Some(d) = self.deadlines {
-                    if phase == Phase::Warmup && t >= d.sample_start {
-                        phase = Phase::Sample;
-                        out.t_start = t;
-                        sample_base = out.completed;
-                    } else if phase == Phase::Sample && t >= d.sample_stop {
-                        phase = Phase::Cooldown;
-                        out.t_end = t;
-                        out.measured = out.completed - sample_base;
-                    } else if phase == Phase::Cooldown && t >= d.end {
-                        break;
-                    }
-                }
+            if self.clock_says_end(&mut k, &mut out) {
+                break;
             }
             if self.deadlines.is_none() && out.posted >= total && out.completed >= total {
                 break;
             }
             let posted_before = out.posted;
-            for q in 0..self.sqs.len() {
-                if !pace.may_post(t) {
-                    // Rate limited: poll until the next burst is due.
-                    continue;
-                }
-                let c = &mut self.counts[q];
-                while (cfg.iters == 0 || c.scnt < cfg.iters)
-                    && c.scnt + pl <= cfg.tx_depth as u64 + c.ccnt
-                    && pace.in_burst()
-                {
-                    let tg = self.targets[q];
-                    for j in 0..cfg.post_list {
-                        let k = c.scnt + j as u64;
-                        let off = if pl == 1 {
-                            (k % cfg.positions) * cfg.step
-                        } else {
-                            0
-                        };
-                        self.list[j as usize] = WrDesc {
-                            wr_id: wr_id(q as u32, k),
-                            laddr: tg.laddr + off,
-                            lkey: tg.lkey,
-                            len: cfg.size,
-                            raddr: tg.raddr + off,
-                            rkey: tg.rkey,
-                            imm: 0,
-                            swap_add: if cfg.op == Op::FetchAdd { 1 } else { 0 },
-                            compare: 0,
-                            signaled: signaled(k, j, &cfg),
-                            inline: cfg.inline,
-                        };
-                    }
-                    if peak {
-                        if let Some(slot) = self.tposted.get_mut(out.posted as usize) {
-                            *slot = (self.now)();
-                        }
-                    }
-                    let t_post = if cfg.cost { (self.now)() } else { 0 };
-                    let posted = self.sqs[q].post(cfg.op, &self.list[..cfg.post_list as usize]);
-                    if cfg.cost {
-                        out.post_ticks += (self.now)().wrapping_sub(t_post);
-                        out.post_calls += 1;
-                    }
-                    if let Err(err) = posted {
-                        out.error = Some(RunError::Post { qp: q as u32, err });
-                        break 'run;
-                    }
-                    c.scnt += pl;
-                    out.posted += pl;
-                    pace.posted(pl);
-                }
+            if self.fill_windows(pace, k.t, &mut out).is_err() {
+                break;
             }
-            if out.completed < out.posted {
-                let n = match self.cq.poll(self.wcs) {
-                    Ok(n) => n,
-                    Err(err) => {
-                        out.error = Some(RunError::Poll { err });
-                        break;
-                    }
-                };
-                for wc in &self.wcs[..n] {
-                    let q = (wc.wr_id >> QP_SHIFT) as usize;
-                    // A receive completion (a responder CQE on a shared CQ,
-                    // whose wr_id is an RQ index) must not count for QP 0.
-                    if wc.status != WcStatus::SUCCESS
-                        || q >= self.counts.len()
-                        || wc.opcode.0 >= WcOpcode::RECV.0
-                    {
-                        out.error = Some(RunError::completion(q as u32, *wc));
-                        break 'run;
-                    }
-                    let done = wc.wr_id & SEQ_MASK;
-                    let c = &mut self.counts[q];
-                    if done > c.ccnt {
-                        out.completed += done - c.ccnt;
-                        c.ccnt = done;
-                    }
-                    if peak && out.completed > 0 {
-                        let ts = (self.now)();
-                        if let Some(slot) = self.tcompleted.get_mut(out.completed as usize - 1) {
-                            *slot = ts;
-                        }
-                    }
-                }
-                if n > 0 || out.posted > posted_before {
-                    idle.progress();
-                    fresh = true;
-                    continue;
-                }
-                let Some((_, idle_ticks)) = idle.empty(&self.now) else {
-                    continue;
-                };
-                fresh = true;
-                if let e @ (Expiry::PeerExited | Expiry::PeerFinished | Expiry::Stalled) =
-                    watchdog::check(
-                        idle_ticks,
-                        cfg.stall_ticks,
-                        (out.posted - out.completed).saturating_mul(cfg.size as u64),
-                    )
-                {
-                    if let Some(p) = RunError::of_peer(e) {
-                        out.error = Some(p);
-                        break;
-                    }
-                    let (qp, c) = self
-                        .counts
-                        .iter()
-                        .enumerate()
-                        .find(|(_, c)| c.scnt > c.ccnt)
-                        .map(|(i, c)| (i as u32, *c))
-                        .unwrap_or((0, QpCount::default()));
-                    out.error = Some(RunError::Stalled {
-                        qp,
-                        outstanding: c.scnt - c.ccnt,
-                        last_completed: c.ccnt,
-                        idle_ticks,
-                    });
-                    break;
-                }
-            } else {
-                idle.progress();
-                fresh = true;
+            if self.drain(&mut k, &mut out, posted_before).is_err() {
+                break;
             }
         }
-        let sample_done = self.deadlines.is_some() && phase == Phase::Cooldown;
+        self.close(&mut out, &k, t0);
+        out
+    }
+
+    /// Reads the clock where a reading is due (see [`Ticks`]) and runs its arms: a
+    /// `--run_infinitely` period row, the duration window's phase. `true` ends the loop.
+    #[inline(always)]
+    fn clock_says_end(&mut self, k: &mut Ticks<'_>, out: &mut BwOutcome) -> bool {
+        let timed = self.deadlines.is_some() || k.period.is_some();
+        let read = k.paced || (timed && k.fresh);
+        if !read {
+            return false;
+        }
+        k.fresh = false;
+        k.t = (self.now)();
+        if !timed {
+            return false;
+        }
+        let t = k.t;
+        if let Some((log, clock)) = k.period.as_mut() {
+            if let Some(s) = clock.tick(t, out.completed) {
+                log.publish(&s);
+            }
+        }
+        let Some(d) = self.deadlines else {
+            return false;
+        };
+        if k.phase == Phase::Warmup && t >= d.sample_start {
+            k.phase = Phase::Sample;
+            out.t_start = t;
+            k.sample_base = out.completed;
+        } else if k.phase == Phase::Sample && t >= d.sample_stop {
+            k.phase = Phase::Cooldown;
+            out.t_end = t;
+            out.measured = out.completed - k.sample_base;
+        } else if k.phase == Phase::Cooldown && t >= d.end {
+            return true;
+        }
+        false
+    }
+
+    /// Keeps every QP's TX window full (`scnt - ccnt + post_list <= tx_depth`), as far as
+    /// `pace` lets it at time `t`.
+    #[inline(always)]
+    fn fill_windows<P: Pace>(
+        &mut self,
+        pace: &mut P,
+        t: u64,
+        out: &mut BwOutcome,
+    ) -> Result<(), Ended> {
+        let cfg = self.cfg;
+        let pl = cfg.post_list as u64;
+        let peak = !self.tposted.is_empty();
+        for q in 0..self.sqs.len() {
+            if !pace.may_post(t) {
+                // Rate limited: poll until the next burst is due.
+                continue;
+            }
+            while (cfg.iters == 0 || self.counts[q].scnt < cfg.iters)
+                && self.counts[q].scnt + pl <= cfg.tx_depth as u64 + self.counts[q].ccnt
+                && pace.in_burst()
+            {
+                fill_list(
+                    self.list,
+                    &cfg,
+                    q,
+                    self.targets[q],
+                    self.counts[q].scnt,
+                    true,
+                );
+                if peak {
+                    if let Some(slot) = self.tposted.get_mut(out.posted as usize) {
+                        *slot = (self.now)();
+                    }
+                }
+                let t_post = if cfg.cost { (self.now)() } else { 0 };
+                let posted = self.sqs[q].post(cfg.op, &self.list[..cfg.post_list as usize]);
+                if cfg.cost {
+                    out.post_ticks += (self.now)().wrapping_sub(t_post);
+                    out.post_calls += 1;
+                }
+                if let Err(err) = posted {
+                    out.error = Some(RunError::Post { qp: q as u32, err });
+                    return Err(Ended);
+                }
+                self.counts[q].scnt += pl;
+                out.posted += pl;
+                pace.posted(pl);
+            }
+        }
+        Ok(())
+    }
+
+    /// One poll of the CQ when sends are outstanding: each completion retires its QP's WRs up
+    /// to its sequence number; no progress for long asks the watchdog.
+    #[inline(always)]
+    fn drain(
+        &mut self,
+        k: &mut Ticks<'_>,
+        out: &mut BwOutcome,
+        posted_before: u64,
+    ) -> Result<(), Ended> {
+        if out.completed >= out.posted {
+            k.idle.progress();
+            k.fresh = true;
+            return Ok(());
+        }
+        let n = match self.cq.poll(self.wcs) {
+            Ok(n) => n,
+            Err(err) => {
+                out.error = Some(RunError::Poll { err });
+                return Err(Ended);
+            }
+        };
+        self.retire(n, out)?;
+        if n > 0 || out.posted > posted_before {
+            k.idle.progress();
+            k.fresh = true;
+            return Ok(());
+        }
+        let Some((_, idle_ticks)) = k.idle.empty(&self.now) else {
+            return Ok(());
+        };
+        k.fresh = true;
+        self.watch(idle_ticks, out)
+    }
+
+    /// The first `n` completions of the poll scratch, retired against their QPs' counts.
+    #[inline(always)]
+    fn retire(&mut self, n: usize, out: &mut BwOutcome) -> Result<(), Ended> {
+        let peak = !self.tposted.is_empty();
+        for wc in &self.wcs[..n] {
+            let q = (wc.wr_id >> QP_SHIFT) as usize;
+            // A receive completion (a responder CQE on a shared CQ,
+            // whose wr_id is an RQ index) must not count for QP 0.
+            if wc.status != WcStatus::SUCCESS
+                || q >= self.counts.len()
+                || wc.opcode.0 >= WcOpcode::RECV.0
+            {
+                out.error = Some(RunError::completion(q as u32, *wc));
+                return Err(Ended);
+            }
+            let done = wc.wr_id & SEQ_MASK;
+            let c = &mut self.counts[q];
+            if done > c.ccnt {
+                out.completed += done - c.ccnt;
+                c.ccnt = done;
+            }
+            if peak && out.completed > 0 {
+                let ts = (self.now)();
+                if let Some(slot) = self.tcompleted.get_mut(out.completed as usize - 1) {
+                    *slot = ts;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An idle stretch with sends outstanding: the peer gone or finished, or a stall naming
+    /// the first QP with WRs outstanding.
+    #[inline(always)]
+    fn watch(&self, idle_ticks: u64, out: &mut BwOutcome) -> Result<(), Ended> {
+        let in_flight = (out.posted - out.completed).saturating_mul(self.cfg.size as u64);
+        let e = watchdog::check(idle_ticks, self.cfg.stall_ticks, in_flight);
+        if e == Expiry::No {
+            return Ok(());
+        }
+        if let Some(p) = RunError::of_peer(e) {
+            out.error = Some(p);
+            return Err(Ended);
+        }
+        let (qp, c) = self
+            .counts
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.scnt > c.ccnt)
+            .map(|(i, c)| (i as u32, *c))
+            .unwrap_or((0, QpCount::default()));
+        out.error = Some(RunError::Stalled {
+            qp,
+            outstanding: c.scnt - c.ccnt,
+            last_completed: c.ccnt,
+            idle_ticks,
+        });
+        Err(Ended)
+    }
+
+    /// The times and count the report uses, by how the loop ended.
+    fn close(&self, out: &mut BwOutcome, k: &Ticks<'_>, t0: u64) {
+        let sample_done = self.deadlines.is_some() && k.phase == Phase::Cooldown;
         if out.error.is_some() && !sample_done {
             // Stopped early (error, stall, Ctrl-C): the partial result is every
             // message completed, from the loop's start to the last completion,
             // whatever phase the duration state machine was in.
             out.t_start = t0;
-            out.t_end = idle.last_progress(&self.now).max(t0 + 1);
+            out.t_end = k.idle.last_progress(&self.now).max(t0 + 1);
             out.measured = out.completed;
         } else if self.deadlines.is_none() {
             out.t_end = (self.now)();
             out.measured = out.completed;
-        } else if phase == Phase::Sample {
+        } else if k.phase == Phase::Sample {
             // The run ended inside the sample window (end came before stop).
             out.t_end = (self.now)();
-            out.measured = out.completed - sample_base;
+            out.measured = out.completed - k.sample_base;
         }
-        out
+    }
+}
+
+/// The loop's place in time. The clock is read only where a reading is needed (see
+/// `watchdog::SPINS_PER_CLOCK`): with deadlines or periods after each pass that made progress
+/// and once per idle stretch of spins; the watchdog on its own idle readings; a paced run
+/// every pass.
+struct Ticks<'a> {
+    phase: Phase,
+    /// Completions at the sample's start.
+    sample_base: u64,
+    period: Option<(&'a PeriodLog, PeriodClock)>,
+    paced: bool,
+    fresh: bool,
+    idle: watchdog::Idle,
+    /// The last reading.
+    t: u64,
+}
+
+/// The loop must stop; why is already in the outcome.
+pub(super) struct Ended;
+
+/// The next post list of QP `q` from its send count `scnt` on, into `list`: each WR at its
+/// message position (one WR per list; a list reuses offset 0, as perftest does). `remote_step`:
+/// the remote address moves with the local one (write/read), else it stays (SEND, duplex).
+#[inline(always)]
+pub(super) fn fill_list(
+    list: &mut [WrDesc],
+    cfg: &BwConfig,
+    q: usize,
+    tg: QpTarget,
+    scnt: u64,
+    remote_step: bool,
+) {
+    for j in 0..cfg.post_list {
+        let k = scnt + j as u64;
+        let off = if cfg.post_list == 1 {
+            (k % cfg.positions) * cfg.step
+        } else {
+            0
+        };
+        list[j as usize] = WrDesc {
+            wr_id: wr_id(q as u32, k),
+            laddr: tg.laddr + off,
+            lkey: tg.lkey,
+            len: cfg.size,
+            raddr: tg.raddr + if remote_step { off } else { 0 },
+            rkey: tg.rkey,
+            imm: 0,
+            // perftest's atomics: FETCH_AND_ADD adds 1, CMP_AND_SWAP 0/0.
+            swap_add: u64::from(cfg.op == Op::FetchAdd),
+            compare: 0,
+            signaled: signaled(k, j, cfg),
+            inline: cfg.inline,
+        };
     }
 }

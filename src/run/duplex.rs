@@ -12,11 +12,11 @@
 //! (The write/read duplex tests need no special loop: both sides run
 //! [`super::bw::BwLoop`].)
 
-use super::bw::{signaled, wr_id, BwConfig, BwOutcome, QpCount, QpTarget, RunError};
+use super::bw::{fill_list, BwConfig, BwOutcome, QpCount, QpTarget, RunError};
 use super::recv::{post_next, wants_more, RecvBuf, RecvConfig, RxCount, Window};
 use super::stop;
 use super::watchdog::{self, Expiry};
-use crate::post::{Completion, CompletionQueue, Op, RecvQueue, SendQueue, WcStatus, WrDesc};
+use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WcStatus, WrDesc};
 
 /// `wr_id` layout of [`wr_id`]: QP index above bit 48, 1-based sequence below.
 const QP_SHIFT: u32 = 48;
@@ -207,7 +207,14 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
             while (tx.iters == 0 || self.counts[q].scnt < tx.iters)
                 && self.counts[q].scnt + pl <= tx.tx_depth as u64 + self.counts[q].ccnt
             {
-                self.fill_list(q);
+                fill_list(
+                    self.list,
+                    &tx,
+                    q,
+                    self.targets[q],
+                    self.counts[q].scnt,
+                    false,
+                );
                 if peak {
                     if let Some(slot) = self.tposted.get_mut(out.tx.posted as usize) {
                         *slot = (self.now)();
@@ -228,36 +235,6 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
             }
         }
         Ok(())
-    }
-
-    /// The next post list of QP `q`, from its send count on.
-    #[inline(always)]
-    fn fill_list(&mut self, q: usize) {
-        let tx = self.cfg.tx;
-        let tg = self.targets[q];
-        let scnt = self.counts[q].scnt;
-        for j in 0..tx.post_list {
-            let k = scnt + j as u64;
-            let off = if tx.post_list == 1 {
-                (k % tx.positions) * tx.step
-            } else {
-                0
-            };
-            self.list[j as usize] = WrDesc {
-                wr_id: wr_id(q as u32, k),
-                laddr: tg.laddr + off,
-                lkey: tg.lkey,
-                len: tx.size,
-                raddr: tg.raddr,
-                rkey: tg.rkey,
-                imm: 0,
-                // perftest's atomics: FETCH_AND_ADD adds 1, CMP_AND_SWAP 0/0.
-                swap_add: u64::from(tx.op == Op::FetchAdd),
-                compare: 0,
-                signaled: signaled(k, j, &tx),
-                inline: tx.inline,
-            };
-        }
     }
 
     /// One poll of the receive CQ: each receive counted and reposted. The server's first
@@ -444,6 +421,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<
 mod tests {
     use super::*;
     use crate::post::{Op, PostError};
+    use crate::run::bw::wr_id;
     use std::cell::{Cell, RefCell};
     use std::collections::VecDeque;
     use std::rc::Rc;
