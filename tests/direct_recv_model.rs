@@ -373,6 +373,63 @@ mod with_model {
         assert!(r.model.violations().is_empty());
     }
 
+    /// Ports of one SRQ post through shared references: a post list on
+    /// port 0 whose address closure posts through port 1 (safe code, which
+    /// used to alias the `&mut DirectSrq` port 0 held) leaves every WQE
+    /// posted once, in the order taken, and the record counting all of them.
+    #[test]
+    fn a_post_list_may_post_through_another_port_of_its_srq() {
+        use rdmaperf::mlx5::srq::SrqPort;
+        use std::cell::RefCell;
+        let mut b = Bufs::new(8);
+        let mut r = rig(
+            &mut b,
+            cfg(RecvSpec {
+                srq: true,
+                slots: 16,
+                stride: 32,
+                ..RecvSpec::default()
+            }),
+        );
+        let srq = srq_for_all(&mut r);
+        let mut ports: Vec<SrqPort> = srq.share(2);
+        let other = RefCell::new(ports.pop().unwrap());
+        let (lkey, rx0) = (r.rx_lkey, rx_at(&b, 0));
+        ports[0]
+            .post_recv_list(4, 100, lkey, MSG as u32, |k| {
+                let at = rx0 + ((4 + k) * MSG) as u64;
+                other
+                    .borrow_mut()
+                    .post_recv(200 + k as u64, at, lkey, MSG as u32)
+                    .unwrap();
+                rx0 + (k * MSG) as u64
+            })
+            .unwrap();
+        assert_eq!(ports[0].posted(), 8);
+        let dv = r.model.recv_dv_srq().unwrap();
+        // SAFETY: the SRQ's record in model memory, alive with the model.
+        let rec = u32::from_be(unsafe { dv.dbrec.read_volatile() });
+        assert_eq!(rec, 8, "the record counts the inner posts too");
+        for k in 0..8 {
+            r.sqs[0]
+                .post(Op::Send, &[send(&b, r.lkey, k, MSG as u32, k as u64)])
+                .unwrap();
+        }
+        r.model.step();
+        let recvs: Vec<_> = poll_all(&mut r.cq, 16)
+            .into_iter()
+            .filter(is_recv)
+            .collect();
+        let ids: Vec<u64> = recvs.iter().map(|c| c.wr_id).collect();
+        assert_eq!(ids, [200, 100, 201, 100, 202, 100, 203, 100]);
+        assert!(recvs.iter().all(|c| c.status == WcStatus::SUCCESS));
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+    }
+
     /// No receive posted: RC answers RNR; with rnr_retry 0 the sender's
     /// WQE completes with RNR_RETRY_EXC_ERR and nothing is consumed.
     #[test]
