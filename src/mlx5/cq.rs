@@ -33,7 +33,7 @@ use super::keepalive::KeepAlive;
 use super::mmio::Mmio;
 use super::prm::{cqe_format, op_own, CqeOpcode, Opcode, Syndrome, CQ_CI_MASK};
 use super::progress::SqProgress;
-use super::recv::{Inline, RecvRing};
+use super::recv::{Inline, RecvKind, RecvRing, Repost};
 use super::seg::cqe_off;
 use crate::post::wc::{WC_GRH, WC_WITH_IMM, WC_WITH_INV};
 use crate::post::{Completion, CompletionQueue, PostError, WcOpcode, WcStatus};
@@ -61,6 +61,11 @@ pub struct DirectCq {
     /// Receive rings by QPN (a QP's RQ, or the SRQ it receives from).
     recvs: Vec<(u32, Arc<RecvRing>)>,
     last_recv: usize,
+    /// SRQ receives dropped on an ODP page fault, their CQEs hidden, until
+    /// [`RecvCq`](super::recv_cq::RecvCq) posts them again. Reserved for
+    /// every attached SRQ's slots (a WQE faults at most once before it is
+    /// posted again), so a push never allocates.
+    reposts: Vec<Repost>,
     /// Arming: the CQ's UAR page, its number and the arm sequence number.
     uar: *mut u8,
     cqn: u32,
@@ -101,6 +106,7 @@ impl DirectCq {
             last: 0,
             recvs: Vec::new(),
             last_recv: 0,
+            reposts: Vec::new(),
             uar: cq.cq_uar.cast::<u8>(),
             cqn: cq.cqn,
             arm_sn: 0,
@@ -136,6 +142,20 @@ impl DirectCq {
         self.recvs.retain(|(q, _)| *q != qpn);
         self.recvs.push((qpn, Arc::clone(ring)));
         self.last_recv = 0;
+        if ring.kind() == RecvKind::Srq {
+            let more = self.reposts.capacity() - self.reposts.len() + ring.slots() as usize;
+            self.reposts.reserve(more);
+        }
+    }
+
+    /// SRQ receives dropped on an ODP page fault and not yet posted again
+    /// (their CQEs were hidden, as libmlx5 hides them).
+    pub fn reposts(&self) -> &[Repost] {
+        &self.reposts
+    }
+    /// The first `n` of [`reposts`](Self::reposts) were posted again.
+    pub fn reposted(&mut self, n: usize) {
+        self.reposts.drain(..n.min(self.reposts.len()));
     }
 
     /// Number of CQEs.
@@ -531,6 +551,18 @@ impl DirectCq {
         c.syndrome = synd;
         c.vendor_err = vendor as u32;
         if opcode == CqeOpcode::RESP_ERR {
+            if Syndrome(synd) == Syndrome::REMOTE_ABORTED_ERR
+                && vendor == VENDOR_ODP_PAGE_FAULT
+                && self.reposts.len() < self.reposts.capacity()
+            {
+                // An ODP page fault on an SRQ receive: not a failure. The
+                // WQE is freed and its WR kept to post again; the CQE is
+                // hidden (libmlx5 cq.c `is_odp_pfault_err`).
+                if let Some(rp) = self.find_recv(h.qpn).and_then(|r| r.fault(h.counter)) {
+                    self.reposts.push(rp);
+                    return Step::Skip;
+                }
+            }
             c.opcode = WcOpcode::RECV;
             // The failed (or flushed) WQE is consumed too (libmlx5 frees an
             // SRQ WQE on the error path as well).
@@ -552,6 +584,10 @@ impl DirectCq {
         Step::Emit
     }
 }
+
+/// Vendor syndrome of an ODP page fault on a responder (with syndrome
+/// REMOTE_ABORTED; rdma-core `MLX5_CQE_VENDOR_SYNDROME_ODP_PFAULT`).
+pub const VENDOR_ODP_PAGE_FAULT: u8 = 0x93;
 
 /// `MLX5_CQ_DOORBELL`: the CQ doorbell's offset in the UAR page.
 const CQ_DOORBELL: usize = 0x20;
