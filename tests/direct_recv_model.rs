@@ -373,6 +373,63 @@ mod with_model {
         assert!(r.model.violations().is_empty());
     }
 
+    /// Ports of one SRQ post through shared references: a post list on
+    /// port 0 whose address closure posts through port 1 (safe code, which
+    /// used to alias the `&mut DirectSrq` port 0 held) leaves every WQE
+    /// posted once, in the order taken, and the record counting all of them.
+    #[test]
+    fn a_post_list_may_post_through_another_port_of_its_srq() {
+        use rdmaperf::mlx5::srq::SrqPort;
+        use std::cell::RefCell;
+        let mut b = Bufs::new(8);
+        let mut r = rig(
+            &mut b,
+            cfg(RecvSpec {
+                srq: true,
+                slots: 16,
+                stride: 32,
+                ..RecvSpec::default()
+            }),
+        );
+        let srq = srq_for_all(&mut r);
+        let mut ports: Vec<SrqPort> = srq.share(2);
+        let other = RefCell::new(ports.pop().unwrap());
+        let (lkey, rx0) = (r.rx_lkey, rx_at(&b, 0));
+        ports[0]
+            .post_recv_list(4, 100, lkey, MSG as u32, |k| {
+                let at = rx0 + ((4 + k) * MSG) as u64;
+                other
+                    .borrow_mut()
+                    .post_recv(200 + k as u64, at, lkey, MSG as u32)
+                    .unwrap();
+                rx0 + (k * MSG) as u64
+            })
+            .unwrap();
+        assert_eq!(ports[0].posted(), 8);
+        let dv = r.model.recv_dv_srq().unwrap();
+        // SAFETY: the SRQ's record in model memory, alive with the model.
+        let rec = u32::from_be(unsafe { dv.dbrec.read_volatile() });
+        assert_eq!(rec, 8, "the record counts the inner posts too");
+        for k in 0..8 {
+            r.sqs[0]
+                .post(Op::Send, &[send(&b, r.lkey, k, MSG as u32, k as u64)])
+                .unwrap();
+        }
+        r.model.step();
+        let recvs: Vec<_> = poll_all(&mut r.cq, 16)
+            .into_iter()
+            .filter(is_recv)
+            .collect();
+        let ids: Vec<u64> = recvs.iter().map(|c| c.wr_id).collect();
+        assert_eq!(ids, [200, 100, 201, 100, 202, 100, 203, 100]);
+        assert!(recvs.iter().all(|c| c.status == WcStatus::SUCCESS));
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+    }
+
     /// No receive posted: RC answers RNR; with rnr_retry 0 the sender's
     /// WQE completes with RNR_RETRY_EXC_ERR and nothing is consumed.
     #[test]
@@ -589,11 +646,35 @@ mod with_model {
         rdmaperf::run::recv::RecvOutcome,
         [rdmaperf::run::recv::RxCount; 2],
     ) {
+        let Rig {
+            sqs,
+            cq,
+            lkey,
+            rx_lkey,
+            model,
+        } = r;
+        let keys = (*lkey, *rx_lkey);
+        loop_on(sqs, model, keys, cq, b, rqs, cost)
+    }
+
+    /// [`loop_over`] with any receive CQ poller.
+    fn loop_on<R: RecvQueue, C: CompletionQueue>(
+        sqs: &mut [DirectSq<ModelMmio>],
+        model: &mut Model,
+        (lkey, rx_lkey): (u32, u32),
+        cq: &mut C,
+        b: &Bufs,
+        rqs: &mut [R],
+        cost: bool,
+    ) -> (
+        rdmaperf::run::recv::RecvOutcome,
+        [rdmaperf::run::recv::RxCount; 2],
+    ) {
         use rdmaperf::clock;
         use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount};
         let bufs = [0, 1].map(|k| RecvBuf {
             addr: rx_at(b, k),
-            lkey: r.rx_lkey,
+            lkey: rx_lkey,
         });
         let cfg = RecvConfig {
             iters: PER_QP,
@@ -609,25 +690,25 @@ mod with_model {
         let mut counts = [RxCount::default(); 2];
         recv::prepost(rqs, &bufs, &mut counts, &cfg).unwrap();
         for k in 0..PER_QP as usize {
-            for q in 0..2 {
-                let mut wr = send(b, r.lkey, q, MSG as u32, k as u64);
+            for (q, sq) in sqs.iter_mut().enumerate().take(2) {
+                let mut wr = send(b, lkey, q, MSG as u32, k as u64);
                 wr.signaled = false;
-                r.sqs[q].post(Op::Send, &[wr]).unwrap();
+                sq.post(Op::Send, &[wr]).unwrap();
             }
         }
-        r.model.start();
+        model.start();
         let mut wcs = [Completion::default(); 16];
         let o = RecvLoop {
             cfg,
             rqs,
-            cq: &mut r.cq,
+            cq,
             bufs: &bufs,
             counts: &mut counts,
             wcs: &mut wcs,
             now: clock::now,
         }
         .run();
-        r.model.stop();
+        model.stop();
         (o, counts)
     }
 
@@ -873,6 +954,69 @@ mod with_model {
             "{:?}",
             r.model.violations()
         );
+    }
+
+    /// An ODP page fault on an SRQ receive (RESP_ERR, REMOTE_ABORTED,
+    /// vendor syndrome 0x93): the receive CQ posts the dropped WR again and
+    /// hides the CQE, as libmlx5 does; the receive loop never sees it and
+    /// carries on to the last message (the senders retry after the RNR
+    /// NAK). Without the repost the loop would stop at REM_ABORT_ERR.
+    #[test]
+    fn the_receive_loop_carries_on_past_odp_faults_on_its_srq() {
+        use rdmaperf::mlx5::recv_cq::RecvCq;
+        use rdmaperf::mlx5::srq::SrqPort;
+        let mut b = Bufs::new(2);
+        let r = rig(
+            &mut b,
+            ModelConfig {
+                qps: 2,
+                rnr_retry: 7,
+                ..cfg(RecvSpec {
+                    srq: true,
+                    slots: 32,
+                    stride: 32,
+                    ..RecvSpec::default()
+                })
+            },
+        );
+        let Rig {
+            mut sqs,
+            mut cq,
+            lkey,
+            rx_lkey,
+            mut model,
+        } = r;
+        let dv = model.recv_dv_srq().unwrap();
+        // SAFETY: the model owns the ring and outlives the SRQ (test order).
+        let srq = unsafe { DirectSrq::from_dv(&dv, 7, None) }.unwrap();
+        for q in 0..2 {
+            cq.attach_recv(model.recv_qpn(q).unwrap(), srq.ring());
+        }
+        let ring = Arc::clone(srq.ring());
+        let mut ports: Vec<SrqPort> = srq.share(3);
+        let mut rcq = RecvCq::new(cq, ports.pop());
+        model.fault_next_srq_receives(5);
+        let (o, counts) = loop_on(
+            &mut sqs,
+            &mut model,
+            (lkey, rx_lkey),
+            &mut rcq,
+            &b,
+            &mut ports,
+            false,
+        );
+        assert_eq!(o.error, None, "{o:?}");
+        assert_eq!(o.received, 2 * PER_QP);
+        assert_eq!(counts[0].posted + counts[1].posted, 2 * PER_QP);
+        assert_eq!(ring.done(), 2 * PER_QP as u32, "faults are not receives");
+        assert_eq!(
+            ports[0].posted() as u64,
+            2 * PER_QP + 5,
+            "each faulted WR posted again"
+        );
+        assert!(rcq.direct().reposts().is_empty());
+        assert!(model.stats().rnr_naks >= 5, "{:?}", model.stats());
+        assert!(model.violations().is_empty(), "{:?}", model.violations());
     }
 
     /// `-e` on the direct CQ: armed while empty, no event; a SEND comes in

@@ -33,9 +33,9 @@ use super::keepalive::KeepAlive;
 use super::mmio::Mmio;
 use super::prm::{cqe_format, op_own, CqeOpcode, Opcode, Syndrome, CQ_CI_MASK};
 use super::progress::SqProgress;
-use super::recv::{Inline, RecvRing};
+use super::recv::{Inline, RecvKind, RecvRing, Repost};
 use super::seg::cqe_off;
-use crate::post::wc::{WC_GRH, WC_WITH_IMM};
+use crate::post::wc::{WC_GRH, WC_WITH_IMM, WC_WITH_INV};
 use crate::post::{Completion, CompletionQueue, PostError, WcOpcode, WcStatus};
 use crate::sys::mlx5dv_cq;
 
@@ -61,6 +61,11 @@ pub struct DirectCq {
     /// Receive rings by QPN (a QP's RQ, or the SRQ it receives from).
     recvs: Vec<(u32, Arc<RecvRing>)>,
     last_recv: usize,
+    /// SRQ receives dropped on an ODP page fault, their CQEs hidden, until
+    /// [`RecvCq`](super::recv_cq::RecvCq) posts them again. Reserved for
+    /// every attached SRQ's slots (a WQE faults at most once before it is
+    /// posted again), so a push never allocates.
+    reposts: Vec<Repost>,
     /// Arming: the CQ's UAR page, its number and the arm sequence number.
     uar: *mut u8,
     cqn: u32,
@@ -101,6 +106,7 @@ impl DirectCq {
             last: 0,
             recvs: Vec::new(),
             last_recv: 0,
+            reposts: Vec::new(),
             uar: cq.cq_uar.cast::<u8>(),
             cqn: cq.cqn,
             arm_sn: 0,
@@ -136,6 +142,20 @@ impl DirectCq {
         self.recvs.retain(|(q, _)| *q != qpn);
         self.recvs.push((qpn, Arc::clone(ring)));
         self.last_recv = 0;
+        if ring.kind() == RecvKind::Srq {
+            let more = self.reposts.capacity() - self.reposts.len() + ring.slots() as usize;
+            self.reposts.reserve(more);
+        }
+    }
+
+    /// SRQ receives dropped on an ODP page fault and not yet posted again
+    /// (their CQEs were hidden, as libmlx5 hides them).
+    pub fn reposts(&self) -> &[Repost] {
+        &self.reposts
+    }
+    /// The first `n` of [`reposts`](Self::reposts) were posted again.
+    pub fn reposted(&mut self, n: usize) {
+        self.reposts.drain(..n.min(self.reposts.len()));
     }
 
     /// Number of CQEs.
@@ -478,7 +498,11 @@ impl DirectCq {
             None if inline.is_some() => return Step::Stop,
             None => (h.counter as u64, WcStatus::SUCCESS),
         };
+        // As libmlx5's handle_responder: the immediate only with an
+        // immediate (the field holds the invalidated rkey for SEND_INV and
+        // the P_Key index otherwise), and SEND_INV says so in the flags.
         let with_imm = matches!(opcode, CqeOpcode::RESP_WR_IMM | CqeOpcode::RESP_SEND_IMM);
+        let with_inv = opcode == CqeOpcode::RESP_SEND_INV;
         let grh = (flags_rqpn >> 28) & 3 != 0;
         c.wr_id = wr_id;
         c.status = status;
@@ -491,9 +515,11 @@ impl DirectCq {
         c.syndrome = 0;
         c.byte_len = h.byte_cnt;
         c.qp_num = h.qpn;
-        c.imm = imm;
+        c.imm = if with_imm { imm } else { 0 };
         c.src_qp = flags_rqpn & 0x00ff_ffff;
-        c.wc_flags = if with_imm { WC_WITH_IMM } else { 0 } | if grh { WC_GRH } else { 0 };
+        c.wc_flags = if with_imm { WC_WITH_IMM } else { 0 }
+            | if with_inv { WC_WITH_INV } else { 0 }
+            | if grh { WC_GRH } else { 0 };
         Step::Emit
     }
 
@@ -525,6 +551,18 @@ impl DirectCq {
         c.syndrome = synd;
         c.vendor_err = vendor as u32;
         if opcode == CqeOpcode::RESP_ERR {
+            if Syndrome(synd) == Syndrome::REMOTE_ABORTED_ERR
+                && vendor == VENDOR_ODP_PAGE_FAULT
+                && self.reposts.len() < self.reposts.capacity()
+            {
+                // An ODP page fault on an SRQ receive: not a failure. The
+                // WQE is freed and its WR kept to post again; the CQE is
+                // hidden (libmlx5 cq.c `is_odp_pfault_err`).
+                if let Some(rp) = self.find_recv(h.qpn).and_then(|r| r.fault(h.counter)) {
+                    self.reposts.push(rp);
+                    return Step::Skip;
+                }
+            }
             c.opcode = WcOpcode::RECV;
             // The failed (or flushed) WQE is consumed too (libmlx5 frees an
             // SRQ WQE on the error path as well).
@@ -546,6 +584,10 @@ impl DirectCq {
         Step::Emit
     }
 }
+
+/// Vendor syndrome of an ODP page fault on a responder (with syndrome
+/// REMOTE_ABORTED; rdma-core `MLX5_CQE_VENDOR_SYNDROME_ODP_PFAULT`).
+pub const VENDOR_ODP_PAGE_FAULT: u8 = 0x93;
 
 /// `MLX5_CQ_DOORBELL`: the CQ doorbell's offset in the UAR page.
 const CQ_DOORBELL: usize = 0x20;
@@ -621,5 +663,71 @@ impl CompletionQueue for DirectCq {
             Err(e) if n == 0 => Err(e),
             _ => Ok(n),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CQ buffer of four 64-byte CQEs, all INVALID, and its records.
+    #[repr(C, align(64))]
+    struct Ring {
+        cqes: [[u8; 64]; 4],
+        dbrec: [u32; 2],
+    }
+
+    fn ring() -> Box<Ring> {
+        let mut r = Box::new(Ring {
+            cqes: [[0; 64]; 4],
+            dbrec: [0; 2],
+        });
+        for c in &mut r.cqes {
+            c[63] = CqeOpcode::INVALID.0 << 4;
+        }
+        r
+    }
+
+    fn poller(r: &mut Ring) -> DirectCq {
+        let dv = mlx5dv_cq {
+            buf: r.cqes.as_mut_ptr().cast(),
+            dbrec: r.dbrec.as_mut_ptr(),
+            cqe_cnt: 4,
+            cqe_size: 64,
+            ..Default::default()
+        };
+        // SAFETY: the ring outlives the poller (the test holds both); fresh.
+        unsafe { DirectCq::from_dv(&dv, None) }.unwrap()
+    }
+
+    /// A responder CQE (first lap: owner 0) with `field` in imm_inval_pkey.
+    fn resp(c: &mut [u8; 64], opcode: CqeOpcode, field: u32) {
+        c[cqe_off::IMM..cqe_off::IMM + 4].copy_from_slice(&field.to_be_bytes());
+        c[cqe_off::BYTE_CNT..cqe_off::BYTE_CNT + 4].copy_from_slice(&8u32.to_be_bytes());
+        c[cqe_off::SOP_DROP_QPN..cqe_off::SOP_DROP_QPN + 4].copy_from_slice(&7u32.to_be_bytes());
+        c[cqe_off::OP_OWN] = opcode.0 << 4;
+    }
+
+    /// As libmlx5's handle_responder (and the verbs poller, which copies
+    /// imm_data only with IBV_WC_WITH_IMM): the field is the immediate only
+    /// for WITH_IMM opcodes, is 0 otherwise (a SEND's P_Key index, a
+    /// SEND_INV's rkey), and SEND_INV sets IBV_WC_WITH_INV.
+    #[test]
+    fn imm_only_with_an_immediate_and_send_inv_is_flagged() {
+        let mut r = ring();
+        resp(&mut r.cqes[0], CqeOpcode::RESP_SEND, 0x0000_0003);
+        resp(&mut r.cqes[1], CqeOpcode::RESP_SEND_INV, 0x1234_5678);
+        resp(&mut r.cqes[2], CqeOpcode::RESP_SEND_IMM, 0xa1b2_c3d4);
+        resp(&mut r.cqes[3], CqeOpcode::RESP_WR_IMM, 0x0102_0304);
+        let mut cq = poller(&mut r);
+        let mut wc = [Completion::default(); 4];
+        assert_eq!(cq.poll(&mut wc).unwrap(), 4);
+        let imm_of = |k: usize| u32::from_be(wc[k].imm);
+        assert_eq!((imm_of(0), wc[0].wc_flags), (0, 0));
+        assert_eq!((imm_of(1), wc[1].wc_flags), (0, WC_WITH_INV));
+        assert_eq!((imm_of(2), wc[2].wc_flags), (0xa1b2_c3d4, WC_WITH_IMM));
+        assert_eq!((imm_of(3), wc[3].wc_flags), (0x0102_0304, WC_WITH_IMM));
+        assert_eq!(wc[3].opcode, WcOpcode::RECV_RDMA_WITH_IMM);
+        assert!(wc.iter().all(|c| c.status == WcStatus::SUCCESS));
     }
 }

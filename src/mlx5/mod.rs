@@ -13,7 +13,8 @@
 //! - [`recv`], [`rq`], [`srq`]: the receive side: a QP's RQ and a shared
 //!   receive queue posted directly (doorbell record only, no MMIO), and the
 //!   ring record the poller completes receives from (`wqe_counter`,
-//!   scatter-to-CQE copies, the SRQ's free list);
+//!   scatter-to-CQE copies, the SRQ's free list); [`recv_cq`]: the receive
+//!   CQ that posts an SRQ receive dropped on an ODP page fault again;
 //! - [`setup`]: the set-up steps (thread domain .. layout) that `--post auto`
 //!   falls back from, with the reason;
 //! - [`device`]: selection, the steps on a device and constructors from ibv objects.
@@ -33,6 +34,7 @@ pub mod mmio;
 pub mod prm;
 pub mod progress;
 pub mod recv;
+pub mod recv_cq;
 pub mod rq;
 pub mod seg;
 pub mod segwr;

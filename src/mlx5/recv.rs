@@ -173,6 +173,16 @@ pub struct Inline {
     pub len: u32,
 }
 
+/// An SRQ receive the NIC dropped on an ODP page fault, to post again as
+/// it was (the one data segment this path's posts write).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Repost {
+    pub wr_id: u64,
+    pub addr: u64,
+    pub lkey: u32,
+    pub len: u32,
+}
+
 impl RecvRing {
     /// # Safety
     /// `buf` must hold `(mask + 1) << stride_shift` bytes that stay valid
@@ -280,16 +290,51 @@ impl RecvRing {
             None => WcStatus::SUCCESS,
         };
         if self.kind == RecvKind::Srq {
-            // libmlx5 v44 mlx5_free_srq_wqe: link behind the sentinel, then
-            // this WQE is the sentinel.
-            let slot = slot as u16;
-            self.set_next(self.tail.load(Ordering::Relaxed), slot);
-            self.tail.store(slot, Ordering::Release);
+            self.free_srq_wqe(slot as u16);
         }
         // One writer (the poller): a plain store, no locked add.
         let done = self.done.load(Ordering::Relaxed);
         self.done.store(done.wrapping_add(1), Ordering::Release);
         (wr_id, status)
+    }
+
+    /// libmlx5 v44 `mlx5_free_srq_wqe`: link `slot` behind the sentinel,
+    /// then it is the sentinel.
+    #[inline(always)]
+    fn free_srq_wqe(&self, slot: u16) {
+        self.set_next(self.tail.load(Ordering::Relaxed), slot);
+        self.tail.store(slot, Ordering::Release);
+    }
+
+    /// The poller's side of an ODP page fault on an SRQ receive (RESP_ERR,
+    /// REMOTE_ABORTED, vendor syndrome 0x93: the NIC dropped the WQE): the
+    /// WR the WQE held, read back before the WQE is freed, so that it can
+    /// be posted again (libmlx5 `mlx5_complete_odp_fault`/`srq_repost`).
+    /// Not counted as done. `None` for an RQ (libmlx5 reposts only on an
+    /// SRQ; an RQ's fault is reported as the error it is).
+    #[cold]
+    pub(crate) fn fault(&self, counter: u16) -> Option<Repost> {
+        if self.kind != RecvKind::Srq {
+            return None;
+        }
+        let slot = counter as u32 & self.mask;
+        let wr_id = self.wr_ids.get(slot as usize)?.load(Ordering::Relaxed);
+        // SAFETY: segment 0 of a posted slot, inside the ring; the NIC
+        // dropped the WQE, so nothing writes it until it is freed below.
+        let s = unsafe {
+            self.shape()
+                .seg_ptr(slot, 0)
+                .cast::<[u8; 16]>()
+                .read_volatile()
+        };
+        let rp = Repost {
+            wr_id,
+            len: u32::from_be_bytes([s[0], s[1], s[2], s[3]]),
+            lkey: u32::from_be_bytes([s[4], s[5], s[6], s[7]]),
+            addr: u64::from_be_bytes([s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15]]),
+        };
+        self.free_srq_wqe(slot as u16);
+        Some(rp)
     }
 
     /// Copies a scattered payload into the data segments of `slot`, in

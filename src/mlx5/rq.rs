@@ -20,6 +20,9 @@ use crate::sys::mlx5dv_qp;
 
 /// Largest RQ stride libmlx5 creates (32 scatter entries).
 const MAX_STRIDE: u32 = 512;
+/// Most RQ slots: as the SQ, half the 16-bit posted count, so a full ring
+/// never reads as an empty one.
+pub const MAX_WQE_CNT: u32 = 1 << 15;
 
 /// A directly posted RQ; its completions come through a
 /// [`DirectCq`](super::cq::DirectCq) it is attached to.
@@ -47,8 +50,18 @@ pub fn check_rq_layout(qp: &mlx5dv_qp) -> Result<(), DirectError> {
             fix: "post its receives through the SRQ",
         });
     }
-    if !n.is_power_of_two() || n > 1 << 16 {
-        return Err(layout("rq.wqe_cnt", n as u64, "a power of two <= 65536"));
+    if !n.is_power_of_two() {
+        return Err(layout("rq.wqe_cnt", n as u64, "a power of two"));
+    }
+    if n > MAX_WQE_CNT {
+        // The record holds the posted count in 16 bits: 65536 posted
+        // receives read as none, so a full RQ of that size looks empty.
+        return Err(DirectError::Layout {
+            what: "rq.wqe_cnt",
+            value: n as u64,
+            expected: "<= 32768 (the receive doorbell record counts in 16 bits)",
+            fix: "lower --rx-depth to 32768 or less, or use --post wr-api",
+        });
     }
     let s = qp.rq.stride;
     if !s.is_power_of_two() || (s as usize) < DATA_SEG || s > MAX_STRIDE {
@@ -161,5 +174,35 @@ impl RecvQueue for DirectRq {
             self.doorbell();
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dv(wqe_cnt: u32, buf: &mut [u64; 4]) -> mlx5dv_qp {
+        let mut qp = mlx5dv_qp {
+            dbrec: buf.as_mut_ptr().cast(),
+            ..Default::default()
+        };
+        qp.rq.buf = buf.as_mut_ptr().cast();
+        qp.rq.wqe_cnt = wqe_cnt;
+        qp.rq.stride = 16;
+        qp
+    }
+
+    /// 65536 slots: the 16-bit record would read a full RQ as empty, so
+    /// it is refused with the flag to lower; 32768 is accepted.
+    #[test]
+    fn an_rq_of_65536_slots_is_refused_with_the_fix() {
+        let mut buf = [0u64; 4];
+        let e = check_rq_layout(&dv(1 << 16, &mut buf))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rq.wqe_cnt = 0x10000"), "{e}");
+        assert!(e.contains("16 bits") && e.contains("--rx-depth"), "{e}");
+        assert!(check_rq_layout(&dv(1 << 15, &mut buf)).is_ok());
+        assert!(check_rq_layout(&dv(3, &mut buf)).is_err());
     }
 }

@@ -12,7 +12,7 @@
 //! never used here). Memory ordering as the RQ: WQE stores, store barrier,
 //! record.
 
-use core::cell::UnsafeCell;
+use core::cell::Cell;
 use core::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -28,10 +28,13 @@ use crate::sys::mlx5dv_srq;
 pub struct DirectSrq {
     ring: Arc<RecvRing>,
     dbrec: NonNull<u32>,
-    /// Next free WQE.
-    head: u16,
+    /// Next free WQE. The producer state is in `Cell`s so that posting
+    /// takes `&self`: the ports of a shared SRQ ([`SrqPort`]) each post
+    /// through a shared reference, never a `&mut` that another port's post
+    /// could alias.
+    head: Cell<u16>,
     /// WQEs posted (16 bits, as the record holds them).
-    counter: u16,
+    counter: Cell<u16>,
     srqn: u32,
     _keepalive: KeepAlive,
 }
@@ -111,8 +114,8 @@ impl DirectSrq {
         Ok(Self {
             ring: Arc::new(ring),
             dbrec,
-            head: 0,
-            counter: 0,
+            head: Cell::new(0),
+            counter: Cell::new(0),
             srqn,
             _keepalive: keepalive,
         })
@@ -128,18 +131,21 @@ impl DirectSrq {
     }
     /// WQEs posted so far (16 bits).
     pub fn posted(&self) -> u16 {
-        self.counter
+        self.counter.get()
     }
 
+    /// Writes one WR into the WQE at `head` and moves `head` along its link
+    /// (no doorbell). Runs no caller code between reading and moving
+    /// `head`.
     #[inline(always)]
-    fn take(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
-        if self.head == self.ring.tail() {
+    fn take(&self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
+        let slot = self.head.get();
+        if slot == self.ring.tail() {
             return Err(PostError::QueueFull);
         }
-        let slot = self.head;
         self.ring.shape().write(slot as u32, wr_id, addr, lkey, len);
-        self.head = self.ring.next_of(slot);
-        self.counter = self.counter.wrapping_add(1);
+        self.head.set(self.ring.next_of(slot));
+        self.counter.set(self.counter.get().wrapping_add(1));
         Ok(())
     }
 
@@ -147,21 +153,52 @@ impl DirectSrq {
     fn doorbell(&self) {
         // SAFETY: this queue's record, valid and aligned (constructor
         // contract).
-        unsafe { ring_record(self.dbrec, self.counter as u32) };
+        unsafe { ring_record(self.dbrec, self.counter.get() as u32) };
+    }
+
+    /// Posts one receive and rings the record.
+    #[inline(always)]
+    fn post_one(&self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
+        self.take(wr_id, addr, lkey, len)?;
+        self.doorbell();
+        Ok(())
+    }
+
+    /// Posts `n` receives, one record store for the list; a full SRQ ends
+    /// it early (the WRs before are posted and rung, as libmlx5 reports
+    /// ENOMEM for the first WR that did not fit). `addr(k)` runs before
+    /// each WQE is taken, never while one is half written.
+    #[inline(always)]
+    fn post_list(
+        &self,
+        n: usize,
+        wr_id: u64,
+        lkey: u32,
+        len: u32,
+        addr: impl Fn(usize) -> u64,
+    ) -> Result<(), PostError> {
+        let mut res = Ok(());
+        let start = self.counter.get();
+        for k in 0..n {
+            let a = addr(k);
+            res = self.take(wr_id, a, lkey, len);
+            if res.is_err() {
+                break;
+            }
+        }
+        if self.counter.get() != start {
+            self.doorbell();
+        }
+        res
     }
 }
 
 impl RecvQueue for DirectSrq {
     #[inline]
     fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
-        self.take(wr_id, addr, lkey, len)?;
-        self.doorbell();
-        Ok(())
+        self.post_one(wr_id, addr, lkey, len)
     }
 
-    /// One doorbell record store for the list; a full SRQ ends it early
-    /// (the WRs before are posted and rung, as libmlx5 reports ENOMEM for
-    /// the first WR that did not fit).
     #[inline]
     fn post_recv_list(
         &mut self,
@@ -171,42 +208,29 @@ impl RecvQueue for DirectSrq {
         len: u32,
         addr: impl Fn(usize) -> u64,
     ) -> Result<(), PostError> {
-        let mut res = Ok(());
-        let start = self.counter;
-        for k in 0..n {
-            res = self.take(wr_id, addr(k), lkey, len);
-            if res.is_err() {
-                break;
-            }
-        }
-        if self.counter != start {
-            self.doorbell();
-        }
-        res
+        self.post_list(n, wr_id, lkey, len, addr)
     }
 }
+
 /// One QP's handle on an SRQ that several QPs post to ([`DirectSrq::share`]):
 /// the receive loops keep one receive queue per QP and post to the one
 /// whose message completed, as they do with verbs' per-QP SRQ posters.
 /// All ports of one SRQ live on one thread (`Rc`: neither `Send` nor
-/// `Sync`), and a post never calls back into another port.
+/// `Sync`); each posts through `&DirectSrq` (its producer state is in
+/// `Cell`s), so a port holds no `&mut` that a post through another port,
+/// even one made from inside a post list's address closure, could alias.
 pub struct SrqPort {
-    srq: Rc<UnsafeCell<DirectSrq>>,
-    /// The SRQ's ring record, held apart so that reading it never borrows
-    /// the SRQ a post may be borrowing mutably.
-    ring: Arc<RecvRing>,
+    srq: Rc<DirectSrq>,
 }
 
 impl DirectSrq {
     /// `n` ports on this SRQ (one per QP); the SRQ lives until the last
     /// port is dropped.
     pub fn share(self, n: usize) -> Vec<SrqPort> {
-        let ring = Arc::clone(&self.ring);
-        let srq = Rc::new(UnsafeCell::new(self));
+        let srq = Rc::new(self);
         (0..n)
             .map(|_| SrqPort {
                 srq: Rc::clone(&srq),
-                ring: Arc::clone(&ring),
             })
             .collect()
     }
@@ -215,23 +239,18 @@ impl DirectSrq {
 impl SrqPort {
     /// The ring record the CQ poller completes this SRQ's WQEs from.
     pub fn ring(&self) -> &Arc<RecvRing> {
-        &self.ring
+        &self.srq.ring
     }
-
-    #[inline(always)]
-    fn with<T>(&mut self, f: impl FnOnce(&mut DirectSrq) -> T) -> T {
-        // SAFETY: the only reference into the SRQ while `f` runs: nothing
-        // outside this function ever borrows it (`ring` is held apart), all
-        // ports are on this thread (Rc is neither Send nor Sync), and `f`,
-        // a post of this module, does not reach another port.
-        f(unsafe { &mut *self.srq.get() })
+    /// WQEs posted to the SRQ so far, through any port (16 bits).
+    pub fn posted(&self) -> u16 {
+        self.srq.posted()
     }
 }
 
 impl RecvQueue for SrqPort {
     #[inline(always)]
     fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
-        self.with(|s| s.post_recv(wr_id, addr, lkey, len))
+        self.srq.post_one(wr_id, addr, lkey, len)
     }
 
     #[inline(always)]
@@ -243,6 +262,6 @@ impl RecvQueue for SrqPort {
         len: u32,
         addr: impl Fn(usize) -> u64,
     ) -> Result<(), PostError> {
-        self.with(|s| s.post_recv_list(n, wr_id, lkey, len, addr))
+        self.srq.post_list(n, wr_id, lkey, len, addr)
     }
 }

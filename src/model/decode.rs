@@ -23,6 +23,7 @@ pub(crate) mod synd {
     pub const REMOTE_ACCESS: u8 = 0x13;
     pub const REMOTE_OP: u8 = 0x14;
     pub const RNR_RETRY_EXC: u8 = 0x16;
+    pub const REMOTE_ABORTED: u8 = 0x22;
 }
 
 /// Vendor syndromes that accompany them. Not publicly documented; the values
@@ -41,6 +42,9 @@ pub(crate) mod vendor {
     pub const REM_INV: u8 = 0x8a;
     /// WR_FLUSH after the QP entered the error state (nvme-cli #3268: 0x5/0xf9).
     pub const FLUSH: u8 = 0xf9;
+    /// REMOTE_ABORTED on a responder's ODP page fault (rdma-core
+    /// `MLX5_CQE_VENDOR_SYNDROME_ODP_PFAULT`).
+    pub const ODP_PAGE_FAULT: u8 = 0x93;
     /// No public value known.
     pub const UNKNOWN: u8 = 0x00;
 }

@@ -633,6 +633,14 @@ impl Model {
         lock(&self.shared.nic).drop_wqes = n;
     }
 
+    /// Fault injection: the next `n` receives taken from the SRQ
+    /// (`ModelConfig::recv` with `srq`) hit an ODP page fault: the NIC
+    /// drops the WQE with a RESP_ERR CQE (REMOTE_ABORTED, vendor syndrome
+    /// 0x93) and RNR-NAKs the sender, which retries the message.
+    pub fn fault_next_srq_receives(&self, n: u32) {
+        lock(&self.shared.nic).odp_faults = n;
+    }
+
     /// Moves QP `q` through RESET back to RTS: the NIC forgets its ring
     /// position and error state, the SQ doorbell record reads 0. Build its
     /// SQ again with [`extra_sq`](Self::extra_sq) and

@@ -132,6 +132,9 @@ pub(crate) struct Nic {
     /// Fault injection: this many WQEs are consumed and completed without
     /// being executed (a NIC that loses them), for tests that must fail.
     pub(crate) drop_wqes: u32,
+    /// Fault injection: this many SRQ receives hit an ODP page fault (the
+    /// WQE dropped with a RESP_ERR CQE, the sender RNR-NAKed).
+    pub(crate) odp_faults: u32,
     /// The peers' real receive rings (`ModelConfig::recv`).
     pub(crate) recv: Vec<super::recv::RecvHw>,
     /// Responder CQEs of the WQE being executed, written before its own.
@@ -152,6 +155,7 @@ impl Nic {
             violations: Vec::new(),
             stats: NicStats::default(),
             drop_wqes: 0,
+            odp_faults: 0,
             recv: Vec::new(),
             resp_cqes: Vec::new(),
             armed: None,
@@ -458,6 +462,13 @@ impl Nic {
             self.count(q, |s| s.rnr_naks += 1);
             self.qps[q].rnr_fails += 1;
             if cfg.rnr_retry >= 7 || self.qps[q].rnr_fails <= cfg.rnr_retry as u32 {
+                // The receiver's CQEs of this attempt (an ODP fault) are
+                // written now, not with the retry.
+                for r in std::mem::take(&mut self.resp_cqes) {
+                    if !self.write_cqe(mem, cfg, q, &r) {
+                        break;
+                    }
+                }
                 return Attempt::Blocked;
             }
         }

@@ -186,9 +186,22 @@ impl Nic {
         let Some(idx) = self.recv[r].take(spec) else {
             return self.no_receive(q, rnr_is_error);
         };
+        let qpn = spec.qpn + q as u32;
+        if spec.srq && self.odp_faults > 0 {
+            // An ODP page fault on the receive buffer: the NIC drops the
+            // SRQ WQE it took, says so in a RESP_ERR CQE, and answers the
+            // sender with an RNR NAK (it retries the message).
+            self.odp_faults -= 1;
+            self.resp_cqes.push(CqeOut::RespErr {
+                qpn,
+                counter: idx,
+                syndrome: synd::REMOTE_ABORTED,
+                vendor: vendor::ODP_PAGE_FAULT,
+            });
+            return self.no_receive(q, rnr_is_error);
+        }
         let w = self.recv[r].wqe(spec, idx as u32);
         let ud = matches!(cfg.transport, ModelTransport::Ud { .. });
-        let qpn = spec.qpn + q as u32;
         let send = opcode != op::RDMA_WRITE_IMM;
         let mut payload = Vec::with_capacity(data.len() + GRH_BYTES);
         if ud && spec.grh {

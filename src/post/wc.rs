@@ -110,7 +110,8 @@ pub struct Completion {
     pub imm: u32,
     /// UD receives: the sending QP's number (`ibv_wc.src_qp`).
     pub src_qp: u32,
-    /// `ibv_wc.wc_flags` bits of a receive ([`WC_GRH`], [`WC_WITH_IMM`]).
+    /// `ibv_wc.wc_flags` bits of a receive ([`WC_GRH`], [`WC_WITH_IMM`],
+    /// [`WC_WITH_INV`]).
     pub wc_flags: u32,
 }
 
@@ -118,3 +119,6 @@ pub struct Completion {
 pub const WC_GRH: u32 = 1 << 0;
 /// `IBV_WC_WITH_IMM`: `imm` is valid.
 pub const WC_WITH_IMM: u32 = 1 << 1;
+/// `IBV_WC_WITH_INV`: a SEND with invalidate (the rkey it names was
+/// invalidated at the receiver).
+pub const WC_WITH_INV: u32 = 1 << 3;

@@ -47,12 +47,14 @@ pub struct DuplexOutcome {
 }
 
 /// Everything the loop works on, borrowed from the caller.
-pub struct DuplexLoop<'a, S, R, C, F> {
+/// `C` is the send CQ's poller, `D` the receive CQ's (the direct receive
+/// CQ also reposts ODP-faulted SRQ receives, so it may be another type).
+pub struct DuplexLoop<'a, S, R, C, D, F> {
     pub cfg: DuplexConfig,
     pub sqs: &'a mut [S],
     pub rqs: &'a mut [R],
     pub scq: &'a mut C,
-    pub rcq: &'a mut C,
+    pub rcq: &'a mut D,
     pub targets: &'a [QpTarget],
     pub bufs: &'a [RecvBuf],
     pub counts: &'a mut [QpCount],
@@ -94,7 +96,9 @@ struct Pace {
 /// The loop must stop; why is already in the outcome (`tx.error`, `rx_error`).
 struct Ended;
 
-impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> DuplexLoop<'_, S, R, C, F> {
+impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn() -> u64>
+    DuplexLoop<'_, S, R, C, D, F>
+{
     /// Run until every message was sent and received (or the duration's
     /// end), an error, a stall, or a stop request. One pass: the window's
     /// phase, every QP's TX window filled, the receive CQ drained (each

@@ -382,21 +382,21 @@ struct RxSide<'a> {
 }
 
 /// One side's queues for the duplex SEND loop, of one method.
-struct Queues<'a, S, R, C> {
+struct Queues<'a, S, R, C, D> {
     sqs: &'a mut [S],
     rqs: &'a mut [R],
     scq: &'a mut C,
-    rcq: &'a mut C,
+    rcq: &'a mut D,
 }
 
 /// One size of the duplex SEND loop, monomorphised per post method; the row
 /// is computed with perftest's sender formula from this side's sends
 /// (duration: sends + receives in the window).
-fn send_loop<S: SendQueue, R: RecvQueue, C: CompletionQueue>(
+fn send_loop<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue>(
     p: &Params,
     r: &Ready,
     rx: RxSide<'_>,
-    q: Queues<'_, S, R, C>,
+    q: Queues<'_, S, R, C, D>,
     size: u64,
 ) -> Result<(stats::BwResult, Option<String>), Fail> {
     let res = &r.res;

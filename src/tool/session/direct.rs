@@ -19,6 +19,7 @@ use super::bw_result::SizeRun;
 use crate::cli::params::Params;
 use crate::clock::Clock;
 use crate::mlx5::device::{cq_from_ibv_cq, sq_from_ibv_qp, srq_from_ibv_srq, ud_av_from_ibv_ah};
+use crate::mlx5::recv_cq::RecvCq;
 use crate::mlx5::{DirectCq, DirectSq, HwMmio, Mmio, Transport};
 use crate::post::event_cq::{Arm, EventCq};
 use crate::post::CompletionQueue;
@@ -175,8 +176,9 @@ fn open_sq(res: &Resources, i: usize, transport: Transport) -> Result<DirectSq<H
 /// poller on the receive CQ with every QP's receive ring attached.
 pub struct DirectRx<'r> {
     pub rqs: Vec<DirectRecv<'r>>,
-    /// Behind `-e`'s events, as [`DirectQueues::cq`].
-    pub cq: EventCq<DirectCq>,
+    /// Behind `-e`'s events, as [`DirectQueues::cq`]; with an SRQ it posts
+    /// receives the NIC dropped on an ODP page fault again (`RecvCq`).
+    pub cq: EventCq<RecvCq>,
 }
 
 /// The direct receive side of `res`'s direct QPs (SEND tests: the receive
@@ -196,12 +198,14 @@ pub fn open_recv(res: &Resources, events: bool) -> Result<DirectRx<'_>, Fail> {
              please report this, and use --post wr-api",
         ));
     }
-    let rqs = match &res.srq {
-        None => res
-            .direct_qps
-            .iter()
-            .map(|h| h.direct_rq())
-            .collect::<Result<Vec<_>, _>>()?,
+    let (rqs, repost) = match &res.srq {
+        None => (
+            res.direct_qps
+                .iter()
+                .map(|h| h.direct_rq())
+                .collect::<Result<Vec<_>, _>>()?,
+            None,
+        ),
         Some(srq) => {
             if res.direct_qps.iter().any(|h| h.rq_claimed()) {
                 return Err(Fail::new(
@@ -214,11 +218,16 @@ pub fn open_recv(res: &Resources, events: bool) -> Result<DirectRx<'_>, Fail> {
             // rdmaperf posts to a direct test's SRQ only through these ports.
             let direct =
                 unsafe { srq_from_ibv_srq(srq.raw()) }.map_err(|e| Fail::new(e.to_string()))?;
-            res.direct_qps
+            // One port per QP, and one for the CQ's ODP reposts.
+            let mut ports = direct.share(res.direct_qps.len() + 1);
+            let repost = ports.pop();
+            let rqs = res
+                .direct_qps
                 .iter()
-                .zip(direct.share(res.direct_qps.len()))
+                .zip(ports)
                 .map(|(h, port)| h.on_srq(port))
-                .collect::<Result<Vec<_>, _>>()?
+                .collect::<Result<Vec<_>, _>>()?;
+            (rqs, repost)
         }
     };
     // SAFETY: res.rcq is live while the borrow of `res` in the RQs is; it
@@ -230,7 +239,7 @@ pub fn open_recv(res: &Resources, events: bool) -> Result<DirectRx<'_>, Fail> {
         let (qpn, ring) = rq.binding();
         cq.attach_recv(qpn, ring);
     }
-    let cq = EventCq::new(cq, &res.rcq, events).map_err(Fail::verbs)?;
+    let cq = EventCq::new(RecvCq::new(cq, repost), &res.rcq, events).map_err(Fail::verbs)?;
     Ok(DirectRx { rqs, cq })
 }
 
@@ -246,6 +255,17 @@ impl Arm for DirectCq {
 
     fn event_delivered(&mut self) {
         self.event_consumed();
+    }
+}
+
+/// `-e` on the receive CQ: arms its direct poller.
+impl Arm for RecvCq {
+    fn arm(&mut self, cq: &Cq) -> Result<(), VerbsError> {
+        Arm::arm(self.direct(), cq)
+    }
+
+    fn event_delivered(&mut self) {
+        self.direct().event_consumed();
     }
 }
 
