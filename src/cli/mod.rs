@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod conn_rules;
+pub mod defaults;
 pub mod flags;
 pub mod help;
 pub mod kinds;
@@ -11,6 +12,8 @@ pub mod mcast_rules;
 pub mod mem_opts;
 pub mod params;
 pub mod rate;
+pub mod rules;
+pub mod values;
 
 use args::{Cli, Command};
 use clap::FromArgMatches;

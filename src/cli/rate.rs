@@ -139,60 +139,11 @@ pub fn rate_of(
     threads: u32,
     notices: &mut Vec<String>,
 ) -> Result<Option<RateLimit>, String> {
-    let value = match a.rate_limit.as_deref() {
-        None => None,
-        Some(t) => match t.trim().parse::<f64>() {
-            Ok(v) if v > 0.0 && v.is_finite() => Some(v),
-            _ => {
-                return Err(format!(
-                    "--rate_limit={t}: the rate must be a number above 0, in --rate_units \
-                     (default g: Gb/s), e.g. --rate_limit=2.5"
-                ))
-            }
-        },
-    };
-    let units = match a.rate_units.as_deref() {
-        None | Some("g") => RateUnits::Gbps,
-        Some("M") => RateUnits::MiBps,
-        Some("p") => RateUnits::Pps,
-        Some(o) => {
-            return Err(format!(
-                "--rate_units={o}: use M (MiB/s), g (Gb/s) or p (messages/s)"
-            ))
-        }
-    };
-    let kind = match a.rate_limit_type.as_deref() {
-        None => None,
-        Some("SW") => Some(Some(RateKind::Sw)),
-        Some("HW") => Some(Some(RateKind::Hw)),
-        Some("PP") => Some(None),
-        Some(o) => {
-            return Err(format!(
-                "--rate_limit_type={o}: use SW, HW or PP (perftest's spellings, upper case)"
-            ))
-        }
-    };
+    let value = value_of(a)?;
+    let units = units_of(a)?;
+    let kind = kind_of(a)?;
     let Some(value) = value else {
-        if a.burst_size.is_some_and(|b| b > 0) {
-            return Err(
-                "--burst_size: can't enable burst mode when the rate limiter is off \
-                        (perftest's rule); add --rate_limit=<rate>"
-                    .into(),
-            );
-        }
-        if let Some(t) = a.rate_limit_type.as_deref() {
-            return Err(format!(
-                "--rate_limit_type={t} needs a rate: add --rate_limit=<rate> (in --rate_units, \
-                 default Gb/s)"
-            ));
-        }
-        if a.rate_units.is_some() {
-            return Err(
-                "--rate_units sets the units of --rate_limit; add --rate_limit=<rate> or drop it"
-                    .into(),
-            );
-        }
-        return Ok(None);
+        return unlimited(a).map(|()| None);
     };
     let kind_given = kind.is_some();
     let Some(kind) = kind.unwrap_or(Some(RateKind::Hw)) else {
@@ -203,6 +154,100 @@ pub fn rate_of(
                 .into(),
         );
     };
+    paced_test(a, tool)?;
+    let sw_refusal = sw_refusal(a, tool, threads);
+    let burst = match a.burst_size {
+        Some(b) if b > 0 => b,
+        _ => {
+            if kind == RateKind::Sw {
+                notices.push(format!("Setting burst size to tx depth = {tx_depth}"));
+            }
+            tx_depth
+        }
+    };
+    let hw_rate = match kind {
+        RateKind::Sw => match sw_refusal {
+            Some(why) => return Err(format!("--rate_limit_type=SW: {why}")),
+            None => 0,
+        },
+        RateKind::Hw => hw_rate(a, units, kind_given)?,
+    };
+    Ok(Some(RateLimit {
+        value,
+        units,
+        kind,
+        kind_given,
+        burst,
+        hw_rate,
+        sw_refusal,
+    }))
+}
+
+/// `--rate_limit`'s number.
+fn value_of(a: &PerfArgs) -> Result<Option<f64>, String> {
+    match a.rate_limit.as_deref() {
+        None => Ok(None),
+        Some(t) => match t.trim().parse::<f64>() {
+            Ok(v) if v > 0.0 && v.is_finite() => Ok(Some(v)),
+            _ => Err(format!(
+                "--rate_limit={t}: the rate must be a number above 0, in --rate_units \
+                 (default g: Gb/s), e.g. --rate_limit=2.5"
+            )),
+        },
+    }
+}
+
+/// `--rate_units` (default g).
+fn units_of(a: &PerfArgs) -> Result<RateUnits, String> {
+    match a.rate_units.as_deref() {
+        None | Some("g") => Ok(RateUnits::Gbps),
+        Some("M") => Ok(RateUnits::MiBps),
+        Some("p") => Ok(RateUnits::Pps),
+        Some(o) => Err(format!(
+            "--rate_units={o}: use M (MiB/s), g (Gb/s) or p (messages/s)"
+        )),
+    }
+}
+
+/// `--rate_limit_type`: None when not given, Some(None) for PP.
+fn kind_of(a: &PerfArgs) -> Result<Option<Option<RateKind>>, String> {
+    match a.rate_limit_type.as_deref() {
+        None => Ok(None),
+        Some("SW") => Ok(Some(Some(RateKind::Sw))),
+        Some("HW") => Ok(Some(Some(RateKind::Hw))),
+        Some("PP") => Ok(Some(None)),
+        Some(o) => Err(format!(
+            "--rate_limit_type={o}: use SW, HW or PP (perftest's spellings, upper case)"
+        )),
+    }
+}
+
+/// Without `--rate_limit`, the flags that only shape a limit are refused.
+fn unlimited(a: &PerfArgs) -> Result<(), String> {
+    if a.burst_size.is_some_and(|b| b > 0) {
+        return Err(
+            "--burst_size: can't enable burst mode when the rate limiter is off \
+                    (perftest's rule); add --rate_limit=<rate>"
+                .into(),
+        );
+    }
+    if let Some(t) = a.rate_limit_type.as_deref() {
+        return Err(format!(
+            "--rate_limit_type={t} needs a rate: add --rate_limit=<rate> (in --rate_units, \
+             default Gb/s)"
+        ));
+    }
+    if a.rate_units.is_some() {
+        return Err(
+            "--rate_units sets the units of --rate_limit; add --rate_limit=<rate> or drop it"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The tests the limiter paces: bw tests, not `--run_infinitely`.
+fn paced_test(a: &PerfArgs, tool: Tool) -> Result<(), String> {
     if !tool.is_bw() {
         return Err(format!(
             "--rate_limit: the rate limiter paces the bw tests (perftest lists it for them \
@@ -218,7 +263,12 @@ pub fn rate_of(
                 .into(),
         );
     }
-    let sw_refusal = if tool.verb == Verb::Atomic {
+    Ok(())
+}
+
+/// Why the SW limiter cannot pace this test, if it cannot.
+fn sw_refusal(a: &PerfArgs, tool: Tool, threads: u32) -> Option<&'static str> {
+    if tool.verb == Verb::Atomic {
         Some(
             "the SW rate limiter can't pace atomic tests (perftest's rule); drop --rate_limit \
              or use write-bw/read-bw",
@@ -240,74 +290,50 @@ pub fn rate_of(
         )
     } else {
         None
-    };
-    let burst = match a.burst_size {
-        Some(b) if b > 0 => b,
-        _ => {
-            if kind == RateKind::Sw {
-                notices.push(format!("Setting burst size to tx depth = {tx_depth}"));
-            }
-            tx_depth
-        }
-    };
-    let mut hw_rate = 0;
-    match kind {
-        RateKind::Sw => {
-            if let Some(why) = sw_refusal {
-                return Err(format!("--rate_limit_type=SW: {why}"));
-            }
-        }
-        RateKind::Hw => {
-            if a.rdma_cm {
-                return Err(
-                    "--rate_limit with -R: the HW rate limit isn't supported with rdma_cm \
-                     (perftest's rule); drop -R, or add --rate_limit_type=SW"
-                        .into(),
-                );
-            }
-            if kind_given
-                && a.connection
-                    .as_deref()
-                    .is_some_and(|c| c.eq_ignore_ascii_case("UD"))
-            {
-                return Err(
-                    "--rate_limit_type=HW with -c UD: a UD QP has no address vector to hold a \
-                     static rate (perftest's read-back check fails there too); use \
-                     --rate_limit_type=SW"
-                        .into(),
-                );
-            }
-            if units == RateUnits::Pps {
-                return Err(
-                    "--rate_units=p: messages/s can't be a HW rate limit (perftest's rule); use \
-                     --rate_units=g, or --rate_limit_type=SW"
-                        .into(),
-                );
-            }
-            let text = a.rate_limit.as_deref().unwrap_or("").trim();
-            hw_rate = match HW_RATES.iter().find(|r| r.0 == text) {
-                Some(r) => r.1,
-                None => {
-                    let list: Vec<&str> = HW_RATES.iter().map(|r| r.0).collect();
-                    return Err(format!(
-                        "--rate_limit={text}: a HW rate limit is one of the InfiniBand rates \
-                         (Gb/s, spelled as perftest lists them): {}; or add \
-                         --rate_limit_type=SW for any rate",
-                        list.join(", ")
-                    ));
-                }
-            };
+    }
+}
+
+/// The HW limit's `ibv_rate`, where a static rate can hold it.
+fn hw_rate(a: &PerfArgs, units: RateUnits, kind_given: bool) -> Result<u8, String> {
+    if a.rdma_cm {
+        return Err(
+            "--rate_limit with -R: the HW rate limit isn't supported with rdma_cm \
+             (perftest's rule); drop -R, or add --rate_limit_type=SW"
+                .into(),
+        );
+    }
+    if kind_given
+        && a.connection
+            .as_deref()
+            .is_some_and(|c| c.eq_ignore_ascii_case("UD"))
+    {
+        return Err(
+            "--rate_limit_type=HW with -c UD: a UD QP has no address vector to hold a \
+             static rate (perftest's read-back check fails there too); use \
+             --rate_limit_type=SW"
+                .into(),
+        );
+    }
+    if units == RateUnits::Pps {
+        return Err(
+            "--rate_units=p: messages/s can't be a HW rate limit (perftest's rule); use \
+             --rate_units=g, or --rate_limit_type=SW"
+                .into(),
+        );
+    }
+    let text = a.rate_limit.as_deref().unwrap_or("").trim();
+    match HW_RATES.iter().find(|r| r.0 == text) {
+        Some(r) => Ok(r.1),
+        None => {
+            let list: Vec<&str> = HW_RATES.iter().map(|r| r.0).collect();
+            Err(format!(
+                "--rate_limit={text}: a HW rate limit is one of the InfiniBand rates \
+                 (Gb/s, spelled as perftest lists them): {}; or add \
+                 --rate_limit_type=SW for any rate",
+                list.join(", ")
+            ))
         }
     }
-    Ok(Some(RateLimit {
-        value,
-        units,
-        kind,
-        kind_given,
-        burst,
-        hw_rate,
-        sw_refusal,
-    }))
 }
 
 #[cfg(test)]

@@ -531,6 +531,29 @@ fn member(p: &Params, plan: &Plan, ranks: &[RankInfo], me: usize, b: Bounds, tmp
     }
 }
 
+/// Who no longer takes part: `skip` is sent with each go (not paired:
+/// gone, or failed at set-up), `gone` stopped answering.
+struct Roster {
+    skip: Vec<usize>,
+    gone: Vec<usize>,
+}
+
+impl Roster {
+    /// The ranks besides rank 0 still answering.
+    fn live(&self, n: usize) -> Vec<usize> {
+        (1..n).filter(|r| !self.gone.contains(r)).collect()
+    }
+    /// Rank `r` stopped answering: later steps skip it.
+    fn lose(&mut self, r: usize) {
+        if !self.skip.contains(&r) {
+            self.skip.push(r);
+        }
+        self.gone.push(r);
+    }
+}
+
+/// Rank 0: the banner, then each step (go, run and gather, one row per
+/// pair), then the summary and the last word to the others.
 fn root(
     o: &FabricOpts,
     p: &Params,
@@ -540,12 +563,53 @@ fn root(
     b: Bounds,
     tmp: &Path,
 ) -> Exit {
-    let recs = su.recs;
     let n = ranks.len();
     let steps = plan.steps();
-    let lat = p.tool.kind == Kind::Lat;
-    let mut skip: Vec<usize> = Vec::new();
+    let mut roster = Roster {
+        skip: banner(p, plan, ranks, &su),
+        gone: Vec::new(),
+    };
     let mut stopped: Option<String> = None;
+    let json = json_stream(o, p, plan, ranks, b);
+    let bw_units = if p.report_gbits { "Gb/sec" } else { "MB/sec" };
+    let mut report = Report::new(ranks, p.tool.kind == Kind::Lat, bw_units, steps, json);
+    print!("{}", report.header());
+    for step in 0..steps {
+        if stop::requested() {
+            stopped = Some(format!("interrupted by signal {}", stop::signal()));
+            break;
+        }
+        let go = Go {
+            step,
+            end: false,
+            skip: roster.skip.clone(),
+        };
+        for r in roster.live(n) {
+            if !send_json(r, TAG_GO, &go, b.step) {
+                roster.skip.push(r);
+                roster.gone.push(r);
+            }
+        }
+        let mine = if roster.skip.contains(&0) {
+            Vec::new()
+        } else {
+            plan.roles(step, 0)
+                .into_iter()
+                .filter(|r| !roster.skip.contains(&r.peer()))
+                .collect()
+        };
+        let (units, got) = gather(step, p, ranks, mine, b, tmp, &mut roster);
+        let rows = rows_of(step, plan, &got, &roster.skip, ranks);
+        print!("{}", report.step(step, rows, units.as_deref()));
+    }
+    close(o, plan, ranks, report, stopped, &roster.gone, b)
+}
+
+/// The run's banner and each rank's set-up line; the ranks that failed at
+/// set-up (skipped from the start).
+fn banner(p: &Params, plan: &Plan, ranks: &[RankInfo], su: &SetUp) -> Vec<usize> {
+    let n = ranks.len();
+    let steps = plan.steps();
     println!(
         "rdmaperf fabric {}: pattern {}, direction {}, {}, {n} ranks, {steps} steps",
         p.tool.name(),
@@ -558,7 +622,8 @@ fn root(
         su.mpi_start.as_secs_f64(),
         (su.total - su.mpi_start).as_secs_f64()
     );
-    for (r, x) in recs.iter().enumerate() {
+    let mut skip = Vec::new();
+    for (r, x) in su.recs.iter().enumerate() {
         match &x.error {
             None => println!(
                 "  rank {r:>4}: {}  lid {} gid {}",
@@ -572,160 +637,181 @@ fn root(
             }
         }
     }
+    skip
+}
+
+/// `--out_json_file`'s stream, opened with the run's parameters (a path
+/// that cannot be created is said, and the run goes on without it).
+fn json_stream(
+    o: &FabricOpts,
+    p: &Params,
+    plan: &Plan,
+    ranks: &[RankInfo],
+    b: Bounds,
+) -> Option<JsonStream> {
     let params = serde_json::json!({
         "tool": p.tool.name(), "pattern": plan.pattern.name(), "direction": plan.direction.name(),
-        "serial": plan.serial, "ranks": n, "steps": steps, "tolerance_pct": o.tolerance_pct,
+        "serial": plan.serial, "ranks": ranks.len(), "steps": plan.steps(), "tolerance_pct": o.tolerance_pct,
         "expect": {"bw": o.expect_bw, "msgrate": o.expect_msgrate, "lat": o.expect_lat},
         "timeout_s": b.step.as_secs(), "tool_args": o.tool_args,
     });
-    let json = match &p.json_file {
-        None => None,
-        Some(f) => {
-            match JsonStream::create(f, &params, ranks) {
-                Ok(j) => Some(j),
-                Err(e) => {
-                    eprintln!("rdmaperf fabric: creating {}: {e}; check the path given to --out_json_file", f.display());
-                    None
-                }
-            }
-        }
-    };
-    let bw_units = if p.report_gbits { "Gb/sec" } else { "MB/sec" };
-    let mut report = Report::new(ranks, lat, bw_units, steps, json);
-    print!("{}", report.header());
-    // skip: not paired any more (gone, or failed at set-up); gone: not answering.
-    let mut gone: Vec<usize> = Vec::new();
-    for step in 0..steps {
-        if stop::requested() {
-            stopped = Some(format!("interrupted by signal {}", stop::signal()));
-            break;
-        }
-        let go = Go {
-            step,
-            end: false,
-            skip: skip.clone(),
-        };
-        let live: Vec<usize> = (1..n).filter(|r| !gone.contains(r)).collect();
-        for r in live {
-            if !send_json(r, TAG_GO, &go, b.step) {
-                skip.push(r);
-                gone.push(r);
-            }
-        }
-        let all = plan.pairs(step);
-        let mine = if skip.contains(&0) {
-            Vec::new()
-        } else {
-            plan.roles(step, 0)
-                .into_iter()
-                .filter(|r| !skip.contains(&r.peer()))
-                .collect()
-        };
-        // Rank 0's own pairs run in a thread of their own while this one
-        // collects the others' results and watches their beats: a rank
-        // silent for --timeout is named at once, whatever rank 0's pairs do.
-        let mut waiting: Vec<usize> = (1..n).filter(|r| !gone.contains(r)).collect();
-        let mut watch = Silence::new(&waiting, Instant::now(), b.step);
-        let mut units = None;
-        let mut got = Vec::new();
-        let own = std::thread::scope(|s| {
-            let h = s.spawn(|| run_step(0, p, ranks, step, mine, b, tmp));
-            // The bound for a rank that beats but never reports: the step's
-            // results bound from the end of rank 0's own pairs (as before).
-            let mut own_end: Option<Instant> = None;
-            loop {
-                while let Ok((from, m)) = comm::recv(None, TAG_RESULT, Instant::now(), never) {
-                    let Ok(sr) = serde_json::from_slice::<StepResults>(&m) else {
-                        continue;
-                    };
-                    if sr.step != step {
-                        continue; // a late answer of an earlier step
-                    }
-                    waiting.retain(|&r| r != from);
-                    watch.done(from);
-                    units = units.take().or(sr.units);
-                    got.extend(sr.pairs);
-                }
-                while let Ok((from, _)) = comm::recv(None, TAG_ALIVE, Instant::now(), never) {
-                    watch.heard(from, Instant::now());
-                }
-                for (r, quiet) in watch.silent(Instant::now()) {
-                    eprintln!(
-                        "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: nothing from it for {:.1} s (--timeout {} s); later steps skip it",
-                        ranks[r].label(),
-                        step + 1,
-                        quiet.as_secs_f64(),
-                        b.step.as_secs()
-                    );
-                    alive::mark_gone(r);
-                    waiting.retain(|&w| w != r);
-                    if !skip.contains(&r) {
-                        skip.push(r);
-                    }
-                    gone.push(r);
-                    // The others' pairs with it give up too (their links look).
-                    for o in (1..n).filter(|o| !gone.contains(o)) {
-                        let _ = send_json(o, TAG_GONE, &r, Duration::from_secs(1));
-                    }
-                }
-                if own_end.is_none() && h.is_finished() {
-                    own_end = Some(Instant::now());
-                }
-                match own_end {
-                    Some(_) if waiting.is_empty() => break,
-                    Some(e) if Instant::now() >= e + b.step_results() => break,
-                    _ => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
-            h.join().unwrap_or_else(|_| StepResults {
-                step,
-                units: None,
-                pairs: Vec::new(),
-            })
-        });
-        let units = own.units.clone().or(units);
-        // Rank 0's own results first, the others' after (as they arrived).
-        let got: Vec<PairResult> = own.pairs.into_iter().chain(got).collect();
-        for &r in &waiting {
+    let f = p.json_file.as_ref()?;
+    match JsonStream::create(f, &params, ranks) {
+        Ok(j) => Some(j),
+        Err(e) => {
             eprintln!(
-                "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: no results within {:?}; later steps skip it",
-                ranks[r].label(),
-                step + 1,
-                b.step_results()
+                "rdmaperf fabric: creating {}: {e}; check the path given to --out_json_file",
+                f.display()
             );
-            if !skip.contains(&r) {
-                skip.push(r);
-            }
-            gone.push(r);
+            None
         }
-        // One row per pair of the step: a client's result wins over its
-        // server's error; a pair nobody reported failed with its rank.
-        let mut rows: Vec<PairResult> = Vec::new();
-        for pair in all {
-            let of = |r: &&PairResult| r.client == pair.client && r.server == pair.server;
-            let ok = got.iter().filter(of).find(|r| r.ok.is_some());
-            let err = got.iter().filter(of).find(|r| r.ok.is_none());
-            let row = match (ok, err) {
-                (Some(r), _) => r.clone(),
-                (None, Some(r)) => r.clone(),
-                (None, None) => {
-                    let why = [pair.client, pair.server]
-                        .iter()
-                        .find(|r| skip.contains(r))
-                        .map(|&r| {
-                            format!(
-                                "rank {r} ({}) is gone or failed at set-up",
-                                ranks[r].label()
-                            )
-                        })
-                        .unwrap_or_else(|| "no result from either side".into());
-                    PairResult::failed(step, pair, why)
-                }
-            };
-            rows.push(row);
-        }
-        print!("{}", report.step(step, rows, units.as_deref()));
     }
+}
+
+/// Runs rank 0's own pairs of `step` while gathering the other ranks'
+/// results; the units and every result, rank 0's first.
+fn gather(
+    step: usize,
+    p: &Params,
+    ranks: &[RankInfo],
+    mine: Vec<Role>,
+    b: Bounds,
+    tmp: &Path,
+    roster: &mut Roster,
+) -> (Option<String>, Vec<PairResult>) {
+    let n = ranks.len();
+    // Rank 0's own pairs run in a thread of their own while this one
+    // collects the others' results and watches their beats: a rank
+    // silent for --timeout is named at once, whatever rank 0's pairs do.
+    let mut waiting: Vec<usize> = roster.live(n);
+    let mut watch = Silence::new(&waiting, Instant::now(), b.step);
+    let mut units = None;
+    let mut got = Vec::new();
+    let own = std::thread::scope(|s| {
+        let h = s.spawn(|| run_step(0, p, ranks, step, mine, b, tmp));
+        // The bound for a rank that beats but never reports: the step's
+        // results bound from the end of rank 0's own pairs (as before).
+        let mut own_end: Option<Instant> = None;
+        loop {
+            while let Ok((from, m)) = comm::recv(None, TAG_RESULT, Instant::now(), never) {
+                let Ok(sr) = serde_json::from_slice::<StepResults>(&m) else {
+                    continue;
+                };
+                if sr.step != step {
+                    continue; // a late answer of an earlier step
+                }
+                waiting.retain(|&r| r != from);
+                watch.done(from);
+                units = units.take().or(sr.units);
+                got.extend(sr.pairs);
+            }
+            while let Ok((from, _)) = comm::recv(None, TAG_ALIVE, Instant::now(), never) {
+                watch.heard(from, Instant::now());
+            }
+            for (r, quiet) in watch.silent(Instant::now()) {
+                silent(r, quiet, step, ranks, b, roster);
+                waiting.retain(|&w| w != r);
+            }
+            if own_end.is_none() && h.is_finished() {
+                own_end = Some(Instant::now());
+            }
+            match own_end {
+                Some(_) if waiting.is_empty() => break,
+                Some(e) if Instant::now() >= e + b.step_results() => break,
+                _ => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        h.join().unwrap_or_else(|_| StepResults {
+            step,
+            units: None,
+            pairs: Vec::new(),
+        })
+    });
+    for &r in &waiting {
+        eprintln!(
+            "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: no results within {:?}; later steps skip it",
+            ranks[r].label(),
+            step + 1,
+            b.step_results()
+        );
+        roster.lose(r);
+    }
+    let units = own.units.clone().or(units);
+    // Rank 0's own results first, the others' after (as they arrived).
+    (units, own.pairs.into_iter().chain(got).collect())
+}
+
+/// Rank `r` sent nothing for `--timeout`: said at once, skipped from now
+/// on, and the others' pairs with it told to give up (their links look).
+fn silent(
+    r: usize,
+    quiet: Duration,
+    step: usize,
+    ranks: &[RankInfo],
+    b: Bounds,
+    roster: &mut Roster,
+) {
+    eprintln!(
+        "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: nothing from it for {:.1} s (--timeout {} s); later steps skip it",
+        ranks[r].label(),
+        step + 1,
+        quiet.as_secs_f64(),
+        b.step.as_secs()
+    );
+    alive::mark_gone(r);
+    roster.lose(r);
+    for o in roster.live(ranks.len()) {
+        let _ = send_json(o, TAG_GONE, &r, Duration::from_secs(1));
+    }
+}
+
+/// One row per pair of the step: a client's result wins over its
+/// server's error; a pair nobody reported failed with its rank.
+fn rows_of(
+    step: usize,
+    plan: &Plan,
+    got: &[PairResult],
+    skip: &[usize],
+    ranks: &[RankInfo],
+) -> Vec<PairResult> {
+    let mut rows: Vec<PairResult> = Vec::new();
+    for pair in plan.pairs(step) {
+        let of = |r: &&PairResult| r.client == pair.client && r.server == pair.server;
+        let ok = got.iter().filter(of).find(|r| r.ok.is_some());
+        let err = got.iter().filter(of).find(|r| r.ok.is_none());
+        let row = match (ok, err) {
+            (Some(r), _) => r.clone(),
+            (None, Some(r)) => r.clone(),
+            (None, None) => {
+                let why = [pair.client, pair.server]
+                    .iter()
+                    .find(|r| skip.contains(r))
+                    .map(|&r| {
+                        format!(
+                            "rank {r} ({}) is gone or failed at set-up",
+                            ranks[r].label()
+                        )
+                    })
+                    .unwrap_or_else(|| "no result from either side".into());
+                PairResult::failed(step, pair, why)
+            }
+        };
+        rows.push(row);
+    }
+    rows
+}
+
+/// The summary, the last go (end) to the ranks still answering, and the
+/// exit: a rank gone makes the job end non-zero.
+fn close(
+    o: &FabricOpts,
+    plan: &Plan,
+    ranks: &[RankInfo],
+    report: Report,
+    mut stopped: Option<String>,
+    gone: &[usize],
+    b: Bounds,
+) -> Exit {
     if stopped.is_none() && !gone.is_empty() {
         stopped = Some(format!(
             "rank(s) stopped answering: {}",
@@ -744,11 +830,11 @@ fn root(
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let bye = Go {
-        step: steps,
+        step: plan.steps(),
         end: true,
-        skip: gone.clone(),
+        skip: gone.to_vec(),
     };
-    for r in (1..n).filter(|r| !gone.contains(r)) {
+    for r in (1..ranks.len()).filter(|r| !gone.contains(r)) {
         let _ = send_json(r, TAG_GO, &bye, b.step);
     }
     let st = stop::exit_status().unwrap_or(end.status);

@@ -229,99 +229,139 @@ impl Report {
     /// early (a signal, a rank gone).
     pub fn finish(mut self, o: &FabricOpts, stopped: Option<String>, per_rank: bool) -> Ending {
         let mut out = String::new();
-        let mut status = 0;
         let metric = self.metric();
-        let better = metric.better();
-        let sum = summary::summarize(self.values(metric), better, o.tolerance_pct, o.worst);
         let units = self.unit_of(metric).to_owned();
+        let sum = summary::summarize(
+            self.values(metric),
+            metric.better(),
+            o.tolerance_pct,
+            o.worst,
+        );
         let sum_json = match &sum {
             None => {
                 let _ = writeln!(out, "fabric: no pair was measured");
-                status = 1;
                 Json::Null
             }
-            Some(s) => {
-                let _ = writeln!(
-                    out,
-                    "fabric summary ({}, {} pairs): min {:.3} [{}], median {:.3}, max {:.3} [{}] {units}",
-                    metric.name(),
-                    s.count,
-                    s.min.1,
-                    self.name(s.min.0),
-                    s.median,
-                    s.max.1,
-                    self.name(s.max.0)
-                );
-                let _ = writeln!(out, " worst pairs:");
-                for w in &s.worst {
-                    let _ = writeln!(
-                        out,
-                        "   {:<44} {:.3} {units}{}",
-                        self.name(w.0),
-                        w.1,
-                        self.why(w.0)
-                    );
-                }
-                let side = if better == summary::Better::Higher {
-                    "below"
-                } else {
-                    "beyond"
-                };
-                let _ = writeln!(
-                    out,
-                    " outliers ({side} {}% of the median): {}",
-                    o.tolerance_pct,
-                    s.outliers.len()
-                );
-                for w in &s.outliers {
-                    let _ = writeln!(out, "   {:<44} {:.3} {units}", self.name(w.0), w.1);
-                }
-                let pj =
-                    |v: &Value| json!({"client": v.0.client, "server": v.0.server, "value": v.1});
-                let worst: Vec<Json> = s
-                    .worst
-                    .iter()
-                    .map(|v| {
-                        let mut j = pj(v);
-                        if let Some((_, f)) = self.findings.iter().find(|(p, _)| *p == v.0) {
-                            j["finding"] = json!(f);
-                        }
-                        j
-                    })
-                    .collect();
-                json!({
-                    "metric": metric.name(), "units": units, "count": s.count,
-                    "min": pj(&s.min), "median": s.median, "max": pj(&s.max),
-                    "worst": worst,
-                    "outliers": s.outliers.iter().map(pj).collect::<Vec<_>>(),
-                    "tolerance_pct": s.tolerance_pct,
-                })
-            }
+            Some(s) => self.summary_text(&mut out, s, o, &units),
         };
         if per_rank {
+            self.per_rank_text(&mut out);
+        }
+        let failed = self.failures_text(&mut out);
+        let (thr, missed) = self.thresholds(&mut out, o);
+        if let Some(s) = &stopped {
+            let _ = writeln!(out, "fabric: stopped early: {s}");
+        }
+        let json_bad = self.write_json(&mut out, stopped.as_deref(), &sum_json, thr, &units);
+        let files_bad = self.write_files(&mut out, o, &units);
+        let bad = sum.is_none() || failed || missed || stopped.is_some() || json_bad || files_bad;
+        Ending {
+            text: out,
+            status: i32::from(bad),
+        }
+    }
+
+    /// The summary lines (min, median, max, worst pairs, outliers) and their JSON.
+    fn summary_text(
+        &self,
+        out: &mut String,
+        s: &summary::Summary,
+        o: &FabricOpts,
+        units: &str,
+    ) -> Json {
+        let metric = self.metric();
+        let better = metric.better();
+        let _ = writeln!(
+            out,
+            "fabric summary ({}, {} pairs): min {:.3} [{}], median {:.3}, max {:.3} [{}] {units}",
+            metric.name(),
+            s.count,
+            s.min.1,
+            self.name(s.min.0),
+            s.median,
+            s.max.1,
+            self.name(s.max.0)
+        );
+        let _ = writeln!(out, " worst pairs:");
+        for w in &s.worst {
             let _ = writeln!(
                 out,
-                " message rate per rank (as client, sum of its pairs at once) [Mpps]:"
+                "   {:<44} {:.3} {units}{}",
+                self.name(w.0),
+                w.1,
+                self.why(w.0)
             );
-            let total: f64 = self.share.iter().sum();
-            for (r, s) in self.share.iter().enumerate() {
-                let _ = writeln!(out, "   {:<32} {s:.6}", format!("{} ({r})", self.labels[r]));
-            }
-            let _ = writeln!(out, "   {:<32} {total:.6}", "fabric total");
         }
-        if !self.failed.is_empty() {
-            status = 1;
-            let _ = writeln!(out, "fabric: {} pair(s) failed:", self.failed.len());
-            for f in &self.failed {
-                let _ = writeln!(
-                    out,
-                    "   step {}: {}: {}",
-                    f.step,
-                    self.name(f.pair()),
-                    f.error.as_deref().unwrap_or("no result")
-                );
-            }
+        let side = if better == summary::Better::Higher {
+            "below"
+        } else {
+            "beyond"
+        };
+        let _ = writeln!(
+            out,
+            " outliers ({side} {}% of the median): {}",
+            o.tolerance_pct,
+            s.outliers.len()
+        );
+        for w in &s.outliers {
+            let _ = writeln!(out, "   {:<44} {:.3} {units}", self.name(w.0), w.1);
         }
+        let pj = |v: &Value| json!({"client": v.0.client, "server": v.0.server, "value": v.1});
+        let worst: Vec<Json> = s
+            .worst
+            .iter()
+            .map(|v| {
+                let mut j = pj(v);
+                if let Some((_, f)) = self.findings.iter().find(|(p, _)| *p == v.0) {
+                    j["finding"] = json!(f);
+                }
+                j
+            })
+            .collect();
+        json!({
+            "metric": metric.name(), "units": units, "count": s.count,
+            "min": pj(&s.min), "median": s.median, "max": pj(&s.max),
+            "worst": worst,
+            "outliers": s.outliers.iter().map(pj).collect::<Vec<_>>(),
+            "tolerance_pct": s.tolerance_pct,
+        })
+    }
+
+    /// `all-to-all` and `incast`: each rank's message rate as a client.
+    fn per_rank_text(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            " message rate per rank (as client, sum of its pairs at once) [Mpps]:"
+        );
+        let total: f64 = self.share.iter().sum();
+        for (r, s) in self.share.iter().enumerate() {
+            let _ = writeln!(out, "   {:<32} {s:.6}", format!("{} ({r})", self.labels[r]));
+        }
+        let _ = writeln!(out, "   {:<32} {total:.6}", "fabric total");
+    }
+
+    /// The pairs that failed; whether any did.
+    fn failures_text(&self, out: &mut String) -> bool {
+        if self.failed.is_empty() {
+            return false;
+        }
+        let _ = writeln!(out, "fabric: {} pair(s) failed:", self.failed.len());
+        for f in &self.failed {
+            let _ = writeln!(
+                out,
+                "   step {}: {}: {}",
+                f.step,
+                self.name(f.pair()),
+                f.error.as_deref().unwrap_or("no result")
+            );
+        }
+        true
+    }
+
+    /// `--expect-*`: the pairs that miss each threshold, their JSON, and
+    /// whether any missed.
+    fn thresholds(&self, out: &mut String, o: &FabricOpts) -> (Vec<Json>, bool) {
+        let mut bad = false;
         let mut thr = Vec::new();
         for (m, want) in [
             (Metric::Bw, o.expect_bw),
@@ -338,7 +378,7 @@ impl Report {
                     flag(m)
                 );
             } else {
-                status = 1;
+                bad = true;
                 let _ = writeln!(
                     out,
                     "fabric: --expect-{} {want} {u}: {} pair(s) miss it:",
@@ -352,25 +392,35 @@ impl Report {
             thr.push(json!({"metric": m.name(), "expect": want, "units": u,
                 "pairs": miss.iter().map(|v| json!({"client": v.0.client, "server": v.0.server, "value": v.1})).collect::<Vec<_>>()}));
         }
-        if let Some(s) = &stopped {
-            status = status.max(1);
-            let _ = writeln!(out, "fabric: stopped early: {s}");
-        }
+        (thr, bad)
+    }
+
+    /// `--out_json_file`'s closing part; whether writing it failed.
+    fn write_json(
+        &mut self,
+        out: &mut String,
+        stopped: Option<&str>,
+        sum_json: &Json,
+        thr: Vec<Json>,
+        units: &str,
+    ) -> bool {
+        let mut bad = false;
+        let metric = self.metric();
         if let Some(j) = self.json.take() {
             let path = j.path().display().to_string();
             match j.finish(
-                stopped.as_deref(),
-                &sum_json,
+                stopped,
+                sum_json,
                 &Json::Array(thr),
                 &self.matrix,
-                (metric.name(), &units),
+                (metric.name(), units),
                 &self.labels,
             ) {
                 Ok(()) => {
                     let _ = writeln!(out, "fabric: JSON written to {path}");
                 }
                 Err(e) => {
-                    status = 1;
+                    bad = true;
                     let _ = writeln!(
                         out,
                         "fabric: writing {path}: {e}; check the path given to --out_json_file"
@@ -378,13 +428,19 @@ impl Report {
                 }
             }
         }
+        bad
+    }
+
+    /// `--csv` and `--heatmap`; whether writing either failed.
+    fn write_files(&self, out: &mut String, o: &FabricOpts, units: &str) -> bool {
+        let mut bad = false;
         if let Some(f) = &o.csv {
             match std::fs::write(f, self.matrix.to_csv(&self.labels)) {
                 Ok(()) => {
                     let _ = writeln!(out, "fabric: CSV matrix written to {f}");
                 }
                 Err(e) => {
-                    status = 1;
+                    bad = true;
                     let _ = writeln!(
                         out,
                         "fabric: writing {f}: {e}; check the path given to --csv"
@@ -393,17 +449,17 @@ impl Report {
             }
         }
         if let Some(f) = &o.heatmap {
-            match self.heatmap(f, o, &units) {
+            match self.heatmap(f, o, units) {
                 Ok(()) => {
                     let _ = writeln!(out, "fabric: heatmap written to {f}");
                 }
                 Err(e) => {
-                    status = 1;
+                    bad = true;
                     let _ = writeln!(out, "fabric: heatmap {f}: {e}");
                 }
             }
         }
-        Ending { text: out, status }
+        bad
     }
 
     #[cfg(feature = "heatmap")]
