@@ -68,46 +68,8 @@ pub fn sprintf(fmt: &str, args: &[Arg<'_>]) -> String {
             continue;
         }
         out.push_str(&fmt[lit..i]);
-        i += 1;
-        let mut s = Spec {
-            bits: 32,
-            ..Spec::default()
-        };
-        while i < b.len() {
-            match b[i] {
-                b'-' => s.left = true,
-                b'+' => s.plus = true,
-                b' ' => s.space = true,
-                b'0' => s.zero = true,
-                b'#' => s.alt = true,
-                _ => break,
-            }
-            i += 1;
-        }
-        while i < b.len() && b[i].is_ascii_digit() {
-            s.width = s
-                .width
-                .saturating_mul(10)
-                .saturating_add((b[i] - b'0') as usize);
-            i += 1;
-        }
-        if i < b.len() && b[i] == b'.' {
-            i += 1;
-            let mut p = 0usize;
-            while i < b.len() && b[i].is_ascii_digit() {
-                p = p.saturating_mul(10).saturating_add((b[i] - b'0') as usize);
-                i += 1;
-            }
-            s.prec = Some(p);
-        }
-        while i < b.len() && matches!(b[i], b'h' | b'l' | b'j' | b'z' | b't' | b'L' | b'q') {
-            s.bits = match (b[i], s.bits) {
-                (b'h', 16) => 8,
-                (b'h', _) => 16,
-                _ => 64,
-            };
-            i += 1;
-        }
+        let (s, at) = parse_spec(b, i + 1);
+        i = at;
         if i >= b.len() {
             lit = b.len();
             break;
@@ -115,83 +77,139 @@ pub fn sprintf(fmt: &str, args: &[Arg<'_>]) -> String {
         let conv = b[i] as char;
         i += 1;
         lit = i;
-        match conv {
-            '%' => out.push('%'),
-            'd' | 'i' => {
-                let v = args.next().map_or(0, |a| match a {
-                    Arg::I(v) => v,
-                    other => other.as_u64() as i64,
-                });
-                let v = match s.bits {
-                    8 => v as i8 as i64,
-                    16 => v as i16 as i64,
-                    32 => v as i32 as i64,
-                    _ => v,
-                };
-                let sign = if v < 0 {
-                    "-"
-                } else if s.plus {
-                    "+"
-                } else if s.space {
-                    " "
-                } else {
-                    ""
-                };
-                int_field(&mut out, &s, sign, "", &v.unsigned_abs().to_string());
-            }
-            'u' | 'x' | 'X' | 'o' => {
-                let v = args.next().map_or(0, Arg::as_u64);
-                let v = match s.bits {
-                    8 => v as u8 as u64,
-                    16 => v as u16 as u64,
-                    32 => v as u32 as u64,
-                    _ => v,
-                };
-                let (digits, prefix) = match conv {
-                    'u' => (v.to_string(), ""),
-                    'x' => (format!("{v:x}"), if s.alt && v != 0 { "0x" } else { "" }),
-                    'X' => (format!("{v:X}"), if s.alt && v != 0 { "0X" } else { "" }),
-                    _ => {
-                        let d = format!("{v:o}");
-                        // '#' makes the first digit a 0.
-                        let d = if s.alt && !d.starts_with('0') {
-                            format!("0{d}")
-                        } else {
-                            d
-                        };
-                        (d, "")
-                    }
-                };
-                int_field(&mut out, &s, "", prefix, &digits);
-            }
-            'f' | 'F' | 'e' | 'E' | 'g' | 'G' => {
-                let v = args.next().map_or(0.0, Arg::as_f64);
-                float_field(&mut out, &s, conv, v);
-            }
-            's' => {
-                let v = match args.next() {
-                    Some(Arg::S(v)) => v,
-                    _ => "",
-                };
-                let v = match s.prec {
-                    Some(p) => truncate_bytes(v, p),
-                    None => v,
-                };
-                pad(&mut out, &s, v, false);
-            }
-            'c' => {
-                let v = args.next().map_or(0, Arg::as_u64) as u8 as char;
-                pad(&mut out, &s, v.encode_utf8(&mut [0; 4]), false);
-            }
-            _ => {
-                // Unknown conversion: C leaves it undefined; keep the text visible.
-                out.push('%');
-                out.push(conv);
-            }
-        }
+        convert(&mut out, &s, conv, &mut args);
     }
     out.push_str(&fmt[lit.min(b.len())..]);
     out
+}
+
+/// A conversion's flags, width, precision and length modifier, from `b[i..]`; returns the
+/// spec and the index of the conversion character.
+fn parse_spec(b: &[u8], mut i: usize) -> (Spec, usize) {
+    let mut s = Spec {
+        bits: 32,
+        ..Spec::default()
+    };
+    while i < b.len() {
+        match b[i] {
+            b'-' => s.left = true,
+            b'+' => s.plus = true,
+            b' ' => s.space = true,
+            b'0' => s.zero = true,
+            b'#' => s.alt = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    (s.width, i) = digits(b, i);
+    if i < b.len() && b[i] == b'.' {
+        let (p, at) = digits(b, i + 1);
+        s.prec = Some(p);
+        i = at;
+    }
+    while i < b.len() && matches!(b[i], b'h' | b'l' | b'j' | b'z' | b't' | b'L' | b'q') {
+        s.bits = match (b[i], s.bits) {
+            (b'h', 16) => 8,
+            (b'h', _) => 16,
+            _ => 64,
+        };
+        i += 1;
+    }
+    (s, i)
+}
+
+/// A decimal number at `b[i..]` (0 when none; saturating), and the index after it.
+fn digits(b: &[u8], mut i: usize) -> (usize, usize) {
+    let mut n = 0usize;
+    while i < b.len() && b[i].is_ascii_digit() {
+        n = n.saturating_mul(10).saturating_add((b[i] - b'0') as usize);
+        i += 1;
+    }
+    (n, i)
+}
+
+/// One conversion, taking its argument (if any) from `args`.
+fn convert<'a>(out: &mut String, s: &Spec, conv: char, args: &mut impl Iterator<Item = Arg<'a>>) {
+    match conv {
+        '%' => out.push('%'),
+        'd' | 'i' => signed(out, s, args.next()),
+        'u' | 'x' | 'X' | 'o' => unsigned(out, s, conv, args.next()),
+        'f' | 'F' | 'e' | 'E' | 'g' | 'G' => {
+            let v = args.next().map_or(0.0, Arg::as_f64);
+            float_field(out, s, conv, v);
+        }
+        's' => {
+            let v = match args.next() {
+                Some(Arg::S(v)) => v,
+                _ => "",
+            };
+            let v = match s.prec {
+                Some(p) => truncate_bytes(v, p),
+                None => v,
+            };
+            pad(out, s, v, false);
+        }
+        'c' => {
+            let v = args.next().map_or(0, Arg::as_u64) as u8 as char;
+            pad(out, s, v.encode_utf8(&mut [0; 4]), false);
+        }
+        _ => {
+            // Unknown conversion: C leaves it undefined; keep the text visible.
+            out.push('%');
+            out.push(conv);
+        }
+    }
+}
+
+/// `%d`/`%i`: the value cut to its C size, then sign, width and precision.
+fn signed(out: &mut String, s: &Spec, a: Option<Arg<'_>>) {
+    let v = a.map_or(0, |a| match a {
+        Arg::I(v) => v,
+        other => other.as_u64() as i64,
+    });
+    let v = match s.bits {
+        8 => v as i8 as i64,
+        16 => v as i16 as i64,
+        32 => v as i32 as i64,
+        _ => v,
+    };
+    let sign = if v < 0 {
+        "-"
+    } else if s.plus {
+        "+"
+    } else if s.space {
+        " "
+    } else {
+        ""
+    };
+    int_field(out, s, sign, "", &v.unsigned_abs().to_string());
+}
+
+/// `%u`/`%x`/`%X`/`%o`: the value cut to its C size, in its base, with `#`'s prefix.
+fn unsigned(out: &mut String, s: &Spec, conv: char, a: Option<Arg<'_>>) {
+    let v = a.map_or(0, Arg::as_u64);
+    let v = match s.bits {
+        8 => v as u8 as u64,
+        16 => v as u16 as u64,
+        32 => v as u32 as u64,
+        _ => v,
+    };
+    let (digits, prefix) = match conv {
+        'u' => (v.to_string(), ""),
+        'x' => (format!("{v:x}"), if s.alt && v != 0 { "0x" } else { "" }),
+        'X' => (format!("{v:X}"), if s.alt && v != 0 { "0X" } else { "" }),
+        _ => {
+            let d = format!("{v:o}");
+            // '#' makes the first digit a 0.
+            let d = if s.alt && !d.starts_with('0') {
+                format!("0{d}")
+            } else {
+                d
+            };
+            (d, "")
+        }
+    };
+    int_field(out, s, "", prefix, &digits);
 }
 
 fn truncate_bytes(v: &str, n: usize) -> &str {

@@ -69,14 +69,30 @@ pub fn info_block(i: &TestInfo) -> String {
     if i.output != OutputMode::Full {
         return String::new();
     }
-    let master = i.dialect == Dialect::Master;
     let mut o = String::with_capacity(1024);
     o.push_str(RESULT_LINE);
+    title_lines(&mut o, i);
+    pcie_and_api_lines(&mut o, i);
+    depth_lines(&mut o, i);
+    link_lines(&mut o, i);
+    exchange_lines(&mut o, i);
+    if let (Dialect::Master, Some(n)) = (i.dialect, i.numa_node) {
+        o += &sprintf(" NUMA node       : %d\n", &[Arg::I(n as i64)]);
+    }
+    for (k, v) in &i.extra {
+        o += &sprintf(" %-16s: %s\n", &[Arg::S(k), Arg::S(v)]);
+    }
+    o.push_str(RESULT_LINE);
+    o
+}
+
+/// The title, the events and multicast notes, ports, QPs, transport, connection, SRQ.
+fn title_lines(o: &mut String, i: &TestInfo) {
     o.push_str("                    ");
     o.push_str(&i.title());
     o.push('\n');
     if let Some(eq) = i.events {
-        o += &sprintf(
+        *o += &sprintf(
             " Test with events. Using %s_comp%d\n",
             &[Arg::S(&i.device), Arg::U(eq as u64)],
         );
@@ -84,24 +100,29 @@ pub fn info_block(i: &TestInfo) -> String {
     if i.mcast {
         o.push_str(" MultiCast runs on UD!\n");
     }
-    o += &sprintf(
+    *o += &sprintf(
         " Dual-port       : %s\t\tDevice         : %s\n",
         &[Arg::S(on_off(i.dualport)), Arg::S(&i.device)],
     );
-    o += &sprintf(
+    *o += &sprintf(
         " Number of qps   : %d\t\tTransport type : %s\n",
         &[
             Arg::U(i.num_qps as u64),
             Arg::S(i.transport.perftest_name()),
         ],
     );
-    o += &sprintf(
+    *o += &sprintf(
         " Connection type : %s\t\tUsing SRQ      : %s\n",
         &[
             Arg::S(i.connection.perftest_name()),
             Arg::S(on_off(i.use_srq)),
         ],
     );
+}
+
+/// PCIe relaxed ordering (and master's lock-free), its CPU warning, the WR API line.
+fn pcie_and_api_lines(o: &mut String, i: &TestInfo) {
+    let master = i.dialect == Dialect::Master;
     let ro = i.pcie_relaxed.perftest_name();
     let ro_supported = i.pcie_relaxed != Support::Unsupported;
     if master {
@@ -109,78 +130,90 @@ pub fn info_block(i: &TestInfo) -> String {
         if !ro_supported && i.lock_free == Support::Unsupported {
             o.push_str(" PCIe relax order: Unsupported\t\tLock-free\t: Unsupported\n");
         } else {
-            o += &sprintf(
+            *o += &sprintf(
                 " PCIe relax order: %s\t\tLock-free      : %s\n",
                 &[Arg::S(ro), Arg::S(lf)],
             );
         }
     } else {
-        o += &sprintf(" PCIe relax order: %s\n", &[Arg::S(ro)]);
+        *o += &sprintf(" PCIe relax order: %s\n", &[Arg::S(ro)]);
     }
     if ro_supported && i.pcie_ro_noncompliant_cpu && i.pcie_relaxed == Support::On {
         o.push_str(" WARNING: CPU is not PCIe relaxed ordering compliant.\n");
         o.push_str(" WARNING: You should disable PCIe RO with `--disable_pcie_relaxed` for both server and client.\n");
     }
     if master {
-        o += &sprintf(
+        *o += &sprintf(
             " ibv_wr* API     : %s\t\tUsing Enhanced Reorder      : %s\n",
             &[Arg::S(on_off(i.wr_api)), Arg::S(on_off(i.enhanced_reorder))],
         );
     } else {
-        o += &sprintf(" ibv_wr* API     : %s\n", &[Arg::S(on_off(i.wr_api))]);
+        *o += &sprintf(" ibv_wr* API     : %s\n", &[Arg::S(on_off(i.wr_api))]);
     }
+}
+
+/// Queue depths, post lists, CQ moderation and master's poll batch.
+fn depth_lines(o: &mut String, i: &TestInfo) {
     if i.shows_tx_depth() {
-        o += &sprintf(" TX depth        : %d\n", &[Arg::U(i.tx_depth as u64)]);
+        *o += &sprintf(" TX depth        : %d\n", &[Arg::U(i.tx_depth as u64)]);
     }
     if i.post_list > 1 {
-        o += &sprintf(" Post List       : %d\n", &[Arg::U(i.post_list as u64)]);
+        *o += &sprintf(" Post List       : %d\n", &[Arg::U(i.post_list as u64)]);
     }
     if i.recv_post_list > 1 {
-        o += &sprintf(
+        *o += &sprintf(
             " Recv Post List  : %d\n",
             &[Arg::U(i.recv_post_list as u64)],
         );
     }
     if i.shows_rx_depth() {
-        o += &sprintf(" RX depth        : %d\n", &[Arg::U(i.rx_depth as u64)]);
+        *o += &sprintf(" RX depth        : %d\n", &[Arg::U(i.rx_depth as u64)]);
     }
     if i.kind == TestKind::Bw {
-        o += &sprintf(" CQ Moderation   : %d\n", &[Arg::U(i.cq_mod as u64)]);
-        if master {
+        *o += &sprintf(" CQ Moderation   : %d\n", &[Arg::U(i.cq_mod as u64)]);
+        if i.dialect == Dialect::Master {
             match i.cqe_poll {
                 CqePoll::Dynamic => o.push_str(" CQE Poll Batch  : Dynamic\n"),
                 CqePoll::Fixed(n) => {
-                    o += &sprintf(" CQE Poll Batch  : %hu\n", &[Arg::U(n as u64)]);
+                    *o += &sprintf(" CQE Poll Batch  : %hu\n", &[Arg::U(n as u64)]);
                 }
             }
         }
     }
-    o += &sprintf(" Mtu             : %lu[B]\n", &[Arg::U(i.mtu as u64)]);
-    o += &sprintf(" Link type       : %s\n", &[Arg::S(i.link.perftest_name())]);
+}
+
+/// MTU, link type, GID indexes, and outstanding reads or the inline size.
+fn link_lines(o: &mut String, i: &TestInfo) {
+    *o += &sprintf(" Mtu             : %lu[B]\n", &[Arg::U(i.mtu as u64)]);
+    *o += &sprintf(" Link type       : %s\n", &[Arg::S(i.link.perftest_name())]);
     if let Some(g) = i.gid_index {
-        o += &sprintf(" GID index       : %d\n", &[Arg::I(g as i64)]);
+        *o += &sprintf(" GID index       : %d\n", &[Arg::I(g as i64)]);
     }
     if let (true, Some(g)) = (i.dualport, i.gid_index2) {
-        o += &sprintf(" GID index2      : %d\n", &[Arg::I(g as i64)]);
+        *o += &sprintf(" GID index2      : %d\n", &[Arg::I(g as i64)]);
     }
     if i.shows_out_reads() {
-        o += &sprintf(" Outstand reads  : %d\n", &[Arg::U(i.out_reads as u64)]);
+        *o += &sprintf(" Outstand reads  : %d\n", &[Arg::U(i.out_reads as u64)]);
     } else {
-        o += &sprintf(
+        *o += &sprintf(
             " Max inline data : %d[B]\n",
             &[Arg::U(i.inline_size as u64)],
         );
     }
-    o += &sprintf(" rdma_cm QPs\t : %s\n", &[Arg::S(on_off(i.rdma_cm_qps))]);
+}
+
+/// rdma_cm QPs, the data exchange method (and the rdma_cm server's wait text).
+fn exchange_lines(o: &mut String, i: &TestInfo) {
+    *o += &sprintf(" rdma_cm QPs\t : %s\n", &[Arg::S(on_off(i.rdma_cm_qps))]);
     let method = if i.rdma_cm_exchange {
         "rdma_cm"
     } else {
         "Ethernet"
     };
-    o += &sprintf(" Data ex. method : %s", &[Arg::S(method)]);
+    *o += &sprintf(" Data ex. method : %s", &[Arg::S(method)]);
     if i.rdma_cm_qps {
         if let Some(tos) = i.tos {
-            o += &sprintf(" \tTOS    : %d", &[Arg::I(tos as i64)]);
+            *o += &sprintf(" \tTOS    : %d", &[Arg::I(tos as i64)]);
         }
         if i.role == Role::Server {
             o.push('\n');
@@ -190,14 +223,6 @@ pub fn info_block(i: &TestInfo) -> String {
         }
     }
     o.push('\n');
-    if let (true, Some(n)) = (master, i.numa_node) {
-        o += &sprintf(" NUMA node       : %d\n", &[Arg::I(n as i64)]);
-    }
-    for (k, v) in &i.extra {
-        o += &sprintf(" %-16s: %s\n", &[Arg::S(k), Arg::S(v)]);
-    }
-    o.push_str(RESULT_LINE);
-    o
 }
 
 /// Which end an address line describes.
