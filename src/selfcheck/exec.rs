@@ -160,12 +160,12 @@ fn burst(
     inline: bool,
     per_list: u32,
 ) -> Result<(), String> {
-    let (l, r) = (rig.local(), rig.remote());
     let recv = matches!(op, Op::Send | Op::SendImm | Op::WriteImm);
     let grh = if rig.tr() == Tr::Ud { rig.grh() } else { 0 };
     // Each WR has its own slot in both buffers (wrapping for the long case).
     // (A zero-byte SEND still takes a slot.)
     let stride = (len as usize + grh as usize).max(1).div_ceil(SLOT) * SLOT;
+    let (l, r) = (rig.local(), rig.remote());
     let slots = (l.len.min(r.len) / stride).min(4096);
     if slots == 0 {
         return Err(format!(
@@ -173,76 +173,24 @@ fn burst(
             l.len
         ));
     }
-    let s = seed();
-    fill(rig.local_bytes(), s);
-    if matches!(op, Op::Read | Op::FetchAdd | Op::CmpSwap) {
-        fill(rig.remote_bytes(), s ^ 0xdead_beef);
-        if op != Op::Read {
-            for slot in rig.remote_bytes().chunks_exact_mut(stride) {
-                for k in 0..4 {
-                    slot[7 - k] = slot[k];
-                }
-            }
-        }
-    } else {
-        rig.remote_bytes().fill(0);
-    }
+    prime(rig, op, stride);
     let before_local = rig.local_bytes().to_vec();
     let before_remote = rig.remote_bytes().to_vec();
-    let mut expect_wr = Vec::new();
-    let mut expect_rx = Vec::new();
+    let b = Burst {
+        op,
+        len,
+        inline,
+        grh,
+        stride,
+        slots,
+        recv,
+    };
     let mut touched = vec![None::<u32>; slots];
     let mut sent = 0u32;
     while sent < n {
         let k = per_list.min(n - sent);
-        let mut wrs = Vec::with_capacity(k as usize);
-        for j in 0..k {
-            let i = sent + j;
-            let slot = i as usize % slots;
-            let off = (slot * stride) as u64;
-            let signaled = j + 1 == k;
-            let wr_id = 0x5c00_0000 + i as u64;
-            let remote_at = r.addr + off;
-            let local_at = l.addr + off;
-            if recv {
-                rig.post_recv(wr_id, remote_at, len + grh)?;
-                expect_rx.push(wr_id);
-            }
-            let init = ne64(&before_remote, slot * stride);
-            let wr = WrDesc {
-                wr_id,
-                laddr: local_at,
-                lkey: l.key,
-                len,
-                raddr: remote_at,
-                rkey: r.key,
-                imm: IMM,
-                swap_add: if op == Op::CmpSwap {
-                    !init
-                } else {
-                    i as u64 + 1
-                },
-                compare: init,
-                signaled,
-                inline,
-            };
-            if signaled {
-                expect_wr.push(wr_id);
-            }
-            touched[slot] = Some(i);
-            wrs.push(wr);
-        }
-        post_with_room(rig, op, &wrs)?;
+        b.one_list(rig, sent, k, &before_remote, &mut touched)?;
         sent += k;
-        // Each list completes before the next: the ring never overflows
-        // and the receives are never short.
-        wait_completions(rig, op, &expect_wr)?;
-        expect_wr.clear();
-        if recv {
-            let rx_len = if op == Op::WriteImm { len } else { len + grh };
-            wait_receives(rig, op, &expect_rx, rx_len)?;
-            expect_rx.clear();
-        }
     }
     check_bytes(
         rig,
@@ -254,6 +202,96 @@ fn burst(
         &before_local,
         &before_remote,
     )
+}
+
+/// The buffers before a burst: the local one a seeded pattern; the remote one zeroed, or
+/// for reads and atomics a pattern of its own (atomics' slots made to compare equal to
+/// their first 8 bytes reversed, so CMP_AND_SWAP has a known outcome).
+fn prime(rig: &mut dyn Rig, op: Op, stride: usize) {
+    let s = seed();
+    fill(rig.local_bytes(), s);
+    if !matches!(op, Op::Read | Op::FetchAdd | Op::CmpSwap) {
+        rig.remote_bytes().fill(0);
+        return;
+    }
+    fill(rig.remote_bytes(), s ^ 0xdead_beef);
+    if op != Op::Read {
+        for slot in rig.remote_bytes().chunks_exact_mut(stride) {
+            for k in 0..4 {
+                slot[7 - k] = slot[k];
+            }
+        }
+    }
+}
+
+/// One burst's shape: the verb, sizes, and where each WR's slot is.
+struct Burst {
+    op: Op,
+    len: u32,
+    inline: bool,
+    grh: u32,
+    stride: usize,
+    slots: usize,
+    recv: bool,
+}
+
+impl Burst {
+    /// WRs `first..first + k` as one post list (the last signaled), their receives posted
+    /// first; waits for the list's completions (and receives) before returning, so the ring
+    /// never overflows and the receives are never short.
+    fn one_list(
+        &self,
+        rig: &mut dyn Rig,
+        first: u32,
+        k: u32,
+        before_remote: &[u8],
+        touched: &mut [Option<u32>],
+    ) -> Result<(), String> {
+        let (l, r) = (rig.local(), rig.remote());
+        let mut wrs = Vec::with_capacity(k as usize);
+        let mut expect_rx = Vec::new();
+        for j in 0..k {
+            let i = first + j;
+            let slot = i as usize % self.slots;
+            let off = (slot * self.stride) as u64;
+            let wr_id = 0x5c00_0000 + i as u64;
+            if self.recv {
+                rig.post_recv(wr_id, r.addr + off, self.len + self.grh)?;
+                expect_rx.push(wr_id);
+            }
+            let init = ne64(before_remote, slot * self.stride);
+            wrs.push(WrDesc {
+                wr_id,
+                laddr: l.addr + off,
+                lkey: l.key,
+                len: self.len,
+                raddr: r.addr + off,
+                rkey: r.key,
+                imm: IMM,
+                swap_add: if self.op == Op::CmpSwap {
+                    !init
+                } else {
+                    i as u64 + 1
+                },
+                compare: init,
+                signaled: j + 1 == k,
+                inline: self.inline,
+            });
+            touched[slot] = Some(i);
+        }
+        post_with_room(rig, self.op, &wrs)?;
+        let last = wrs.last().map(|w| w.wr_id);
+        wait_completions(rig, self.op, last.as_slice())?;
+        if self.recv {
+            let rx_len = if self.op == Op::WriteImm {
+                self.len
+            } else {
+                self.len + self.grh
+            };
+            wait_receives(rig, self.op, &expect_rx, rx_len)?;
+        }
+        Ok(())
+    }
 }
 
 fn post_with_room(rig: &mut dyn Rig, op: Op, wrs: &[WrDesc]) -> Result<(), String> {
