@@ -5,7 +5,9 @@
 //! raises one completion event at the first CQE written after it (at once
 //! when unpolled CQEs already wait past the consumer index), as a device
 //! would before `ibv_get_cq_event` returns. [`Model::wait_cq_event`] is
-//! that `ibv_get_cq_event`.
+//! that `ibv_get_cq_event`. The arm's sequence number must count the events
+//! delivered so far (mod 4: libmlx5 bumps it in `mlx5_cq_event`); an arm
+//! that did not bump it is a violation.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -51,8 +53,16 @@ impl Mmio for ModelCqMmio {
             ));
             return;
         }
+        let (sn, taken) = (word >> 28 & 3, nic.events_taken);
+        if sn != taken & 3 {
+            nic.violations.push(format!(
+                "CQ armed with sequence number {sn} after {taken} events delivered (expected {}: \
+                 the number is bumped once per event taken, DirectCq::event_consumed)",
+                taken & 3
+            ));
+        }
         nic.arm(Arm {
-            sn: word >> 28 & 3,
+            sn,
             solicited: word & 1 << 24 != 0,
             ci: word & 0x00ff_ffff,
         });
@@ -82,6 +92,7 @@ impl Model {
         loop {
             if nic.events > 0 {
                 nic.events -= 1;
+                nic.events_taken += 1;
                 return true;
             }
             let left = end.saturating_duration_since(Instant::now());

@@ -142,6 +142,9 @@ pub(crate) struct Nic {
     /// The CQ's pending arm request, and events raised (`cq_arm`).
     pub(crate) armed: Option<super::cq_arm::Arm>,
     pub(crate) events: u32,
+    /// Events handed to the application (`Model::wait_cq_event`): the arm
+    /// sequence number each arm must carry (mod 4).
+    pub(crate) events_taken: u32,
 }
 
 impl Nic {
@@ -160,6 +163,7 @@ impl Nic {
             resp_cqes: Vec::new(),
             armed: None,
             events: 0,
+            events_taken: 0,
         }
     }
 
