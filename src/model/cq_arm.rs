@@ -13,16 +13,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{lock, Model, Shared};
+use super::handle::{lock, Model, Shared};
+use super::nic::Arm;
 use crate::mlx5::Mmio;
-
-/// A pending arm request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Arm {
-    pub(crate) sn: u32,
-    pub(crate) solicited: bool,
-    pub(crate) ci: u32,
-}
 
 /// Stores of `DirectCq::arm` into the model's CQ record and UAR.
 #[derive(Clone)]

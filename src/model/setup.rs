@@ -2,7 +2,7 @@
 //! model, with a failure injected at any step: what `--post auto` falls back
 //! from is tested without a ConnectX.
 
-use super::Model;
+use super::handle::Model;
 use crate::mlx5::setup::{DirectQpAttr, DirectSteps, SetupStep};
 use crate::sys;
 
