@@ -1076,6 +1076,44 @@ mod with_model {
         );
     }
 
+    /// The arm sequence number is compared: an arm after a delivered event
+    /// that did not bump it (no `event_consumed`) is a violation; with the
+    /// bump there is none.
+    #[test]
+    fn an_arm_without_the_sequence_bump_is_a_violation() {
+        use std::time::Duration;
+        for bump in [true, false] {
+            let mut b = Bufs::new(2);
+            let mut r = rig(&mut b, cfg(RecvSpec::default()));
+            let mut rq = rq_of(&mut r, 0);
+            for k in 0..2 {
+                rq.post_recv(k as u64, rx_at(&b, k), r.rx_lkey, MSG as u32)
+                    .unwrap();
+            }
+            let arm_mmio = r.model.cq_mmio();
+            r.cq.arm(&arm_mmio, false).unwrap();
+            r.sqs[0]
+                .post(Op::Send, &[send(&b, r.lkey, 0, 64, 1)])
+                .unwrap();
+            r.model.step();
+            assert!(r.model.wait_cq_event(Duration::from_secs(1)));
+            if bump {
+                r.cq.event_consumed();
+            }
+            assert_eq!(poll_all(&mut r.cq, 2).len(), 2);
+            r.cq.arm(&arm_mmio, false).unwrap();
+            let v = r.model.violations();
+            if bump {
+                assert!(v.is_empty(), "{v:?}");
+            } else {
+                assert!(
+                    v.len() == 1 && v[0].contains("sequence number 0 after 1 events"),
+                    "{v:?}"
+                );
+            }
+        }
+    }
+
     /// The ring record the RQ and the CQ share is one `Arc`.
     #[test]
     fn the_cq_completes_from_the_rqs_own_record() {

@@ -20,7 +20,7 @@ mod with_model {
     use rdmaperf::cli::params::{self, PostChoice, Tool};
     use rdmaperf::mlx5::env::Mlx5Env;
     use rdmaperf::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure, SetupStep};
-    use rdmaperf::model::{Access, Inject, Model, ModelConfig, ModelSteps};
+    use rdmaperf::model::{Access, Inject, Model, ModelConfig, ModelSteps, RecvSpec};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WrDesc};
     use rdmaperf::report::{json, text};
     use rdmaperf::tool::session::info::params_info;
@@ -112,6 +112,14 @@ mod with_model {
             // The CQ (index QPS): after every QP.
             (SetupStep::InitObj, libc::EINVAL, QPS, "(the send CQ)"),
             (SetupStep::Layout, 0, QPS, "cqe_size = 0x100"),
+            // The receive CQ (index QPS + 1): after the send CQ.
+            (
+                SetupStep::InitObj,
+                libc::EINVAL,
+                QPS + 1,
+                "(the receive CQ)",
+            ),
+            (SetupStep::Layout, 0, QPS + 1, "cqe_size = 0x100"),
         ];
         for (step, errno, at, want) in cases {
             let (f, trace) = fail_with(Inject { step, errno, at });
@@ -164,6 +172,65 @@ mod with_model {
                 "{ctx}: {e}"
             );
         }
+    }
+
+    /// The set-up on a model whose peers receive through `recv`.
+    fn set_up_with(
+        recv: RecvSpec,
+        inject: Option<Inject>,
+    ) -> Result<(), (SetupFailure, Vec<(usize, SetupStep)>)> {
+        let m = Model::new(ModelConfig {
+            qps: QPS as u32,
+            recv: Some(recv),
+            ..ModelConfig::default()
+        })
+        .unwrap();
+        let mut steps = ModelSteps::new(&m, inject);
+        match set_up(&mut steps, QPS, &ATTR, &Mlx5Env::default()) {
+            Ok(_) => Ok(()),
+            Err(f) => Err((f, steps.trace)),
+        }
+    }
+
+    /// The receive side's layouts are refused by the set-up, before
+    /// anything is connected, so auto falls back to the WR API: an RQ of
+    /// 65536 slots (its 16-bit count would read full as empty) at the
+    /// first QP, a bad SRQ after the CQs; good ones pass.
+    #[test]
+    fn receive_layouts_are_refused_before_connect() {
+        let rq = |slots| RecvSpec {
+            slots,
+            ..RecvSpec::default()
+        };
+        let srq = RecvSpec {
+            srq: true,
+            slots: 64,
+            stride: 32,
+            ..RecvSpec::default()
+        };
+        assert_eq!(set_up_with(rq(1 << 15), None).map_err(|e| e.0), Ok(()));
+        assert_eq!(set_up_with(srq, None).map_err(|e| e.0), Ok(()));
+        let (f, trace) = set_up_with(rq(1 << 16), None).unwrap_err();
+        let why = f.to_string();
+        assert_eq!(f.step, SetupStep::Layout, "{why}");
+        assert!(
+            why.contains("rq.wqe_cnt = 0x10000") && why.contains("(QP 1 of 4)"),
+            "{why}"
+        );
+        assert_eq!(trace.last(), Some(&(0, SetupStep::InitObj)), "{trace:?}");
+        let chosen = after_direct_failure(PostChoice::Auto, "mlx5_0", &f, || Ok(())).unwrap();
+        assert_eq!(chosen.method, Method::WrApi);
+        let inject = Inject {
+            step: SetupStep::Layout,
+            errno: 0,
+            at: QPS + 2,
+        };
+        let (f, _) = set_up_with(srq, Some(inject)).unwrap_err();
+        let why = f.to_string();
+        assert!(
+            why.contains("srq.stride = 0x10") && why.contains("(the SRQ)"),
+            "{why}"
+        );
     }
 
     #[test]

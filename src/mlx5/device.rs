@@ -318,17 +318,45 @@ impl super::setup::DirectSteps for HwSteps {
     }
 
     fn init_obj_cq(&mut self) -> Result<sys::mlx5dv_cq, i32> {
-        let mut dv = sys::mlx5dv_cq::default();
-        let mut obj = sys::mlx5dv_obj::default();
-        obj.cq.in_ = self.send_cq;
-        obj.cq.out = &mut dv;
-        // SAFETY: valid CQ (constructor contract); obj points to live out-structs.
-        let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_CQ as u64) };
-        if rc != 0 {
-            return Err(rc.abs());
-        }
-        Ok(dv)
+        // SAFETY: valid CQ (constructor contract).
+        unsafe { cq_dv(self.send_cq) }
     }
+
+    fn init_obj_recv_cq(&mut self) -> Option<Result<sys::mlx5dv_cq, i32>> {
+        // SAFETY: valid CQ (constructor contract).
+        (self.recv_cq != self.send_cq).then(|| unsafe { cq_dv(self.recv_cq) })
+    }
+
+    fn init_obj_srq(&mut self) -> Option<Result<sys::mlx5dv_srq, i32>> {
+        if self.srq.is_null() {
+            return None;
+        }
+        let mut dv = sys::mlx5dv_srq::default();
+        let mut obj = sys::mlx5dv_obj::default();
+        obj.srq.in_ = self.srq;
+        obj.srq.out = &mut dv;
+        // SAFETY: valid SRQ (`with_srq` contract); obj points to live
+        // out-structs. Only reads libmlx5's state (head, tail, stride).
+        let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_SRQ as u64) };
+        Some(if rc != 0 { Err(rc.abs()) } else { Ok(dv) })
+    }
+}
+
+/// `mlx5dv_init_obj(MLX5DV_OBJ_CQ)`, errno on failure.
+///
+/// # Safety
+/// `cq` must be a valid CQ.
+unsafe fn cq_dv(cq: *mut sys::ibv_cq) -> Result<sys::mlx5dv_cq, i32> {
+    let mut dv = sys::mlx5dv_cq::default();
+    let mut obj = sys::mlx5dv_obj::default();
+    obj.cq.in_ = cq;
+    obj.cq.out = &mut dv;
+    // SAFETY: valid CQ (caller); obj points to live out-structs.
+    let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_CQ as u64) };
+    if rc != 0 {
+        return Err(rc.abs());
+    }
+    Ok(dv)
 }
 
 /// A direct SQ for a QP whose `mlx5dv_init_obj` description is `dv` (from

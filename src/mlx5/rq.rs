@@ -40,7 +40,9 @@ pub struct DirectRq {
 // another thread moves that ownership (the shared record is Sync).
 unsafe impl Send for DirectRq {}
 
-/// The RQ layout checks alone (set-up refuses before connecting).
+/// The RQ layout checks alone: [`super::setup::set_up`] runs them on every
+/// QP with an RQ before anything is connected (so `--post auto` can fall
+/// back), and [`DirectRq::from_dv`] again when the RQ is opened.
 pub fn check_rq_layout(qp: &mlx5dv_qp) -> Result<(), DirectError> {
     let layout = layout_error;
     let n = qp.rq.wqe_cnt;

@@ -1,6 +1,7 @@
 //! The direct path's set-up as a sequence of steps that can each fail:
 //! libmlx5's environment, thread domain, parent domain, QP creation, `mlx5dv_init_obj`, layout
-//! checks (per QP), then `mlx5dv_init_obj` and layout checks for the CQ.
+//! checks (per QP: its SQ, and its RQ when it has one), then `mlx5dv_init_obj` and layout
+//! checks for the send CQ, the receive CQ (when apart) and the SRQ (with `--use-srq`).
 //!
 //! [`set_up`] walks the steps for every QP of a test before anything is
 //! connected, so `--post auto` can fall back to the WR API with the reason
@@ -14,7 +15,9 @@ use core::fmt;
 use super::cq::check_cq_layout;
 use super::env::Mlx5Env;
 use super::error::{errno_name, DirectError};
+use super::rq::check_rq_layout;
 use super::sq::check_qp_layout;
+use super::srq::check_srq_layout;
 use crate::sys;
 
 /// QP type for the direct path.
@@ -149,6 +152,10 @@ pub trait DirectSteps {
     fn init_obj_qp(&mut self, qp: &Self::Qp) -> Result<sys::mlx5dv_qp, i32>;
     /// `mlx5dv_init_obj(MLX5DV_OBJ_CQ)` on the send CQ.
     fn init_obj_cq(&mut self) -> Result<sys::mlx5dv_cq, i32>;
+    /// The same on the receive CQ; `None` when it is the send CQ.
+    fn init_obj_recv_cq(&mut self) -> Option<Result<sys::mlx5dv_cq, i32>>;
+    /// `mlx5dv_init_obj(MLX5DV_OBJ_SRQ)` on the SRQ; `None` without one.
+    fn init_obj_srq(&mut self) -> Option<Result<sys::mlx5dv_srq, i32>>;
 }
 
 /// The QPs (each with what `mlx5dv_init_obj` reported, layout checked) and
@@ -200,7 +207,12 @@ pub fn set_up<S: DirectSteps>(
         let dv = s
             .init_obj_qp(&qp)
             .map_err(|e| fail(SetupStep::InitObj, e, object.clone()))?;
-        check_qp_layout(&dv).map_err(|e| layout(e, object))?;
+        check_qp_layout(&dv).map_err(|e| layout(e, object.clone()))?;
+        if dv.rq.wqe_cnt != 0 {
+            // Its own RQ (none on an SRQ): refused here, before anything
+            // is connected, so `--post auto` can still fall back.
+            check_rq_layout(&dv).map_err(|e| layout(e, object))?;
+        }
         qps.push((qp, dv));
     }
     let object = "the send CQ".to_string();
@@ -208,6 +220,16 @@ pub fn set_up<S: DirectSteps>(
         .init_obj_cq()
         .map_err(|e| fail(SetupStep::InitObj, e, object.clone()))?;
     check_cq_layout(&cq).map_err(|e| layout(e, object))?;
+    if let Some(rcq) = s.init_obj_recv_cq() {
+        let object = "the receive CQ".to_string();
+        let rcq = rcq.map_err(|e| fail(SetupStep::InitObj, e, object.clone()))?;
+        check_cq_layout(&rcq).map_err(|e| layout(e, object))?;
+    }
+    if let Some(srq) = s.init_obj_srq() {
+        let object = "the SRQ".to_string();
+        let srq = srq.map_err(|e| fail(SetupStep::InitObj, e, object.clone()))?;
+        check_srq_layout(&srq).map_err(|e| layout(e, object))?;
+    }
     Ok(SetUp { qps, cq })
 }
 

@@ -5,22 +5,17 @@
 //! raises one completion event at the first CQE written after it (at once
 //! when unpolled CQEs already wait past the consumer index), as a device
 //! would before `ibv_get_cq_event` returns. [`Model::wait_cq_event`] is
-//! that `ibv_get_cq_event`.
+//! that `ibv_get_cq_event`. The arm's sequence number must count the events
+//! delivered so far (mod 4: libmlx5 bumps it in `mlx5_cq_event`); an arm
+//! that did not bump it is a violation.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{lock, Model, Shared};
+use super::handle::{lock, Model, Shared};
+use super::nic::Arm;
 use crate::mlx5::Mmio;
-
-/// A pending arm request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Arm {
-    pub(crate) sn: u32,
-    pub(crate) solicited: bool,
-    pub(crate) ci: u32,
-}
 
 /// Stores of `DirectCq::arm` into the model's CQ record and UAR.
 #[derive(Clone)]
@@ -51,8 +46,16 @@ impl Mmio for ModelCqMmio {
             ));
             return;
         }
+        let (sn, taken) = (word >> 28 & 3, nic.events_taken);
+        if sn != taken & 3 {
+            nic.violations.push(format!(
+                "CQ armed with sequence number {sn} after {taken} events delivered (expected {}: \
+                 the number is bumped once per event taken, DirectCq::event_consumed)",
+                taken & 3
+            ));
+        }
         nic.arm(Arm {
-            sn: word >> 28 & 3,
+            sn,
             solicited: word & 1 << 24 != 0,
             ci: word & 0x00ff_ffff,
         });
@@ -82,6 +85,7 @@ impl Model {
         loop {
             if nic.events > 0 {
                 nic.events -= 1;
+                nic.events_taken += 1;
                 return true;
             }
             let left = end.saturating_duration_since(Instant::now());

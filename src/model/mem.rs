@@ -3,6 +3,8 @@
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 
+use super::config::RecvSpec;
+
 /// One zeroed allocation, freed on drop.
 pub(crate) struct Region {
     ptr: NonNull<u8>,
@@ -42,5 +44,38 @@ impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this layout, freed once.
         unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// One QP's memory: its SQ ring, doorbell record and UAR page.
+pub(crate) struct QpMem {
+    pub(crate) sq: Region,
+    pub(crate) dbrec: Region,
+    pub(crate) uar: Region,
+}
+
+pub(crate) struct Mem {
+    pub(crate) qps: Vec<QpMem>,
+    pub(crate) cq: Region,
+    pub(crate) cq_dbrec: Region,
+    /// The CQ's UAR (arm doorbells; the poller never arms).
+    pub(crate) cq_uar: Region,
+    /// The peers' receive rings (`ModelConfig::recv`): one per QP, or one SRQ.
+    pub(crate) recv: Vec<RecvMem>,
+}
+
+/// One receive ring's memory.
+pub(crate) struct RecvMem {
+    pub(crate) buf: Region,
+    /// Word 0: the posted count (RQ: `dbrec[MLX5_RCV_DBR]`; SRQ: its record).
+    pub(crate) dbrec: Region,
+}
+
+impl RecvMem {
+    pub(crate) fn new(spec: &RecvSpec) -> Self {
+        Self {
+            buf: Region::new((spec.slots * spec.stride) as usize, 4096),
+            dbrec: Region::new(64, 64),
+        }
     }
 }

@@ -6,26 +6,11 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::Shared;
+use super::event::MmioEvent;
+use super::handle::Shared;
 use crate::mlx5::{barrier, Mmio};
 
-/// One recorded store or barrier, in program order.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum MmioEvent {
-    /// `store_fence_dma` (WQEs → doorbell record).
-    FenceDma,
-    /// `store_fence_wc` (before / after the write-combining stores).
-    FenceWc,
-    /// Doorbell-record store: `offset` in bytes from `dbrec` (the SQ record
-    /// is at 4), `value` the producer index as stored (decoded from BE).
-    Dbrec { offset: isize, value: u32 },
-    /// 8-byte doorbell store at `offset` from `bf.reg`.
-    Db64 { offset: isize, bytes: [u8; 8] },
-    /// 64-byte BlueFlame chunk at `offset` from `bf.reg`.
-    Bf64 { offset: isize, bytes: [u8; 64] },
-}
-
-/// Records stores into one QP's memory of a [`Model`](super::Model).
+/// Records stores into one QP's memory of a [`Model`](super::handle::Model).
 #[derive(Clone)]
 pub struct ModelMmio {
     pub(crate) shared: Arc<Shared>,

@@ -21,9 +21,11 @@ use std::collections::VecDeque;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
+use super::config::{Access, ModelConfig, ModelTransport, PeerCompletion};
 use super::decode::{self, op, synd, vendor, CqeOut, Payload, Sge};
-use super::mmio::MmioEvent;
-use super::{Access, Mem, ModelConfig, ModelTransport, PeerCompletion};
+use super::event::MmioEvent;
+use super::mem::Mem;
+use super::recv::RecvHw;
 
 /// Counters of what the NIC did (for the whole model or one QP).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -121,6 +123,14 @@ enum Attempt {
     Blocked,
 }
 
+/// A pending arm request (`cq_arm.rs` reads it from the UAR doorbell).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Arm {
+    pub(crate) sn: u32,
+    pub(crate) solicited: bool,
+    pub(crate) ci: u32,
+}
+
 pub(crate) struct Nic {
     pub(crate) qps: Vec<Qp>,
     cq_pi: u32,
@@ -136,12 +146,15 @@ pub(crate) struct Nic {
     /// WQE dropped with a RESP_ERR CQE, the sender RNR-NAKed).
     pub(crate) odp_faults: u32,
     /// The peers' real receive rings (`ModelConfig::recv`).
-    pub(crate) recv: Vec<super::recv::RecvHw>,
+    pub(crate) recv: Vec<RecvHw>,
     /// Responder CQEs of the WQE being executed, written before its own.
     pub(crate) resp_cqes: Vec<CqeOut>,
     /// The CQ's pending arm request, and events raised (`cq_arm`).
-    pub(crate) armed: Option<super::cq_arm::Arm>,
+    pub(crate) armed: Option<Arm>,
     pub(crate) events: u32,
+    /// Events handed to the application (`Model::wait_cq_event`): the arm
+    /// sequence number each arm must carry (mod 4).
+    pub(crate) events_taken: u32,
 }
 
 impl Nic {
@@ -160,6 +173,7 @@ impl Nic {
             resp_cqes: Vec::new(),
             armed: None,
             events: 0,
+            events_taken: 0,
         }
     }
 
@@ -514,7 +528,7 @@ impl Nic {
 
     /// An arm request: an event at the next CQE, or now when CQEs past the
     /// consumer index it names are already written.
-    pub(crate) fn arm(&mut self, a: super::cq_arm::Arm) {
+    pub(crate) fn arm(&mut self, a: Arm) {
         if !a.solicited && self.cq_pi.wrapping_sub(a.ci) & 0x00ff_ffff != 0 {
             self.events += 1;
         } else {

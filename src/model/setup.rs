@@ -2,14 +2,17 @@
 //! model, with a failure injected at any step: what `--post auto` falls back
 //! from is tested without a ConnectX.
 
-use super::Model;
+use super::handle::Model;
 use crate::mlx5::setup::{DirectQpAttr, DirectSteps, SetupStep};
 use crate::sys;
 
-/// Fail `step` with `errno` on QP `at` (0-based; `at == qps` means the CQ,
-/// which has only the InitObj and Layout steps). A Layout failure makes
-/// `mlx5dv_init_obj` describe a 128-byte SQ stride (a 256-byte CQE for the
-/// CQ), which the real layout check refuses.
+/// Fail `step` with `errno` on QP `at` (0-based; `at == qps` means the send
+/// CQ, `qps + 1` the receive CQ (the model's one CQ again), `qps + 2` the
+/// SRQ (with `ModelConfig::recv` `srq`); those have only the InitObj and
+/// Layout steps). A Layout failure makes `mlx5dv_init_obj` describe a
+/// 128-byte SQ stride (a 256-byte CQE for a CQ, a 16-byte SRQ stride),
+/// which the real layout check refuses. A QP's RQ (`ModelConfig::recv`
+/// with RQs) is described as the model has it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Inject {
     pub step: SetupStep,
@@ -79,6 +82,9 @@ impl DirectSteps for ModelSteps<'_> {
     fn init_obj_qp(&mut self, qp: &ModelQp) -> Result<sys::mlx5dv_qp, i32> {
         self.step(qp.index, SetupStep::InitObj)?;
         let mut dv = self.model.dv_qp_of(qp.index);
+        if let Ok(recv) = self.model.recv_dv_qp(qp.index) {
+            dv.rq = recv.rq;
+        }
         if self.layout_broken(qp.index) {
             dv.sq.stride = 128;
         }
@@ -92,5 +98,27 @@ impl DirectSteps for ModelSteps<'_> {
             dv.cqe_size = 256;
         }
         Ok(dv)
+    }
+    fn init_obj_recv_cq(&mut self) -> Option<Result<sys::mlx5dv_cq, i32>> {
+        let at = self.model.config().qps as usize + 1;
+        if let Err(e) = self.step(at, SetupStep::InitObj) {
+            return Some(Err(e));
+        }
+        let mut dv = self.model.dv_cq();
+        if self.layout_broken(at) {
+            dv.cqe_size = 256;
+        }
+        Some(Ok(dv))
+    }
+    fn init_obj_srq(&mut self) -> Option<Result<sys::mlx5dv_srq, i32>> {
+        let mut dv = self.model.recv_dv_srq().ok()?;
+        let at = self.model.config().qps as usize + 2;
+        if let Err(e) = self.step(at, SetupStep::InitObj) {
+            return Some(Err(e));
+        }
+        if self.layout_broken(at) {
+            dv.stride = 16;
+        }
+        Some(Ok(dv))
     }
 }

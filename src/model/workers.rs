@@ -4,7 +4,8 @@
 //! CQ and UAR per thread on hardware. Posting uses the real stores
 //! ([`HwMmio`]); the polling thread steps the model's NIC inline.
 
-use super::{Access, Model, ModelConfig};
+use super::config::{Access, ModelConfig};
+use super::handle::Model;
 use crate::mlx5::{DirectCq, DirectSq, HwMmio};
 use crate::post::{Completion, CompletionQueue, PostError};
 use crate::run::bw::QpTarget;

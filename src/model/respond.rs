@@ -1,0 +1,116 @@
+//! The NIC's responder side on real receive rings (`ModelConfig::recv`):
+//! a SEND or WRITE_IMM takes a WQE from its peer's RQ or the SRQ
+//! (`recv.rs` reads the rings), lands through the WQE's data segments or in
+//! the CQE, and leaves a responder CQE for the attempt to write before the
+//! requester's.
+
+use super::config::{Access, ModelConfig, ModelTransport};
+use super::decode::{op, synd, vendor, CqeOut};
+use super::nic::Nic;
+use super::recv::{segs, GRH_BYTES, LOCAL_LENGTH};
+
+impl Nic {
+    /// Delivers one message to QP `q`'s peer through its real receive ring.
+    /// `Err` is what the requester's CQE reports.
+    pub(crate) fn deliver_direct(
+        &mut self,
+        cfg: &ModelConfig,
+        q: usize,
+        data: &[u8],
+        opcode: u8,
+        imm: Option<[u8; 4]>,
+        rnr_is_error: bool,
+    ) -> Result<(), (u8, u8)> {
+        let Some(spec) = cfg.recv.as_ref() else {
+            return Err((synd::LOCAL_QP_OP, vendor::UNKNOWN));
+        };
+        let r = if spec.srq { 0 } else { q };
+        let Some(idx) = self.recv[r].take(spec) else {
+            return self.no_receive(q, rnr_is_error);
+        };
+        let qpn = spec.qpn + q as u32;
+        if spec.srq && self.odp_faults > 0 {
+            // An ODP page fault on the receive buffer: the NIC drops the
+            // SRQ WQE it took, says so in a RESP_ERR CQE, and answers the
+            // sender with an RNR NAK (it retries the message).
+            self.odp_faults -= 1;
+            self.resp_cqes.push(CqeOut::RespErr {
+                qpn,
+                counter: idx,
+                syndrome: synd::REMOTE_ABORTED,
+                vendor: vendor::ODP_PAGE_FAULT,
+            });
+            return self.no_receive(q, rnr_is_error);
+        }
+        let w = self.recv[r].wqe(spec, idx as u32);
+        let ud = matches!(cfg.transport, ModelTransport::Ud { .. });
+        let send = opcode != op::RDMA_WRITE_IMM;
+        let mut payload = Vec::with_capacity(data.len() + GRH_BYTES);
+        if ud && spec.grh {
+            payload.push(0x60); // IPv6 version nibble; the rest zero
+            payload.resize(GRH_BYTES, 0);
+        }
+        payload.extend_from_slice(data);
+        let err = |syndrome, vendor| CqeOut::RespErr {
+            qpn,
+            counter: idx,
+            syndrome,
+            vendor,
+        };
+        let limit = if cfg.cqe_size == 128 { 64 } else { 32 };
+        let in_cqe = send && !ud && spec.scatter_to_cqe && payload.len() <= limit;
+        if send && !in_cqe {
+            let sg = segs(spec, &w);
+            let room: u64 = sg.iter().map(|s| s.len as u64).sum();
+            if payload.len() as u64 > room {
+                self.resp_cqes.push(err(LOCAL_LENGTH, vendor::UNKNOWN));
+                // UD has no response: the sender sees success.
+                return if ud {
+                    Ok(())
+                } else {
+                    Err((synd::REMOTE_INVAL_REQ, vendor::REM_INV))
+                };
+            }
+            let mut at = 0usize;
+            for s in &sg {
+                let n = (s.len as usize).min(payload.len() - at);
+                if n == 0 {
+                    break;
+                }
+                if self
+                    .mr(s.lkey, s.addr, n as u64, Access::LOCAL_WRITE.0)
+                    .is_none()
+                {
+                    self.resp_cqes.push(err(synd::LOCAL_PROT, vendor::LKEY));
+                    return if ud {
+                        Ok(())
+                    } else {
+                        Err((synd::REMOTE_OP, vendor::UNKNOWN))
+                    };
+                }
+                // SAFETY: inside a registered, locally writable region.
+                unsafe { std::ptr::copy(payload.as_ptr().add(at), s.addr as *mut u8, n) };
+                at += n;
+            }
+        }
+        let flags_rqpn = if ud {
+            (cfg.qpn + q as u32) | if spec.grh { 1 << 28 } else { 0 }
+        } else {
+            0
+        };
+        self.resp_cqes.push(CqeOut::Resp {
+            opcode: match opcode {
+                op::RDMA_WRITE_IMM => 1,
+                op::SEND_IMM => 3,
+                _ => 2,
+            },
+            qpn,
+            counter: idx,
+            byte_cnt: payload.len() as u32,
+            imm: imm.unwrap_or_default(),
+            flags_rqpn,
+            inline: in_cqe.then_some(payload),
+        });
+        Ok(())
+    }
+}
