@@ -87,7 +87,7 @@ pub fn parse(argv: Vec<String>) -> Parsed {
     };
     let (tool, a) = match tool_args(cli.cmd) {
         Ok(t) => t,
-        Err(other) => return Parsed::Other(other),
+        Err(other) => return Parsed::Other(*other),
     };
     if a.version {
         return Parsed::Print {
@@ -100,7 +100,7 @@ pub fn parse(argv: Vec<String>) -> Parsed {
 }
 
 /// A tool's subcommand as its tool and flags (another command as it is).
-fn tool_args(cmd: Command) -> Result<(Tool, args::PerfArgs), Command> {
+fn tool_args(cmd: Command) -> Result<(Tool, args::PerfArgs), Box<Command>> {
     let (verb, kind, a) = match cmd {
         Command::WriteBw(a) => (Verb::Write, Kind::Bw, a),
         Command::ReadBw(a) => (Verb::Read, Kind::Bw, a),
@@ -110,7 +110,7 @@ fn tool_args(cmd: Command) -> Result<(Tool, args::PerfArgs), Command> {
         Command::ReadLat(a) => (Verb::Read, Kind::Lat, a),
         Command::SendLat(a) => (Verb::Send, Kind::Lat, a),
         Command::AtomicLat(a) => (Verb::Atomic, Kind::Lat, a),
-        other => return Err(other),
+        other => return Err(Box::new(other)),
     };
     Ok((Tool { verb, kind }, a))
 }
