@@ -76,7 +76,21 @@ pub fn mem_opts(tool: Tool, a: &PerfArgs, conn: Conn, size: u64) -> Result<MemOp
                 .into(),
         );
     }
-    let payload = match &a.payload_file_path {
+    let payload = payload(tool, a, size)?;
+    Ok(MemOpts {
+        hugepages: a.use_hugepages,
+        mmap: a.mmap.clone().map(|f| (f, a.mmap_offset.unwrap_or(0))),
+        payload,
+        null_mr: a.use_null_mr,
+        odp: a.odp,
+        srq: a.use_srq,
+    })
+}
+
+/// `--payload_file_path`'s pattern (at most `size` bytes of it).
+fn payload(tool: Tool, a: &PerfArgs, size: u64) -> Result<Option<Vec<u8>>, String> {
+    let verb = tool.verb;
+    Ok(match &a.payload_file_path {
         None => None,
         Some(path) => {
             if tool.kind == Kind::Lat && verb == Verb::Write {
@@ -104,14 +118,6 @@ pub fn mem_opts(tool: Tool, a: &PerfArgs, conn: Conn, size: u64) -> Result<MemOp
                     .map_err(|e| format!("--payload_file_path {}: {e}", path.display()))?,
             )
         }
-    };
-    Ok(MemOpts {
-        hugepages: a.use_hugepages,
-        mmap: a.mmap.clone().map(|f| (f, a.mmap_offset.unwrap_or(0))),
-        payload,
-        null_mr: a.use_null_mr,
-        odp: a.odp,
-        srq: a.use_srq,
     })
 }
 

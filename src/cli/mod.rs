@@ -85,64 +85,9 @@ pub fn parse(argv: Vec<String>) -> Parsed {
         Ok(c) => c,
         Err(e) => return Parsed::Clap(e),
     };
-    let (tool, a) = match cli.cmd {
-        Command::WriteBw(a) => (
-            Tool {
-                verb: Verb::Write,
-                kind: Kind::Bw,
-            },
-            a,
-        ),
-        Command::ReadBw(a) => (
-            Tool {
-                verb: Verb::Read,
-                kind: Kind::Bw,
-            },
-            a,
-        ),
-        Command::SendBw(a) => (
-            Tool {
-                verb: Verb::Send,
-                kind: Kind::Bw,
-            },
-            a,
-        ),
-        Command::AtomicBw(a) => (
-            Tool {
-                verb: Verb::Atomic,
-                kind: Kind::Bw,
-            },
-            a,
-        ),
-        Command::WriteLat(a) => (
-            Tool {
-                verb: Verb::Write,
-                kind: Kind::Lat,
-            },
-            a,
-        ),
-        Command::ReadLat(a) => (
-            Tool {
-                verb: Verb::Read,
-                kind: Kind::Lat,
-            },
-            a,
-        ),
-        Command::SendLat(a) => (
-            Tool {
-                verb: Verb::Send,
-                kind: Kind::Lat,
-            },
-            a,
-        ),
-        Command::AtomicLat(a) => (
-            Tool {
-                verb: Verb::Atomic,
-                kind: Kind::Lat,
-            },
-            a,
-        ),
-        other => return Parsed::Other(other),
+    let (tool, a) = match tool_args(cli.cmd) {
+        Ok(t) => t,
+        Err(other) => return Parsed::Other(*other),
     };
     if a.version {
         return Parsed::Print {
@@ -152,6 +97,22 @@ pub fn parse(argv: Vec<String>) -> Parsed {
         };
     }
     Parsed::Tool(tool, a)
+}
+
+/// A tool's subcommand as its tool and flags (another command as it is).
+fn tool_args(cmd: Command) -> Result<(Tool, args::PerfArgs), Box<Command>> {
+    let (verb, kind, a) = match cmd {
+        Command::WriteBw(a) => (Verb::Write, Kind::Bw, a),
+        Command::ReadBw(a) => (Verb::Read, Kind::Bw, a),
+        Command::SendBw(a) => (Verb::Send, Kind::Bw, a),
+        Command::AtomicBw(a) => (Verb::Atomic, Kind::Bw, a),
+        Command::WriteLat(a) => (Verb::Write, Kind::Lat, a),
+        Command::ReadLat(a) => (Verb::Read, Kind::Lat, a),
+        Command::SendLat(a) => (Verb::Send, Kind::Lat, a),
+        Command::AtomicLat(a) => (Verb::Atomic, Kind::Lat, a),
+        other => return Err(Box::new(other)),
+    };
+    Ok((Tool { verb, kind }, a))
 }
 
 /// Runs the command line; returns the process exit status.

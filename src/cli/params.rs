@@ -190,11 +190,7 @@ fn build(c: Ctx) -> Result<Params, String> {
         output: c.output?,
         limit_bw: a.limit_bw,
         limit_msgrate: a.limit_msgrate,
-        json_file: (a.out_json || a.out_json_file.is_some()).then(|| {
-            a.out_json_file
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(DEF_JSON_FILE))
-        }),
+        json_file: json_file(a),
         with_imm: a.write_with_imm || a.send_with_imm,
         post: c.post,
         loopback: a.loopback,
@@ -206,16 +202,10 @@ fn build(c: Ctx) -> Result<Params, String> {
         no_cost: a.no_cost,
         threads: c.threads,
         cpus: c.cpus?,
-        samples: SampleReport {
-            unsorted: a.report_unsorted,
-            histogram: a.report_histogram,
-            cycles: a.report_cycles,
-            file: a.samples_file.clone(),
-        },
+        samples: SampleReport::of(a),
         qos: Qos {
-            traffic_class: a.tclass.unwrap_or(0),
             flow_labels: c.flow_labels?,
-            pkey_index: a.pkey_index.unwrap_or(0),
+            ..Qos::of(a)
         },
         cpu_util: a.cpu_util,
         retry_count: a.retry_count.unwrap_or(DEF_RETRY_COUNT),
@@ -233,6 +223,37 @@ fn build(c: Ctx) -> Result<Params, String> {
         recv_post_list: a.recv_post_list.unwrap_or(1),
         mcast,
     })
+}
+
+/// `--out_json`/`--out_json_file` (perftest's default file name).
+fn json_file(a: &PerfArgs) -> Option<PathBuf> {
+    (a.out_json || a.out_json_file.is_some()).then(|| {
+        a.out_json_file
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEF_JSON_FILE))
+    })
+}
+
+impl SampleReport {
+    fn of(a: &PerfArgs) -> SampleReport {
+        SampleReport {
+            unsorted: a.report_unsorted,
+            histogram: a.report_histogram,
+            cycles: a.report_cycles,
+            file: a.samples_file.clone(),
+        }
+    }
+}
+
+impl Qos {
+    /// `--tclass` and `--pkey_index` (the flow labels are parsed by the rules).
+    fn of(a: &PerfArgs) -> Qos {
+        Qos {
+            traffic_class: a.tclass.unwrap_or(0),
+            flow_labels: Vec::new(),
+            pkey_index: a.pkey_index.unwrap_or(0),
+        }
+    }
 }
 
 /// perftest's notices about what it changed: the rate limiter's, then

@@ -6,14 +6,14 @@
 //! sum of its own and the peer's report (send `-D` exchanges no report and
 //! prints its own row, as perftest does).
 
-use super::send_bw::{barrier, clamp_for_ud, describe_recv, ud_dests, Ready, Receiver};
+use super::send_bw::{barrier, describe_recv, open, ud_dests, Opened, Ready, Receiver};
 use crate::cli::params::{Mode, Params, Verb};
 use crate::clock;
 use crate::ctrl::choreo::Barrier;
-use crate::ctrl::{choreography, BwReport, Step};
+use crate::ctrl::{BwReport, Step};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
-use crate::post::wr_api::{send_ops_flags, WrApiQueue};
+use crate::post::wr_api::WrApiQueue;
 use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WrDesc};
 use crate::report::info::TestInfo;
 use crate::report::{json, stats, text};
@@ -23,14 +23,12 @@ use crate::run::geometry::Geometry;
 use crate::run::recv::{RecvBuf, RecvConfig, RxCount, Window};
 use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
-use crate::tool::common::scenario::qp_type;
 use crate::tool::session::bw_measure::{bw_config, describe, measure_size, qp_targets};
 use crate::tool::session::bw_result::{check_limits, report_of, result, row_of, Measured};
 use crate::tool::session::control::connect;
 use crate::tool::session::direct::{self, DirectQueues, DirectRx};
-use crate::tool::setup::method::{self, Method};
-use crate::tool::setup::resources::Endpoint;
-use crate::verbs::{Mtu, UdDest};
+use crate::tool::setup::method::Method;
+use crate::verbs::UdDest;
 use std::time::Duration;
 
 pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
@@ -47,19 +45,15 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
             p0.tool.name()
         )));
     }
-    let ep = Endpoint::open(p0)?;
-    let local_mtu = Mtu(ep.mtu_enum(p0) as u32).bytes().unwrap_or(1024) as u64;
-    let mut p = p0.clone();
-    clamp_for_ud(&mut p, local_mtu)?;
-    let p = &p;
-    let steps = choreography(&crate::tool::common::scenario::scenario(
+    let Opened {
+        ep,
         p,
-        local_mtu as u32,
-    ));
+        method,
+        flags,
+        steps,
+    } = open(p0)?;
+    let p = &p;
     let send = p.tool.verb == Verb::Send;
-    let op = p.op();
-    let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
-    let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
 
     let mut sess = connect(p, &ep)?;
     let mut cb_cl = (0u32, 0u32);

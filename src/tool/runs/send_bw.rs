@@ -569,6 +569,38 @@ impl Ready {
     }
 }
 
+/// What send-bw and duplex open before the control session: the device,
+/// the parameters clamped to a UD MTU, the post method (with its WR-API
+/// flags) and the choreography.
+pub(crate) struct Opened {
+    pub ep: Endpoint,
+    pub p: Params,
+    pub method: Method,
+    pub flags: Option<u64>,
+    pub steps: Vec<ctrl::Entry>,
+}
+
+pub(crate) fn open(p0: &Params) -> Result<Opened, Fail> {
+    let ep = Endpoint::open(p0)?;
+    let local_mtu = Mtu(ep.mtu_enum(p0) as u32).bytes().unwrap_or(1024) as u64;
+    let mut p = p0.clone();
+    clamp_for_ud(&mut p, local_mtu)?;
+    let op = p.op();
+    let method = method::resolve(&ep.ctx, &p, qp_type(&p), &[op])?;
+    let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
+    let steps = choreography(&crate::tool::common::scenario::scenario(
+        &p,
+        local_mtu as u32,
+    ));
+    Ok(Opened {
+        ep,
+        p,
+        method,
+        flags,
+        steps,
+    })
+}
+
 /// send-bw on one side; each size's summary (the client's post cost, the
 /// server's receive cost per message) for `compare`.
 pub fn run(p0: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
@@ -577,18 +609,14 @@ pub fn run(p0: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
             "send-bw --run_infinitely: not implemented yet in rdmaperf; use -D, or stock ib_send_bw",
         ));
     }
-    let ep = Endpoint::open(p0)?;
-    let local_mtu = Mtu(ep.mtu_enum(p0) as u32).bytes().unwrap_or(1024) as u64;
-    let mut p = p0.clone();
-    clamp_for_ud(&mut p, local_mtu)?;
-    let p = &p;
-    let op = p.op();
-    let method = method::resolve(&ep.ctx, p, qp_type(p), &[op])?;
-    let flags = (method == Method::WrApi).then(|| send_ops_flags(&[op]));
-    let steps = choreography(&crate::tool::common::scenario::scenario(
+    let Opened {
+        ep,
         p,
-        local_mtu as u32,
-    ));
+        method,
+        flags,
+        steps,
+    } = open(p0)?;
+    let p = &p;
 
     let mut sess: Session = connect(p, &ep)?;
     let mut cb_cl = (0u32, 0u32);
