@@ -8,12 +8,14 @@
 //! Every reader takes a [`sysfs::SysRoot`], so the fixture tree in
 //! `tests/data/sysfs/` goes through the same code as `/sys`.
 //! Layers: `sysfs`, `ethtool` (reading) → `counters` (snapshots, deltas) → `ceiling`
-//! (arithmetic) → `rules` (the table and its evaluation) → `doctor` →
+//! (arithmetic) → `rules` (the table and its evaluation) → `direction`
+//! (which way packets were lost, from both ends' counters) → `doctor` →
 //! `bracket` (`--explain` around a tool run).
 
 pub mod bracket;
 pub mod ceiling;
 pub mod counters;
+pub mod direction;
 pub mod doctor;
 pub mod ethtool;
 pub mod rules;
