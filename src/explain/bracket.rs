@@ -301,6 +301,7 @@ impl Explanation {
             };
             let (back, explained) = direction::judge(&me, &them);
             self.findings.retain(|f| !explained.contains(&f.code));
+            direction::relabel(&me, &them, &mut self.findings);
             self.findings.extend(back);
             self.findings.sort_by(|a, b| b.score.total_cmp(&a.score));
         }

@@ -197,6 +197,32 @@ pub fn judge(me: &End, peer: &End) -> (Vec<Finding>, Vec<&'static str>) {
     (v, explained)
 }
 
+/// Sequence errors on a direction that lost nothing (the `loss` rule here
+/// as requester, `out_of_sequence` here as responder) are not loss: the
+/// finding becomes `reordered`, with both ends' counts as evidence. Only
+/// the counts tell reordering from loss (bw-diagnosis §4, point 6).
+pub fn relabel(me: &End, peer: &End, findings: &mut [Finding]) {
+    for f in findings.iter_mut() {
+        let (from, to) = match f.code {
+            "loss" => (me, peer),
+            "out_of_sequence" => (peer, me),
+            _ => continue,
+        };
+        let Some((_, share, text)) = missing(from, to) else {
+            continue;
+        };
+        if share < MIN_SHARE / 10.0 {
+            f.code = "reordered";
+            f.title = "sequence errors, yet nothing was lost on that direction: packets arrived \
+                       reordered, or the requester resent ahead after its ACK timer fired";
+            f.evidence = format!("{}; {text}", f.evidence);
+            f.fix = "no drop to find: multipath (ECMP, adaptive routing) reorders a QP's packets, \
+                     which RoCE takes as loss; or the requester's timer fires before the answers \
+                     come (a busy responder or a long path: a larger -u)";
+        }
+    }
+}
+
 const FIX: &str = "the drop is on the responder-to-requester direction: that direction's switch \
                    ports, the requester's receive side (its NIC port discards, CRC errors) and \
                    the responder's transmit side; the request direction is clean";
@@ -359,6 +385,45 @@ mod tests {
             "{}",
             f[0].evidence
         );
+    }
+
+    /// The clean write run on a loaded emulated host (measured): NAKs and
+    /// out-of-sequence requests with every packet delivered both ways are
+    /// `reordered`, not loss; with packets missing they stay loss.
+    #[test]
+    fn sequence_errors_without_loss_are_reordering() {
+        let req = d(&[
+            ("sent_pkts", 37_381),
+            ("rcvd_pkts", 2_171),
+            ("rcvd_seq_err", 36),
+        ]);
+        let resp = d(&[
+            ("sent_pkts", 2_171),
+            ("rcvd_pkts", 37_381),
+            ("out_of_seq_request", 44),
+        ]);
+        let mut mine = crate::explain::rules::evaluate(&resp).0;
+        assert_eq!(
+            mine.iter().map(|f| f.code).collect::<Vec<_>>(),
+            ["out_of_sequence"]
+        );
+        relabel(&end("rxeb", &resp), &end("rxea", &req), &mut mine);
+        assert_eq!(mine[0].code, "reordered");
+        assert!(
+            mine[0]
+                .evidence
+                .contains("rxea sent_pkts +37381, rxeb rcvd_pkts +37381: 0 (0.0 %)"),
+            "{}",
+            mine[0].evidence
+        );
+        let lossy = d(&[
+            ("sent_pkts", 2_171),
+            ("rcvd_pkts", 36_000),
+            ("out_of_seq_request", 44),
+        ]);
+        let mut f = crate::explain::rules::evaluate(&lossy).0;
+        relabel(&end("rxeb", &lossy), &end("rxea", &req), &mut f);
+        assert_eq!(f[0].code, "out_of_sequence");
     }
 
     #[test]
