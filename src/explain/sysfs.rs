@@ -44,7 +44,8 @@ impl SysRoot {
         self.list("sys/class/infiniband")
     }
 
-    fn exists(&self, rel: &str) -> bool {
+    /// Whether `rel` exists (a file, directory or link to one).
+    pub fn exists(&self, rel: &str) -> bool {
         Path::exists(&self.path(rel))
     }
 }
