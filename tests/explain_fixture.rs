@@ -41,6 +41,8 @@ fn the_fixture_reads_through_the_real_readers() {
         (rxe.pcie.as_ref(), rxe.ports[0].netdev.as_deref()),
         (None, Some("eth0"))
     );
+    // rxe has no PCIe function: a software device (the CPU is its ceiling).
+    assert!(rxe.software && !d.software);
     // Counters: hw_counters by name, the PMA under pma., lifespan left out.
     let s = Snapshot::read(&root, "mlx5_0", 1);
     assert_eq!(s.0.get("pma.link_downed"), Some(&2));

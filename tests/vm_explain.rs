@@ -8,7 +8,12 @@
 //! 67 ms) gives the timeout finding,
 //! and a stock perftest 4.5 receiver with two receives gives the RNR
 //! finding at the rdmaperf sender, which explains its own counters and says
-//! the peer is stock perftest. Between two rdmaperf sides each block also
+//! the peer is stock perftest. Loss on the way back only (netem on the
+//! responder's veth: write ACKs, read responses) gives `return_path_loss`
+//! on both ends, naming the direction with both ends' counters, where the
+//! requester alone would have said timeout (reads) or nothing (ACKs); the
+//! clean write and read runs do not give it. Every block on these software
+//! devices says the CPU, not the link, is the ceiling, never "try -q 4". Between two rdmaperf sides each block also
 //! shows the peer's findings (exchanged before the close). (rdmaperf's own receiver reposts fast
 //! enough that `-r 2` ran dry in no run under emulation; the receiver-side
 //! RNR rule is checked on recorded counters in `src/explain/rules.rs`.)
@@ -37,6 +42,16 @@ tc qdisc del dev v0 root
 tc qdisc add dev v0 root netem delay 150ms
 pair delay "$(srv "$W -D 10")" "$(cli "$W -D 10")"
 tc qdisc del dev v0 root
+# Loss on the way back only: netem on v1, the responder rxeb's egress (ACKs of writes, read
+# responses); the requests on v0 are untouched. Then a clean read for its noise floor.
+R='read-bw -x 0 -s 65536 --explain --timeout 60'
+tc qdisc add dev v1 root netem loss 30%
+pair ackloss "$(srv "$W -D 4")" "$(cli "$W -D 4 --out_json_file=$RESULTS/ackloss.json")"
+tc qdisc change dev v1 root netem loss 5%
+pair readloss "$(srv "$R -D 3")" "$(cli "$R -D 3")"
+tc -s qdisc show dev v1 > $RESULTS/back.qdisc 2>&1
+tc qdisc del dev v1 root
+pair readclean "$(srv "$R -D 3")" "$(cli "$R -D 3")"
 # RNR against a stock perftest 4.5 receiver with two receives (it reposts slowly enough to run
 # dry; bw-diagnosis §4): the rdmaperf sender explains its own counters only.
 pair rnr 'ib_send_bw -d rxeb -x 0 -s 4096 -D 3 -r 2 -F -p $PORT' "$(cli 'send-bw -x 0 -s 4096 -D 3 --explain --timeout 60')"
@@ -115,7 +130,70 @@ fn explain_on_a_veth_pair_with_netem() {
             "{}",
             show("clean")
         );
+        assert!(
+            out.contains(": a software device (no PCIe function)")
+                && out.contains("the CPU caps a software device")
+                && !out.contains("-q 4"),
+            "clean {side}: {}",
+            show("clean")
+        );
     }
+    let no_return = |name: &str| {
+        let p = r.pair(name);
+        p.assert_ok();
+        for out in [&p.server.out, &p.client.out] {
+            assert!(
+                !findings(out).contains(&"return_path_loss".to_string()),
+                "{}",
+                show(name)
+            );
+        }
+    };
+    no_return("clean");
+    no_return("readclean");
+    no_return("loss");
+    no_return("delay");
+
+    // Loss on the way back: both ends name it, with both ends' counters.
+    for name in ["ackloss", "readloss"] {
+        let p = r.pair(name);
+        p.assert_ok();
+        for (side, out) in [("client", &p.client.out), ("server", &p.server.out)] {
+            let f = findings(out);
+            assert!(
+                f.contains(&"return_path_loss".to_string())
+                    && !f
+                        .iter()
+                        .any(|c| ["timeout", "loss", "out_of_sequence"].contains(&c.as_str())),
+                "{name} {side}: {f:?}\n{}\n{:?}",
+                show(name),
+                r.file("back.qdisc")
+            );
+            assert!(
+                out.contains("evidence: requester rxea: completer_retry_err +")
+                    && out.contains("responder rxeb: duplicate_request +")
+                    && out.contains("did not arrive"),
+                "{}",
+                show(name)
+            );
+        }
+        assert!(
+            p.client.out.contains(
+                "return_path_loss: packets from the peer (the responder) back to this side"
+            ),
+            "{}",
+            show(name)
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(r.file("ackloss.json").expect("the client's JSON report")).unwrap();
+    assert!(
+        json["explain"]["findings"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["code"] == "return_path_loss")),
+        "{json}"
+    );
+    assert!(json["explain"]["software_device"].is_string(), "{json}");
 
     let loss = r.pair("loss");
     loss.assert_ok();

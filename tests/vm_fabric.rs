@@ -300,6 +300,11 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
                 "pcie_below_port",
                 "mtu_limited",
                 "port_down",
+                // From both ends' counters (explain::direction, bracket::with_peer).
+                "return_path_loss",
+                "reordered",
+                "mtu_mismatch",
+                "link_rate_mismatch",
             ])
             .collect();
         // The per-pair rows: a step number, then the pair.

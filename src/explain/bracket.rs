@@ -8,14 +8,22 @@
 //! (`ctrl::after_run`) and the block shows the peer's findings too; against
 //! stock perftest it says the facts are local only.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::time::{Duration, Instant};
 
 use super::ceiling::{payload_fraction, pcie_gbps, roce_mtu, IB_OVERHEAD, ROCE_V2_OVERHEAD};
 use super::counters::{deltas, Delta, Snapshot};
+use super::direction;
 use super::doctor::{fact_checks, Check, HostFacts};
 use super::rules::{evaluate, Finding};
 use super::sysfs::{DeviceFacts, SysRoot};
+
+/// How long the packet counters must stand still to count as settled, and
+/// how often they are read meanwhile.
+const SETTLED: Duration = Duration::from_millis(150);
+const SETTLE_POLL: Duration = Duration::from_millis(50);
 
 /// The "before" half.
 pub struct Bracket {
@@ -27,6 +35,8 @@ pub struct Bracket {
     before: Snapshot,
     /// Why the netdev gave no statistics, if it did not.
     no_eth: Option<String>,
+    /// The deltas sent to the peer ([`Bracket::settled`]).
+    at_exchange: RefCell<Option<BTreeMap<String, Delta>>>,
 }
 
 /// What `--explain` found.
@@ -51,7 +61,18 @@ pub struct Explanation {
     /// The peer's side: its explanation (its `to_json`), or why there is
     /// none ([`Explanation::with_peer`]).
     pub peer: PeerFacts,
+    /// A software device (rxe, siw): the CPU, not the link, is its ceiling.
+    pub software: bool,
+    /// The deltas as this side sent them to the peer ([`Bracket::settled`]),
+    /// which the peer's are compared with.
+    pub at_exchange: Option<BTreeMap<String, Delta>>,
 }
+
+/// What a software device's block says instead of the link advice.
+pub const SOFTWARE: &str = "a software device (no PCIe function): this host's CPUs run its \
+    transport, so the CPU, not the link, caps the number; the link ceiling does not apply, and \
+    more QPs (-q) fill a hardware link, not this one: watch its kernel work (softirq, kworker \
+    time) with `top` during the run, or measure on a hardware RDMA NIC";
 
 /// What the peer contributed after the run.
 #[derive(Clone, Debug, PartialEq)]
@@ -115,7 +136,48 @@ impl Bracket {
             netdev,
             before,
             no_eth,
+            at_exchange: RefCell::new(None),
         })
+    }
+
+    /// The explanation for the peer (after the run, before the close): read
+    /// once the port's packet counters stop moving (work still in flight
+    /// when the loops end — outstanding reads, retransmits — finishes
+    /// first, at most `max`), so that both ends' counts cover the same
+    /// packets; kept for the comparison with the peer's.
+    pub fn settled(&self, host: &HostFacts, max: Duration) -> Explanation {
+        let start = Instant::now();
+        let mut last = self.packets();
+        let mut quiet = Instant::now();
+        while start.elapsed() < max && quiet.elapsed() < SETTLED {
+            std::thread::sleep(SETTLE_POLL);
+            let now = self.packets();
+            if now != last {
+                (last, quiet) = (now, Instant::now());
+            }
+        }
+        let e = self.finish(None, host);
+        *self.at_exchange.borrow_mut() = Some(e.deltas.clone());
+        e
+    }
+
+    /// The port's packet counts (rxe's, and the PMA's where the driver has
+    /// one: a few files, not the whole snapshot; on mlx5 each PMA read is a
+    /// firmware query, hence the poll interval).
+    fn packets(&self) -> Vec<Option<String>> {
+        let base = format!(
+            "sys/class/infiniband/{}/ports/{}",
+            self.facts.name, self.port
+        );
+        [
+            "hw_counters/sent_pkts",
+            "hw_counters/rcvd_pkts",
+            "counters/port_xmit_packets",
+            "counters/port_rcv_packets",
+        ]
+        .iter()
+        .map(|f| self.root.read(&format!("{base}/{f}")))
+        .collect()
     }
 
     /// The "after" half: deltas, rules, ceilings.
@@ -170,6 +232,8 @@ impl Bracket {
             rate_gbps: port.and_then(|p| p.rate_gbps),
             netdev_mtu: port.and_then(|p| p.netdev_mtu),
             peer: PeerFacts::Said("the peer's are not exchanged".into()),
+            software: self.facts.software,
+            at_exchange: self.at_exchange.borrow().clone(),
         }
     }
 }
@@ -206,6 +270,7 @@ impl Explanation {
                 "code": c.code, "what": c.what, "fix": c.fix,
             })).collect::<Vec<_>>(),
             "notes": self.notes,
+            "software_device": self.software.then_some(SOFTWARE),
             "counter_deltas": deltas,
             "peer": match &self.peer {
                 PeerFacts::Received(v) => v.clone(),
@@ -215,11 +280,30 @@ impl Explanation {
     }
 
     /// With the peer's side as the after-run exchange gave it; a peer
-    /// whose MTU or link rate differs from ours is a finding here.
+    /// whose MTU or link rate differs from ours is a finding here, and so
+    /// are answers lost on the way from the responder back to the
+    /// requester (`super::direction`: they replace the `timeout` and
+    /// `response_loss` findings they explain).
     pub fn with_peer(mut self, peer: PeerFacts) -> Explanation {
         if let PeerFacts::Received(v) = &peer {
             self.findings
                 .splice(0..0, mismatches(self.netdev_mtu, self.rate_gbps, v));
+            let peer_deltas = direction::peer_deltas(v);
+            let me = direction::End {
+                name: &self.device,
+                // What this side sent the peer, read at the same point as
+                // the peer's (after the traffic settled).
+                deltas: self.at_exchange.as_ref().unwrap_or(&self.deltas),
+            };
+            let them = direction::End {
+                name: v["device"].as_str().unwrap_or("the peer"),
+                deltas: &peer_deltas,
+            };
+            let (back, explained) = direction::judge(&me, &them);
+            self.findings.retain(|f| !explained.contains(&f.code));
+            direction::relabel(&me, &them, &mut self.findings);
+            self.findings.extend(back);
+            self.findings.sort_by(|a, b| b.score.total_cmp(&a.score));
         }
         self.peer = peer;
         self
@@ -274,8 +358,11 @@ impl Explanation {
                 );
             }
         }
-        let at_ceiling =
-            matches!((self.measured, self.ceiling()), (Some(m), Some(c)) if m >= 0.9 * c);
+        if self.software {
+            let _ = writeln!(s, "  software       {}: {SOFTWARE}", self.device);
+        }
+        let at_ceiling = !self.software
+            && matches!((self.measured, self.ceiling()), (Some(m), Some(c)) if m >= 0.9 * c);
         if let (Some(m), Some(c)) = (self.measured, self.ceiling()) {
             let _ = writeln!(
                 s,
@@ -297,7 +384,11 @@ impl Explanation {
             let _ = writeln!(s, "  {n}. {}: {}\n     fix: {}", c.code, c.what, c.fix);
         }
         if n == 0 {
-            let verdict = if at_ceiling {
+            let verdict = if self.software {
+                "nothing in the counters or the facts explains it (no loss, timeouts, RNR, \
+                 congestion); the CPU caps a software device (above), not the link"
+                    .to_string()
+            } else if at_ceiling {
                 "at the ceiling: nothing to explain".to_string()
             } else if qps == 1 {
                 "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion); \
@@ -415,6 +506,79 @@ fn peer_text(v: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn explanation(deltas: &[(&str, u64)], software: bool) -> Explanation {
+        let deltas: BTreeMap<String, Delta> = deltas
+            .iter()
+            .map(|(k, v)| (k.to_string(), Delta::Moved(*v)))
+            .collect();
+        Explanation {
+            device: "rxea".into(),
+            port: 1,
+            link: Some((9.26, "10 Gb/s link".into())),
+            pcie: None,
+            measured: Some(0.2),
+            findings: evaluate(&deltas).0,
+            facts: Vec::new(),
+            notes: Vec::new(),
+            deltas,
+            rate_gbps: Some(10.0),
+            netdev_mtu: Some(1500),
+            peer: PeerFacts::Said("x".into()),
+            software,
+            at_exchange: None,
+        }
+    }
+
+    /// Lost read responses read as a timeout on this side alone; the
+    /// peer's duplicates and its packets that never arrived turn it into
+    /// return_path_loss (bw-diagnosis §4's read run).
+    #[test]
+    fn the_peers_counters_turn_a_timeout_into_return_path_loss() {
+        let req = [
+            ("sent_pkts", 2_000),
+            ("rcvd_pkts", 7_178),
+            ("completer_retry_err", 251),
+        ];
+        let alone = explanation(&req, true);
+        let codes = |e: &Explanation| e.findings.iter().map(|f| f.code).collect::<Vec<_>>();
+        assert_eq!(codes(&alone), ["timeout"]);
+        let peer = serde_json::json!({
+            "device": "rxeb", "netdev_mtu": 1500, "rate_gbps": 10.0,
+            "counter_deltas": {"sent_pkts": 8_123, "rcvd_pkts": 2_000, "duplicate_request": 698},
+        });
+        let e = explanation(&req, true).with_peer(PeerFacts::Received(peer.clone()));
+        assert_eq!(codes(&e), ["return_path_loss"]);
+        assert!(
+            e.findings[0].evidence.contains("rxeb sent_pkts +8123"),
+            "{:?}",
+            e.findings
+        );
+        // The same peer counters with nothing missing: a late answer stays a timeout.
+        let mut late = peer;
+        late["counter_deltas"]["sent_pkts"] = 7_178.into();
+        let e = explanation(&req, true).with_peer(PeerFacts::Received(late));
+        assert_eq!(codes(&e), ["timeout"]);
+    }
+
+    /// A software device gets no "try -q 4": the CPU is its ceiling, and
+    /// the block and the JSON say so; a hardware one keeps the advice.
+    #[test]
+    fn a_software_device_is_told_the_cpu_is_its_ceiling() {
+        let clean = [("sent_pkts", 82_000), ("rcvd_pkts", 3_000)];
+        let sw = explanation(&clean, true);
+        let t = sw.text(1);
+        assert!(!t.contains("-q 4"), "{t}");
+        assert!(
+            t.contains("  software       rxea: a software device"),
+            "{t}"
+        );
+        assert!(t.contains("the CPU caps a software device"), "{t}");
+        assert!(sw.to_json()["software_device"].as_str().is_some());
+        let hw = explanation(&clean, false);
+        assert!(hw.text(1).contains("try -q 4"), "{}", hw.text(1));
+        assert!(hw.to_json()["software_device"].is_null());
+    }
 
     /// The peer's MTU and rate against ours: a RoCE MTU that differs and a
     /// rate that differs are findings; the same MTU class (1500 and 1600

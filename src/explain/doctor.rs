@@ -409,15 +409,18 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or("?".into(), |x| x.to_string())
 }
 
-const USAGE: &str = "usage: rdmaperf doctor [-d DEV] [--sysfs-root DIR]\n\
+const USAGE: &str = "usage: rdmaperf doctor [-d DEV] [--sysfs-root DIR] [--probe-dmabuf]\n\
     Checks every RDMA device of this host (or DEV) for what caps a benchmark before any run:\n\
     port state and rate, RoCE MTU, PCIe link versus its maximum, NUMA placement, error counters,\n\
-    memlock limit, CPU governor. Exit status 1 when something is wrong.\n\
-    --sysfs-root DIR: read DIR/sys and DIR/proc instead of /sys and /proc (a copied tree)\n";
+    memlock limit, CPU governor; and with NVIDIA GPUs present, each GPU's PCIe topology class to\n\
+    every device (PIX/PXB/PHB/NODE/SYS), peer memory, dma-buf MRs, the IOMMU mode.\n\
+    Exit status 1 when something is wrong.\n\
+    --sysfs-root DIR: read DIR/sys and DIR/proc instead of /sys and /proc (a copied tree)\n\
+    --probe-dmabuf: ask each device whether it takes dma-buf MRs even without a GPU\n";
 
 /// `rdmaperf doctor ARGS`: the exit status.
 pub fn main(args: &[String]) -> i32 {
-    let (mut dev, mut root) = (None, SysRoot::default());
+    let (mut dev, mut root, mut probe) = (None, SysRoot::default(), false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -426,6 +429,7 @@ pub fn main(args: &[String]) -> i32 {
                 return 0;
             }
             "-d" | "--ib-dev" => dev = it.next().cloned(),
+            "--probe-dmabuf" => probe = true,
             "--sysfs-root" => match it.next() {
                 Some(d) => root = SysRoot(d.into()),
                 None => return usage_error("--sysfs-root needs a directory"),
@@ -459,8 +463,11 @@ pub fn main(args: &[String]) -> i32 {
     }
     let devs: Vec<DeviceFacts> = names.iter().map(|n| root.device(n)).collect();
     let host = HostFacts::read(&root);
-    let (facts, checks) = report(&root, &devs, &host);
+    let (facts, mut checks) = report(&root, &devs, &host);
     print!("{facts}");
+    let (gpu_text, gpu_checks) = gpu_report(&root, &names, probe);
+    print!("{gpu_text}");
+    checks.extend(gpu_checks);
     for c in &checks {
         println!("WARN {}: {}\n     fix: {}", c.code, c.what, c.fix);
     }
@@ -471,6 +478,31 @@ pub fn main(args: &[String]) -> i32 {
         println!("doctor: {} finding(s)", checks.len());
         1
     }
+}
+
+/// The GPU block (`super::gpu_findings::doctor_block`) for the devices
+/// `names`, the dma-buf probe asked when there is a GPU or `probe`.
+pub fn gpu_report(root: &SysRoot, names: &[String], probe: bool) -> (String, Vec<Check>) {
+    let mut topo = super::gpu_topo::Topo::read(root);
+    topo.nics.retain(|n| names.contains(&n.name));
+    let dmabuf: Vec<(String, Result<bool, String>)> = if probe || !topo.gpus.is_empty() {
+        topo.nics
+            .iter()
+            .map(|n| (n.name.clone(), super::gpu_topo::dmabuf(root, &n.name)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let (text, findings) = super::gpu_findings::doctor_block(&topo, &dmabuf);
+    let checks = findings
+        .into_iter()
+        .map(|f| Check {
+            code: f.code,
+            what: format!("{}: {}", f.title, f.evidence),
+            fix: f.fix.to_string(),
+        })
+        .collect();
+    (text, checks)
 }
 
 fn usage_error(msg: &str) -> i32 {

@@ -47,6 +47,20 @@ const NAKS: &[&str] = &[
     "rcvd_rnr_err",
 ];
 
+/// The explicit NAKs among them (a responder saw a gap or had no receive):
+/// mlx5's implied NAK is left out, it is the requester's own conclusion
+/// that a response was lost (`super::direction`).
+pub const NAKS_SEQ_RNR: &[&str] = &[
+    "packet_seq_err",
+    "rcvd_seq_err",
+    "rnr_nak_retry_err",
+    "rcvd_rnr_err",
+];
+
+/// A requester's retransmits: mlx5 counts ACK timeouts, rxe every retry
+/// (NAK, timeout or read-response gap).
+pub const RETRIES: &[&str] = &["local_ack_timeout_err", "completer_retry_err"];
+
 /// The table, in no particular order (findings are ranked by how far past
 /// their threshold they are).
 pub const RULES: &[Rule] = &[
@@ -74,14 +88,28 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         code: "timeout",
-        title: "retransmits on ACK timeout without NAKs: the tail of bursts is lost, or the RTT exceeds the QP timeout",
-        counters: &["local_ack_timeout_err", "completer_retry_err"],
+        title: "retransmits on ACK timeout without NAKs: ACKs or read responses lost on the way back, \
+                the tail of bursts lost, or the RTT exceeds the QP timeout",
+        counters: RETRIES,
         min_ppm: 1000.0,
         min_count: 10,
         quiet: NAKS,
         quiet_max_share: 0.25,
-        fix: "a long path needs a larger QP timeout (-u); otherwise look for a blackhole or tail \
-              drops (shallow buffers, policers)",
+        fix: "with --explain on both ends the peer's duplicate_request and packet counts tell lost \
+              answers (return_path_loss) from late ones; a long path needs a larger QP timeout (-u); \
+              otherwise look for a blackhole or tail drops (shallow buffers, policers)",
+    },
+    Rule {
+        code: "response_loss",
+        title: "responses arrived past a missing read response (implied NAKs): packets from the peer \
+                back to this side were lost",
+        counters: &["implied_nak_seq_err"],
+        min_ppm: 1000.0,
+        min_count: 10,
+        quiet: &[],
+        quiet_max_share: 0.0,
+        fix: "the drop is on the responder-to-requester direction: that direction's switch ports, \
+              this side's receive path (NIC port discards, CRC errors); the request direction is clean",
     },
     Rule {
         code: "rnr",
@@ -461,6 +489,15 @@ mod tests {
             ("rp_cnp_handled", 5_000),
         ]);
         assert_eq!(codes(&cnp), ["cnp_throttled"]);
+        // mlx5: read responses past a missing one (implied NAKs) name the
+        // return path, and are not a timeout.
+        let implied = d(&[
+            ("pma.port_xmit_packets", 50_000),
+            ("pma.port_rcv_packets", 900_000),
+            ("implied_nak_seq_err", 2_000),
+            ("local_ack_timeout_err", 3),
+        ]);
+        assert_eq!(codes(&implied), ["response_loss"]);
         let down = d(&[("sent_pkts", 5), ("link_downed", 1)]);
         assert_eq!(codes(&down), ["link_down"]);
         let shaped = d(&[

@@ -44,7 +44,8 @@ impl SysRoot {
         self.list("sys/class/infiniband")
     }
 
-    fn exists(&self, rel: &str) -> bool {
+    /// Whether `rel` exists (a file, directory or link to one).
+    pub fn exists(&self, rel: &str) -> bool {
         Path::exists(&self.path(rel))
     }
 }
@@ -88,6 +89,8 @@ pub struct DeviceFacts {
     pub pcie: Option<PcieFacts>,
     /// `numa_node` of the function (`None`: unknown, or -1).
     pub numa_node: Option<u32>,
+    /// A software device (rxe, siw): the host's CPUs run the transport.
+    pub software: bool,
 }
 
 fn gts(s: &str) -> Option<f64> {
@@ -132,7 +135,21 @@ impl SysRoot {
             ports,
             pcie,
             numa_node,
+            software: self.is_software(dev),
         }
+    }
+
+    /// Whether `dev` is a software device: no `device` link (current rxe
+    /// and siw register without a parent device), or rxe's own `parent`
+    /// attribute (older rxe linked `device` to its netdev's parent, a PCI
+    /// function on a NIC), or siw's node description.
+    pub fn is_software(&self, dev: &str) -> bool {
+        let base = format!("sys/class/infiniband/{dev}");
+        !self.exists(&format!("{base}/device"))
+            || self.exists(&format!("{base}/parent"))
+            || self
+                .read(&format!("{base}/node_desc"))
+                .is_some_and(|d| d.starts_with("Software iWARP"))
     }
 
     fn port(&self, dev: &str, port: u32) -> PortFacts {
@@ -229,5 +246,6 @@ mod tests {
         assert!(r.devices().is_empty());
         let d = r.device("mlx5_0");
         assert_eq!((d.ports.len(), d.pcie, d.numa_node), (0, None, None));
+        assert!(d.software, "no device link: nothing behind it");
     }
 }

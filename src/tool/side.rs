@@ -75,6 +75,10 @@ pub(crate) fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
     })
 }
 
+/// The longest `--explain` waits after a run for the port's packet
+/// counters to stop moving before its explanation goes to the peer.
+const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// `--explain`: this port's counters and the device's facts before and
 /// after the tool (never inside its loop), the verdict after its result —
 /// also after a failed run, whose counters say most.
@@ -93,7 +97,9 @@ fn explained(
     if let Ok(b) = &bracket {
         let (b, root) = (Rc::clone(b), root.clone());
         after_run::provide(move || {
-            let e = b.finish(None, &HostFacts::read(&root));
+            // Both ends read once in-flight work has drained, so that the
+            // packets one sent and the other received can be compared.
+            let e = b.settled(&HostFacts::read(&root), SETTLE_MAX);
             e.to_json().to_string().into_bytes()
         });
     }

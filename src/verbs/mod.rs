@@ -11,6 +11,7 @@ pub mod cm;
 pub mod context;
 pub mod cq;
 pub mod device;
+pub mod dmabuf_probe;
 pub mod error;
 pub mod gid;
 pub mod membuf;

@@ -1,0 +1,439 @@
+//! Which direction lost packets, from both ends' counters (the peer's come
+//! in its explanation after the run, `ctrl::after_run`). Loss on the way
+//! from the requester to the responder shows on one side alone: sequence
+//! NAKs at the requester, out-of-sequence requests at the responder (the
+//! `loss` and `out_of_sequence` rules). Loss on the way back (ACKs of
+//! writes and sends, read responses) does not: the requester resends on
+//! its ACK timer or on a read-response gap without any NAK, which alone
+//! reads as a timeout (`rules::RULES`' `timeout`). The responder's
+//! `duplicate_request` (rxe and mlx5 alike; hw/mlx5/counters.c
+//! retrans_q_cnts, sw/rxe/rxe_hw_counters.c) says the resent requests had
+//! arrived the first time; the packets the responder sent that never
+//! arrived at the requester (its sent count against the requester's
+//! received count, or mlx5's `implied_nak_seq_err` at the requester) say
+//! the answers were lost, not late. A late answer (RTT above the QP
+//! timeout) shows the same duplicates with nothing missing: that stays a
+//! timeout. Measured on soft-RoCE (tests/vm_explain.rs, bw-diagnosis §4).
+
+use std::collections::BTreeMap;
+
+use super::counters::Delta;
+use super::rules::{Finding, NAKS_SEQ_RNR, RETRIES};
+
+/// Counters a requester counts retries by (ACK timer, rxe's every retry)
+/// and mlx5's implied NAK (a read response or ACK past a missing one).
+const IMPLIED: &[&str] = &["implied_nak_seq_err"];
+const DUPLICATES: &[&str] = &["duplicate_request"];
+const OOS: &[&str] = &["out_of_sequence", "out_of_seq_request"];
+const SENT: &[&str] = &["sent_pkts", "pma.port_xmit_packets"];
+const RCVD: &[&str] = &["rcvd_pkts", "pma.port_rcv_packets"];
+
+/// Retries per million packets of the requester's port, as the `timeout`
+/// rule asks (the clean-link noise under emulation is ~300).
+const MIN_PPM: f64 = 1000.0;
+const MIN_COUNT: u64 = 10;
+/// The share of the responder's packets that must be missing at the
+/// requester: a clean emulated link drops a few tenths of a percent
+/// (veth backlog under TCG), netem's loss on the way back several percent.
+pub const MIN_SHARE: f64 = 0.01;
+
+/// One end's name and counter deltas.
+pub struct End<'a> {
+    pub name: &'a str,
+    pub deltas: &'a BTreeMap<String, Delta>,
+}
+
+fn sum(d: &BTreeMap<String, Delta>, names: &[&str]) -> u64 {
+    names
+        .iter()
+        .filter_map(|n| d.get(*n).and_then(|x| x.value()))
+        .sum()
+}
+
+/// The first of `names` that `d` has (one port has one set of packet counters).
+fn first(d: &BTreeMap<String, Delta>, names: &[&str]) -> Option<(String, u64)> {
+    names
+        .iter()
+        .find_map(|n| Some((n.to_string(), d.get(*n)?.value()?)))
+}
+
+/// The peer's counter deltas as its explanation carries them
+/// (`counter_deltas`: a number, or "vanished"/"reset").
+pub fn peer_deltas(peer: &serde_json::Value) -> BTreeMap<String, Delta> {
+    peer["counter_deltas"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    let d = match (v.as_u64(), v.as_str()) {
+                        (Some(n), _) => Delta::Moved(n),
+                        (None, Some("reset")) => Delta::Reset,
+                        _ => Delta::Vanished,
+                    };
+                    (k.clone(), d)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Packets `from` counted as sent that `to` never counted as received
+/// (both read after the traffic settled): the count, its share of what was
+/// sent, and the evidence text. `None` when either lacks packet counters.
+fn missing(from: &End, to: &End) -> Option<(u64, f64, String)> {
+    let (sn, s) = first(from.deltas, SENT)?;
+    let (rn, r) = first(to.deltas, RCVD)?;
+    let gap = s.saturating_sub(r);
+    let share = gap as f64 / s.max(1) as f64;
+    let text = format!(
+        "{} {sn} +{s}, {} {rn} +{r}: {gap} ({:.1} %) did not arrive",
+        from.name,
+        to.name,
+        100.0 * share
+    );
+    Some((gap, share, text))
+}
+
+/// Evidence that `resp`'s answers to `req` were lost on the way back, or
+/// `None`. `req` resent (timer, read-response gap) at the `timeout` rule's
+/// rate; `resp` counted resent requests as duplicates; and more than
+/// [`MIN_SHARE`] of the packets `resp` sent never arrived at `req` (or
+/// mlx5's implied NAKs at `req` say so). Sequence NAKs at `req` do not
+/// rule it out: rxe's go-back-N after a lost ACK can resend past the
+/// responder's expected PSN (measured: 33 NAKs beside 72 retries with
+/// 30 % of the ACKs lost and nothing lost toward the responder).
+pub fn return_loss(req: &End, resp: &End) -> Option<(String, f64)> {
+    let retries = sum(req.deltas, RETRIES);
+    let implied = sum(req.deltas, IMPLIED);
+    let signal = retries + implied;
+    let naks = sum(req.deltas, NAKS_SEQ_RNR);
+    let packets = sum(req.deltas, SENT) + sum(req.deltas, RCVD);
+    if signal < MIN_COUNT || packets == 0 {
+        return None;
+    }
+    let ppm = signal as f64 * 1e6 / packets as f64;
+    let (dups, oos) = (sum(resp.deltas, DUPLICATES), sum(resp.deltas, OOS));
+    if ppm < MIN_PPM || dups < MIN_COUNT {
+        return None;
+    }
+    let back = missing(resp, req);
+    let lost = back
+        .as_ref()
+        .is_some_and(|(gap, share, _)| *gap >= MIN_COUNT && *share >= MIN_SHARE);
+    if !lost && implied < MIN_COUNT {
+        return None;
+    }
+    let mut ev = format!(
+        "requester {}: {} ({naks} sequence/RNR NAKs) = {ppm:.0} per million packets; \
+         responder {}: duplicate_request +{dups}, out-of-sequence +{oos}",
+        req.name,
+        moved(req.deltas, &[RETRIES, IMPLIED].concat()),
+        resp.name
+    );
+    if let Some((_, _, m)) = back {
+        ev.push_str("; ");
+        ev.push_str(&m);
+    }
+    if let Some((_, _, m)) = missing(req, resp) {
+        ev.push_str("; the other way ");
+        ev.push_str(&m);
+    }
+    Some((ev, ppm / MIN_PPM))
+}
+
+/// Whether nothing measurable was lost from `from` to `to` (less than a
+/// tenth of [`MIN_SHARE`]): sequence errors on that direction are then
+/// the requester's go-back-N, not loss.
+pub fn clean_way(from: &End, to: &End) -> bool {
+    missing(from, to).is_some_and(|(_, share, _)| share < MIN_SHARE / 10.0)
+}
+
+/// "name +n, name +n" of the counters among `names` that moved.
+fn moved(d: &BTreeMap<String, Delta>, names: &[&str]) -> String {
+    let v: Vec<String> = names
+        .iter()
+        .filter_map(|n| Some((n, d.get(*n)?.value().filter(|v| *v > 0)?)))
+        .map(|(n, v)| format!("{n} +{v}"))
+        .collect();
+    v.join(", ")
+}
+
+/// The return-path findings of a pair, seen from `me`: lost answers from
+/// the peer to this side (this side the requester), and this side's
+/// answers lost on the way to the peer (this side the responder); with
+/// the codes of this side's own findings they explain (to drop): the
+/// requester's `timeout` and `response_loss`, and sequence errors on a
+/// direction that lost nothing (`loss` here as requester, `out_of_sequence`
+/// here as responder).
+pub fn judge(me: &End, peer: &End) -> (Vec<Finding>, Vec<&'static str>) {
+    let (mut v, mut explained) = (Vec::new(), Vec::new());
+    if let Some((evidence, score)) = return_loss(me, peer) {
+        v.push(Finding {
+            code: "return_path_loss",
+            title: "packets from the peer (the responder) back to this side were lost: ACKs or \
+                    read responses; this side resent requests the peer already had",
+            evidence,
+            fix: FIX,
+            score,
+        });
+        explained.extend(["timeout", "response_loss"]);
+        if clean_way(me, peer) {
+            explained.push("loss");
+        }
+    }
+    if let Some((evidence, score)) = return_loss(peer, me) {
+        v.push(Finding {
+            code: "return_path_loss",
+            title: "packets from this side (the responder) back to the peer were lost: ACKs or \
+                    read responses; the peer resent requests this side already had",
+            evidence,
+            fix: FIX,
+            score,
+        });
+        if clean_way(peer, me) {
+            explained.push("out_of_sequence");
+        }
+    }
+    (v, explained)
+}
+
+/// Sequence errors on a direction that lost nothing (the `loss` rule here
+/// as requester, `out_of_sequence` here as responder) are not loss: the
+/// finding becomes `reordered`, with both ends' counts as evidence. Only
+/// the counts tell reordering from loss (bw-diagnosis §4, point 6).
+pub fn relabel(me: &End, peer: &End, findings: &mut [Finding]) {
+    for f in findings.iter_mut() {
+        let (from, to) = match f.code {
+            "loss" => (me, peer),
+            "out_of_sequence" => (peer, me),
+            _ => continue,
+        };
+        let Some((_, share, text)) = missing(from, to) else {
+            continue;
+        };
+        if share < MIN_SHARE / 10.0 {
+            f.code = "reordered";
+            f.title = "sequence errors, yet nothing was lost on that direction: packets arrived \
+                       reordered, or the requester resent ahead after its ACK timer fired";
+            f.evidence = format!("{}; {text}", f.evidence);
+            f.fix = "no drop to find: multipath (ECMP, adaptive routing) reorders a QP's packets, \
+                     which RoCE takes as loss; or the requester's timer fires before the answers \
+                     come (a busy responder or a long path: a larger -u)";
+        }
+    }
+}
+
+const FIX: &str = "the drop is on the responder-to-requester direction: that direction's switch \
+                   ports, the requester's receive side (its NIC port discards, CRC errors) and \
+                   the responder's transmit side; the request direction is clean";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(v: &[(&str, u64)]) -> BTreeMap<String, Delta> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), Delta::Moved(*v)))
+            .collect()
+    }
+    fn end<'a>(name: &'a str, deltas: &'a BTreeMap<String, Delta>) -> End<'a> {
+        End { name, deltas }
+    }
+
+    /// ib_read_bw with 2 % loss on the responses (bw-diagnosis §4): the
+    /// requester's retries without NAKs, the responder's duplicates, and
+    /// the responses that never arrived name the return path on both ends.
+    #[test]
+    fn lost_read_responses_name_the_return_path_on_both_ends() {
+        let req = d(&[
+            ("sent_pkts", 2_000),
+            ("rcvd_pkts", 7_178),
+            ("completer_retry_err", 251),
+            ("ack_deferred", 7_720),
+        ]);
+        let resp = d(&[
+            ("sent_pkts", 8_123),
+            ("rcvd_pkts", 2_000),
+            ("duplicate_request", 698),
+        ]);
+        let (f, explained) = judge(&end("rxea", &req), &end("rxeb", &resp));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].title.starts_with("packets from the peer"), "{f:?}");
+        assert_eq!(explained, ["timeout", "response_loss", "loss"]);
+        for want in [
+            "requester rxea: completer_retry_err +251",
+            "responder rxeb: duplicate_request +698",
+            "rxeb sent_pkts +8123, rxea rcvd_pkts +7178: 945 (11.6 %) did not arrive",
+        ] {
+            assert!(f[0].evidence.contains(want), "{want}: {}", f[0].evidence);
+        }
+        let (g, explained) = judge(&end("rxeb", &resp), &end("rxea", &req));
+        assert_eq!(g.len(), 1, "{g:?}");
+        assert!(g[0].title.starts_with("packets from this side"), "{g:?}");
+        assert_eq!(explained, ["out_of_sequence"]);
+    }
+
+    /// write-bw with 30 % of the responder's packets (its ACKs) dropped by
+    /// netem, measured in the VM: retries beside some NAKs at the requester
+    /// (rxe's go-back-N), duplicates and a few out-of-sequence requests at
+    /// the responder, 30 % of its packets missing, none the other way.
+    #[test]
+    fn lost_acks_name_the_return_path_and_explain_the_sequence_errors() {
+        let req = d(&[
+            ("sent_pkts", 30_829),
+            ("rcvd_pkts", 3_523),
+            ("completer_retry_err", 72),
+            ("rcvd_seq_err", 33),
+        ]);
+        let resp = d(&[
+            ("sent_pkts", 5_052),
+            ("rcvd_pkts", 30_829),
+            ("duplicate_request", 4_619),
+            ("out_of_seq_request", 60),
+        ]);
+        let (f, explained) = judge(&end("rxea", &req), &end("rxeb", &resp));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(explained, ["timeout", "response_loss", "loss"]);
+        assert!(
+            f[0].evidence.contains("1529 (30.3 %) did not arrive")
+                && f[0].evidence.contains(
+                    "the other way rxea sent_pkts +30829, rxeb rcvd_pkts +30829: 0 (0.0 %)"
+                ),
+            "{}",
+            f[0].evidence
+        );
+        let (_, explained) = judge(&end("rxeb", &resp), &end("rxea", &req));
+        assert_eq!(explained, ["out_of_sequence"]);
+    }
+
+    /// The clean link (retries at the noise floor), loss on the request
+    /// path (NAKs), and a late answer (RTT above the QP timeout: the same
+    /// duplicates, nothing missing) give no return-path finding.
+    #[test]
+    fn clean_request_loss_and_late_answers_are_not_return_loss() {
+        let clean_req = d(&[
+            ("sent_pkts", 82_000),
+            ("rcvd_pkts", 3_000),
+            ("completer_retry_err", 24),
+        ]);
+        let clean_resp = d(&[
+            ("sent_pkts", 3_000),
+            ("rcvd_pkts", 82_000),
+            ("duplicate_request", 714),
+        ]);
+        assert!(judge(&end("a", &clean_req), &end("b", &clean_resp))
+            .0
+            .is_empty());
+        let fwd_req = d(&[
+            ("sent_pkts", 10_000),
+            ("rcvd_pkts", 600),
+            ("rcvd_seq_err", 138),
+            ("completer_retry_err", 137),
+        ]);
+        let fwd_resp = d(&[
+            ("sent_pkts", 600),
+            ("rcvd_pkts", 9_800),
+            ("out_of_seq_request", 144),
+            ("duplicate_request", 544),
+        ]);
+        assert!(judge(&end("a", &fwd_req), &end("b", &fwd_resp))
+            .0
+            .is_empty());
+        let late_req = d(&[
+            ("sent_pkts", 3_500),
+            ("rcvd_pkts", 400),
+            ("completer_retry_err", 19),
+        ]);
+        let late_resp = d(&[
+            ("sent_pkts", 400),
+            ("rcvd_pkts", 3_500),
+            ("duplicate_request", 2_451),
+        ]);
+        assert!(judge(&end("a", &late_req), &end("b", &late_resp))
+            .0
+            .is_empty());
+    }
+
+    /// mlx5: implied NAKs at the requester (a read response past a missing
+    /// one) with the responder's duplicates name the return path even when
+    /// the packet counts cannot be compared (PMA counts all of a port's
+    /// traffic).
+    #[test]
+    fn mlx5_implied_naks_name_the_return_path() {
+        let req = d(&[
+            ("pma.port_xmit_packets", 50_000),
+            ("pma.port_rcv_packets", 900_000),
+            ("implied_nak_seq_err", 2_000),
+            ("local_ack_timeout_err", 3),
+        ]);
+        let resp = d(&[
+            ("pma.port_xmit_packets", 880_000),
+            ("pma.port_rcv_packets", 50_000),
+            ("duplicate_request", 2_003),
+        ]);
+        let (f, _) = judge(&end("mlx5_0", &req), &end("mlx5_1", &resp));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].evidence.contains("implied_nak_seq_err +2000"),
+            "{}",
+            f[0].evidence
+        );
+        // The responder sent fewer than the requester received (other
+        // traffic): nothing missing, but the implied NAKs decide.
+        assert!(
+            f[0].evidence.contains(": 0 (0.0 %) did not arrive"),
+            "{}",
+            f[0].evidence
+        );
+    }
+
+    /// The clean write run on a loaded emulated host (measured): NAKs and
+    /// out-of-sequence requests with every packet delivered both ways are
+    /// `reordered`, not loss; with packets missing they stay loss.
+    #[test]
+    fn sequence_errors_without_loss_are_reordering() {
+        let req = d(&[
+            ("sent_pkts", 37_381),
+            ("rcvd_pkts", 2_171),
+            ("rcvd_seq_err", 36),
+        ]);
+        let resp = d(&[
+            ("sent_pkts", 2_171),
+            ("rcvd_pkts", 37_381),
+            ("out_of_seq_request", 44),
+        ]);
+        let mut mine = crate::explain::rules::evaluate(&resp).0;
+        assert_eq!(
+            mine.iter().map(|f| f.code).collect::<Vec<_>>(),
+            ["out_of_sequence"]
+        );
+        relabel(&end("rxeb", &resp), &end("rxea", &req), &mut mine);
+        assert_eq!(mine[0].code, "reordered");
+        assert!(
+            mine[0]
+                .evidence
+                .contains("rxea sent_pkts +37381, rxeb rcvd_pkts +37381: 0 (0.0 %)"),
+            "{}",
+            mine[0].evidence
+        );
+        let lossy = d(&[
+            ("sent_pkts", 2_171),
+            ("rcvd_pkts", 36_000),
+            ("out_of_seq_request", 44),
+        ]);
+        let mut f = crate::explain::rules::evaluate(&lossy).0;
+        relabel(&end("rxeb", &lossy), &end("rxea", &req), &mut f);
+        assert_eq!(f[0].code, "out_of_sequence");
+    }
+
+    #[test]
+    fn the_peers_json_deltas_read_back() {
+        let v = serde_json::json!({"counter_deltas": {"a": 5, "b": "vanished", "c": "reset"}});
+        let m = peer_deltas(&v);
+        assert_eq!(
+            (m["a"], m["b"], m["c"]),
+            (Delta::Moved(5), Delta::Vanished, Delta::Reset)
+        );
+        assert!(peer_deltas(&serde_json::json!({})).is_empty());
+    }
+}

@@ -1,0 +1,179 @@
+//! GPU–NIC topology from sysfs alone (`explain::gpu_topo`), over the
+//! fixture trees `tests/data/sysfs/gpu-near` (PIX and PXB pairs, peer
+//! memory, IOMMU passthrough: nothing wrong) and `gpu-far` (SYS, NODE and
+//! PHB pairs, no GPUDirect path, the IOMMU translating): the same readers
+//! as on `/sys` (realpath of each PCI function), the findings
+//! `findings_for` gives `--explain` after a GPU run, and what `rdmaperf
+//! doctor` prints.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use rdmaperf::explain::gpu_topo::{findings_for, Topo};
+use rdmaperf::explain::pci_topo::Class;
+use rdmaperf::explain::sysfs::SysRoot;
+
+fn tree(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/sysfs")
+        .join(name)
+}
+
+fn class(t: &Topo, gpu: &str, nic: &str) -> Option<Class> {
+    Topo::class(t.gpu(gpu).expect(gpu), t.nic(nic).expect(nic))
+}
+
+#[test]
+fn gpus_nics_and_classes_come_from_the_pci_paths() {
+    let near = Topo::read(&SysRoot(tree("gpu-near")));
+    // The NVIDIA audio function and the Intel display are not GPUs.
+    let gpus: Vec<&str> = near.gpus.iter().map(|g| g.bdf.as_str()).collect();
+    assert_eq!(gpus, ["0000:05:00.0", "0000:0a:00.0"]);
+    assert_eq!(class(&near, "0000:05:00.0", "mlx5_0"), Some(Class::PIX));
+    assert_eq!(class(&near, "0000:0a:00.0", "mlx5_0"), Some(Class::PXB));
+    assert!(near.peermem && !near.nv_mem);
+    assert_eq!(near.iommu_units, ["dmar0"]);
+    let g = near.gpu("0000:05:00.0").unwrap();
+    assert!(!g.iommu.translated());
+    assert_eq!(g.iommu.text(), "passthrough (group 12: identity)");
+
+    let far = Topo::read(&SysRoot(tree("gpu-far")));
+    assert_eq!(class(&far, "0000:05:00.0", "mlx5_0"), Some(Class::SYS));
+    assert_eq!(class(&far, "0000:05:00.0", "mlx5_1"), Some(Class::NODE));
+    assert_eq!(class(&far, "0000:82:00.0", "mlx5_0"), Some(Class::PHB));
+    assert_eq!(class(&far, "0000:05:00.0", "rxe0"), None);
+    let rxe = far.nic("rxe0").unwrap();
+    assert!(rxe.software && rxe.place.is_none());
+    assert!(!far.peermem && !far.nv_mem);
+    assert!(far.gpu("0000:82:00.0").unwrap().iommu.translated());
+}
+
+#[test]
+fn findings_for_a_gpu_run() {
+    let codes = |tree_name: &str, gpu: &str, nic: &str| -> Vec<&'static str> {
+        findings_for(&tree(tree_name), gpu, nic)
+            .unwrap()
+            .iter()
+            .map(|f| f.code)
+            .collect()
+    };
+    // PIX and PXB, peer memory, passthrough: nothing to say. CUDA's bus id
+    // spelling (8-digit domain, upper case) is accepted.
+    assert!(codes("gpu-near", "00000000:05:00.0", "mlx5_0").is_empty());
+    assert!(codes("gpu-near", "0a:00.0", "mlx5_0").is_empty());
+    // SYS: far, with the nearer GPU and NIC named; no GPUDirect; IOMMU.
+    assert_eq!(
+        codes("gpu-far", "0000:05:00.0", "mlx5_0"),
+        ["gpu_far", "no_gpudirect", "iommu_translating"]
+    );
+    let f = findings_for(&tree("gpu-far"), "0000:05:00.0", "mlx5_0").unwrap();
+    let far = &f[0];
+    for want in [
+        "GPU 0000:05:00.0 (NUMA 0) and mlx5_0 (0000:81:00.0, NUMA 1): SYS",
+        "nearer to mlx5_0: GPU 0000:82:00.0 (PHB)",
+        "nearer to this GPU: mlx5_1 (NODE)",
+    ] {
+        assert!(far.evidence.contains(want), "{want}: {}", far.evidence);
+    }
+    assert!(far.score > f[2].score, "SYS ranks above the IOMMU finding");
+    assert!(
+        f[1].evidence.contains("mlx5_0: dma-buf MRs unsupported"),
+        "{}",
+        f[1].evidence
+    );
+    assert!(
+        f[2].evidence.contains("mlx5_0: translated (group 30: DMA)"),
+        "{}",
+        f[2].evidence
+    );
+    // Bad input names the problem and what is there.
+    let e = findings_for(&tree("gpu-far"), "0000:99:00.0", "mlx5_0").unwrap_err();
+    assert!(
+        e.contains("no NVIDIA GPU 0000:99:00.0") && e.contains("0000:05:00.0, 0000:82:00.0"),
+        "{e}"
+    );
+    let e = findings_for(&tree("gpu-far"), "nonsense", "mlx5_0").unwrap_err();
+    assert!(e.contains("not a PCI bus id"), "{e}");
+    let e = findings_for(&tree("gpu-far"), "05:00.0", "mlx5_9").unwrap_err();
+    assert!(
+        e.contains("no RDMA device 'mlx5_9'") && e.contains("mlx5_0, mlx5_1, rxe0"),
+        "{e}"
+    );
+}
+
+fn doctor(args: &[&str]) -> (i32, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
+        .arg("doctor")
+        .args(args)
+        .output()
+        .expect("run rdmaperf");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+    )
+}
+
+#[test]
+fn doctor_prints_each_gpu_against_each_nic() {
+    let near = tree("gpu-near");
+    let (_, out) = doctor(&["--sysfs-root", near.to_str().unwrap()]);
+    for want in [
+        " GPU 0000:05:00.0  NUMA 0  IOMMU passthrough (group 12: identity)",
+        "mlx5_0     PIX  (0000:06:00.0, NUMA 0: at most one PCIe switch between them)",
+        " GPU 0000:0a:00.0  NUMA 0",
+        "mlx5_0     PXB  (0000:06:00.0",
+        " GPUDirect  peer memory: nvidia_peermem loaded",
+        "dma-buf MRs on mlx5_0: supported",
+        " IOMMU      on (dmar0)",
+    ] {
+        assert!(out.contains(want), "no '{want}' in:\n{out}");
+    }
+    assert!(
+        !out.contains("WARN gpu_") && !out.contains("WARN iommu") && !out.contains("WARN no_"),
+        "{out}"
+    );
+
+    let far = tree("gpu-far");
+    let (rc, out) = doctor(&["--sysfs-root", far.to_str().unwrap()]);
+    assert_eq!(rc, 1, "{out}");
+    for want in [
+        "mlx5_0     SYS  (0000:81:00.0, NUMA 1: across the interconnect between NUMA nodes (sockets))",
+        "mlx5_1     NODE (0000:41:00.0, NUMA 0",
+        "mlx5_0     PHB  (0000:81:00.0, NUMA 1: through the CPU's PCIe host bridge)",
+        "rxe0       software device: no PCIe path to the GPU",
+        "peer memory: none",
+        "dma-buf MRs on mlx5_1: unsupported",
+        " IOMMU      on (dmar0, dmar1)",
+        // Each GPU's nearest NIC is still worse than PXB.
+        "WARN gpu_far: the GPU is far from the NIC (worse than PXB)",
+        "GPU 0000:05:00.0 (NUMA 0) and mlx5_1 (0000:41:00.0, NUMA 0): NODE",
+        "GPU 0000:82:00.0 (NUMA 1) and mlx5_0 (0000:81:00.0, NUMA 1): PHB",
+        "WARN no_gpudirect",
+        "WARN iommu_translating",
+    ] {
+        assert!(out.contains(want), "no '{want}' in:\n{out}");
+    }
+    // One device: its GPU lines only.
+    let (_, out) = doctor(&["--sysfs-root", far.to_str().unwrap(), "-d", "mlx5_0"]);
+    assert!(
+        out.contains("mlx5_0     SYS") && !out.contains("mlx5_1     NODE"),
+        "{out}"
+    );
+
+    // A tree without GPUs says so; --probe-dmabuf reads the probe's answer.
+    let mlx = tree("mlx5-gen3x8");
+    let (_, out) = doctor(&["--sysfs-root", mlx.to_str().unwrap()]);
+    assert!(
+        out.contains(" GPUs       none (no NVIDIA display/3D PCI function"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("dma-buf"),
+        "no probe without a GPU unless asked:\n{out}"
+    );
+    let (_, out) = doctor(&["--sysfs-root", mlx.to_str().unwrap(), "--probe-dmabuf"]);
+    assert!(
+        out.contains("dma-buf MRs on mlx5_0: not probed (no dmabuf/mlx5_0 in the fixture)"),
+        "{out}"
+    );
+}
