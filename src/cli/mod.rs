@@ -4,6 +4,8 @@
 pub mod args;
 pub mod conn_rules;
 pub mod flags;
+pub mod gpu_args;
+pub mod gpu_opts;
 pub mod help;
 pub mod kinds;
 pub mod lists;

@@ -135,6 +135,8 @@ pub struct Params {
     /// Test-buffer options (`--use_hugepages`, `--mmap`, `--payload_file_path`,
     /// `--use-null-mr`, `--odp`, `--use-srq`).
     pub mem: super::mem_opts::MemOpts,
+    /// `--use_cuda` & co.: the test buffers are GPU memory (`cli::gpu_opts`).
+    pub gpu: Option<super::gpu_opts::GpuOpts>,
     /// Connection flags: `-T`, `-z`, `--ipv6`, `--ipv6-addr`, `--bind_source_ip`.
     pub conn_opts: ConnOpts,
     /// `-g` (with `-M`'s group): UD multicast, send tests.
@@ -680,7 +682,8 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         notices
             .push("Post List requested - CQ moderation will be the size of the post list".into());
     }
-    let p = Params {
+    let mut p = Params {
+        gpu: None,
         size_given: a.size.is_some(),
         inline_given: a.inline_size.is_some(),
         notices,
@@ -753,6 +756,8 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
         mcast,
     };
     srq_rules(&p)?;
+    let inline = (p.inline_given, &mut p.inline_size);
+    p.gpu = super::gpu_opts::apply(&a.gpu, tool, inline, &p.mem, &mut p.notices)?;
     Ok(p)
 }
 
