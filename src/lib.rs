@@ -10,6 +10,7 @@ pub mod clock;
 pub mod ctrl;
 pub mod explain;
 pub mod fabric;
+pub mod gpu;
 pub mod mlx5;
 #[cfg(feature = "model")]
 pub mod model;

@@ -230,7 +230,7 @@ fn check_read_atomics(e: &Env, q: &mut dyn SendQueue, a: &mut Side) {
         .all(|&x| x == 0x5a));
 
     // SAFETY: test-owned buffer, no RDMA in flight on these bytes.
-    unsafe { (remote.as_ptr().add(1024) as *mut u64).write_volatile(10) };
+    unsafe { (remote.host_ptr().unwrap().add(1024) as *mut u64).write_volatile(10) };
     let fa = WrDesc {
         swap_add: 5,
         ..desc(2, &local, 512, &remote, 1024, 8, true)
@@ -245,8 +245,8 @@ fn check_read_atomics(e: &Env, q: &mut dyn SendQueue, a: &mut Side) {
     // SAFETY: the atomic completed; aligned test-owned u64s.
     let (old, new) = unsafe {
         (
-            (local.as_ptr().add(512) as *const u64).read_volatile(),
-            (remote.as_ptr().add(1024) as *const u64).read_volatile(),
+            (local.host_ptr().unwrap().add(512) as *const u64).read_volatile(),
+            (remote.host_ptr().unwrap().add(1024) as *const u64).read_volatile(),
         )
     };
     assert_eq!((old, new), (10, 15));
@@ -266,8 +266,8 @@ fn check_read_atomics(e: &Env, q: &mut dyn SendQueue, a: &mut Side) {
     // SAFETY: as above.
     let (old, new) = unsafe {
         (
-            (local.as_ptr().add(520) as *const u64).read_volatile(),
-            (remote.as_ptr().add(1024) as *const u64).read_volatile(),
+            (local.host_ptr().unwrap().add(520) as *const u64).read_volatile(),
+            (remote.host_ptr().unwrap().add(1024) as *const u64).read_volatile(),
         )
     };
     assert_eq!((old, new), (15, 99));

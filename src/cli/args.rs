@@ -72,6 +72,9 @@ pub struct CompareArgs {
 /// perftest's options. Unset values take perftest's per-tool defaults in `params`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PerfArgs {
+    /// `--use_cuda` & co. (`gpu_opts`).
+    #[command(flatten)]
+    pub gpu: super::gpu_args::GpuArgs,
     /// Server to connect to (client mode). Without it, run as the server.
     pub server: Option<String>,
 

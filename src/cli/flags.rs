@@ -24,8 +24,11 @@ pub struct Flag {
     pub status: Status,
 }
 
-const GPU: &str = "needs accelerator memory (GPUDirect RDMA / dma-buf from a GPU or NPU); \
-rdmaperf registers host memory only - use stock perftest built with that runtime";
+const GPU: &str = "needs accelerator memory of a runtime rdmaperf does not load (it loads CUDA \
+only: --use_cuda, --use_cuda_bus_id, --use_cuda_dmabuf) - use stock perftest built with that runtime";
+const DATA_DIRECT: &str = "needs mlx5dv_reg_dmabuf_mr with DATA_DIRECT access (rdma-core 55+, \
+ConnectX-8 class NICs); the rdma-core rdmaperf builds against (Debian 12's 44) lacks it, so \
+rdmaperf does not offer it - use --use_cuda_dmabuf";
 const DC: &str = "needs DC (Dynamically Connected) QPs, a ConnectX-only transport rdmaperf does \
 not create (-c DC is refused too) - use -c RC";
 const CRYPTO: &str = "needs ConnectX crypto/signature offload hardware (AES-XTS, T10-DIF), which \
@@ -144,12 +147,12 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     imp(None, "retry_count", true),
     no(None, "dont_xchg_versions", false, "is refused: stock perftest master itself aborts with it (the peer version stays empty and its version check fails), and rdmaperf needs the peer's version to pick the protocol - drop it"),
     imp(None, "payload_file_path", true),
-    no(None, "use_cuda", true, GPU),
-    no(None, "use_cuda_bus_id", true, GPU),
-    no(None, "use_cuda_dmabuf", false, GPU),
-    no(None, "use_cuda_pcie_mapping", false, GPU),
-    no(None, "use_data_direct", false, GPU),
-    no(None, "cuda_mem_type", true, GPU),
+    imp(None, "use_cuda", true),
+    imp(None, "use_cuda_bus_id", true),
+    imp(None, "use_cuda_dmabuf", false),
+    imp(None, "use_cuda_pcie_mapping", false),
+    no(None, "use_data_direct", false, DATA_DIRECT),
+    imp(None, "cuda_mem_type", true),
     no(None, "use_musa", true, GPU),
     no(None, "use_musa_bus_id", true, GPU),
     no(None, "use_musa_dmabuf", false, GPU),
@@ -164,7 +167,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(None, "use_opencl", true, GPU),
     no(None, "opencl_platform_id", true, GPU),
     no(None, "use_ib_dm_dmabuf", true, "needs on-device memory (ibv_alloc_dm exported as dma-buf), ConnectX hardware rxe lacks and rdmaperf does not use - drop it"),
-    no(None, "gpu_touch", true, GPU),
+    no(None, "gpu_touch", true, "needs a CUDA kernel touching the buffer under --odp (perftest's nvcc-built libperftest_kernels.so); rdmaperf launches no GPU kernels and runs no ODP on GPU memory - drop it"),
     imp(None, "mmap", true),
     imp(None, "mmap-offset", true),
     imp(None, "ipv6", false),
@@ -304,8 +307,9 @@ mod tests {
 
     #[test]
     fn refuses_with_reason() {
-        let e = chk(&["-s", "64", "--use_cuda=0"]).unwrap_err();
-        assert!(e.starts_with("--use_cuda: needs accelerator memory"), "{e}");
+        let e = chk(&["-s", "64", "--use_rocm=0"]).unwrap_err();
+        assert!(e.starts_with("--use_rocm: needs accelerator memory"), "{e}");
+        assert!(chk(&["-s", "64", "--use_cuda=0"]).is_ok());
         let e = chk(&["-O"]).unwrap_err();
         assert!(e.starts_with("-O (--dualport): needs a second port"), "{e}");
         let e = chk(&["-aO"]).unwrap_err();

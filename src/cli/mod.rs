@@ -5,6 +5,8 @@ pub mod args;
 pub mod conn_rules;
 pub mod defaults;
 pub mod flags;
+pub mod gpu_args;
+pub mod gpu_opts;
 pub mod help;
 pub mod kinds;
 pub mod lists;

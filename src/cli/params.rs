@@ -98,6 +98,8 @@ pub struct Params {
     /// Test-buffer options (`--use_hugepages`, `--mmap`, `--payload_file_path`,
     /// `--use-null-mr`, `--odp`, `--use-srq`).
     pub mem: super::mem_opts::MemOpts,
+    /// `--use_cuda` & co.: the test buffers are GPU memory (`cli::gpu_opts`).
+    pub gpu: Option<super::gpu_opts::GpuOpts>,
     /// Connection flags: `-T`, `-z`, `--ipv6`, `--ipv6-addr`, `--bind_source_ip`.
     pub conn_opts: ConnOpts,
     /// `-g` (with `-M`'s group): UD multicast, send tests.
@@ -144,7 +146,11 @@ impl Params {
 pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     let c = Ctx::of(tool, a);
     rules::check(&c)?;
-    build(c)
+    let mut p = build(c)?;
+    // GPU memory's rules need the resolved inline size and memory options (`cli::gpu_opts`).
+    let inline = (p.inline_given, &mut p.inline_size);
+    p.gpu = super::gpu_opts::apply(&a.gpu, tool, inline, &p.mem, &mut p.notices)?;
+    Ok(p)
 }
 
 /// `Params` from a context every rule passed (its parsed values are all Ok).
@@ -154,6 +160,7 @@ fn build(c: Ctx) -> Result<Params, String> {
     let (rate, notices) = c.rate?;
     let no_peak = a.no_peak || c.is_dur || c.iters * c.num_qps as u64 > PEAK_MAX_ITERS;
     Ok(Params {
+        gpu: None,
         size_given: a.size.is_some(),
         inline_given: a.inline_size.is_some(),
         notices: notices_of(a, c.bw, c.post_list, mcast, notices),

@@ -126,8 +126,13 @@ impl<'d> DirectRig<'d> {
 
     fn install(&mut self, mut sq: DirectSq<HwMmio>) -> Result<(), String> {
         sq.set_bf_policy(self.env.bf_policy());
+        let local = self
+            .bufs
+            .local
+            .host_ptr()
+            .ok_or("the rig's MR is host memory")?;
         // SAFETY: the local MR's buffer outlives the SQ (field order).
-        unsafe { sq.allow_inline_source(self.bufs.local.as_ptr(), BUF) }.map_err(e2s)?;
+        unsafe { sq.allow_inline_source(local, BUF) }.map_err(e2s)?;
         self.cq.reattach(sq.progress());
         self.sq = Some(sq);
         Ok(())

@@ -11,6 +11,7 @@ pub mod cm;
 pub mod context;
 pub mod cq;
 pub mod device;
+pub mod devmem;
 pub mod dmabuf_probe;
 pub mod error;
 pub mod gid;
@@ -28,6 +29,7 @@ pub use device::{
     devices, AtomicCap, Context, DeviceAttr, DeviceInfo, LinkLayer, Mtu, NodeType, PortAttr,
     PortState, TransportType,
 };
+pub use devmem::{DevReg, DeviceMemory, DmaBuf};
 pub use error::{Result, VerbsError};
 pub use gid::{Gid, GidEntry, GidTable, GidType};
 pub use mr::{Access, AlignedBuf, Backing, Mr};

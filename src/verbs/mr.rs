@@ -3,6 +3,7 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use super::devmem::{DevReg, DeviceMemory};
 use super::error::{last_errno, Result, VerbsError};
 use super::pd::Pd;
 use crate::sys;
@@ -291,6 +292,10 @@ pub struct Mr {
     mr: NonNull<sys::ibv_mr>,
     access: Access,
     buf: Option<AlignedBuf>,
+    /// Device memory (a GPU's) this MR owns, how it was registered and its
+    /// device address (the iova the peer must use; a dma-buf MR's `addr` is
+    /// the fd offset). Dropped after deregistration, like `buf`.
+    dev: Option<(Box<dyn DeviceMemory>, DevReg, u64)>,
     pd: Arc<Pd>,
 }
 
@@ -325,6 +330,7 @@ impl Mr {
                 mr,
                 access,
                 buf: None,
+                dev: None,
                 pd: Arc::clone(pd),
             }),
             None => {
@@ -354,6 +360,28 @@ impl Mr {
             mr,
             access: Access::NONE,
             buf: None,
+            dev: None,
+            pd: Arc::clone(pd),
+        }
+    }
+
+    /// Wraps an MR of `pd` over device memory (see `devmem`).
+    ///
+    /// # Safety
+    /// `mr` must be a live MR of `pd` over `mem`'s range, deregistered by nobody else.
+    pub(super) unsafe fn from_device(
+        pd: &Arc<Pd>,
+        mr: NonNull<sys::ibv_mr>,
+        access: Access,
+        mem: Box<dyn DeviceMemory>,
+        how: DevReg,
+        iova: u64,
+    ) -> Mr {
+        Mr {
+            mr,
+            access,
+            buf: None,
+            dev: Some((mem, how, iova)),
             pd: Arc::clone(pd),
         }
     }
@@ -371,9 +399,13 @@ impl Mr {
         self.attrs().rkey
     }
 
-    /// Start address of the region.
+    /// Start address of the region as the NIC (and the peer) addresses it:
+    /// device memory's iova, else the host address.
     pub fn addr(&self) -> u64 {
-        self.attrs().addr as u64
+        match &self.dev {
+            Some((_, _, iova)) => *iova,
+            None => self.attrs().addr as u64,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -388,8 +420,18 @@ impl Mr {
         self.access
     }
 
-    pub fn as_ptr(&self) -> *mut u8 {
-        self.attrs().addr.cast()
+    /// The region's start for the CPU; `None` over device memory, which the
+    /// CPU must never dereference (copy through [`Mr::device_mem`] instead).
+    pub fn host_ptr(&self) -> Option<*mut u8> {
+        match self.dev {
+            Some(_) => None,
+            None => Some(self.attrs().addr.cast()),
+        }
+    }
+
+    /// The device memory under this MR and how it was registered.
+    pub fn device_mem(&self) -> Option<(&dyn DeviceMemory, DevReg)> {
+        self.dev.as_ref().map(|(m, how, _)| (&**m, *how))
     }
 
     /// The owned buffer, if made with [`Mr::new`].

@@ -3,5 +3,6 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod fake_cuda;
 pub mod mlx5;
 pub mod vm;

@@ -686,13 +686,15 @@ struct BufMailbox<'a> {
 }
 
 impl<'a> BufMailbox<'a> {
-    /// `recv`/`send`: byte offsets into `mr`; `None` if either lies outside it.
+    /// `recv`/`send`: byte offsets into `mr`; `None` if either lies outside it
+    /// or `mr` is device memory.
     fn new(mr: &'a Mr, recv: u64, send: u64) -> Option<Self> {
         let len = mr.len() as u64;
         if recv >= len || send >= len {
             return None;
         }
-        let base = mr.as_ptr();
+        // Device memory has no CPU address: no mailbox (write-lat refuses it).
+        let base = mr.host_ptr()?;
         Some(BufMailbox {
             // SAFETY: both offsets were checked to be inside the MR's buffer,
             // so the resulting pointers stay within that one allocation.

@@ -40,6 +40,9 @@ pub fn test_info(
             ),
         ));
     }
+    if let Some(g) = &res.gpu {
+        extra.push(("GPU memory".into(), g.clone()));
+    }
     if p.qos.pkey_index != 0 {
         extra.push((
             "P_Key index".into(),

@@ -14,6 +14,7 @@ use crate::run::geometry::Geometry;
 use crate::tool::common::fail::Fail;
 use crate::tool::common::landing::{self, pattern_byte, spans};
 use crate::tool::setup::resources::Resources;
+use std::borrow::Cow;
 
 /// The verdict on one or more regions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -66,8 +67,9 @@ impl Verdict {
 }
 
 /// QP `q`'s advertised (receive) region, where a write lands, or (`send`)
-/// its local send region, where a read lands.
-fn region(res: &Resources, q: usize, send: bool) -> &[u8] {
+/// its local send region, where a read lands. GPU memory is copied out
+/// (`cuMemcpyDtoH`): the CPU never reads it in place.
+fn region(res: &Resources, q: usize, send: bool) -> Result<Cow<'_, [u8]>, Fail> {
     let (mr, gi) = res.qp_mem(q);
     let g = &res.geometry;
     let off = if send {
@@ -75,8 +77,15 @@ fn region(res: &Resources, q: usize, send: bool) -> &[u8] {
     } else {
         g.recv_offset(gi)
     } as usize;
+    if let Some((dev, _)) = mr.device_mem() {
+        let mut v = vec![0u8; (g.slot as usize).min(mr.len().saturating_sub(off))];
+        dev.copy_to_host(off, &mut v).map_err(Fail::new)?;
+        return Ok(Cow::Owned(v));
+    }
     let buf = mr.buf().map(|b| b.as_slice()).unwrap_or(&[]);
-    buf.get(off..off + g.slot as usize).unwrap_or(&[])
+    Ok(Cow::Borrowed(
+        buf.get(off..off + g.slot as usize).unwrap_or(&[]),
+    ))
 }
 
 /// Messages each QP moved, from a run's total `iters` (every position with `-D`).
@@ -94,7 +103,7 @@ pub fn report(p: &Params, res: &Resources, messages: u64, role: &str) -> Result<
     let mut v = Verdict::default();
     for q in 0..res.num_qps() {
         let read = p.tool.verb == Verb::Read;
-        v.check(q as u32, region(res, q, read), &res.geometry, messages);
+        v.check(q as u32, &region(res, q, read)?, &res.geometry, messages);
     }
     print!("{}", v.line(role));
     if v.passed() {
@@ -116,7 +125,7 @@ pub fn check_landing(p: &Params, res: &Resources, client_iters: u64) -> Result<(
     let msgs = messages_per_qp(p, client_iters);
     let mut all_ok = true;
     for q in 0..res.num_qps() {
-        let l = landing::check(region(res, q, false), &res.geometry, msgs);
+        let l = landing::check(&region(res, q, false)?, &res.geometry, msgs);
         let ok = l.ok();
         all_ok &= ok;
         println!(

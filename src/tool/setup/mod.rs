@@ -3,6 +3,7 @@
 //! the resources (`resources`: device, buffers, MRs, QPs). Imports only `common`.
 
 pub mod direct_qp;
+pub mod gpu_mem;
 pub mod memory;
 pub mod method;
 pub mod resources;

@@ -3,6 +3,7 @@
 //! connect them from the peer's key messages.
 
 use super::direct_qp::DirectQpHandle;
+use super::gpu_mem::GpuMem;
 use super::memory;
 use super::method::{after_direct_failure, Chosen, Method};
 use crate::cli::params::{Conn, Params, RateLimit, Verb};
@@ -119,6 +120,8 @@ pub struct Resources {
     pub psns: Vec<u32>,
     pub pd: Arc<Pd>,
     pub out_reads: u32,
+    /// `--use_cuda`: which GPU holds the buffers and how they were registered.
+    pub gpu: Option<String>,
     /// `--wait_destroy` seconds: the drop waits this long before the QPs,
     /// CQs and MRs go (perftest's `destroy_ctx`).
     pub wait_destroy: u32,
@@ -310,7 +313,15 @@ impl Resources {
         memory::check_odp(&ep.ctx, p)?;
         let n_mrs = if per_qp { p.num_qps as usize } else { 1 };
         let mut mrs = Vec::with_capacity(n_mrs);
+        let gpu = GpuMem::open(p)?;
         for _ in 0..n_mrs {
+            if let Some(g) = &gpu {
+                let len = (geometry.total() + ud_extra) as usize;
+                let fill = (geometry.slot as usize, geometry.slots as usize);
+                let access = memory::access(p, access_for(p.tool.verb));
+                mrs.push(g.buffer(p, &pd, &ep.ctx, len, fill, access)?);
+                continue;
+            }
             let mut buf = memory::alloc(
                 p,
                 (geometry.total() + ud_extra) as usize,
@@ -331,6 +342,7 @@ impl Resources {
         let null_mr = memory::null_mr(p, &pd)?;
         let mr = mrs.remove(0);
         let qp_mrs = mrs;
+        let gpu = gpu.as_ref().map(GpuMem::describe);
         let depth = (p.tx_depth * p.num_qps).max(p.rx_depth * p.num_qps).max(1);
         let cq = Cq::new(&ep.ctx, depth, p.use_event).map_err(Fail::verbs)?;
         let rcq = if p.tool.verb == Verb::Send {
@@ -405,6 +417,7 @@ impl Resources {
             qps.push(qp);
         }
         Ok(Resources {
+            gpu,
             geometry,
             mr,
             qp_mrs,
