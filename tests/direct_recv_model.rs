@@ -20,7 +20,9 @@ mod with_model {
     use rdmaperf::mlx5::srq::DirectSrq;
     use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio};
     use rdmaperf::model::recv::GRH_BYTES;
-    use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec};
+    use rdmaperf::model::{
+        Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelRecvMmio, ModelTransport, RecvSpec,
+    };
     use rdmaperf::post::wc::{WC_GRH, WC_WITH_IMM};
     use rdmaperf::post::{
         Completion, CompletionQueue, Op, PostError, RecvQueue, SendQueue, WcOpcode, WcStatus,
@@ -73,19 +75,22 @@ mod with_model {
         }
     }
 
-    fn rq_of(r: &mut Rig, q: usize) -> DirectRq {
+    /// QP `q`'s peer RQ, its record stored through the model's recorder
+    /// (every test's `violations()` then checks the store order).
+    fn rq_of(r: &mut Rig, q: usize) -> DirectRq<ModelRecvMmio> {
         let dv = r.model.recv_dv_qp(q).unwrap();
         let qpn = r.model.recv_qpn(q).unwrap();
+        let mmio = r.model.recv_mmio(q);
         // SAFETY: the model owns the ring and outlives the RQ (test order).
-        let rq = unsafe { DirectRq::from_dv(&dv, qpn, None) }.unwrap();
+        let rq = unsafe { DirectRq::from_dv_with(&dv, qpn, None, mmio) }.unwrap();
         r.cq.attach_recv(qpn, rq.ring());
         rq
     }
 
-    fn srq_for_all(r: &mut Rig) -> DirectSrq {
+    fn srq_for_all(r: &mut Rig) -> DirectSrq<ModelRecvMmio> {
         let dv = r.model.recv_dv_srq().unwrap();
         // SAFETY: as rq_of.
-        let srq = unsafe { DirectSrq::from_dv(&dv, 7, None) }.unwrap();
+        let srq = unsafe { DirectSrq::from_dv_with(&dv, 7, None, r.model.recv_mmio(0)) }.unwrap();
         for q in 0..r.model.config().qps as usize {
             r.cq.attach_recv(r.model.recv_qpn(q).unwrap(), srq.ring());
         }
@@ -392,7 +397,7 @@ mod with_model {
             }),
         );
         let srq = srq_for_all(&mut r);
-        let mut ports: Vec<SrqPort> = srq.share(2);
+        let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
         let other = RefCell::new(ports.pop().unwrap());
         let (lkey, rx0) = (r.rx_lkey, rx_at(&b, 0));
         ports[0]
@@ -942,7 +947,7 @@ mod with_model {
         );
         let srq = srq_for_all(&mut r);
         let ring = Arc::clone(srq.ring());
-        let mut ports: Vec<SrqPort> = srq.share(2);
+        let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
         assert!(Arc::ptr_eq(ports[1].ring(), &ring));
         let (o, counts) = loop_over(&mut r, &b, &mut ports, false);
         assert_eq!(o.error, None, "{o:?}");
@@ -988,12 +993,12 @@ mod with_model {
         } = r;
         let dv = model.recv_dv_srq().unwrap();
         // SAFETY: the model owns the ring and outlives the SRQ (test order).
-        let srq = unsafe { DirectSrq::from_dv(&dv, 7, None) }.unwrap();
+        let srq = unsafe { DirectSrq::from_dv_with(&dv, 7, None, model.recv_mmio(0)) }.unwrap();
         for q in 0..2 {
             cq.attach_recv(model.recv_qpn(q).unwrap(), srq.ring());
         }
         let ring = Arc::clone(srq.ring());
-        let mut ports: Vec<SrqPort> = srq.share(3);
+        let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(3);
         let mut rcq = RecvCq::new(cq, ports.pop());
         model.fault_next_srq_receives(5);
         let (o, counts) = loop_on(
@@ -1112,6 +1117,90 @@ mod with_model {
                 );
             }
         }
+    }
+
+    /// The receive doorbell goes through the recording MMIO layer as the
+    /// send side's does: store barrier, then the record (the posted count),
+    /// once per post and once per post list, for an RQ and the SRQ alike;
+    /// a record stored without the barrier is a violation.
+    #[test]
+    fn the_receive_record_follows_a_store_barrier() {
+        let (fence, rec) = (MmioEvent::FenceDma, |value| MmioEvent::Dbrec {
+            offset: 0,
+            value,
+        });
+        let with_history = |recv| ModelConfig {
+            record_history: true,
+            ..cfg(recv)
+        };
+        let mut b = Bufs::new(4);
+        let mut r = rig(&mut b, with_history(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        let base = rx_at(&b, 1);
+        rq.post_recv_list(3, 2, r.rx_lkey, MSG as u32, |k| base + (k * MSG) as u64)
+            .unwrap();
+        assert_eq!(r.model.recv_history(0), [fence, rec(1), fence, rec(4)]);
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+
+        let mut b = Bufs::new(4);
+        let mut r = rig(
+            &mut b,
+            with_history(RecvSpec {
+                srq: true,
+                slots: 8,
+                stride: 32,
+                ..RecvSpec::default()
+            }),
+        );
+        let mut srq = srq_for_all(&mut r);
+        srq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        srq.post_recv_list(2, 2, r.rx_lkey, MSG as u32, |k| base + (k * MSG) as u64)
+            .unwrap();
+        assert_eq!(r.model.recv_history(0), [fence, rec(1), fence, rec(3)]);
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+
+        // The check can fail: a recorder whose barrier does nothing.
+        struct NoFence(ModelRecvMmio);
+        impl Mmio for NoFence {
+            fn store_fence_dma(&self) {}
+            fn store_fence_wc(&self) {}
+            unsafe fn write_dbrec(&self, dbrec: *mut u32, raw: u32) {
+                // SAFETY: forwarded.
+                unsafe { self.0.write_dbrec(dbrec, raw) }
+            }
+            unsafe fn write_db64(&self, reg: *mut u64, raw: u64) {
+                // SAFETY: forwarded.
+                unsafe { self.0.write_db64(reg, raw) }
+            }
+            unsafe fn write_bf64(&self, reg: *mut u64, src: *const [u64; 8]) {
+                // SAFETY: forwarded.
+                unsafe { self.0.write_bf64(reg, src) }
+            }
+        }
+        let mut b = Bufs::new(1);
+        let r = rig(&mut b, cfg(RecvSpec::default()));
+        let dv = r.model.recv_dv_qp(0).unwrap();
+        let mmio = NoFence(r.model.recv_mmio(0));
+        // SAFETY: as rq_of.
+        let mut rq = unsafe { DirectRq::from_dv_with(&dv, 0x456, None, mmio) }.unwrap();
+        rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        let v = r.model.violations();
+        assert!(
+            v.len() == 1 && v[0].contains("without store_fence_dma"),
+            "{v:?}"
+        );
     }
 
     /// The ring record the RQ and the CQ share is one `Arc`.

@@ -38,6 +38,16 @@ pub struct Shared {
     pub(crate) queues_taken: AtomicBool,
     /// Completion events of an armed CQ (`cq_arm`).
     pub(crate) events_cv: Condvar,
+    /// Stores to the receive rings' records (`recv_mmio`).
+    pub(crate) recv_log: Mutex<RecvLog>,
+}
+
+/// What the receive records' recorder saw: the last event per ring (the
+/// order check) and, with `record_history`, every one.
+#[derive(Default)]
+pub(crate) struct RecvLog {
+    pub(crate) last: Vec<Option<MmioEvent>>,
+    pub(crate) history: Vec<(usize, MmioEvent)>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -188,6 +198,7 @@ impl Model {
             stop: AtomicBool::new(false),
             queues_taken: AtomicBool::new(false),
             events_cv: Condvar::new(),
+            recv_log: Mutex::new(RecvLog::default()),
         });
         Ok(Self {
             shared,
