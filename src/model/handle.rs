@@ -373,6 +373,19 @@ impl Model {
         lock(&self.shared.nic).odp_faults = n;
     }
 
+    /// Moves QP `q`'s receiving peer to the error state (`ModelConfig::recv`
+    /// with RQs): every receive posted to its RQ completes with a flush CQE
+    /// (RESP_ERR, WR_FLUSH), now and whenever more are posted; a message
+    /// sent to it is not answered (the sender's retries run out). Returns
+    /// the flush CQEs written now.
+    pub fn recv_to_error(&self, q: usize) -> usize {
+        let mut nic = lock(&self.shared.nic);
+        let n = nic.flush_recv(&self.shared.mem, &self.shared.cfg, q);
+        drop(nic);
+        self.shared.events_cv.notify_all();
+        n
+    }
+
     /// Moves QP `q` through RESET back to RTS: the NIC forgets its ring
     /// position and error state, the SQ doorbell record reads 0. Build its
     /// SQ again with [`extra_sq`](Self::extra_sq) and

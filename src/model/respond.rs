@@ -4,8 +4,9 @@
 //! the CQE, and leaves a responder CQE for the attempt to write before the
 //! requester's.
 
-use super::config::{Access, ModelConfig, ModelTransport};
+use super::config::{Access, ModelConfig, ModelTransport, RecvSpec};
 use super::decode::{op, synd, vendor, CqeOut};
+use super::mem::Mem;
 use super::nic::Nic;
 use super::recv::{segs, GRH_BYTES, LOCAL_LENGTH};
 
@@ -25,6 +26,11 @@ impl Nic {
             return Err((synd::LOCAL_QP_OP, vendor::UNKNOWN));
         };
         let r = if spec.srq { 0 } else { q };
+        if self.recv[r].error {
+            // A responder in the error state answers nothing: the
+            // requester's retries run out.
+            return Err((synd::RETRY_EXC, vendor::UNKNOWN));
+        }
         let Some(idx) = self.recv[r].take(spec) else {
             return self.no_receive(q, rnr_is_error);
         };
@@ -98,19 +104,75 @@ impl Nic {
         } else {
             0
         };
-        self.resp_cqes.push(CqeOut::Resp {
-            opcode: match opcode {
-                op::RDMA_WRITE_IMM => 1,
-                op::SEND_IMM => 3,
-                _ => 2,
+        self.respond(
+            spec,
+            r,
+            CqeOut::Resp {
+                opcode: match opcode {
+                    op::RDMA_WRITE_IMM => 1,
+                    op::SEND_IMM => 3,
+                    _ => 2,
+                },
+                qpn,
+                counter: idx,
+                byte_cnt: payload.len() as u32,
+                imm: imm.unwrap_or_default(),
+                flags_rqpn,
+                inline: in_cqe.then_some(payload),
+                format1: spec.format1_in_128,
             },
-            qpn,
-            counter: idx,
-            byte_cnt: payload.len() as u32,
-            imm: imm.unwrap_or_default(),
-            flags_rqpn,
-            inline: in_cqe.then_some(payload),
-        });
+        );
         Ok(())
+    }
+
+    /// Queues a receive's CQE; an SRQ completing out of order holds every
+    /// other one back until the next, so WQEs are freed 1, 0, 3, 2, ...
+    fn respond(&mut self, spec: &RecvSpec, r: usize, cqe: CqeOut) {
+        if !(spec.srq && spec.out_of_order) {
+            self.resp_cqes.push(cqe);
+            return;
+        }
+        match self.recv[r].held.take() {
+            None => self.recv[r].held = Some(cqe),
+            Some(first) => {
+                self.resp_cqes.push(cqe);
+                self.resp_cqes.push(first);
+            }
+        }
+    }
+
+    /// QP `q`'s peer moved to the error state with receives posted: each
+    /// posted WQE completes, in order, with a flush CQE (RESP_ERR,
+    /// WR_FLUSH); so do receives posted later. RQs only (an SRQ is not the
+    /// QP's to flush). Returns the CQEs written.
+    pub(crate) fn flush_recv(&mut self, mem: &Mem, cfg: &ModelConfig, q: usize) -> usize {
+        let Some(spec) = cfg.recv.filter(|s| !s.srq) else {
+            return 0;
+        };
+        self.recv[q].error = true;
+        let qpn = spec.qpn + q as u32;
+        let mut n = 0;
+        while let Some(counter) = self.recv[q].take(&spec) {
+            let c = CqeOut::RespErr {
+                qpn,
+                counter,
+                syndrome: synd::WR_FLUSH,
+                vendor: vendor::FLUSH,
+            };
+            if !self.write_cqe(mem, cfg, q, &c) {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Flushes what was posted since to every RQ in error.
+    pub(crate) fn flush_errored_recvs(&mut self, mem: &Mem, cfg: &ModelConfig) {
+        for q in 0..self.recv.len() {
+            if self.recv[q].error {
+                self.flush_recv(mem, cfg, q);
+            }
+        }
     }
 }
