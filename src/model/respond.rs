@@ -66,37 +66,10 @@ impl Nic {
         let limit = if cfg.cqe_size == 128 { 64 } else { 32 };
         let in_cqe = send && !ud && spec.scatter_to_cqe && payload.len() <= limit;
         if send && !in_cqe {
-            let sg = segs(spec, &w);
-            let room: u64 = sg.iter().map(|s| s.len as u64).sum();
-            if payload.len() as u64 > room {
-                self.resp_cqes.push(err(LOCAL_LENGTH, vendor::UNKNOWN));
+            if let Err((syndrome, vend, requester)) = self.land(spec, &w, &payload) {
+                self.resp_cqes.push(err(syndrome, vend));
                 // UD has no response: the sender sees success.
-                return if ud {
-                    Ok(())
-                } else {
-                    Err((synd::REMOTE_INVAL_REQ, vendor::REM_INV))
-                };
-            }
-            let mut at = 0usize;
-            for s in &sg {
-                let n = (s.len as usize).min(payload.len() - at);
-                if n == 0 {
-                    break;
-                }
-                if self
-                    .mr(s.lkey, s.addr, n as u64, Access::LOCAL_WRITE.0)
-                    .is_none()
-                {
-                    self.resp_cqes.push(err(synd::LOCAL_PROT, vendor::LKEY));
-                    return if ud {
-                        Ok(())
-                    } else {
-                        Err((synd::REMOTE_OP, vendor::UNKNOWN))
-                    };
-                }
-                // SAFETY: inside a registered, locally writable region.
-                unsafe { std::ptr::copy(payload.as_ptr().add(at), s.addr as *mut u8, n) };
-                at += n;
+                return if ud { Ok(()) } else { Err(requester) };
             }
         }
         let flags_rqpn = if ud {
@@ -122,6 +95,42 @@ impl Nic {
                 format1: spec.format1_in_128,
             },
         );
+        Ok(())
+    }
+
+    /// Scatters `payload` through the data segments of WQE `w`, checking
+    /// each lkey. `Err`: the responder's syndrome and vendor syndrome, and
+    /// what an RC requester's CQE reports.
+    fn land(&self, spec: &RecvSpec, w: &[u8], payload: &[u8]) -> Result<(), (u8, u8, (u8, u8))> {
+        let sg = segs(spec, w);
+        let room: u64 = sg.iter().map(|s| s.len as u64).sum();
+        if payload.len() as u64 > room {
+            return Err((
+                LOCAL_LENGTH,
+                vendor::UNKNOWN,
+                (synd::REMOTE_INVAL_REQ, vendor::REM_INV),
+            ));
+        }
+        let mut at = 0usize;
+        for s in &sg {
+            let n = (s.len as usize).min(payload.len() - at);
+            if n == 0 {
+                break;
+            }
+            if self
+                .mr(s.lkey, s.addr, n as u64, Access::LOCAL_WRITE.0)
+                .is_none()
+            {
+                return Err((
+                    synd::LOCAL_PROT,
+                    vendor::LKEY,
+                    (synd::REMOTE_OP, vendor::UNKNOWN),
+                ));
+            }
+            // SAFETY: inside a registered, locally writable region.
+            unsafe { std::ptr::copy(payload.as_ptr().add(at), s.addr as *mut u8, n) };
+            at += n;
+        }
         Ok(())
     }
 
