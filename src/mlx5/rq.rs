@@ -6,7 +6,7 @@
 //! No MMIO: the record is the whole receive doorbell.
 //!
 //! Memory ordering (rdma-core `mlx5_post_recv`): the WQE stores, then
-//! `udma_to_device_barrier` ([`barrier::store_fence_dma`]), then the record,
+//! `udma_to_device_barrier` ([`super::barrier::store_fence_dma`]), then the record,
 //! so the NIC never sees a count that covers a WQE it cannot yet read.
 
 use core::ptr::NonNull;

@@ -4,7 +4,7 @@
 //! `tail`, which is never posted (`head == tail`: full). Posting takes the
 //! WQE at `head` and moves `head` along its link; the CQ poller gives a
 //! completed WQE back by linking it behind the sentinel and making it the new
-//! sentinel ([`RecvRing::complete`]). The doorbell record is one word: the
+//! sentinel (`RecvRing::complete`). The doorbell record is one word: the
 //! 16-bit count of WQEs posted (libmlx5's value; UCX writes one less).
 //!
 //! The ring is `tail + 1` WQEs (libmlx5 creates the SRQ with head 0 and

@@ -34,11 +34,11 @@ pub struct ModelConfig {
     /// receive is retried this many NIC steps before RNR_RETRY_EXC_ERR; 7
     /// retries forever (back-pressure, perftest's setting). Default 0.
     pub rnr_retry: u8,
-    /// Keep every MMIO event for [`Model::history`] (turn off for long runs).
+    /// Keep every MMIO event for [`Model::history`](super::handle::Model::history) (turn off for long runs).
     pub record_history: bool,
     /// Real receive rings at the peers (RQ per QP, or one SRQ), posted by
     /// `mlx5::rq`/`mlx5::srq` and completed on the one CQ; `None`: the
-    /// abstract peer queues of [`Model::post_peer_recv_on`].
+    /// abstract peer queues of [`Model::post_peer_recv_on`](super::handle::Model::post_peer_recv_on).
     pub recv: Option<RecvSpec>,
 }
 
