@@ -20,7 +20,9 @@ mod with_model {
     use rdmaperf::mlx5::srq::DirectSrq;
     use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio};
     use rdmaperf::model::recv::GRH_BYTES;
-    use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec};
+    use rdmaperf::model::{
+        Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelRecvMmio, ModelTransport, RecvSpec,
+    };
     use rdmaperf::post::wc::{WC_GRH, WC_WITH_IMM};
     use rdmaperf::post::{
         Completion, CompletionQueue, Op, PostError, RecvQueue, SendQueue, WcOpcode, WcStatus,
@@ -73,19 +75,22 @@ mod with_model {
         }
     }
 
-    fn rq_of(r: &mut Rig, q: usize) -> DirectRq {
+    /// QP `q`'s peer RQ, its record stored through the model's recorder
+    /// (every test's `violations()` then checks the store order).
+    fn rq_of(r: &mut Rig, q: usize) -> DirectRq<ModelRecvMmio> {
         let dv = r.model.recv_dv_qp(q).unwrap();
         let qpn = r.model.recv_qpn(q).unwrap();
+        let mmio = r.model.recv_mmio(q);
         // SAFETY: the model owns the ring and outlives the RQ (test order).
-        let rq = unsafe { DirectRq::from_dv(&dv, qpn, None) }.unwrap();
+        let rq = unsafe { DirectRq::from_dv_with(&dv, qpn, None, mmio) }.unwrap();
         r.cq.attach_recv(qpn, rq.ring());
         rq
     }
 
-    fn srq_for_all(r: &mut Rig) -> DirectSrq {
+    fn srq_for_all(r: &mut Rig) -> DirectSrq<ModelRecvMmio> {
         let dv = r.model.recv_dv_srq().unwrap();
         // SAFETY: as rq_of.
-        let srq = unsafe { DirectSrq::from_dv(&dv, 7, None) }.unwrap();
+        let srq = unsafe { DirectSrq::from_dv_with(&dv, 7, None, r.model.recv_mmio(0)) }.unwrap();
         for q in 0..r.model.config().qps as usize {
             r.cq.attach_recv(r.model.recv_qpn(q).unwrap(), srq.ring());
         }
@@ -194,9 +199,11 @@ mod with_model {
     /// payload that fits (32 B in a 64-byte CQE, 64 B in a 128-byte entry)
     /// is not in the buffer after the NIC ran, and is there, whole, after
     /// the poll copied it out of the CQE; a larger one went to the buffer.
+    /// With 128-byte CQEs also in format 1 (up to 32 bytes inside the
+    /// 64-byte CQE, the entry's second half) as well as format 2.
     #[test]
     fn scatter_to_cqe_sizes_land_after_the_poll() {
-        for cqe_size in [64u32, 128] {
+        for (cqe_size, format1_in_128) in [(64u32, false), (128, false), (128, true)] {
             let limit = if cqe_size == 128 { 64 } else { 32 };
             let sizes = [0u32, 1, 31, 32, 33, 63, 64, 65];
             let mut b = Bufs::new(sizes.len());
@@ -204,7 +211,11 @@ mod with_model {
                 &mut b,
                 ModelConfig {
                     cqe_size,
-                    ..cfg(RecvSpec::default())
+                    ..cfg(RecvSpec {
+                        scatter_to_cqe: true,
+                        format1_in_128,
+                        ..RecvSpec::default()
+                    })
                 },
             );
             let mut rq = rq_of(&mut r, 0);
@@ -215,6 +226,20 @@ mod with_model {
                 r.sqs[0].post(Op::Send, &[wr]).unwrap();
             }
             r.model.step();
+            // The format each receive's CQE came in (entry 2k: the receive
+            // precedes its SEND's CQE), read before the poll.
+            let dv = r.model.dv_cq();
+            for (k, &len) in sizes.iter().enumerate() {
+                let at = (2 * k + 1) * cqe_size as usize - 1;
+                // SAFETY: inside the model's CQ buffer, written by step().
+                let own = unsafe { dv.buf.cast::<u8>().add(at).read_volatile() };
+                let want = match len {
+                    0..=32 if cqe_size == 64 || format1_in_128 => 1,
+                    0..=64 if cqe_size == 128 => 2,
+                    _ => 0,
+                };
+                assert_eq!((own >> 2) & 3, want, "{cqe_size} B CQE, {len} B: format");
+            }
             for (k, &len) in sizes.iter().enumerate() {
                 let landed = &b.rx[k * MSG..k * MSG + len as usize];
                 let sent = &b.tx[k * MSG..k * MSG + len as usize];
@@ -254,7 +279,13 @@ mod with_model {
     #[test]
     fn scatter_to_cqe_into_a_short_buffer_is_a_length_error() {
         let mut b = Bufs::new(1);
-        let mut r = rig(&mut b, cfg(RecvSpec::default()));
+        let mut r = rig(
+            &mut b,
+            cfg(RecvSpec {
+                scatter_to_cqe: true,
+                ..RecvSpec::default()
+            }),
+        );
         let mut rq = rq_of(&mut r, 0);
         rq.post_recv(9, rx_at(&b, 0), r.rx_lkey, 8).unwrap();
         r.sqs[0]
@@ -392,7 +423,7 @@ mod with_model {
             }),
         );
         let srq = srq_for_all(&mut r);
-        let mut ports: Vec<SrqPort> = srq.share(2);
+        let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
         let other = RefCell::new(ports.pop().unwrap());
         let (lkey, rx0) = (r.rx_lkey, rx_at(&b, 0));
         ports[0]
@@ -654,10 +685,15 @@ mod with_model {
             model,
         } = r;
         let keys = (*lkey, *rx_lkey);
-        loop_on(sqs, model, keys, cq, b, rqs, cost)
+        loop_on(sqs, model, keys, cq, b, rqs, (cost, MSG as u32, &|_| {}))
     }
 
-    /// [`loop_over`] with any receive CQ poller.
+    /// How [`loop_on`] runs: `cost`, the SENDs' length, the hook.
+    type Run<'h> = (bool, u32, &'h dyn Fn(&Model));
+
+    /// [`loop_over`] with any receive CQ poller, messages of `len` bytes,
+    /// and `hook` run on the model after the receives are preposted and
+    /// the SENDs posted, before the NIC starts.
     fn loop_on<R: RecvQueue, C: CompletionQueue>(
         sqs: &mut [DirectSq<ModelMmio>],
         model: &mut Model,
@@ -665,7 +701,7 @@ mod with_model {
         cq: &mut C,
         b: &Bufs,
         rqs: &mut [R],
-        cost: bool,
+        (cost, len, hook): Run<'_>,
     ) -> (
         rdmaperf::run::recv::RecvOutcome,
         [rdmaperf::run::recv::RxCount; 2],
@@ -680,6 +716,7 @@ mod with_model {
             iters: PER_QP,
             rx_depth: 8,
             len: MSG as u32,
+            // (`len` is the receive length; the SENDs carry `len` bytes.)
             positions: 1,
             step: 0,
             stall_ticks: clock::Clock::calibrate().cycles_for(std::time::Duration::from_secs(20)),
@@ -691,11 +728,12 @@ mod with_model {
         recv::prepost(rqs, &bufs, &mut counts, &cfg).unwrap();
         for k in 0..PER_QP as usize {
             for (q, sq) in sqs.iter_mut().enumerate().take(2) {
-                let mut wr = send(b, lkey, q, MSG as u32, k as u64);
+                let mut wr = send(b, lkey, q, len, k as u64);
                 wr.signaled = false;
                 sq.post(Op::Send, &[wr]).unwrap();
             }
         }
+        hook(model);
         model.start();
         let mut wcs = [Completion::default(); 16];
         let o = RecvLoop {
@@ -942,7 +980,7 @@ mod with_model {
         );
         let srq = srq_for_all(&mut r);
         let ring = Arc::clone(srq.ring());
-        let mut ports: Vec<SrqPort> = srq.share(2);
+        let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
         assert!(Arc::ptr_eq(ports[1].ring(), &ring));
         let (o, counts) = loop_over(&mut r, &b, &mut ports, false);
         assert_eq!(o.error, None, "{o:?}");
@@ -988,12 +1026,12 @@ mod with_model {
         } = r;
         let dv = model.recv_dv_srq().unwrap();
         // SAFETY: the model owns the ring and outlives the SRQ (test order).
-        let srq = unsafe { DirectSrq::from_dv(&dv, 7, None) }.unwrap();
+        let srq = unsafe { DirectSrq::from_dv_with(&dv, 7, None, model.recv_mmio(0)) }.unwrap();
         for q in 0..2 {
             cq.attach_recv(model.recv_qpn(q).unwrap(), srq.ring());
         }
         let ring = Arc::clone(srq.ring());
-        let mut ports: Vec<SrqPort> = srq.share(3);
+        let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(3);
         let mut rcq = RecvCq::new(cq, ports.pop());
         model.fault_next_srq_receives(5);
         let (o, counts) = loop_on(
@@ -1003,7 +1041,7 @@ mod with_model {
             &mut rcq,
             &b,
             &mut ports,
-            false,
+            (false, MSG as u32, &|_| {}),
         );
         assert_eq!(o.error, None, "{o:?}");
         assert_eq!(o.received, 2 * PER_QP);
@@ -1017,6 +1055,221 @@ mod with_model {
         assert!(rcq.direct().reposts().is_empty());
         assert!(model.stats().rnr_naks >= 5, "{:?}", model.stats());
         assert!(model.violations().is_empty(), "{:?}", model.violations());
+    }
+
+    /// A rig of two QPs with `recv`, the NIC retrying RNR forever.
+    fn rig2(b: &mut Bufs, recv: RecvSpec, cqe_size: u32) -> Rig {
+        rig(
+            b,
+            ModelConfig {
+                qps: 2,
+                rnr_retry: 7,
+                cqe_size,
+                ..cfg(recv)
+            },
+        )
+    }
+
+    /// As the tools create their direct QPs (scatter-to-CQE disabled), the
+    /// model's default lands even a 16-byte SEND in the buffer.
+    #[test]
+    fn by_default_small_sends_land_in_the_buffer_as_on_the_hardware_path() {
+        assert!(!RecvSpec::default().scatter_to_cqe);
+        let mut b = Bufs::new(1);
+        let mut r = rig(&mut b, cfg(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        r.sqs[0]
+            .post(Op::Send, &[send(&b, r.lkey, 0, 16, 1)])
+            .unwrap();
+        r.model.step();
+        assert_eq!(b.rx[..16], b.tx[..16], "the NIC wrote the buffer");
+    }
+
+    /// The receive loop on small messages scattered into 128-byte CQEs in
+    /// format 1 (and, for an RQ, the copy out of the CQE): every message
+    /// received and its bytes in its QP's buffer.
+    #[test]
+    fn the_receive_loop_runs_on_format1_scatter_in_128_byte_cqes() {
+        let mut b = Bufs::new(2);
+        let spec = RecvSpec {
+            scatter_to_cqe: true,
+            format1_in_128: true,
+            ..RecvSpec::default()
+        };
+        let mut r = rig2(&mut b, spec, 128);
+        let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
+        b.rx.fill(0);
+        let Rig {
+            sqs,
+            cq,
+            lkey,
+            rx_lkey,
+            model,
+        } = &mut r;
+        let keys = (*lkey, *rx_lkey);
+        let (o, _) = loop_on(sqs, model, keys, cq, &b, &mut rqs, (false, 24, &|_| {}));
+        assert_eq!(o.error, None, "{o:?}");
+        assert_eq!(o.received, 2 * PER_QP);
+        for q in 0..2 {
+            let at = q * MSG;
+            assert_eq!(b.rx[at..at + 24], b.tx[at..at + 24], "QP {q}");
+            assert!(b.rx[at + 24..at + MSG].iter().all(|&x| x == 0), "QP {q}");
+        }
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+    }
+
+    /// An SRQ whose WQEs complete out of order (1, 0, 3, 2, ...: the poller
+    /// frees them out of order) over many laps of a 4-slot ring: each
+    /// completion names the WR whose buffer holds its message, and the NIC,
+    /// following the links the poller wrote, never meets a bad WQE.
+    #[test]
+    fn out_of_order_srq_frees_keep_the_free_list_whole() {
+        let mut b = Bufs::new(3);
+        let spec = RecvSpec {
+            srq: true,
+            slots: 4,
+            stride: 32,
+            out_of_order: true,
+            ..RecvSpec::default()
+        };
+        let mut r = rig2(&mut b, spec, 64);
+        let mut srq = srq_for_all(&mut r);
+        let mut seq = 0u64;
+        for round in 0..16 {
+            for k in 0..2 {
+                srq.post_recv(seq + k, rx_at(&b, k as usize), r.rx_lkey, MSG as u32)
+                    .unwrap();
+            }
+            b.rx.fill(0);
+            for k in 0..2usize {
+                let len = 16 + 8 * ((round + k) % 5) as u32;
+                r.sqs[k]
+                    .post(Op::Send, &[send(&b, r.lkey, 2, len, k as u64)])
+                    .unwrap();
+            }
+            r.model.step();
+            let recvs: Vec<_> = poll_all(&mut r.cq, 4).into_iter().filter(is_recv).collect();
+            let ids: Vec<u64> = recvs.iter().map(|c| c.wr_id).collect();
+            assert_eq!(ids, [seq + 1, seq], "round {round}: freed 1 then 0");
+            for c in &recvs {
+                let k = (c.wr_id - seq) as usize;
+                let len = c.byte_len as usize;
+                assert_eq!(c.status, WcStatus::SUCCESS, "round {round}");
+                assert_eq!(b.rx[k * MSG..k * MSG + len], b.tx[2 * MSG..2 * MSG + len]);
+            }
+            seq += 2;
+        }
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+    }
+
+    /// The receive loop over SRQ ports whose WQEs complete out of order.
+    #[test]
+    fn the_receive_loop_runs_on_out_of_order_srq_frees() {
+        use rdmaperf::mlx5::srq::SrqPort;
+        let mut b = Bufs::new(2);
+        let spec = RecvSpec {
+            srq: true,
+            slots: 32,
+            stride: 32,
+            out_of_order: true,
+            ..RecvSpec::default()
+        };
+        let mut r = rig2(&mut b, spec, 64);
+        let srq = srq_for_all(&mut r);
+        let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
+        let (o, counts) = loop_over(&mut r, &b, &mut ports, false);
+        assert_eq!(o.error, None, "{o:?}");
+        assert_eq!(o.received, 2 * PER_QP);
+        assert_eq!(counts[0].received + counts[1].received, 2 * PER_QP);
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+    }
+
+    /// A peer QP moved to the error state with receives posted: each
+    /// posted receive completes with a flush CQE naming its own WR, in
+    /// order, after the one that had arrived; a receive posted later is
+    /// flushed too.
+    #[test]
+    fn a_qp_in_error_flushes_its_posted_receives() {
+        let mut b = Bufs::new(4);
+        let mut r = rig(&mut b, cfg(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        for k in 0..4 {
+            rq.post_recv(10 + k as u64, rx_at(&b, k), r.rx_lkey, MSG as u32)
+                .unwrap();
+        }
+        r.sqs[0]
+            .post(Op::Send, &[send(&b, r.lkey, 0, 64, 1)])
+            .unwrap();
+        r.model.step();
+        assert_eq!(r.model.recv_to_error(0), 3);
+        rq.post_recv(14, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        r.model.step();
+        let recvs: Vec<_> = poll_all(&mut r.cq, 6).into_iter().filter(is_recv).collect();
+        let got: Vec<_> = recvs.iter().map(|c| (c.wr_id, c.status)).collect();
+        let flush = WcStatus::WR_FLUSH_ERR;
+        assert_eq!(
+            got,
+            [
+                (10, WcStatus::SUCCESS),
+                (11, flush),
+                (12, flush),
+                (13, flush),
+                (14, flush)
+            ]
+        );
+        assert!(recvs[1..].iter().all(|c| c.opcode == WcOpcode::RECV));
+        assert_eq!(rq.ring().done(), 5);
+    }
+
+    /// The receive loop meets the flush of one QP's receives: it stops with
+    /// that QP's WR_FLUSH_ERR completion (not a stall, not a success).
+    #[test]
+    fn the_receive_loop_stops_on_a_flushed_receive() {
+        use rdmaperf::run::bw::RunError;
+        let mut b = Bufs::new(2);
+        let mut r = rig2(&mut b, RecvSpec::default(), 64);
+        let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
+        let Rig {
+            sqs,
+            cq,
+            lkey,
+            rx_lkey,
+            model,
+        } = &mut r;
+        let keys = (*lkey, *rx_lkey);
+        let hook = |m: &Model| {
+            assert_eq!(m.recv_to_error(1), 8);
+        };
+        let (o, _) = loop_on(
+            sqs,
+            model,
+            keys,
+            cq,
+            &b,
+            &mut rqs,
+            (false, MSG as u32, &hook),
+        );
+        match o.error {
+            Some(RunError::Completion { qp, wc, .. }) => {
+                assert_eq!((qp, wc.status), (1, WcStatus::WR_FLUSH_ERR), "{o:?}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// `-e` on the direct CQ: armed while empty, no event; a SEND comes in
@@ -1112,6 +1365,90 @@ mod with_model {
                 );
             }
         }
+    }
+
+    /// The receive doorbell goes through the recording MMIO layer as the
+    /// send side's does: store barrier, then the record (the posted count),
+    /// once per post and once per post list, for an RQ and the SRQ alike;
+    /// a record stored without the barrier is a violation.
+    #[test]
+    fn the_receive_record_follows_a_store_barrier() {
+        let (fence, rec) = (MmioEvent::FenceDma, |value| MmioEvent::Dbrec {
+            offset: 0,
+            value,
+        });
+        let with_history = |recv| ModelConfig {
+            record_history: true,
+            ..cfg(recv)
+        };
+        let mut b = Bufs::new(4);
+        let mut r = rig(&mut b, with_history(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        let base = rx_at(&b, 1);
+        rq.post_recv_list(3, 2, r.rx_lkey, MSG as u32, |k| base + (k * MSG) as u64)
+            .unwrap();
+        assert_eq!(r.model.recv_history(0), [fence, rec(1), fence, rec(4)]);
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+
+        let mut b = Bufs::new(4);
+        let mut r = rig(
+            &mut b,
+            with_history(RecvSpec {
+                srq: true,
+                slots: 8,
+                stride: 32,
+                ..RecvSpec::default()
+            }),
+        );
+        let mut srq = srq_for_all(&mut r);
+        srq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        srq.post_recv_list(2, 2, r.rx_lkey, MSG as u32, |k| base + (k * MSG) as u64)
+            .unwrap();
+        assert_eq!(r.model.recv_history(0), [fence, rec(1), fence, rec(3)]);
+        assert!(
+            r.model.violations().is_empty(),
+            "{:?}",
+            r.model.violations()
+        );
+
+        // The check can fail: a recorder whose barrier does nothing.
+        struct NoFence(ModelRecvMmio);
+        impl Mmio for NoFence {
+            fn store_fence_dma(&self) {}
+            fn store_fence_wc(&self) {}
+            unsafe fn write_dbrec(&self, dbrec: *mut u32, raw: u32) {
+                // SAFETY: forwarded.
+                unsafe { self.0.write_dbrec(dbrec, raw) }
+            }
+            unsafe fn write_db64(&self, reg: *mut u64, raw: u64) {
+                // SAFETY: forwarded.
+                unsafe { self.0.write_db64(reg, raw) }
+            }
+            unsafe fn write_bf64(&self, reg: *mut u64, src: *const [u64; 8]) {
+                // SAFETY: forwarded.
+                unsafe { self.0.write_bf64(reg, src) }
+            }
+        }
+        let mut b = Bufs::new(1);
+        let r = rig(&mut b, cfg(RecvSpec::default()));
+        let dv = r.model.recv_dv_qp(0).unwrap();
+        let mmio = NoFence(r.model.recv_mmio(0));
+        // SAFETY: as rq_of.
+        let mut rq = unsafe { DirectRq::from_dv_with(&dv, 0x456, None, mmio) }.unwrap();
+        rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        let v = r.model.violations();
+        assert!(
+            v.len() == 1 && v[0].contains("without store_fence_dma"),
+            "{v:?}"
+        );
     }
 
     /// The ring record the RQ and the CQ share is one `Arc`.

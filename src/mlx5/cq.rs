@@ -19,7 +19,11 @@
 //! source QP and GRH flag are reported. Without an attached ring the
 //! counter itself is the `wr_id`. CQEs of QPNs not attached on the send
 //! side (e.g. of a destroyed QP: libmlx5 does not clean a DV-owned CQ) are
-//! dropped and counted. No CQE compression, no requester scatter-to-CQE:
+//! dropped and counted. An ODP page fault on an SRQ receive (RESP_ERR,
+//! REMOTE_ABORTED, vendor syndrome 0x93) is not a failure: the WQE is freed,
+//! its WR kept ([`DirectCq::reposts`]) for [`RecvCq`](super::recv_cq::RecvCq)
+//! to post again, and the CQE hidden, as libmlx5 does. No CQE compression,
+//! no requester scatter-to-CQE:
 //! such a CQE stops the poll with `PostError::Unsupported` (the QP set-up
 //! disables both). [`DirectCq::arm`] arms the CQ for `-e`.
 

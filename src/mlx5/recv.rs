@@ -18,6 +18,7 @@
 use core::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
+use super::mmio::Mmio;
 use super::prm::INVALID_LKEY;
 use crate::post::WcStatus;
 
@@ -31,17 +32,18 @@ const NEXT_WQE_INDEX: usize = 2;
 /// The receive doorbell: the posted count (16 bits, big-endian) into the
 /// queue's record, after a store barrier so the NIC never sees a count that
 /// covers a WQE it cannot read yet (`udma_to_device_barrier` in
-/// `mlx5_post_recv` / `mlx5_post_srq_recv`). No MMIO on the receive side.
+/// `mlx5_post_recv` / `mlx5_post_srq_recv`). No MMIO register on the
+/// receive side, but both stores go through the [`Mmio`] seam as the send
+/// side's do, so the model records their order.
 ///
 /// # Safety
 /// `dbrec` must be the queue's valid, 4-byte aligned doorbell record.
 #[inline(always)]
-pub(crate) unsafe fn ring_record(dbrec: NonNull<u32>, posted: u32) {
-    super::barrier::store_fence_dma();
+pub(crate) unsafe fn ring_record<M: Mmio>(mmio: &M, dbrec: NonNull<u32>, posted: u32) {
+    mmio.store_fence_dma();
     let raw = u32::from_ne_bytes((posted & 0xffff).to_be_bytes());
-    // SAFETY: the caller's contract; atomic because the NIC (or the
-    // model's thread) reads the record concurrently.
-    unsafe { AtomicU32::from_ptr(dbrec.as_ptr()) }.store(raw, Ordering::Release);
+    // SAFETY: the caller's contract.
+    unsafe { mmio.write_dbrec(dbrec.as_ptr(), raw) };
 }
 
 /// A receive queue's layout refused, with the fix both kinds give.

@@ -12,20 +12,21 @@
 //! either, so the repost runs on the ports' thread.
 
 use super::cq::DirectCq;
+use super::mmio::{HwMmio, Mmio};
 use super::srq::SrqPort;
 use crate::post::{Completion, CompletionQueue, PostError, RecvQueue};
 
 /// A receive CQ poller and, with `--use-srq`, a port on the SRQ its
 /// faulted receives are posted again to.
-pub struct RecvCq {
+pub struct RecvCq<M: Mmio = HwMmio> {
     cq: DirectCq,
-    srq: Option<SrqPort>,
+    srq: Option<SrqPort<M>>,
 }
 
-impl RecvCq {
+impl<M: Mmio> RecvCq<M> {
     /// `srq`: a port on the SRQ attached to `cq` (none for RQs: libmlx5
     /// reposts only SRQ receives; an RQ's fault stays an error CQE).
-    pub fn new(cq: DirectCq, srq: Option<SrqPort>) -> Self {
+    pub fn new(cq: DirectCq, srq: Option<SrqPort<M>>) -> Self {
         Self { cq, srq }
     }
     /// The poller (arming, counters).
@@ -52,7 +53,7 @@ impl RecvCq {
     }
 }
 
-impl CompletionQueue for RecvCq {
+impl<M: Mmio> CompletionQueue for RecvCq<M> {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
         let res = self.cq.poll(out);

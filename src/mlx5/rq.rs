@@ -6,7 +6,7 @@
 //! No MMIO: the record is the whole receive doorbell.
 //!
 //! Memory ordering (rdma-core `mlx5_post_recv`): the WQE stores, then
-//! `udma_to_device_barrier` ([`barrier::store_fence_dma`]), then the record,
+//! `udma_to_device_barrier` ([`super::barrier::store_fence_dma`]), then the record,
 //! so the NIC never sees a count that covers a WQE it cannot yet read.
 
 use core::ptr::NonNull;
@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::error::DirectError;
 use super::keepalive::KeepAlive;
+use super::mmio::{HwMmio, Mmio};
 use super::recv::{layout_error, ring_record, RecvKind, RecvRing, DATA_SEG};
 use crate::post::{PostError, RecvQueue};
 use crate::sys::mlx5dv_qp;
@@ -25,20 +26,23 @@ const MAX_STRIDE: u32 = 512;
 pub const MAX_WQE_CNT: u32 = 1 << 15;
 
 /// A directly posted RQ; its completions come through a
-/// [`DirectCq`](super::cq::DirectCq) it is attached to.
-pub struct DirectRq {
+/// [`DirectCq`](super::cq::DirectCq) it is attached to. Its record is
+/// stored through `M` ([`HwMmio`] on a device, the model's recorder in
+/// tests).
+pub struct DirectRq<M: Mmio = HwMmio> {
     ring: Arc<RecvRing>,
     /// `&dbrec[MLX5_RCV_DBR]`.
     dbrec: NonNull<u32>,
     /// WQEs posted (free-running).
     head: u32,
     qpn: u32,
+    mmio: M,
     _keepalive: KeepAlive,
 }
 
 // SAFETY: the RQ owns its ring's producer side and its record; moving it to
 // another thread moves that ownership (the shared record is Sync).
-unsafe impl Send for DirectRq {}
+unsafe impl<M: Mmio + Send> Send for DirectRq<M> {}
 
 /// The RQ layout checks alone: [`super::setup::set_up`] runs them on every
 /// QP with an RQ before anything is connected (so `--post auto` can fall
@@ -94,6 +98,22 @@ impl DirectRq {
         qpn: u32,
         keepalive: KeepAlive,
     ) -> Result<Self, DirectError> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::from_dv_with(qp, qpn, keepalive, HwMmio) }
+    }
+}
+
+impl<M: Mmio> DirectRq<M> {
+    /// As [`DirectRq::from_dv`], storing the record through `mmio`.
+    ///
+    /// # Safety
+    /// As [`DirectRq::from_dv`].
+    pub unsafe fn from_dv_with(
+        qp: &mlx5dv_qp,
+        qpn: u32,
+        keepalive: KeepAlive,
+        mmio: M,
+    ) -> Result<Self, DirectError> {
         check_rq_layout(qp)?;
         let (Some(buf), Some(dbrec)) =
             (NonNull::new(qp.rq.buf.cast::<u8>()), NonNull::new(qp.dbrec))
@@ -112,6 +132,7 @@ impl DirectRq {
             dbrec,
             head: 0,
             qpn,
+            mmio,
             _keepalive: keepalive,
         })
     }
@@ -138,11 +159,11 @@ impl DirectRq {
     fn doorbell(&self) {
         // SAFETY: this queue's record, valid and aligned (constructor
         // contract).
-        unsafe { ring_record(self.dbrec, self.head) };
+        unsafe { ring_record(&self.mmio, self.dbrec, self.head) };
     }
 }
 
-impl RecvQueue for DirectRq {
+impl<M: Mmio> RecvQueue for DirectRq<M> {
     #[inline]
     fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
         if self.room() == 0 {

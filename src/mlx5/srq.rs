@@ -4,7 +4,7 @@
 //! `tail`, which is never posted (`head == tail`: full). Posting takes the
 //! WQE at `head` and moves `head` along its link; the CQ poller gives a
 //! completed WQE back by linking it behind the sentinel and making it the new
-//! sentinel ([`RecvRing::complete`]). The doorbell record is one word: the
+//! sentinel (`RecvRing::complete`). The doorbell record is one word: the
 //! 16-bit count of WQEs posted (libmlx5's value; UCX writes one less).
 //!
 //! The ring is `tail + 1` WQEs (libmlx5 creates the SRQ with head 0 and
@@ -19,13 +19,14 @@ use std::sync::Arc;
 
 use super::error::DirectError;
 use super::keepalive::KeepAlive;
+use super::mmio::{HwMmio, Mmio};
 use super::recv::{layout_error, ring_record, RecvKind, RecvRing, DATA_SEG, SRQ_NEXT_SEG};
 use crate::post::{PostError, RecvQueue};
 use crate::sys::mlx5dv_srq;
 
 /// A directly posted SRQ; completions come through every
 /// [`DirectCq`](super::cq::DirectCq) one of its QPs completes on.
-pub struct DirectSrq {
+pub struct DirectSrq<M: Mmio = HwMmio> {
     ring: Arc<RecvRing>,
     dbrec: NonNull<u32>,
     /// Next free WQE. The producer state is in `Cell`s so that posting
@@ -36,11 +37,14 @@ pub struct DirectSrq {
     /// WQEs posted (16 bits, as the record holds them).
     counter: Cell<u16>,
     srqn: u32,
+    /// Stores the record ([`HwMmio`] on a device, the model's recorder in
+    /// tests).
+    mmio: M,
     _keepalive: KeepAlive,
 }
 
 // SAFETY: as DirectRq: the producer side moves with the value.
-unsafe impl Send for DirectSrq {}
+unsafe impl<M: Mmio + Send> Send for DirectSrq<M> {}
 
 /// The SRQ layout checks alone (UCX's `uct_ib_mlx5_verbs_srq_init` checks).
 pub fn check_srq_layout(srq: &mlx5dv_srq) -> Result<(), DirectError> {
@@ -90,6 +94,22 @@ impl DirectSrq {
         srqn: u32,
         keepalive: KeepAlive,
     ) -> Result<Self, DirectError> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::from_dv_with(srq, srqn, keepalive, HwMmio) }
+    }
+}
+
+impl<M: Mmio> DirectSrq<M> {
+    /// As [`DirectSrq::from_dv`], storing the record through `mmio`.
+    ///
+    /// # Safety
+    /// As [`DirectSrq::from_dv`].
+    pub unsafe fn from_dv_with(
+        srq: &mlx5dv_srq,
+        srqn: u32,
+        keepalive: KeepAlive,
+        mmio: M,
+    ) -> Result<Self, DirectError> {
         check_srq_layout(srq)?;
         let (Some(buf), Some(dbrec)) =
             (NonNull::new(srq.buf.cast::<u8>()), NonNull::new(srq.dbrec))
@@ -117,6 +137,7 @@ impl DirectSrq {
             head: Cell::new(0),
             counter: Cell::new(0),
             srqn,
+            mmio,
             _keepalive: keepalive,
         })
     }
@@ -153,7 +174,7 @@ impl DirectSrq {
     fn doorbell(&self) {
         // SAFETY: this queue's record, valid and aligned (constructor
         // contract).
-        unsafe { ring_record(self.dbrec, self.counter.get() as u32) };
+        unsafe { ring_record(&self.mmio, self.dbrec, self.counter.get() as u32) };
     }
 
     /// Posts one receive and rings the record.
@@ -193,7 +214,7 @@ impl DirectSrq {
     }
 }
 
-impl RecvQueue for DirectSrq {
+impl<M: Mmio> RecvQueue for DirectSrq<M> {
     #[inline]
     fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
         self.post_one(wr_id, addr, lkey, len)
@@ -219,14 +240,14 @@ impl RecvQueue for DirectSrq {
 /// `Sync`); each posts through `&DirectSrq` (its producer state is in
 /// `Cell`s), so a port holds no `&mut` that a post through another port,
 /// even one made from inside a post list's address closure, could alias.
-pub struct SrqPort {
-    srq: Rc<DirectSrq>,
+pub struct SrqPort<M: Mmio = HwMmio> {
+    srq: Rc<DirectSrq<M>>,
 }
 
-impl DirectSrq {
+impl<M: Mmio> DirectSrq<M> {
     /// `n` ports on this SRQ (one per QP); the SRQ lives until the last
     /// port is dropped.
-    pub fn share(self, n: usize) -> Vec<SrqPort> {
+    pub fn share(self, n: usize) -> Vec<SrqPort<M>> {
         let srq = Rc::new(self);
         (0..n)
             .map(|_| SrqPort {
@@ -236,7 +257,7 @@ impl DirectSrq {
     }
 }
 
-impl SrqPort {
+impl<M: Mmio> SrqPort<M> {
     /// The ring record the CQ poller completes this SRQ's WQEs from.
     pub fn ring(&self) -> &Arc<RecvRing> {
         &self.srq.ring
@@ -247,7 +268,7 @@ impl SrqPort {
     }
 }
 
-impl RecvQueue for SrqPort {
+impl<M: Mmio> RecvQueue for SrqPort<M> {
     #[inline(always)]
     fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
         self.srq.post_one(wr_id, addr, lkey, len)

@@ -34,11 +34,11 @@ pub struct ModelConfig {
     /// receive is retried this many NIC steps before RNR_RETRY_EXC_ERR; 7
     /// retries forever (back-pressure, perftest's setting). Default 0.
     pub rnr_retry: u8,
-    /// Keep every MMIO event for [`Model::history`] (turn off for long runs).
+    /// Keep every MMIO event for [`Model::history`](super::handle::Model::history) (turn off for long runs).
     pub record_history: bool,
     /// Real receive rings at the peers (RQ per QP, or one SRQ), posted by
     /// `mlx5::rq`/`mlx5::srq` and completed on the one CQ; `None`: the
-    /// abstract peer queues of [`Model::post_peer_recv_on`].
+    /// abstract peer queues of [`Model::post_peer_recv_on`](super::handle::Model::post_peer_recv_on).
     pub recv: Option<RecvSpec>,
 }
 
@@ -106,9 +106,19 @@ pub struct RecvSpec {
     pub stride: u32,
     /// QPN of sender QP 0's peer (QP i's peer is `qpn + i`).
     pub qpn: u32,
-    /// RC/UC SENDs that fit land in the CQE, not in the buffer.
+    /// RC/UC SENDs that fit land in the CQE, not in the buffer. Off by
+    /// default, as the tools create their direct QPs
+    /// (`MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`; libmlx5's own default
+    /// is on).
     pub scatter_to_cqe: bool,
-    /// RQ WQEs consumed in swapped pairs (1, 0, 3, 2, ...).
+    /// With 128-byte CQEs, payloads of up to 32 bytes are scattered in
+    /// format 1 (inside the 64-byte CQE, the entry's second half) and only
+    /// larger ones, up to 64, in format 2 (the entry's first half).
+    pub format1_in_128: bool,
+    /// RQ: WQEs consumed in swapped pairs (1, 0, 3, 2, ...). SRQ: WQEs
+    /// taken in list order but completed in swapped pairs, so the poller
+    /// frees them out of order (the CQE of an odd count's last message
+    /// waits for the next one).
     pub out_of_order: bool,
     /// UD: a 40-byte GRH precedes the payload, and the CQE says so.
     pub grh: bool,
@@ -121,7 +131,8 @@ impl Default for RecvSpec {
             slots: 64,
             stride: 16,
             qpn: 0x000456,
-            scatter_to_cqe: true,
+            scatter_to_cqe: false,
+            format1_in_128: false,
             out_of_order: false,
             grh: false,
         }
@@ -145,9 +156,6 @@ pub(crate) fn check_recv(cfg: &ModelConfig, r: &RecvSpec) -> Result<(), String> 
             "model: recv stride {} must be a power of two {min_stride}..=1024",
             r.stride
         ));
-    }
-    if r.out_of_order && r.srq {
-        return Err("model: out_of_order applies to RQs (an SRQ follows its links)".into());
     }
     if r.qpn
         .checked_add(cfg.qps - 1)

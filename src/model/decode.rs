@@ -22,6 +22,7 @@ pub(crate) mod synd {
     pub const REMOTE_INVAL_REQ: u8 = 0x12;
     pub const REMOTE_ACCESS: u8 = 0x13;
     pub const REMOTE_OP: u8 = 0x14;
+    pub const RETRY_EXC: u8 = 0x15;
     pub const RNR_RETRY_EXC: u8 = 0x16;
     pub const REMOTE_ABORTED: u8 = 0x22;
 }
@@ -176,6 +177,8 @@ pub(crate) enum CqeOut {
         flags_rqpn: u32,
         /// The payload scattered into the CQE instead of the buffer.
         inline: Option<Vec<u8>>,
+        /// With 128-byte CQEs: a payload of up to 32 bytes in format 1.
+        format1: bool,
     },
     RespErr {
         qpn: u32,
@@ -198,6 +201,7 @@ impl CqeOut {
             imm,
             flags_rqpn,
             ref inline,
+            format1,
         } = *self
         {
             b[24..28].copy_from_slice(&flags_rqpn.to_be_bytes());
@@ -208,7 +212,7 @@ impl CqeOut {
             let own = opcode << 4;
             return match inline {
                 // Format 2: the payload fills the entry's first 64 bytes.
-                Some(p) if cqe128 => {
+                Some(p) if cqe128 && !(format1 && p.len() <= 32) => {
                     let mut half = [0u8; 64];
                     half[..p.len()].copy_from_slice(p);
                     (b, own | 2 << 2, Some(half))

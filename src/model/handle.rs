@@ -38,6 +38,16 @@ pub struct Shared {
     pub(crate) queues_taken: AtomicBool,
     /// Completion events of an armed CQ (`cq_arm`).
     pub(crate) events_cv: Condvar,
+    /// Stores to the receive rings' records (`recv_mmio`).
+    pub(crate) recv_log: Mutex<RecvLog>,
+}
+
+/// What the receive records' recorder saw: the last event per ring (the
+/// order check) and, with `record_history`, every one.
+#[derive(Default)]
+pub(crate) struct RecvLog {
+    pub(crate) last: Vec<Option<MmioEvent>>,
+    pub(crate) history: Vec<(usize, MmioEvent)>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -188,6 +198,7 @@ impl Model {
             stop: AtomicBool::new(false),
             queues_taken: AtomicBool::new(false),
             events_cv: Condvar::new(),
+            recv_log: Mutex::new(RecvLog::default()),
         });
         Ok(Self {
             shared,
@@ -360,6 +371,19 @@ impl Model {
     /// 0x93) and RNR-NAKs the sender, which retries the message.
     pub fn fault_next_srq_receives(&self, n: u32) {
         lock(&self.shared.nic).odp_faults = n;
+    }
+
+    /// Moves QP `q`'s receiving peer to the error state (`ModelConfig::recv`
+    /// with RQs): every receive posted to its RQ completes with a flush CQE
+    /// (RESP_ERR, WR_FLUSH), now and whenever more are posted; a message
+    /// sent to it is not answered (the sender's retries run out). Returns
+    /// the flush CQEs written now.
+    pub fn recv_to_error(&self, q: usize) -> usize {
+        let mut nic = lock(&self.shared.nic);
+        let n = nic.flush_recv(&self.shared.mem, &self.shared.cfg, q);
+        drop(nic);
+        self.shared.events_cv.notify_all();
+        n
     }
 
     /// Moves QP `q` through RESET back to RTS: the NIC forgets its ring

@@ -52,7 +52,7 @@
 //! parsing, CQE composing), `recv` (the receive rings as the NIC reads
 //! them), `nic` (the NIC's send side and CQ), `respond` (its responder side
 //! on real receive rings), `handle` ([`Model`], [`Shared`]), then what
-//! stands on the handle: `mmio` (the recorder), `queues` (the direct queues
+//! stands on the handle: `mmio` (the recorder), `recv_mmio` (the receive records' recorder), `queues` (the direct queues
 //! on model memory), `cq_arm`, `setup`, `workers`.
 
 pub mod config;
@@ -65,6 +65,7 @@ mod mmio;
 mod nic;
 mod queues;
 pub mod recv;
+mod recv_mmio;
 mod respond;
 pub mod setup;
 pub mod workers;
@@ -74,4 +75,5 @@ pub use event::MmioEvent;
 pub use handle::{Model, Shared};
 pub use mmio::ModelMmio;
 pub use nic::NicStats;
+pub use recv_mmio::ModelRecvMmio;
 pub use setup::{Inject, ModelSteps};

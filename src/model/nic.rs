@@ -420,6 +420,7 @@ impl Nic {
     /// Executes eligible WQEs, one per QP per round-robin pass, until no QP
     /// can progress; one call is one RNR timer tick. Returns WQEs executed.
     pub(crate) fn schedule(&mut self, mem: &Mem, cfg: &ModelConfig) -> usize {
+        self.flush_errored_recvs(mem, cfg);
         let mut n = 0;
         let mut blocked = vec![false; self.qps.len()];
         loop {
@@ -536,7 +537,7 @@ impl Nic {
         }
     }
 
-    fn write_cqe(&mut self, mem: &Mem, cfg: &ModelConfig, q: usize, c: &CqeOut) -> bool {
+    pub(crate) fn write_cqe(&mut self, mem: &Mem, cfg: &ModelConfig, q: usize, c: &CqeOut) -> bool {
         // SAFETY: the CQ doorbell record is model memory, 4-aligned; the
         // poller stores it concurrently, hence the atomic load.
         let raw = unsafe { AtomicU32::from_ptr(mem.cq_dbrec.ptr().cast()) }.load(Ordering::Acquire);

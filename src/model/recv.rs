@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::config::RecvSpec;
-use super::decode;
+use super::decode::{self, CqeOut};
 use super::mem::RecvMem;
 
 /// Bytes of the GRH a UD receive buffer starts with.
@@ -33,9 +33,14 @@ pub(crate) struct RecvHw {
     consumed: u32,
     /// RQ: next WQE in order; one held back when consuming out of order.
     next: u32,
-    held: Option<u32>,
+    held_wqe: Option<u32>,
     /// SRQ: the WQE the NIC takes next.
     srq_head: u16,
+    /// SRQ out of order: a CQE held back until the next one is written.
+    pub(crate) held: Option<CqeOut>,
+    /// RQ: its QP was moved to the error state (`Model::recv_to_error`):
+    /// every receive posted is flushed, messages are not answered.
+    pub(crate) error: bool,
 }
 
 impl RecvHw {
@@ -77,16 +82,16 @@ impl RecvHw {
             self.srq_head = decode::be16(&self.wqe(spec, idx as u32), 2);
             return Some(idx);
         }
-        if let Some(h) = self.held.take() {
+        if let Some(h) = self.held_wqe.take() {
             return Some(h as u16);
         }
         let idx = if spec.out_of_order && avail >= 2 {
-            self.held = Some(self.next);
+            self.held_wqe = Some(self.next);
             self.next + 1
         } else {
             self.next
         };
-        self.next += if self.held.is_some() { 2 } else { 1 };
+        self.next += if self.held_wqe.is_some() { 2 } else { 1 };
         Some(idx as u16)
     }
 }

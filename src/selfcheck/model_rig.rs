@@ -15,7 +15,9 @@ use crate::mlx5::prm::Syndrome;
 use crate::mlx5::rq::DirectRq;
 use crate::mlx5::{DirectCq, DirectSq};
 use crate::model::recv::GRH_BYTES;
-use crate::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec};
+use crate::model::{
+    Access, Model, ModelConfig, ModelMmio, ModelRecvMmio, ModelTransport, RecvSpec,
+};
 use crate::post::RecvQueue;
 use crate::post::{Completion, CompletionQueue, Op, PostError, SendQueue, WcOpcode, WrDesc};
 use std::collections::VecDeque;
@@ -29,7 +31,7 @@ pub struct ModelRig {
     // Drop order: the queues before the model, the model before the buffers.
     sq: Option<DirectSq<ModelMmio>>,
     cq: Option<DirectCq>,
-    rq: Option<DirectRq>,
+    rq: Option<DirectRq<ModelRecvMmio>>,
     /// The shared CQ's completions, sorted by direction.
     sends: VecDeque<Completion>,
     recvs: Vec<Completion>,
@@ -103,11 +105,14 @@ impl ModelRig {
     }
 
     /// The peer's RQ, fresh, attached to the CQ.
-    fn fresh_rq(model: &Model, cq: &mut DirectCq) -> Result<DirectRq, String> {
+    /// Its record is stored through the model's recorder (the order checked).
+    fn fresh_rq(model: &Model, cq: &mut DirectCq) -> Result<DirectRq<ModelRecvMmio>, String> {
         let dv = model.recv_dv_qp(0)?;
+        let mmio = model.recv_mmio(0);
         // SAFETY: the ring is the model's, which outlives the RQ (field
         // order: queues before the model); nothing else posts to it.
-        let rq = unsafe { DirectRq::from_dv(&dv, PEER_QPN, None) }.map_err(|e| e.to_string())?;
+        let rq = unsafe { DirectRq::from_dv_with(&dv, PEER_QPN, None, mmio) }
+            .map_err(|e| e.to_string())?;
         cq.attach_recv(PEER_QPN, rq.ring());
         Ok(rq)
     }
