@@ -78,9 +78,15 @@ fab() { # NAME NP TOOL FLAGS...
             };
             s.push_str(&format!("fab {name} {np} {tool} {flags}{extra}\n"));
         }
+        let fake = crate::common::fake_cuda::fake_cuda_dir(false);
         s.push_str(
-            r#"
+            &r#"
 fab expect-high 4 write-bw --pattern bisection --expect-bw 1000000
+# GPU memory against the project's fake libcuda (host memory posing as two GPUs, peer-memory
+# path): each local rank its CUDA ordinal; `auto` on rxe (no PCIe place) is refused.
+FAKE="-x LD_LIBRARY_PATH=@FAKE@ -x FAKE_CUDA_DEVICES=2"
+MPI="$MPI $FAKE" fab gpu-list 2 write-bw --use_cuda 1,0
+MPI="$MPI $FAKE" fab gpu-auto 2 write-bw --use_cuda auto
 fab explain 4 write-bw --pattern bisection --explain
 # A rank killed (SIGKILL, by itself: the binary's test hook RDMAPERF_FABRIC_SIGNAL) 1 s into
 # step 2; mpirun --enable-recovery keeps the others running.
@@ -106,7 +112,8 @@ RDMAPERF_FABRIC_SIGNAL='*:2:15:1000' $MPI -x RDMAPERF_FABRIC_SIGNAL -np 4 $RDMAP
     -d rxe0 -x 0 -s 64 -D 4 --timeout 10 --out_json_file=$RESULTS/term.json > $RESULTS/term.out 2>&1
 echo $? > $RESULTS/term.rc
 sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
-"#,
+"#
+            .replace("@FAKE@", &fake.to_string_lossy()),
         );
         s
     }
@@ -345,6 +352,34 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
             v["summary"]["worst"][0].get("finding").is_some(),
             "{}",
             v["summary"]
+        );
+    }
+
+    /// `--use_cuda 1,0`: each local rank's buffers on its own (fake) GPU, named in the rows,
+    /// the JSON's ranks and the CSV; `--use_cuda auto` on rxe says why it cannot choose.
+    #[test]
+    fn gpu_ranks_run_on_their_gpu_and_auto_says_why_not() {
+        let Some(r) = batch() else { return };
+        let out = r.expect_file("gpu-list.out");
+        assert_eq!(r.expect_file("gpu-list.rc").trim(), "0", "{out}");
+        assert!(
+            out.contains("fabricvm:rxe0+cuda1 (0) -> fabricvm:rxe0+cuda0 (1)"),
+            "each rank's GPU in the rows:\n{out}"
+        );
+        let v = r.json("gpu-list");
+        let ranks = v["ranks"].as_array().expect("ranks");
+        assert_eq!(ranks[0]["gpu"], "cuda1", "{v}");
+        assert_eq!(ranks[1]["gpu"], "cuda0", "{v}");
+        for s in v["steps"].as_array().expect("steps") {
+            for p in s["pairs"].as_array().expect("pairs") {
+                assert!(p["ok"].is_object(), "a GPU pair failed: {p}");
+            }
+        }
+        let auto = r.expect_file("gpu-auto.out");
+        assert_ne!(r.expect_file("gpu-auto.rc").trim(), "0", "{auto}");
+        assert!(
+            auto.contains("--use_cuda auto: rxe0") && auto.contains("software device"),
+            "auto on rxe names why:\n{auto}"
         );
     }
 

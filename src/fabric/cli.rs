@@ -25,6 +25,11 @@ pub fn parse(args: &[String]) -> Result<(FabricOpts, Params), String> {
     };
     let mut argv = vec!["rdmaperf".to_string(), tool.name().to_string()];
     argv.extend(o.tool_args.iter().cloned());
+    if o.gpu.is_some() {
+        // Each rank picks its GPU at set-up (`gpu_pick`); GPU 0 stands in meanwhile, so the
+        // tool's GPU memory rules (inline 0, -I refused, write-lat) apply as to a pair.
+        argv.push("--use_cuda=0".into());
+    }
     // The tool's own parser: perftest's flags, refusals and help as for the pair tool.
     let a = match crate::cli::parse(argv) {
         Parsed::Tool(_, a) => a,
@@ -143,5 +148,10 @@ mod tests {
             .unwrap_err()
             .contains("unknown test"));
         assert!(parse(&v(&["ib_write_lat", "-s", "2"])).is_ok());
+        // --use_cuda auto: the tool's GPU rules apply to every rank.
+        let (o, p) = parse(&v(&["write-bw", "--use_cuda", "auto"])).unwrap();
+        assert!(o.gpu.is_some() && p.gpu.is_some());
+        assert_eq!(p.inline_size, 0);
+        assert!(parse(&v(&["write-lat", "--use_cuda", "auto"])).is_err());
     }
 }

@@ -6,7 +6,7 @@
 //! { "rdmaperf_fabric": 1,
 //!   "parameters": { "tool", "pattern", "direction", "serial", "ranks",
 //!                   "tolerance_pct", "expect": {...}, "timeout_s", "tool_args": [..] },
-//!   "ranks": [ { "rank", "host", "device", "label" }, ... ],
+//!   "ranks": [ { "rank", "host", "device", "label", "gpu" (with --use_cuda) }, ... ],
 //!   "steps": [ { "step", "elapsed_s", "pairs": [
 //!       { "step" (from 1, as the outer one), "client", "server",
 //!         "ok": { "size", "bw", "msg_rate", "lat": {t_min,t_typical,t_avg,t_max,p99} | null,
@@ -34,12 +34,18 @@ pub struct RankInfo {
     pub rank: usize,
     pub host: String,
     pub device: String,
+    /// The GPU its buffers live on (`--use_cuda`): a CUDA ordinal (`cuda1`) or a PCI bus id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
 }
 
 impl RankInfo {
-    /// `host:device`, the name reports use.
+    /// `host:device` (`host:device+gpu` with GPU memory), the name reports use.
     pub fn label(&self) -> String {
-        format!("{}:{}", self.host, self.device)
+        match &self.gpu {
+            Some(g) => format!("{}:{}+{g}", self.host, self.device),
+            None => format!("{}:{}", self.host, self.device),
+        }
     }
 }
 
@@ -63,7 +69,11 @@ impl JsonStream {
             ser(params)?
         )?;
         for (i, r) in ranks.iter().enumerate() {
-            let v = json!({"rank": r.rank, "host": r.host, "device": r.device, "label": r.label()});
+            let mut v =
+                json!({"rank": r.rank, "host": r.host, "device": r.device, "label": r.label()});
+            if let Some(g) = &r.gpu {
+                v["gpu"] = json!(g);
+            }
             write!(w, "{}\n{}", if i == 0 { "" } else { "," }, ser(&v)?)?;
         }
         write!(w, "],\n\"steps\": [")?;
@@ -142,6 +152,7 @@ mod tests {
                 rank: r,
                 host: format!("h{r}"),
                 device: "rxe0".into(),
+                gpu: None,
             })
             .collect();
         let labels: Vec<String> = ranks.iter().map(RankInfo::label).collect();

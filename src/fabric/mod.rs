@@ -9,6 +9,7 @@
 //! N x N matrix, CSV), [`json_out`] (the streamed JSON file), [`alive`]
 //! (rank 0's silent-rank tracker), `heatmap` (feature `heatmap`).
 
+pub mod gpu_pick;
 pub mod json_out;
 pub mod matrix;
 pub mod pattern;

@@ -2,6 +2,7 @@
 //! are taken out here; everything else goes to the tool's own parser, so a
 //! pair runs with exactly the options the pair tool accepts.
 
+use super::gpu_pick::GpuPick;
 use super::pattern::{parse_pairs_file, Direction, Pattern};
 
 /// The fabric mode's own options.
@@ -23,6 +24,9 @@ pub struct FabricOpts {
     pub worst: usize,
     /// A network namespace this rank enters (setns) after MPI start-up.
     pub netns: Option<String>,
+    /// `--use_cuda auto` or `--use_cuda I,J,…`: each rank's GPU (`gpu_pick`); a single
+    /// ordinal stays in `tool_args`.
+    pub gpu: Option<GpuPick>,
 }
 
 /// Flags that take a value.
@@ -38,6 +42,7 @@ const WITH_VALUE: &[&str] = &[
     "--heatmap",
     "--worst",
     "--netns",
+    "--use_cuda",
 ];
 
 fn number(flag: &str, v: &str, min: f64) -> Result<f64, String> {
@@ -47,7 +52,7 @@ fn number(flag: &str, v: &str, min: f64) -> Result<f64, String> {
     }
 }
 
-pub const USAGE: &str = "usage: mpirun -np N rdmaperf fabric <write-bw|read-bw|send-bw|atomic-bw|write-lat|read-lat|send-lat|atomic-lat> [perftest flags] [--pattern pairs|bisection|incast K|alltoall] [--pairs-file F] [--serial] [--direction uni|bi|both] [--tolerance P] [--expect-bw X] [--expect-msgrate X] [--expect-lat X] [--out_json_file=F] [--csv F] [--heatmap F.svg] [--timeout S] [--netns NAME]";
+pub const USAGE: &str = "usage: mpirun -np N rdmaperf fabric <write-bw|read-bw|send-bw|atomic-bw|write-lat|read-lat|send-lat|atomic-lat> [perftest flags] [--pattern pairs|bisection|incast K|alltoall] [--pairs-file F] [--serial] [--direction uni|bi|both] [--tolerance P] [--expect-bw X] [--expect-msgrate X] [--expect-lat X] [--out_json_file=F] [--csv F] [--heatmap F.svg] [--timeout S] [--netns NAME] [--use_cuda auto|I,J,...]";
 
 /// Splits `args` (after `fabric`) into the fabric options and the tool's flags.
 /// `read` loads a `--pairs-file`.
@@ -72,6 +77,7 @@ pub fn parse(
         heatmap: None,
         worst: 5,
         netns: None,
+        gpu: None,
     };
     let mut pairs_file = None;
     let mut pattern_given = false;
@@ -132,6 +138,10 @@ pub fn parse(
             "--heatmap" => o.heatmap = Some(v),
             "--worst" => o.worst = number(flag, &v, 0.0)? as usize,
             "--netns" => o.netns = Some(v),
+            "--use_cuda" => match GpuPick::parse(&v)? {
+                Some(pick) => o.gpu = Some(pick),
+                None => o.tool_args.push(format!("--use_cuda={v}")),
+            },
             _ => o.tool_args.push(a.clone()),
         }
     }
@@ -189,6 +199,18 @@ mod tests {
         assert_eq!(o.expect_bw, Some(5.0));
         assert_eq!(o.csv.as_deref(), Some("m.csv"));
         assert_eq!(o.tool_args, v(&["-d", "rxe0", "-s", "64", "-n", "100"]));
+    }
+
+    #[test]
+    fn use_cuda_auto_or_a_list_is_the_fabrics_one_ordinal_the_tools() {
+        let o = parse(&v(&["write-bw", "--use_cuda", "auto"]), no_file).unwrap();
+        assert_eq!(o.gpu, Some(GpuPick::Auto));
+        assert!(o.tool_args.is_empty());
+        let o = parse(&v(&["write-bw", "--use_cuda=1,0"]), no_file).unwrap();
+        assert_eq!(o.gpu, Some(GpuPick::PerLocalRank(vec![1, 0])));
+        let o = parse(&v(&["write-bw", "--use_cuda", "2"]), no_file).unwrap();
+        assert_eq!(o.gpu, None);
+        assert_eq!(o.tool_args, v(&["--use_cuda=2"]));
     }
 
     #[test]

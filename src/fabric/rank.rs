@@ -8,6 +8,7 @@
 
 use super::alive::{self, Silence};
 use super::comm;
+use super::gpu_pick;
 use super::json_out::{JsonStream, RankInfo};
 use super::mpi_link::MpiLink;
 use super::opts::FabricOpts;
@@ -17,6 +18,8 @@ use super::result::{parse_tool_json, PairResult};
 use crate::cli::params::{Kind, Mode, Params};
 use crate::ctrl::link;
 use crate::ctrl::Role as CtrlRole;
+use crate::explain::{gpu_topo::Topo, sysfs::SysRoot};
+use crate::gpu::GpuSelect;
 use crate::run::stop;
 use crate::tool::{self, setup::resources::Endpoint, Out};
 use serde::{Deserialize, Serialize};
@@ -57,6 +60,9 @@ struct StepResults {
 struct Record {
     host: String,
     device: String,
+    /// `--use_cuda`: the GPU this rank's buffers live on (`cuda1`, or a bus id).
+    #[serde(default)]
+    gpu: String,
     lid: u16,
     gid: String,
     error: Option<String>,
@@ -162,6 +168,36 @@ fn auto_device(p: &mut Params, hosts: &[String], me: usize) -> Result<(), String
     Ok(())
 }
 
+/// `--use_cuda auto|I,J,…`: this rank's GPU (`gpu_pick`), in place of the GPU 0 that
+/// stood in while the flags were checked. `auto` reads the topology from `/sys`.
+fn auto_gpu(p: &mut Params, o: &FabricOpts, hosts: &[String], me: usize) -> Result<(), String> {
+    let (Some(pick), Some(g)) = (&o.gpu, p.gpu.as_mut()) else {
+        return Ok(());
+    };
+    let local = hosts[..me].iter().filter(|h| **h == hosts[me]).count();
+    let nic = match &p.ib_dev {
+        Some(d) => d.clone(),
+        // No -d: the device Endpoint::open takes, the first libibverbs lists.
+        None => crate::verbs::devices()
+            .map_err(|e| format!("--use_cuda: {e}"))?
+            .into_iter()
+            .next()
+            .map(|d| d.name)
+            .ok_or_else(|| format!("--use_cuda: no RDMA device on {}", hosts[me]))?,
+    };
+    let topo = Topo::read(&SysRoot::default());
+    g.select = gpu_pick::choose(pick, local, &hosts[me], &nic, &topo)?;
+    Ok(())
+}
+
+/// A GPU as the reports name it: `cuda1`, or its PCI bus id.
+fn gpu_text(g: &GpuSelect) -> String {
+    match g {
+        GpuSelect::Index(i) => format!("cuda{i}"),
+        GpuSelect::BusId(b) => b.clone(),
+    }
+}
+
 /// The `local`-th of the host's sorted device `names`, or why not.
 fn pick_auto(names: &[String], local: usize, host: &str) -> Result<String, String> {
     match names.get(local) {
@@ -249,7 +285,9 @@ pub fn run(o: FabricOpts, mut p: Params) -> i32 {
         }
     };
     if rec.error.is_none() {
-        match auto_device(&mut p, &hosts, me).and_then(|()| Endpoint::open(&p).map_err(|f| f.msg)) {
+        let picked =
+            auto_device(&mut p, &hosts, me).and_then(|()| auto_gpu(&mut p, &o, &hosts, me));
+        match picked.and_then(|()| Endpoint::open(&p).map_err(|f| f.msg)) {
             Ok(ep) => {
                 rec.device = ep.ctx.name().to_owned();
                 rec.lid = ep.port.lid;
@@ -261,6 +299,11 @@ pub fn run(o: FabricOpts, mut p: Params) -> i32 {
     if rec.device.is_empty() {
         rec.device = p.ib_dev.clone().unwrap_or_else(|| "?".into());
     }
+    rec.gpu = p
+        .gpu
+        .as_ref()
+        .map(|g| gpu_text(&g.select))
+        .unwrap_or_default();
     let recs: Vec<Record> = match comm::allgather(&pack(&rec), n, Instant::now() + b.step) {
         Ok(v) => v.chunks(RECORD).map(unpack).collect(),
         Err(e) => {
@@ -275,6 +318,7 @@ pub fn run(o: FabricOpts, mut p: Params) -> i32 {
             rank: r,
             host: x.host.clone(),
             device: x.device.clone(),
+            gpu: (!x.gpu.is_empty()).then(|| x.gpu.clone()),
         })
         .collect();
     let tmp = std::env::temp_dir().join(format!("rdmaperf-fabric-{}-{me}", std::process::id()));

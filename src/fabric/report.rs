@@ -522,6 +522,7 @@ mod tests {
                 rank: r,
                 host: format!("h{r}"),
                 device: "rxe0".into(),
+                gpu: None,
             })
             .collect()
     }
@@ -574,6 +575,23 @@ mod tests {
         let m = std::fs::read_to_string(&csv).unwrap();
         assert_eq!(m.lines().nth(1), Some("h0:rxe0,,10,"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `--use_cuda`: the GPU is part of a rank's name in rows, summary and matrix.
+    #[test]
+    fn gpu_ranks_carry_their_gpu() {
+        let mut ranks = three_ranks();
+        ranks[1].gpu = Some("cuda1".into());
+        ranks[2].gpu = Some("0000:82:00.0".into());
+        let o = opts::parse(&["write-bw".to_string()], |_| Err("x".into())).unwrap();
+        let mut r = Report::new(&ranks, false, "MB/sec", 1, None);
+        let t = r.step(0, vec![ok(0, 1, 2, 5.0)], Some("MiB/sec"));
+        assert!(
+            t.contains("h1:rxe0+cuda1 (1) -> h2:rxe0+0000:82:00.0 (2)"),
+            "{t}"
+        );
+        let e = r.finish(&o, None, true);
+        assert!(e.text.contains("h1:rxe0+cuda1"), "{}", e.text);
     }
 
     /// `--explain`: each row ends with its pair's top finding ("clean"
