@@ -6,11 +6,15 @@
 //! sum of its own and the peer's report (send `-D` exchanges no report and
 //! prints its own row, as perftest does).
 
-use super::send_bw::{barrier, describe_recv, open, ud_dests, Opened, Ready, Receiver};
+use super::send_bw::{
+    barrier, describe_recv, no_resources, open, set_up_end, ud_dests, Opened, Ready, Receiver,
+    SetUp,
+};
 use crate::cli::params::{Mode, Params, Verb};
 use crate::clock;
 use crate::ctrl::choreo::Barrier;
-use crate::ctrl::{BwReport, Step};
+use crate::ctrl::choreo::Entry;
+use crate::ctrl::{BwReport, Session, Step};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
 use crate::post::wr_api::WrApiQueue;
@@ -45,81 +49,50 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
             p0.tool.name()
         )));
     }
-    let Opened {
-        ep,
-        p,
-        method,
-        flags,
-        steps,
-    } = open(p0)?;
-    let p = &p;
-    let send = p.tool.verb == Verb::Send;
+    let o = open(p0)?;
+    let p = &o.p;
+    let mut sess = connect(p, &o.ep)?;
+    // Set-up steps (versions .. the last key exchange) change the resources;
+    // the barriers, runs and reports after them only read them, so the
+    // direct queues can borrow them for every size.
+    let split = set_up_end(&o.steps);
+    let mut su = SetUp::default();
+    for i in 0..split {
+        let e = &o.steps[i];
+        if e.waits_for_peer_run {
+            sess.wait_for_peer_run();
+        }
+        if !su.common(&e.step, &mut sess, &o, out)? {
+            set_up_step(&o, &mut su, &mut sess, &o.steps[i..], out)?;
+        }
+    }
+    let r = su.ready.take().ok_or_else(no_resources)?;
+    run_sizes(&o, &r, sess, split, su, out)
+}
 
-    let mut sess = connect(p, &ep)?;
-    let mut cb_cl = (0u32, 0u32);
-    let mut ready: Option<Ready> = None;
-    let mut uds: Vec<Option<UdDest>> = Vec::new();
-    let mut receiver: Option<Receiver> = None;
-    let mut report = None;
+/// The steps after the set-up: barriers (the header before the first run),
+/// one run per size on both sides, the report exchange and the summed row;
+/// then the result line, the limits and the close.
+fn run_sizes(
+    o: &Opened,
+    r: &Ready,
+    mut sess: Session,
+    split: usize,
+    su: SetUp,
+    out: Out,
+) -> Result<(), Fail> {
+    let (p, steps) = (&o.p, &o.steps);
+    let send = p.tool.verb == Verb::Send;
+    let SetUp {
+        uds,
+        mut receiver,
+        mut report,
+        ..
+    } = su;
     let mut header = false;
     // The local report of the last run, and the last printed (summed) result.
     let mut local = BwReport::default();
     let mut shown = BwReport::default();
-    // Set-up steps (versions .. the last key exchange) change `ready`; the
-    // barriers, runs and reports after them only read it, so the direct
-    // queues can borrow its resources for every size.
-    let split = steps
-        .iter()
-        .rposition(|e| matches!(e.step, Step::Keys { .. } | Step::Connect | Step::Mtu))
-        .map_or(0, |i| i + 1);
-    for (i, e) in steps[..split].iter().enumerate() {
-        if e.waits_for_peer_run {
-            sess.wait_for_peer_run();
-        }
-        match e.step {
-            Step::Versions => {
-                crate::tool::common::peer_check::versions(&mut sess, p)?;
-            }
-            Step::SysData => {
-                let page = crate::verbs::mr::page_size() as u32;
-                cb_cl = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
-            }
-            Step::Mtu => {
-                let (r, j) = Ready::at_mtu(&mut sess, &ep, p, cb_cl, flags, method, out)?;
-                ready = Some(r);
-                report = j;
-            }
-            _ => {
-                let r = ready
-                    .as_mut()
-                    .ok_or_else(|| Fail::new("internal: no resources"))?;
-                match e.step {
-                    Step::Keys { qp, round } => {
-                        r.keys(&mut sess, p, &e.step, qp, round, out)?;
-                    }
-                    Step::Connect => {
-                        // Duplex: both sides send, so both go to RTS.
-                        r.res.connect(&ep, p, r.mtu, &r.rem, true)?;
-                        if send {
-                            receiver = Some(Receiver::new(&r.res, p)?);
-                            uds = ud_dests(&ep, p, &r.res, &r.rem)?;
-                        }
-                    }
-                    Step::Barrier(b) => {
-                        let rx = receiver.as_mut().map(|rx| (rx, None));
-                        barrier(&mut sess, &e.step, b, rx, p, r, &steps[i..])?;
-                    }
-                    s => {
-                        return Err(Fail::new(format!(
-                            "internal: {} -b has step {s} before its set-up ends",
-                            p.tool.name()
-                        )))
-                    }
-                }
-            }
-        }
-    }
-    let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
     let method = r.method;
     // --post direct: the SQs and send CQ poller, and for SEND the RQs and
     // receive CQ poller, opened once and kept across sizes.
@@ -142,14 +115,14 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 }
                 let drx = direct.as_mut().and_then(|d| d.rx.as_mut());
                 let rx = receiver.as_mut().map(|rx| (rx, drx));
-                barrier(&mut sess, &e.step, b, rx, p, &r, &steps[i..])?;
+                barrier(&mut sess, &e.step, b, rx, p, r, &steps[i..])?;
             }
             Step::Run { size } => {
                 let size = size.unwrap_or(p.sizes[0]);
                 let watch = sess.watch_peer();
                 let (row, err) = match receiver.as_mut() {
-                    Some(rx) => send_one(p, &r, rx, &uds, direct.as_mut(), size)?,
-                    None => rdma_one(p, &r, direct.as_mut(), size)?,
+                    Some(rx) => send_one(p, r, rx, &uds, direct.as_mut(), size)?,
+                    None => rdma_one(p, r, direct.as_mut(), size)?,
                 };
                 drop(watch);
                 local = report_of(size, &row);
@@ -186,6 +159,44 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let limits = check_limits(p, &shown);
     sess.close(&r.my[0]).map_err(Fail::ctrl)?;
     limits
+}
+
+/// The set-up steps after the MTU: keys, connect (both sides go to RTS;
+/// SEND's receiver and UD destinations) and barriers; `rest` starts at the
+/// step.
+fn set_up_step(
+    o: &Opened,
+    su: &mut SetUp,
+    sess: &mut Session,
+    rest: &[Entry],
+    out: Out,
+) -> Result<(), Fail> {
+    let (p, ep, e) = (&o.p, &o.ep, &rest[0]);
+    let r = su.ready.as_mut().ok_or_else(no_resources)?;
+    match e.step {
+        Step::Keys { qp, round } => {
+            r.keys(sess, p, &e.step, qp, round, out)?;
+        }
+        Step::Connect => {
+            // Duplex: both sides send, so both go to RTS.
+            r.res.connect(ep, p, r.mtu, &r.rem, true)?;
+            if p.tool.verb == Verb::Send {
+                su.receiver = Some(Receiver::new(&r.res, p)?);
+                su.uds = ud_dests(ep, p, &r.res, &r.rem)?;
+            }
+        }
+        Step::Barrier(b) => {
+            let rx = su.receiver.as_mut().map(|rx| (rx, None));
+            barrier(sess, &e.step, b, rx, p, r, rest)?;
+        }
+        s => {
+            return Err(Fail::new(format!(
+                "internal: {} -b has step {s} before its set-up ends",
+                p.tool.name()
+            )))
+        }
+    }
+    Ok(())
 }
 
 /// The direct queues of a duplex side (see `run`).
