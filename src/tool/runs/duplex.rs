@@ -15,9 +15,7 @@ use crate::clock;
 use crate::ctrl::choreo::Barrier;
 use crate::ctrl::choreo::Entry;
 use crate::ctrl::{BwReport, Session, Step};
-use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
-use crate::post::wr_api::WrApiQueue;
 use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WrDesc};
 use crate::report::info::TestInfo;
 use crate::report::{json, stats, text};
@@ -31,6 +29,7 @@ use crate::tool::session::bw_measure::{bw_config, describe, measure_size, qp_tar
 use crate::tool::session::bw_result::{check_limits, report_of, result, row_of, Measured};
 use crate::tool::session::control::connect;
 use crate::tool::session::direct::{self, DirectQueues, DirectRx};
+use crate::tool::session::queues;
 use crate::tool::setup::method::Method;
 use crate::verbs::UdDest;
 use std::time::Duration;
@@ -264,12 +263,7 @@ fn rdma_one(
     let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
     let run = match r.method {
         Method::PostSend => {
-            let mut sqs = res
-                .qps
-                .iter()
-                .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
+            let mut sqs = queues::post_send(&res.qps, p.post_list, queues::connected())?;
             measure_size(
                 p,
                 &res.geometry,
@@ -281,12 +275,7 @@ fn rdma_one(
             )?
         }
         Method::WrApi => {
-            let mut sqs = res
-                .qps
-                .iter()
-                .map(|qp| WrApiQueue::new(qp, None))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
+            let mut sqs = queues::wr_api(&res.qps, queues::connected())?;
             measure_size(
                 p,
                 &res.geometry,
@@ -334,21 +323,11 @@ fn send_one(
             send_loop(p, r, side, q, size)
         }
         (Method::PostSend, _) => {
-            let mut sqs = qps
-                .iter()
-                .zip(uds)
-                .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
+            let mut sqs = queues::post_send(qps, p.post_list, uds.iter().cloned())?;
             verbs_send_loop(p, r, side, &mut sqs, rqs, size)
         }
         (Method::WrApi, _) => {
-            let mut sqs = qps
-                .iter()
-                .zip(uds)
-                .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
+            let mut sqs = queues::wr_api(qps, uds.iter().cloned())?;
             verbs_send_loop(p, r, side, &mut sqs, rqs, size)
         }
         (Method::Direct, _) => Err(Fail::new(

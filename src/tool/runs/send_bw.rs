@@ -11,9 +11,8 @@ use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
 use crate::ctrl::{self, choreography, BwReport, Dest, Session, Step};
 use crate::post::event_cq;
-use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsRecv;
-use crate::post::wr_api::{send_ops_flags, WrApiQueue};
+use crate::post::wr_api::send_ops_flags;
 use crate::post::Completion;
 use crate::report::info::TestInfo;
 use crate::report::{json, stats, text};
@@ -28,6 +27,7 @@ use crate::tool::session::bw_result::{check_limits, report_of, SizeSummary};
 use crate::tool::session::control::{connect, to_text_dest};
 use crate::tool::session::direct::{self, DirectRx};
 use crate::tool::session::info::test_info;
+use crate::tool::session::queues;
 use crate::tool::setup::method::{self, Chosen, Method};
 use crate::tool::setup::resources::{Endpoint, Resources};
 use crate::verbs::{Mtu, UdDest};
@@ -388,25 +388,13 @@ fn send_one(
     let targets = qp_targets(res, rem);
     let run = match method {
         Method::PostSend => {
-            let mut sqs = res
-                .qps
-                .iter()
-                .zip(uds)
-                .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
+            let mut sqs = queues::post_send(&res.qps, p.post_list, uds.iter().cloned())?;
             let mut cq =
                 event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event).map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::WrApi => {
-            let mut sqs = res
-                .qps
-                .iter()
-                .zip(uds)
-                .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
+            let mut sqs = queues::wr_api(&res.qps, uds.iter().cloned())?;
             let mut cq =
                 event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event).map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
