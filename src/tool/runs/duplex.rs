@@ -7,8 +7,7 @@
 //! prints its own row, as perftest does).
 
 use super::send_bw::{
-    barrier, describe_recv, no_resources, open, set_up_end, ud_dests, Opened, Ready, Receiver,
-    SetUp,
+    barrier, describe_recv, no_resources, open, ud_dests, Opened, Ready, Receiver, SetUp,
 };
 use crate::cli::params::{Mode, Params, Verb};
 use crate::clock;
@@ -54,18 +53,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     // Set-up steps (versions .. the last key exchange) change the resources;
     // the barriers, runs and reports after them only read them, so the
     // direct queues can borrow them for every size.
-    let split = set_up_end(&o.steps);
-    let mut su = SetUp::default();
-    for i in 0..split {
-        let e = &o.steps[i];
-        if e.waits_for_peer_run {
-            sess.wait_for_peer_run();
-        }
-        if !su.common(&e.step, &mut sess, &o, out)? {
-            set_up_step(&o, &mut su, &mut sess, &o.steps[i..], out)?;
-        }
-    }
-    let r = su.ready.take().ok_or_else(no_resources)?;
+    let (split, r, su) = SetUp::walk(&o, &mut sess, out, set_up_step)?;
     run_sizes(&o, &r, sess, split, su, out)
 }
 

@@ -626,12 +626,41 @@ impl SetUp {
         }
         Ok(true)
     }
+
+    /// Walks the set-up steps (each waiting for the peer's run where the
+    /// choreography says so): the common ones here, the others by `side`
+    /// (given the steps from its own on). Where they end, the resources
+    /// they built, and the rest of the set-up.
+    pub(crate) fn walk(
+        o: &Opened,
+        sess: &mut Session,
+        out: Out,
+        side: SideStep,
+    ) -> Result<(usize, Ready, SetUp), Fail> {
+        let split = set_up_end(&o.steps);
+        let mut su = SetUp::default();
+        for i in 0..split {
+            let e = &o.steps[i];
+            if e.waits_for_peer_run {
+                sess.wait_for_peer_run();
+            }
+            if !su.common(&e.step, sess, o, out)? {
+                side(o, &mut su, sess, &o.steps[i..], out)?;
+            }
+        }
+        let r = su.ready.take().ok_or_else(no_resources)?;
+        Ok((split, r, su))
+    }
 }
+
+/// A side's own set-up step (see [`SetUp::walk`]).
+pub(crate) type SideStep =
+    fn(&Opened, &mut SetUp, &mut Session, &[ctrl::Entry], Out) -> Result<(), Fail>;
 
 /// Where the set-up steps (versions .. the last key exchange) end: they
 /// change the resources; the barriers and runs after them only read them,
 /// so the direct queues can borrow them for every size.
-pub(crate) fn set_up_end(steps: &[ctrl::Entry]) -> usize {
+fn set_up_end(steps: &[ctrl::Entry]) -> usize {
     steps
         .iter()
         .rposition(|e| matches!(e.step, Step::Keys { .. } | Step::Connect | Step::Mtu))
@@ -653,18 +682,7 @@ pub fn run(p0: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     }
     let o = open(p0)?;
     let mut sess: Session = connect(&o.p, &o.ep)?;
-    let split = set_up_end(&o.steps);
-    let mut su = SetUp::default();
-    for i in 0..split {
-        let e = &o.steps[i];
-        if e.waits_for_peer_run {
-            sess.wait_for_peer_run();
-        }
-        if !su.common(&e.step, &mut sess, &o, out)? {
-            set_up_step(&o, &mut su, &mut sess, &o.steps[i..], out)?;
-        }
-    }
-    let r = su.ready.take().ok_or_else(no_resources)?;
+    let (split, r, su) = SetUp::walk(&o, &mut sess, out, set_up_step)?;
     run_sizes(&o, &r, sess, split, su, out)
 }
 
