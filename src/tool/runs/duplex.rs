@@ -249,30 +249,15 @@ fn rdma_one(
         return Ok((run.row, run.error));
     }
     let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+    let g = &res.geometry;
     let run = match r.method {
         Method::PostSend => {
             let mut sqs = queues::post_send(&res.qps, p.post_list, queues::connected())?;
-            measure_size(
-                p,
-                &res.geometry,
-                size,
-                &targets,
-                &mut sqs,
-                &mut cq,
-                &r.clock,
-            )?
+            measure_size(p, g, size, &targets, &mut sqs, &mut cq, &r.clock)?
         }
         Method::WrApi => {
             let mut sqs = queues::wr_api(&res.qps, queues::connected())?;
-            measure_size(
-                p,
-                &res.geometry,
-                size,
-                &targets,
-                &mut sqs,
-                &mut cq,
-                &r.clock,
-            )?
+            measure_size(p, g, size, &targets, &mut sqs, &mut cq, &r.clock)?
         }
         Method::Direct => {
             return Err(Fail::new(

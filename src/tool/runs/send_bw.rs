@@ -232,11 +232,7 @@ impl Receiver {
             tposted: &[o.t_start],
             tcompleted: &[o.t_end],
             hz: clock.hz(),
-            units: if p.report_gbits {
-                stats::BwUnits::Gbit
-            } else {
-                stats::BwUnits::MiB
-            },
+            units: stats::BwUnits::of(p.report_gbits),
             inf_bidir_factor: 1,
         };
         // With nothing received there is no interval to compute: the run's
