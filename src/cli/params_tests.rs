@@ -10,6 +10,10 @@ const READ_LAT: Tool = Tool {
     verb: Verb::Read,
     kind: Kind::Lat,
 };
+const SEND_BW: Tool = Tool {
+    verb: Verb::Send,
+    kind: Kind::Bw,
+};
 
 /// `resolve` on the default flags changed by `f`.
 fn with(tool: Tool, f: impl FnOnce(&mut PerfArgs)) -> Result<Params, String> {
@@ -51,10 +55,7 @@ fn data_validation_rules() {
         verb: Verb::Read,
         kind: Kind::Bw,
     };
-    let send_bw = Tool {
-        verb: Verb::Send,
-        kind: Kind::Bw,
-    };
+    let send_bw = SEND_BW;
     assert!(try_it(WRITE_BW, |_| {}).unwrap().data_validation);
     assert!(try_it(read_bw, |a| a.duration = Some(2)).is_ok());
     for (tool, f, want) in [
@@ -252,10 +253,7 @@ fn perftest_limits_and_notices() {
 
 #[test]
 fn pace_flag_rules() {
-    let send_bw = Tool {
-        verb: Verb::Send,
-        kind: Kind::Bw,
-    };
+    let send_bw = SEND_BW;
     type Case = (Tool, fn(&mut PerfArgs), &'static str);
     let cases: &[Case] = &[
         (
@@ -336,10 +334,7 @@ fn pace_flag_rules() {
 
 #[test]
 fn recv_post_list_rules() {
-    let send_bw = Tool {
-        verb: Verb::Send,
-        kind: Kind::Bw,
-    };
+    let send_bw = SEND_BW;
     let p = with(send_bw, |a| a.recv_post_list = Some(4)).unwrap();
     assert_eq!(
         (

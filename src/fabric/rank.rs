@@ -266,51 +266,7 @@ pub fn run(o: FabricOpts, mut p: Params) -> i32 {
     if o.direction == super::pattern::Direction::Bi {
         p.duplex = true;
     }
-    let mut rec = Record {
-        host: hostname(),
-        ..Record::default()
-    };
-    if let Some(ns) = &o.netns {
-        if let Err(e) = enter_netns(ns) {
-            rec.error = Some(e);
-        }
-    }
-    // Host names first (for -d auto), then the endpoint records.
-    let deadline = Instant::now() + b.step;
-    let hosts = match comm::allgather(&pack(&rec), n, deadline) {
-        Ok(v) => v.chunks(RECORD).map(|c| unpack(c).host).collect::<Vec<_>>(),
-        Err(e) => {
-            eprintln!("rdmaperf fabric: rank {me}: {e}");
-            comm::abort(1);
-        }
-    };
-    if rec.error.is_none() {
-        let picked =
-            auto_device(&mut p, &hosts, me).and_then(|()| auto_gpu(&mut p, &o, &hosts, me));
-        match picked.and_then(|()| Endpoint::open(&p).map_err(|f| f.msg)) {
-            Ok(ep) => {
-                rec.device = ep.ctx.name().to_owned();
-                rec.lid = ep.port.lid;
-                rec.gid = ep.gid.map(|g| gid_text(g.0, &g.1)).unwrap_or_default();
-            }
-            Err(e) => rec.error = Some(e),
-        }
-    }
-    if rec.device.is_empty() {
-        rec.device = p.ib_dev.clone().unwrap_or_else(|| "?".into());
-    }
-    rec.gpu = p
-        .gpu
-        .as_ref()
-        .map(|g| gpu_text(&g.select))
-        .unwrap_or_default();
-    let recs: Vec<Record> = match comm::allgather(&pack(&rec), n, Instant::now() + b.step) {
-        Ok(v) => v.chunks(RECORD).map(unpack).collect(),
-        Err(e) => {
-            eprintln!("rdmaperf fabric: rank {me}: {e}");
-            comm::abort(1);
-        }
-    };
+    let recs = records(&o, &mut p, me, n, b);
     let ranks: Vec<RankInfo> = recs
         .iter()
         .enumerate()
@@ -351,6 +307,56 @@ pub fn run(o: FabricOpts, mut p: Params) -> i32 {
             use std::io::Write;
             let _ = std::io::stdout().flush();
             std::process::exit(st)
+        }
+    }
+}
+
+/// The set-up allgathers: host names first (for `-d auto`), then each
+/// rank's endpoint record (its device, or the error that stopped it:
+/// `--netns`, the device). A rank that misses an allgather ends the job.
+fn records(o: &FabricOpts, p: &mut Params, me: usize, n: usize, b: Bounds) -> Vec<Record> {
+    let mut rec = Record {
+        host: hostname(),
+        ..Record::default()
+    };
+    if let Some(ns) = &o.netns {
+        if let Err(e) = enter_netns(ns) {
+            rec.error = Some(e);
+        }
+    }
+    // Host names first (for -d auto), then the endpoint records.
+    let deadline = Instant::now() + b.step;
+    let hosts = match comm::allgather(&pack(&rec), n, deadline) {
+        Ok(v) => v.chunks(RECORD).map(|c| unpack(c).host).collect::<Vec<_>>(),
+        Err(e) => {
+            eprintln!("rdmaperf fabric: rank {me}: {e}");
+            comm::abort(1);
+        }
+    };
+    if rec.error.is_none() {
+        let picked = auto_device(p, &hosts, me).and_then(|()| auto_gpu(p, o, &hosts, me));
+        match picked.and_then(|()| Endpoint::open(p).map_err(|f| f.msg)) {
+            Ok(ep) => {
+                rec.device = ep.ctx.name().to_owned();
+                rec.lid = ep.port.lid;
+                rec.gid = ep.gid.map(|g| gid_text(g.0, &g.1)).unwrap_or_default();
+            }
+            Err(e) => rec.error = Some(e),
+        }
+    }
+    if rec.device.is_empty() {
+        rec.device = p.ib_dev.clone().unwrap_or_else(|| "?".into());
+    }
+    rec.gpu = p
+        .gpu
+        .as_ref()
+        .map(|g| gpu_text(&g.select))
+        .unwrap_or_default();
+    match comm::allgather(&pack(&rec), n, Instant::now() + b.step) {
+        Ok(v) => v.chunks(RECORD).map(unpack).collect(),
+        Err(e) => {
+            eprintln!("rdmaperf fabric: rank {me}: {e}");
+            comm::abort(1);
         }
     }
 }

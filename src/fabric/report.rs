@@ -433,33 +433,18 @@ impl Report {
 
     /// `--csv` and `--heatmap`; whether writing either failed.
     fn write_files(&self, out: &mut String, o: &FabricOpts, units: &str) -> bool {
-        let mut bad = false;
-        if let Some(f) = &o.csv {
-            match std::fs::write(f, self.matrix.to_csv(&self.labels)) {
-                Ok(()) => {
-                    let _ = writeln!(out, "fabric: CSV matrix written to {f}");
-                }
-                Err(e) => {
-                    bad = true;
-                    let _ = writeln!(
-                        out,
-                        "fabric: writing {f}: {e}; check the path given to --csv"
-                    );
-                }
-            }
-        }
-        if let Some(f) = &o.heatmap {
-            match self.heatmap(f, o, units) {
-                Ok(()) => {
-                    let _ = writeln!(out, "fabric: heatmap written to {f}");
-                }
-                Err(e) => {
-                    bad = true;
-                    let _ = writeln!(out, "fabric: heatmap {f}: {e}");
-                }
-            }
-        }
-        bad
+        let csv = o.csv.as_ref().map(|f| {
+            let done = std::fs::write(f, self.matrix.to_csv(&self.labels))
+                .map_err(|e| format!("fabric: writing {f}: {e}; check the path given to --csv"));
+            said(out, done, format!("fabric: CSV matrix written to {f}"))
+        });
+        let map = o.heatmap.as_ref().map(|f| {
+            let done = self
+                .heatmap(f, o, units)
+                .map_err(|e| format!("fabric: heatmap {f}: {e}"));
+            said(out, done, format!("fabric: heatmap written to {f}"))
+        });
+        csv == Some(false) || map == Some(false)
     }
 
     #[cfg(feature = "heatmap")]
@@ -492,6 +477,12 @@ fn flag(m: Metric) -> &'static str {
         Metric::MsgRate => "msgrate",
         Metric::Lat => "lat",
     }
+}
+
+/// Writes `ok` or the error's line; whether it went well.
+fn said(out: &mut String, done: Result<(), String>, ok: String) -> bool {
+    let _ = writeln!(out, "{}", done.as_ref().map_or_else(Clone::clone, |()| ok));
+    done.is_ok()
 }
 
 #[cfg(test)]

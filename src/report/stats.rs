@@ -32,6 +32,14 @@ pub enum BwUnits {
 }
 
 impl BwUnits {
+    /// `--report_gbits` given or not.
+    pub fn of(gbits: bool) -> BwUnits {
+        if gbits {
+            BwUnits::Gbit
+        } else {
+            BwUnits::MiB
+        }
+    }
     /// Bytes per unit per second (perftest `format_factor`).
     pub const fn format_factor(self) -> u64 {
         match self {

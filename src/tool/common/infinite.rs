@@ -51,11 +51,7 @@ pub fn period_row(
         tposted: &tp,
         tcompleted: &tc,
         hz,
-        units: if p.report_gbits {
-            stats::BwUnits::Gbit
-        } else {
-            stats::BwUnits::MiB
-        },
+        units: stats::BwUnits::of(p.report_gbits),
         inf_bidir_factor: 1,
     })
     .map_err(|e| Fail::new(format!("computing a period's result: {e}")))

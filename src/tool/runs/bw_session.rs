@@ -10,8 +10,7 @@ use crate::cli::params::{Mode, Params, Verb};
 use crate::clock::Clock;
 use crate::ctrl::{BwReport, Dest, Session};
 use crate::post::event_cq;
-use crate::post::post_send::PostSendQueue;
-use crate::post::wr_api::{send_ops_flags, WrApiQueue};
+use crate::post::wr_api::send_ops_flags;
 use crate::report::info::TestInfo;
 use crate::report::{json, text};
 use crate::run::bw::QpTarget;
@@ -29,6 +28,7 @@ use crate::tool::session::control::{connect, preamble, to_text_dest};
 use crate::tool::session::counters;
 use crate::tool::session::direct::{self, DirectQueues};
 use crate::tool::session::info::test_info;
+use crate::tool::session::queues;
 use crate::tool::session::validate;
 use crate::tool::setup::method::{self, Chosen, Method};
 use crate::tool::setup::resources::{Endpoint, Resources};
@@ -311,23 +311,13 @@ impl Side<'_> {
         }
         match self.method {
             Method::PostSend => {
-                let mut sqs = res
-                    .qps
-                    .iter()
-                    .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(Fail::verbs)?;
+                let mut sqs = queues::post_send(&res.qps, p.post_list, queues::connected())?;
                 let mut cq = event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event)
                     .map_err(Fail::verbs)?;
                 measured!(&mut sqs, &mut cq)
             }
             Method::WrApi => {
-                let mut sqs = res
-                    .qps
-                    .iter()
-                    .map(|qp| WrApiQueue::new(qp, None))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(Fail::verbs)?;
+                let mut sqs = queues::wr_api(&res.qps, queues::connected())?;
                 let mut cq = event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event)
                     .map_err(Fail::verbs)?;
                 measured!(&mut sqs, &mut cq)

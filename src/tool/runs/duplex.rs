@@ -6,14 +6,15 @@
 //! sum of its own and the peer's report (send `-D` exchanges no report and
 //! prints its own row, as perftest does).
 
-use super::send_bw::{barrier, describe_recv, open, ud_dests, Opened, Ready, Receiver};
+use super::send_bw::{
+    barrier, describe_recv, no_resources, open, ud_dests, Opened, Ready, Receiver, SetUp,
+};
 use crate::cli::params::{Mode, Params, Verb};
 use crate::clock;
 use crate::ctrl::choreo::Barrier;
-use crate::ctrl::{BwReport, Step};
-use crate::post::post_send::PostSendQueue;
+use crate::ctrl::choreo::Entry;
+use crate::ctrl::{BwReport, Session, Step};
 use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
-use crate::post::wr_api::WrApiQueue;
 use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WrDesc};
 use crate::report::info::TestInfo;
 use crate::report::{json, stats, text};
@@ -27,6 +28,7 @@ use crate::tool::session::bw_measure::{bw_config, describe, measure_size, qp_tar
 use crate::tool::session::bw_result::{check_limits, report_of, result, row_of, Measured};
 use crate::tool::session::control::connect;
 use crate::tool::session::direct::{self, DirectQueues, DirectRx};
+use crate::tool::session::queues;
 use crate::tool::setup::method::Method;
 use crate::verbs::UdDest;
 use std::time::Duration;
@@ -45,81 +47,39 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
             p0.tool.name()
         )));
     }
-    let Opened {
-        ep,
-        p,
-        method,
-        flags,
-        steps,
-    } = open(p0)?;
-    let p = &p;
-    let send = p.tool.verb == Verb::Send;
+    let o = open(p0)?;
+    let p = &o.p;
+    let mut sess = connect(p, &o.ep)?;
+    // Set-up steps (versions .. the last key exchange) change the resources;
+    // the barriers, runs and reports after them only read them, so the
+    // direct queues can borrow them for every size.
+    let (split, r, su) = SetUp::walk(&o, &mut sess, out, set_up_step)?;
+    run_sizes(&o, &r, sess, split, su, out)
+}
 
-    let mut sess = connect(p, &ep)?;
-    let mut cb_cl = (0u32, 0u32);
-    let mut ready: Option<Ready> = None;
-    let mut uds: Vec<Option<UdDest>> = Vec::new();
-    let mut receiver: Option<Receiver> = None;
-    let mut report = None;
+/// The steps after the set-up: barriers (the header before the first run),
+/// one run per size on both sides, the report exchange and the summed row;
+/// then the result line, the limits and the close.
+fn run_sizes(
+    o: &Opened,
+    r: &Ready,
+    mut sess: Session,
+    split: usize,
+    su: SetUp,
+    out: Out,
+) -> Result<(), Fail> {
+    let (p, steps) = (&o.p, &o.steps);
+    let send = p.tool.verb == Verb::Send;
+    let SetUp {
+        uds,
+        mut receiver,
+        mut report,
+        ..
+    } = su;
     let mut header = false;
     // The local report of the last run, and the last printed (summed) result.
     let mut local = BwReport::default();
     let mut shown = BwReport::default();
-    // Set-up steps (versions .. the last key exchange) change `ready`; the
-    // barriers, runs and reports after them only read it, so the direct
-    // queues can borrow its resources for every size.
-    let split = steps
-        .iter()
-        .rposition(|e| matches!(e.step, Step::Keys { .. } | Step::Connect | Step::Mtu))
-        .map_or(0, |i| i + 1);
-    for (i, e) in steps[..split].iter().enumerate() {
-        if e.waits_for_peer_run {
-            sess.wait_for_peer_run();
-        }
-        match e.step {
-            Step::Versions => {
-                crate::tool::common::peer_check::versions(&mut sess, p)?;
-            }
-            Step::SysData => {
-                let page = crate::verbs::mr::page_size() as u32;
-                cb_cl = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
-            }
-            Step::Mtu => {
-                let (r, j) = Ready::at_mtu(&mut sess, &ep, p, cb_cl, flags, method, out)?;
-                ready = Some(r);
-                report = j;
-            }
-            _ => {
-                let r = ready
-                    .as_mut()
-                    .ok_or_else(|| Fail::new("internal: no resources"))?;
-                match e.step {
-                    Step::Keys { qp, round } => {
-                        r.keys(&mut sess, p, &e.step, qp, round, out)?;
-                    }
-                    Step::Connect => {
-                        // Duplex: both sides send, so both go to RTS.
-                        r.res.connect(&ep, p, r.mtu, &r.rem, true)?;
-                        if send {
-                            receiver = Some(Receiver::new(&r.res, p)?);
-                            uds = ud_dests(&ep, p, &r.res, &r.rem)?;
-                        }
-                    }
-                    Step::Barrier(b) => {
-                        let rx = receiver.as_mut().map(|rx| (rx, None));
-                        barrier(&mut sess, &e.step, b, rx, p, r, &steps[i..])?;
-                    }
-                    s => {
-                        return Err(Fail::new(format!(
-                            "internal: {} -b has step {s} before its set-up ends",
-                            p.tool.name()
-                        )))
-                    }
-                }
-            }
-        }
-    }
-    let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
     let method = r.method;
     // --post direct: the SQs and send CQ poller, and for SEND the RQs and
     // receive CQ poller, opened once and kept across sizes.
@@ -142,14 +102,14 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
                 }
                 let drx = direct.as_mut().and_then(|d| d.rx.as_mut());
                 let rx = receiver.as_mut().map(|rx| (rx, drx));
-                barrier(&mut sess, &e.step, b, rx, p, &r, &steps[i..])?;
+                barrier(&mut sess, &e.step, b, rx, p, r, &steps[i..])?;
             }
             Step::Run { size } => {
                 let size = size.unwrap_or(p.sizes[0]);
                 let watch = sess.watch_peer();
                 let (row, err) = match receiver.as_mut() {
-                    Some(rx) => send_one(p, &r, rx, &uds, direct.as_mut(), size)?,
-                    None => rdma_one(p, &r, direct.as_mut(), size)?,
+                    Some(rx) => send_one(p, r, rx, &uds, direct.as_mut(), size)?,
+                    None => rdma_one(p, r, direct.as_mut(), size)?,
                 };
                 drop(watch);
                 local = report_of(size, &row);
@@ -186,6 +146,44 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     let limits = check_limits(p, &shown);
     sess.close(&r.my[0]).map_err(Fail::ctrl)?;
     limits
+}
+
+/// The set-up steps after the MTU: keys, connect (both sides go to RTS;
+/// SEND's receiver and UD destinations) and barriers; `rest` starts at the
+/// step.
+fn set_up_step(
+    o: &Opened,
+    su: &mut SetUp,
+    sess: &mut Session,
+    rest: &[Entry],
+    out: Out,
+) -> Result<(), Fail> {
+    let (p, ep, e) = (&o.p, &o.ep, &rest[0]);
+    let r = su.ready.as_mut().ok_or_else(no_resources)?;
+    match e.step {
+        Step::Keys { qp, round } => {
+            r.keys(sess, p, &e.step, qp, round, out)?;
+        }
+        Step::Connect => {
+            // Duplex: both sides send, so both go to RTS.
+            r.res.connect(ep, p, r.mtu, &r.rem, true)?;
+            if p.tool.verb == Verb::Send {
+                su.receiver = Some(Receiver::new(&r.res, p)?);
+                su.uds = ud_dests(ep, p, &r.res, &r.rem)?;
+            }
+        }
+        Step::Barrier(b) => {
+            let rx = su.receiver.as_mut().map(|rx| (rx, None));
+            barrier(sess, &e.step, b, rx, p, r, rest)?;
+        }
+        s => {
+            return Err(Fail::new(format!(
+                "internal: {} -b has step {s} before its set-up ends",
+                p.tool.name()
+            )))
+        }
+    }
+    Ok(())
 }
 
 /// The direct queues of a duplex side (see `run`).
@@ -251,40 +249,15 @@ fn rdma_one(
         return Ok((run.row, run.error));
     }
     let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+    let g = &res.geometry;
     let run = match r.method {
         Method::PostSend => {
-            let mut sqs = res
-                .qps
-                .iter()
-                .map(|qp| PostSendQueue::new(qp, p.post_list as usize, None))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
-            measure_size(
-                p,
-                &res.geometry,
-                size,
-                &targets,
-                &mut sqs,
-                &mut cq,
-                &r.clock,
-            )?
+            let mut sqs = queues::post_send(&res.qps, p.post_list, queues::connected())?;
+            measure_size(p, g, size, &targets, &mut sqs, &mut cq, &r.clock)?
         }
         Method::WrApi => {
-            let mut sqs = res
-                .qps
-                .iter()
-                .map(|qp| WrApiQueue::new(qp, None))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
-            measure_size(
-                p,
-                &res.geometry,
-                size,
-                &targets,
-                &mut sqs,
-                &mut cq,
-                &r.clock,
-            )?
+            let mut sqs = queues::wr_api(&res.qps, queues::connected())?;
+            measure_size(p, g, size, &targets, &mut sqs, &mut cq, &r.clock)?
         }
         Method::Direct => {
             return Err(Fail::new(
@@ -323,21 +296,11 @@ fn send_one(
             send_loop(p, r, side, q, size)
         }
         (Method::PostSend, _) => {
-            let mut sqs = qps
-                .iter()
-                .zip(uds)
-                .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
+            let mut sqs = queues::post_send(qps, p.post_list, uds.iter().cloned())?;
             verbs_send_loop(p, r, side, &mut sqs, rqs, size)
         }
         (Method::WrApi, _) => {
-            let mut sqs = qps
-                .iter()
-                .zip(uds)
-                .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
+            let mut sqs = queues::wr_api(qps, uds.iter().cloned())?;
             verbs_send_loop(p, r, side, &mut sqs, rqs, size)
         }
         (Method::Direct, _) => Err(Fail::new(

@@ -11,9 +11,8 @@ use crate::clock::{self, Clock};
 use crate::ctrl::choreo::{Barrier, KeyRound};
 use crate::ctrl::{self, choreography, BwReport, Dest, Session, Step};
 use crate::post::event_cq;
-use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsRecv;
-use crate::post::wr_api::{send_ops_flags, WrApiQueue};
+use crate::post::wr_api::send_ops_flags;
 use crate::post::Completion;
 use crate::report::info::TestInfo;
 use crate::report::{json, stats, text};
@@ -28,6 +27,7 @@ use crate::tool::session::bw_result::{check_limits, report_of, SizeSummary};
 use crate::tool::session::control::{connect, to_text_dest};
 use crate::tool::session::direct::{self, DirectRx};
 use crate::tool::session::info::test_info;
+use crate::tool::session::queues;
 use crate::tool::setup::method::{self, Chosen, Method};
 use crate::tool::setup::resources::{Endpoint, Resources};
 use crate::verbs::{Mtu, UdDest};
@@ -232,11 +232,7 @@ impl Receiver {
             tposted: &[o.t_start],
             tcompleted: &[o.t_end],
             hz: clock.hz(),
-            units: if p.report_gbits {
-                stats::BwUnits::Gbit
-            } else {
-                stats::BwUnits::MiB
-            },
+            units: stats::BwUnits::of(p.report_gbits),
             inf_bidir_factor: 1,
         };
         // With nothing received there is no interval to compute: the run's
@@ -388,25 +384,13 @@ fn send_one(
     let targets = qp_targets(res, rem);
     let run = match method {
         Method::PostSend => {
-            let mut sqs = res
-                .qps
-                .iter()
-                .zip(uds)
-                .map(|(qp, ud)| PostSendQueue::new(qp, p.post_list as usize, ud.clone()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
+            let mut sqs = queues::post_send(&res.qps, p.post_list, uds.iter().cloned())?;
             let mut cq =
                 event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event).map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
         }
         Method::WrApi => {
-            let mut sqs = res
-                .qps
-                .iter()
-                .zip(uds)
-                .map(|(qp, ud)| WrApiQueue::new(qp, ud.clone()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Fail::verbs)?;
+            let mut sqs = queues::wr_api(&res.qps, uds.iter().cloned())?;
             let mut cq =
                 event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event).map_err(Fail::verbs)?;
             measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
@@ -601,6 +585,89 @@ pub(crate) fn open(p0: &Params) -> Result<Opened, Fail> {
     })
 }
 
+/// A send-bw or duplex side's set-up, filled in step by step.
+#[derive(Default)]
+pub(crate) struct SetUp {
+    cb_cl: (u32, u32),
+    pub(crate) ready: Option<Ready>,
+    pub(crate) uds: Vec<Option<UdDest>>,
+    pub(crate) receiver: Option<Receiver>,
+    pub(crate) report: Option<json::JsonReport>,
+}
+
+impl SetUp {
+    /// Versions, system data and the MTU (which builds the resources), the
+    /// same on every side; false for any other step.
+    pub(crate) fn common(
+        &mut self,
+        step: &Step,
+        sess: &mut Session,
+        o: &Opened,
+        out: Out,
+    ) -> Result<bool, Fail> {
+        match step {
+            Step::Versions => {
+                crate::tool::common::peer_check::versions(sess, &o.p)?;
+            }
+            Step::SysData => {
+                let page = crate::verbs::mr::page_size() as u32;
+                self.cb_cl = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
+            }
+            Step::Mtu => {
+                let (r, j) = Ready::at_mtu(sess, &o.ep, &o.p, self.cb_cl, o.flags, o.method, out)?;
+                self.ready = Some(r);
+                self.report = j;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Walks the set-up steps (each waiting for the peer's run where the
+    /// choreography says so): the common ones here, the others by `side`
+    /// (given the steps from its own on). Where they end, the resources
+    /// they built, and the rest of the set-up.
+    pub(crate) fn walk(
+        o: &Opened,
+        sess: &mut Session,
+        out: Out,
+        side: SideStep,
+    ) -> Result<(usize, Ready, SetUp), Fail> {
+        let split = set_up_end(&o.steps);
+        let mut su = SetUp::default();
+        for i in 0..split {
+            let e = &o.steps[i];
+            if e.waits_for_peer_run {
+                sess.wait_for_peer_run();
+            }
+            if !su.common(&e.step, sess, o, out)? {
+                side(o, &mut su, sess, &o.steps[i..], out)?;
+            }
+        }
+        let r = su.ready.take().ok_or_else(no_resources)?;
+        Ok((split, r, su))
+    }
+}
+
+/// A side's own set-up step (see [`SetUp::walk`]).
+pub(crate) type SideStep =
+    fn(&Opened, &mut SetUp, &mut Session, &[ctrl::Entry], Out) -> Result<(), Fail>;
+
+/// Where the set-up steps (versions .. the last key exchange) end: they
+/// change the resources; the barriers and runs after them only read them,
+/// so the direct queues can borrow them for every size.
+fn set_up_end(steps: &[ctrl::Entry]) -> usize {
+    steps
+        .iter()
+        .rposition(|e| matches!(e.step, Step::Keys { .. } | Step::Connect | Step::Mtu))
+        .map_or(0, |i| i + 1)
+}
+
+/// A step needs the resources before the MTU exchange built them.
+pub(crate) fn no_resources() -> Fail {
+    Fail::new("internal: no resources")
+}
+
 /// send-bw on one side; each size's summary (the client's post cost, the
 /// server's receive cost per message) for `compare`.
 pub fn run(p0: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
@@ -609,90 +676,74 @@ pub fn run(p0: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
             "send-bw --run_infinitely: not implemented yet in rdmaperf; use -D, or stock ib_send_bw",
         ));
     }
-    let Opened {
-        ep,
-        p,
-        method,
-        flags,
-        steps,
-    } = open(p0)?;
-    let p = &p;
+    let o = open(p0)?;
+    let mut sess: Session = connect(&o.p, &o.ep)?;
+    let (split, r, su) = SetUp::walk(&o, &mut sess, out, set_up_step)?;
+    run_sizes(&o, &r, sess, split, su, out)
+}
 
-    let mut sess: Session = connect(p, &ep)?;
-    let mut cb_cl = (0u32, 0u32);
-    let mut ready: Option<Ready> = None;
-    let mut uds: Vec<Option<UdDest>> = Vec::new();
-    let mut receiver: Option<Receiver> = None;
-    let mut report = None;
-    // Set-up steps (versions .. the last key exchange) change `ready`; the
-    // barriers and runs after them only read it, so the direct queues can
-    // borrow its resources for every size.
-    let split = steps
-        .iter()
-        .rposition(|e| matches!(e.step, Step::Keys { .. } | Step::Connect | Step::Mtu))
-        .map_or(0, |i| i + 1);
-    for (i, e) in steps[..split].iter().enumerate() {
-        if e.waits_for_peer_run {
-            sess.wait_for_peer_run();
+/// The set-up steps after the MTU: keys (the header after the last),
+/// connect (the server's receiver, the client's UD destinations) and the
+/// barriers; `rest` starts at the step.
+fn set_up_step(
+    o: &Opened,
+    su: &mut SetUp,
+    sess: &mut Session,
+    rest: &[ctrl::Entry],
+    out: Out,
+) -> Result<(), Fail> {
+    let (p, ep, e) = (&o.p, &o.ep, &rest[0]);
+    match e.step {
+        Step::Keys { qp, round } => {
+            let r = su.ready.as_mut().ok_or_else(no_resources)?;
+            r.keys(sess, p, &e.step, qp, round, out)?;
+            if round == KeyRound::AfterConnect && qp + 1 == r.my.len() {
+                out.print(&text::bw_header(&r.info));
+            }
         }
-        match e.step {
-            Step::Versions => {
-                crate::tool::common::peer_check::versions(&mut sess, p)?;
+        Step::Connect => {
+            let r = su.ready.as_ref().ok_or_else(no_resources)?;
+            r.res.connect(ep, p, r.mtu, &r.rem, !p.is_server())?;
+            if p.is_server() {
+                su.receiver = Some(Receiver::new(&r.res, p)?);
+            } else {
+                su.uds = match r.cm.as_ref().filter(|c| !c.ud.is_empty()) {
+                    // -R UD: the CM's replies say where to send.
+                    Some(c) => c.ud.iter().cloned().map(Some).collect(),
+                    None => ud_dests(ep, p, &r.res, &r.rem)?,
+                };
             }
-            Step::SysData => {
-                let page = crate::verbs::mr::page_size() as u32;
-                cb_cl = sess.exchange_sysdata(page, 64).map_err(Fail::ctrl)?;
-            }
-            Step::Mtu => {
-                let (r, j) = Ready::at_mtu(&mut sess, &ep, p, cb_cl, flags, method, out)?;
-                ready = Some(r);
-                report = j;
-            }
-            Step::Keys { qp, round } => {
-                let r = ready
-                    .as_mut()
-                    .ok_or_else(|| Fail::new("internal: no resources"))?;
-                r.keys(&mut sess, p, &e.step, qp, round, out)?;
-                if round == KeyRound::AfterConnect && qp + 1 == r.my.len() {
-                    out.print(&text::bw_header(&r.info));
-                }
-            }
-            Step::Connect => {
-                let r = ready
-                    .as_ref()
-                    .ok_or_else(|| Fail::new("internal: no resources"))?;
-                r.res.connect(&ep, p, r.mtu, &r.rem, !p.is_server())?;
-                if p.is_server() {
-                    receiver = Some(Receiver::new(&r.res, p)?);
-                } else {
-                    uds = match r.cm.as_ref().filter(|c| !c.ud.is_empty()) {
-                        // -R UD: the CM's replies say where to send.
-                        Some(c) => c.ud.iter().cloned().map(Some).collect(),
-                        None => ud_dests(&ep, p, &r.res, &r.rem)?,
-                    };
-                }
-            }
-            Step::Barrier(b) => {
-                let r = ready
-                    .as_ref()
-                    .ok_or_else(|| Fail::new("internal: no resources"))?;
-                let rx = receiver.as_mut().map(|rx| (rx, None));
-                barrier(&mut sess, &e.step, b, rx, p, r, &steps[i..])?;
-            }
-            _ => {
-                return Err(Fail::new(format!(
-                    "internal: send-bw set-up has no step {} here",
-                    e.step
-                )))
-            }
+        }
+        Step::Barrier(b) => {
+            let r = su.ready.as_ref().ok_or_else(no_resources)?;
+            let rx = su.receiver.as_mut().map(|rx| (rx, None));
+            barrier(sess, &e.step, b, rx, p, r, rest)?;
+        }
+        _ => {
+            return Err(Fail::new(format!(
+                "internal: send-bw set-up has no step {} here",
+                e.step
+            )))
         }
     }
-    let r = ready.ok_or_else(|| Fail::new("internal: no resources"))?;
-    let method = r.method;
+    Ok(())
+}
+
+/// The steps after the set-up: barriers and one run per size (the client
+/// sends, the server receives), then the result line, limits and close.
+fn run_sizes(
+    o: &Opened,
+    r: &Ready,
+    mut sess: Session,
+    split: usize,
+    mut su: SetUp,
+    out: Out,
+) -> Result<Vec<SizeSummary>, Fail> {
+    let (p, steps, method) = (&o.p, &o.steps, r.method);
     // The client's direct queues, or the server's direct receive side,
     // kept across sizes (their indices carry over).
     let mut dq = if method == Method::Direct && !p.is_server() {
-        Some(direct::open_queues(&r.res, &uds, p.use_event)?)
+        Some(direct::open_queues(&r.res, &su.uds, p.use_event)?)
     } else {
         None
     };
@@ -709,34 +760,28 @@ pub fn run(p0: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
         }
         match e.step {
             Step::Barrier(b) => {
-                let rx = receiver.as_mut().map(|rx| (rx, drx.as_mut()));
-                barrier(&mut sess, &e.step, b, rx, p, &r, &steps[i..])?;
+                let rx = su.receiver.as_mut().map(|rx| (rx, drx.as_mut()));
+                barrier(&mut sess, &e.step, b, rx, p, r, &steps[i..])?;
             }
             Step::Run { size } => {
                 let size = size.unwrap_or(p.sizes[0]);
                 let watch = sess.watch_peer();
                 let m = method.name();
-                let o = match receiver.as_mut() {
+                let so = match su.receiver.as_mut() {
                     Some(rx) => rx.run(p, &r.res, size, &r.clock, m, drx.as_mut())?,
-                    None => send_one(p, &r.res, &r.rem, &uds, method, dq.as_mut(), size, &r.clock)?,
+                    None => send_one(
+                        p,
+                        &r.res,
+                        &r.rem,
+                        &su.uds,
+                        method,
+                        dq.as_mut(),
+                        size,
+                        &r.clock,
+                    )?,
                 };
-                let (row, err, unknown) = (o.row, o.err, o.unknown);
-                sums.push(o.summary);
                 drop(watch);
-                out.print(&text::bw_row(&row, &r.info, 0.0));
-                if unknown > 0 {
-                    out.print(&crate::tool::session::bw_measure::unknown_qpn_line(unknown));
-                }
-                if let Some(j) = report.as_mut() {
-                    let mut rec = json::Record::bw(&row, &r.info, 0.0);
-                    if method == Method::Direct && !p.is_server() {
-                        rec = rec.with("unknown_qpn_cqes", unknown);
-                    }
-                    if let Some(e) = &err {
-                        rec = rec.with("error", e.as_str());
-                    }
-                    j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
-                }
+                let (row, err) = size_row(p, r, so, &mut sums, &mut su.report, out)?;
                 last = report_of(size, &row);
                 if let Some(e) = err {
                     r.res.to_err();
@@ -763,6 +808,35 @@ pub fn run(p0: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     }
     sess.close(&r.my[0]).map_err(|e| close_error(p, e))?;
     limits.map(|()| sums)
+}
+
+/// A size's row (and the unknown-QPN line), its summary and JSON record;
+/// the row and the run's error.
+fn size_row(
+    p: &Params,
+    r: &Ready,
+    o: SizeOut,
+    sums: &mut Vec<SizeSummary>,
+    report: &mut Option<json::JsonReport>,
+    out: Out,
+) -> Result<(stats::BwResult, Option<String>), Fail> {
+    let (row, err, unknown) = (o.row, o.err, o.unknown);
+    sums.push(o.summary);
+    out.print(&text::bw_row(&row, &r.info, 0.0));
+    if unknown > 0 {
+        out.print(&crate::tool::session::bw_measure::unknown_qpn_line(unknown));
+    }
+    if let Some(j) = report.as_mut() {
+        let mut rec = json::Record::bw(&row, &r.info, 0.0);
+        if r.method == Method::Direct && !p.is_server() {
+            rec = rec.with("unknown_qpn_cqes", unknown);
+        }
+        if let Some(e) = &err {
+            rec = rec.with("error", e.as_str());
+        }
+        j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
+    }
+    Ok((row, err))
 }
 
 /// A barrier hand_shake; before a run the server posts its receives first

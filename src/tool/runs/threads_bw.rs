@@ -190,11 +190,7 @@ fn row(
         tposted: &[t0],
         tcompleted: &[t1],
         hz: clock.hz(),
-        units: if p.report_gbits {
-            stats::BwUnits::Gbit
-        } else {
-            stats::BwUnits::MiB
-        },
+        units: stats::BwUnits::of(p.report_gbits),
         inf_bidir_factor: 1,
     };
     stats::bw_perftest(&inp).map_err(|e| Fail::new(format!("computing the result: {e}")))
@@ -213,11 +209,7 @@ fn thread_peak(p: &Params, size: u64, o: &WorkerOutcome, clock: &Clock) -> Resul
         tposted: &o.tposted,
         tcompleted: &o.tcompleted,
         hz: clock.hz(),
-        units: if p.report_gbits {
-            stats::BwUnits::Gbit
-        } else {
-            stats::BwUnits::MiB
-        },
+        units: stats::BwUnits::of(p.report_gbits),
         inf_bidir_factor: 1,
     };
     stats::bw_perftest(&inp)

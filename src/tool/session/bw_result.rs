@@ -95,11 +95,7 @@ pub(crate) fn result(
 ) -> Result<stats::BwResult, Fail> {
     let o = &m.outcome;
     let nqp = p.num_qps;
-    let units = if p.report_gbits {
-        stats::BwUnits::Gbit
-    } else {
-        stats::BwUnits::MiB
-    };
+    let units = stats::BwUnits::of(p.report_gbits);
     let duration = p.is_duration() || o.error.is_some();
     // Without peak, perftest's formula reads the interval from tposted[0]/tcompleted[0].
     let (tp, tc);

@@ -120,11 +120,7 @@ pub fn params_info(p: &Params) -> TestInfo {
         iters: p.iters,
         duration_s,
         margin_s,
-        bw_units: if p.report_gbits {
-            BwUnits::Gbit
-        } else {
-            BwUnits::MiB
-        },
+        bw_units: BwUnits::of(p.report_gbits),
         output: match p.output {
             None => OutputMode::Full,
             Some(OutputKind::Bandwidth) => OutputMode::Bandwidth,

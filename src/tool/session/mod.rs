@@ -1,7 +1,7 @@
 //! Layer 3: what several tools share once resources exist: the control session (`control`: TCP,
 //! `-R` or the caller's link), `-R` data QPs (`cm_data`), counters, the info block, a size's bw row
 //! and its measurement (`bw_result`, `bw_measure`), opening the direct queues (`direct`),
-//! multicast and data validation. Imports `common` and `build`.
+//! multicast, data validation and the verbs send queues (`queues`). Imports `common` and `setup`.
 
 pub mod bw_measure;
 pub mod bw_result;
@@ -11,4 +11,5 @@ pub mod counters;
 pub mod direct;
 pub mod info;
 pub mod mcast;
+pub mod queues;
 pub mod validate;
