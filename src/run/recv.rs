@@ -180,51 +180,47 @@ enum Phase {
     Cooldown,
 }
 
+/// The loop's place in time. The clock is read only where needed (see
+/// `watchdog::SPINS_PER_CLOCK`): in duration mode after each pass that received something and
+/// once per idle stretch of spins; with -n only for the watchdog (perftest's receiver reads none).
+struct Ticks {
+    phase: Phase,
+    /// The first receive: the window's origin.
+    t_first: u64,
+    /// Received at the sample's start.
+    sample_base: u64,
+    idle: watchdog::Idle,
+    fresh: bool,
+}
+
+/// The loop must stop; why is already in the outcome.
+struct Ended;
+
 impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
     /// Run until every expected message arrived (or the duration window
-    /// ended), an error, a stall, or a stop request.
+    /// ended), an error, a stall, or a stop request. One pass: the window's
+    /// phase, one poll, each receive counted and reposted. The steps are
+    /// `#[inline(always)]`: the pass compiles as the one loop it was.
     pub fn run(&mut self) -> RecvOutcome {
-        let cfg = self.cfg;
         let nqp = self.rqs.len().min(self.counts.len()).min(self.bufs.len());
-        let total = cfg.iters * nqp as u64;
+        let total = self.cfg.iters * nqp as u64;
         let mut out = RecvOutcome::default();
-        let mut phase = Phase::BeforeFirst;
-        let mut t_first = 0u64;
-        let mut sample_base = 0u64;
-        // The clock is read only where needed (see `watchdog::SPINS_PER_CLOCK`):
-        // in duration mode after each pass that received something and once
-        // per idle stretch of spins; with -n only for the watchdog (perftest's
-        // receiver reads none).
-        let mut idle = watchdog::Idle::default();
-        let mut fresh = true;
-        'run: loop {
+        let mut k = Ticks {
+            phase: Phase::BeforeFirst,
+            t_first: 0,
+            sample_base: 0,
+            idle: watchdog::Idle::default(),
+            fresh: true,
+        };
+        loop {
             if stop::requested() {
                 out.error = Some(RunError::Interrupted);
                 break;
             }
-            match cfg.window {
-                Some(w) if fresh && phase != Phase::BeforeFirst => {
-                    fresh = false;
-                    let t = (self.now)();
-                    match phase {
-                        Phase::Warmup if t.wrapping_sub(t_first) >= w.margin => {
-                            phase = Phase::Sample;
-                            out.t_start = t;
-                            sample_base = out.received;
-                        }
-                        Phase::Sample if t.wrapping_sub(t_first) >= w.sample_stop => {
-                            phase = Phase::Cooldown;
-                            out.t_end = t;
-                            out.measured = out.received - sample_base;
-                        }
-                        Phase::Cooldown if t.wrapping_sub(t_first) >= w.end => break,
-                        _ => {}
-                    }
-                }
-                None if out.received >= total => break,
-                _ => {}
+            if self.window_over(&mut k, &mut out, total) {
+                break;
             }
-            let t_poll = if cfg.cost { (self.now)() } else { 0 };
+            let t_poll = if self.cfg.cost { (self.now)() } else { 0 };
             let n = match self.cq.poll(self.wcs) {
                 Ok(n) => n,
                 Err(err) => {
@@ -233,65 +229,127 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
                 }
             };
             if n == 0 {
-                let Some((_, idle_ticks)) = idle.empty(&self.now) else {
-                    continue;
-                };
-                fresh = true;
-                // Up to rx_depth messages per QP may be on their way.
-                let in_flight = (nqp as u64 * cfg.rx_depth).saturating_mul(cfg.len as u64);
-                match watchdog::check(idle_ticks, cfg.stall_ticks, in_flight) {
-                    Expiry::No => continue,
-                    e @ (Expiry::PeerExited | Expiry::PeerFinished) => {
-                        out.error = RunError::of_peer(e)
-                    }
-                    Expiry::Stalled => out.error = Some(self.stalled(idle_ticks)),
+                match self.idle(&mut k, &mut out, nqp) {
+                    Ok(()) => continue,
+                    Err(Ended) => break,
                 }
+            }
+            self.first_receive(&mut k, &mut out);
+            if self.take(n, &mut out, nqp).is_err() {
                 break;
             }
-            idle.progress();
-            fresh = true;
-            if phase == Phase::BeforeFirst {
-                t_first = (self.now)();
-                out.t_start = t_first;
-                phase = if cfg.window.is_some() {
-                    Phase::Warmup
-                } else {
-                    Phase::Sample
-                };
-            }
-            for i in 0..n {
-                let wc = self.wcs[i];
-                let q = wc.wr_id as usize;
-                if wc.status != WcStatus::SUCCESS || q >= nqp {
-                    out.error = Some(RunError::completion(q.min(u32::MAX as usize) as u32, wc));
-                    break 'run;
-                }
-                out.received += 1;
-                let c = &mut self.counts[q];
-                c.received += 1;
-                if cfg.list > 1 {
-                    c.owed += 1;
-                    if wants_list(c, &cfg) {
-                        c.owed -= cfg.list;
-                        if let Err(e) = post_next_list(&mut self.rqs[q], q, self.bufs[q], c, &cfg) {
-                            out.error = Some(e);
-                            break 'run;
-                        }
-                    }
-                } else if wants_more(c, &cfg) {
-                    if let Err(e) = post_next(&mut self.rqs[q], q, self.bufs[q], c, &cfg) {
-                        out.error = Some(e);
-                        break 'run;
-                    }
-                }
-            }
-            if cfg.cost {
+            if self.cfg.cost {
                 out.busy_ticks += (self.now)().wrapping_sub(t_poll);
                 out.busy_msgs += n as u64;
             }
         }
+        self.close(&mut out, &k);
+        out
+    }
+
+    /// The duration window's arms (on a fresh reading, once receiving), or -n's end: `true`
+    /// ends the loop.
+    #[inline(always)]
+    fn window_over(&mut self, k: &mut Ticks, out: &mut RecvOutcome, total: u64) -> bool {
+        let Some(w) = self.cfg.window else {
+            return out.received >= total;
+        };
+        if !k.fresh || k.phase == Phase::BeforeFirst {
+            return false;
+        }
+        k.fresh = false;
         let t = (self.now)();
-        match (cfg.window, phase) {
+        match k.phase {
+            Phase::Warmup if t.wrapping_sub(k.t_first) >= w.margin => {
+                k.phase = Phase::Sample;
+                out.t_start = t;
+                k.sample_base = out.received;
+            }
+            Phase::Sample if t.wrapping_sub(k.t_first) >= w.sample_stop => {
+                k.phase = Phase::Cooldown;
+                out.t_end = t;
+                out.measured = out.received - k.sample_base;
+            }
+            Phase::Cooldown if t.wrapping_sub(k.t_first) >= w.end => return true,
+            _ => {}
+        }
+        false
+    }
+
+    /// An empty poll: once per idle stretch, the watchdog (peer gone, finished, or stalled).
+    #[inline(always)]
+    fn idle(&mut self, k: &mut Ticks, out: &mut RecvOutcome, nqp: usize) -> Result<(), Ended> {
+        let Some((_, idle_ticks)) = k.idle.empty(&self.now) else {
+            return Ok(());
+        };
+        k.fresh = true;
+        // Up to rx_depth messages per QP may be on their way.
+        let in_flight = (nqp as u64 * self.cfg.rx_depth).saturating_mul(self.cfg.len as u64);
+        match watchdog::check(idle_ticks, self.cfg.stall_ticks, in_flight) {
+            Expiry::No => return Ok(()),
+            e @ (Expiry::PeerExited | Expiry::PeerFinished) => out.error = RunError::of_peer(e),
+            Expiry::Stalled => out.error = Some(self.stalled(idle_ticks)),
+        }
+        Err(Ended)
+    }
+
+    /// A poll found messages: progress for the watchdog; the first one starts the window.
+    #[inline(always)]
+    fn first_receive(&mut self, k: &mut Ticks, out: &mut RecvOutcome) {
+        k.idle.progress();
+        k.fresh = true;
+        if k.phase != Phase::BeforeFirst {
+            return;
+        }
+        k.t_first = (self.now)();
+        out.t_start = k.t_first;
+        k.phase = if self.cfg.window.is_some() {
+            Phase::Warmup
+        } else {
+            Phase::Sample
+        };
+    }
+
+    /// The first `n` completions of the poll scratch: each counted for its QP and its
+    /// receive posted again (one by one, or in lists of `--recv_post_list`).
+    #[inline(always)]
+    fn take(&mut self, n: usize, out: &mut RecvOutcome, nqp: usize) -> Result<(), Ended> {
+        let cfg = self.cfg;
+        for i in 0..n {
+            let wc = self.wcs[i];
+            let q = wc.wr_id as usize;
+            if wc.status != WcStatus::SUCCESS || q >= nqp {
+                out.error = Some(RunError::completion(q.min(u32::MAX as usize) as u32, wc));
+                return Err(Ended);
+            }
+            out.received += 1;
+            let c = &mut self.counts[q];
+            c.received += 1;
+            let reposted = if cfg.list > 1 {
+                c.owed += 1;
+                if wants_list(c, &cfg) {
+                    c.owed -= cfg.list;
+                    post_next_list(&mut self.rqs[q], q, self.bufs[q], c, &cfg)
+                } else {
+                    Ok(())
+                }
+            } else if wants_more(c, &cfg) {
+                post_next(&mut self.rqs[q], q, self.bufs[q], c, &cfg)
+            } else {
+                Ok(())
+            };
+            if let Err(e) = reposted {
+                out.error = Some(e);
+                return Err(Ended);
+            }
+        }
+        Ok(())
+    }
+
+    /// The times and count the report uses, by the phase the loop ended in.
+    fn close(&self, out: &mut RecvOutcome, k: &Ticks) {
+        let t = (self.now)();
+        match (self.cfg.window, k.phase) {
             // Stopped before any message: an empty window.
             (_, Phase::BeforeFirst) => {
                 out.t_start = t;
@@ -304,11 +362,10 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
             }
             (Some(_), Phase::Sample) => {
                 out.t_end = t;
-                out.measured = out.received - sample_base;
+                out.measured = out.received - k.sample_base;
             }
             (Some(_), Phase::Cooldown) => {}
         }
-        out
     }
 
     /// The first QP still waiting for messages, for the stall report.
