@@ -78,6 +78,9 @@ enum Db {
 
 type Fail = (u8, u8);
 
+/// A WQE the NIC cannot parse: a local QP operation error, vendor syndrome "malformed".
+const MALFORMED: Result<u32, Fail> = Err((synd::LOCAL_QP_OP, vendor::MALFORMED));
+
 /// One QP's send-side state.
 pub(crate) struct Qp {
     /// Next WQEBB the NIC executes.
@@ -295,44 +298,12 @@ impl Nic {
             Db::Db8 { offset, .. } | Db::Bf { offset, .. } => *offset,
             _ => return,
         };
-        let expect = self.qps[q].bf_expect;
-        if offset != expect as isize {
-            self.violation(
-                cfg,
-                q,
-                format!(
-                    "doorbell at bf.reg+{offset}, expected +{expect}: the BlueFlame half must alternate"
-                ),
-            );
-        }
-        self.qps[q].bf_expect ^= cfg.bf_size;
+        self.check_bf_half(cfg, q, offset);
         let Some(pi) = self.qps[q].last_dbrec else {
             self.violation(cfg, q, "doorbell before any doorbell record".into());
             return;
         };
-        let (exec_pi, from) = (self.qps[q].exec_pi, self.qps[q].rung_pi);
-        let ahead = pi.wrapping_sub(exec_pi) as u32;
-        if ahead > cfg.wqe_cnt {
-            self.violation(cfg, q, format!(
-                "SQ overrun: doorbell record {pi:#x} is {ahead} WQEBBs past the NIC's {exec_pi:#x} in a {}-WQEBB SQ",
-                cfg.wqe_cnt
-            ));
-        }
-        // The WQEs this doorbell announces: from the previous doorbell's
-        // producer index to this one (not executed yet, so not reused).
-        let (mut n, mut at, mut last) = (0usize, from, None);
-        while at != pi && pi.wrapping_sub(at) as u32 <= cfg.wqe_cnt {
-            let head = Self::read_ring(mem, cfg, q, at, 1);
-            let nbb = decode::wqebbs(decode::ctrl(&head).ds);
-            if nbb > pi.wrapping_sub(at) {
-                break; // reported when executed
-            }
-            last = Some(Self::read_ring(mem, cfg, q, at, nbb));
-            at = at.wrapping_add(nbb);
-            n += 1;
-        }
-        self.qps[q].rung_pi = pi;
-        let Some(last) = last else {
+        let Some((n, last)) = self.announced(mem, cfg, q, pi) else {
             self.violation(cfg, q, "doorbell with no new WQE".into());
             return;
         };
@@ -347,49 +318,108 @@ impl Nic {
                     ),
                 );
             }
-            Db::Bf { chunks, .. } => {
-                self.count(q, |s| s.blueflame_doorbells += 1);
-                let ds = decode::ctrl(&last).ds as usize;
-                let want = (ds * 16).div_ceil(64);
-                if n != 1 {
-                    self.violation(
-                        cfg,
-                        q,
-                        format!("BlueFlame used for a post list of {n} WQEs"),
-                    );
-                }
-                if cfg.bf_size == 0 || chunks.len() * 64 > cfg.bf_size as usize {
-                    self.violation(
-                        cfg,
-                        q,
-                        format!(
-                            "BlueFlame copy of {} bytes exceeds bf.size {}",
-                            chunks.len() * 64,
-                            cfg.bf_size
-                        ),
-                    );
-                }
-                if chunks.len() != want {
-                    self.violation(
-                        cfg,
-                        q,
-                        format!(
-                            "BlueFlame copy of {} chunks for a WQE of ds {ds} ({want} chunks)",
-                            chunks.len()
-                        ),
-                    );
-                }
-                let bf: Vec<u8> = chunks.iter().flatten().copied().collect();
-                let m = (ds * 16).min(bf.len()).min(last.len());
-                if bf[..m] != last[..m] {
-                    self.violation(
-                        cfg,
-                        q,
-                        "BlueFlame bytes differ from the WQE in the ring".into(),
-                    );
-                }
-            }
+            Db::Bf { chunks, .. } => self.check_bf_copy(cfg, q, n, &last, &chunks),
             _ => {}
+        }
+    }
+
+    /// The doorbell's BlueFlame half must alternate between the register's two halves.
+    fn check_bf_half(&mut self, cfg: &ModelConfig, q: usize, offset: isize) {
+        let expect = self.qps[q].bf_expect;
+        if offset != expect as isize {
+            self.violation(
+                cfg,
+                q,
+                format!(
+                    "doorbell at bf.reg+{offset}, expected +{expect}: the BlueFlame half must alternate"
+                ),
+            );
+        }
+        self.qps[q].bf_expect ^= cfg.bf_size;
+    }
+
+    /// The WQEs a doorbell at producer index `pi` announces: from the previous doorbell's
+    /// producer index to this one (not executed yet, so not reused). Their count and the last
+    /// one's bytes, `None` when there is none; an overrun of the SQ is a violation.
+    fn announced(
+        &mut self,
+        mem: &Mem,
+        cfg: &ModelConfig,
+        q: usize,
+        pi: u16,
+    ) -> Option<(usize, Vec<u8>)> {
+        let (exec_pi, from) = (self.qps[q].exec_pi, self.qps[q].rung_pi);
+        let ahead = pi.wrapping_sub(exec_pi) as u32;
+        if ahead > cfg.wqe_cnt {
+            self.violation(cfg, q, format!(
+                "SQ overrun: doorbell record {pi:#x} is {ahead} WQEBBs past the NIC's {exec_pi:#x} in a {}-WQEBB SQ",
+                cfg.wqe_cnt
+            ));
+        }
+        let (mut n, mut at, mut last) = (0usize, from, None);
+        while at != pi && pi.wrapping_sub(at) as u32 <= cfg.wqe_cnt {
+            let head = Self::read_ring(mem, cfg, q, at, 1);
+            let nbb = decode::wqebbs(decode::ctrl(&head).ds);
+            if nbb > pi.wrapping_sub(at) {
+                break; // reported when executed
+            }
+            last = Some(Self::read_ring(mem, cfg, q, at, nbb));
+            at = at.wrapping_add(nbb);
+            n += 1;
+        }
+        self.qps[q].rung_pi = pi;
+        last.map(|l| (n, l))
+    }
+
+    /// A BlueFlame doorbell: one WQE (no post list), within bf.size, as many 64-byte chunks
+    /// as the WQE spans, and the same bytes as the WQE in the ring.
+    fn check_bf_copy(
+        &mut self,
+        cfg: &ModelConfig,
+        q: usize,
+        n: usize,
+        last: &[u8],
+        chunks: &[[u8; 64]],
+    ) {
+        self.count(q, |s| s.blueflame_doorbells += 1);
+        let ds = decode::ctrl(last).ds as usize;
+        let want = (ds * 16).div_ceil(64);
+        if n != 1 {
+            self.violation(
+                cfg,
+                q,
+                format!("BlueFlame used for a post list of {n} WQEs"),
+            );
+        }
+        if cfg.bf_size == 0 || chunks.len() * 64 > cfg.bf_size as usize {
+            self.violation(
+                cfg,
+                q,
+                format!(
+                    "BlueFlame copy of {} bytes exceeds bf.size {}",
+                    chunks.len() * 64,
+                    cfg.bf_size
+                ),
+            );
+        }
+        if chunks.len() != want {
+            self.violation(
+                cfg,
+                q,
+                format!(
+                    "BlueFlame copy of {} chunks for a WQE of ds {ds} ({want} chunks)",
+                    chunks.len()
+                ),
+            );
+        }
+        let bf: Vec<u8> = chunks.iter().flatten().copied().collect();
+        let m = (ds * 16).min(bf.len()).min(last.len());
+        if bf[..m] != last[..m] {
+            self.violation(
+                cfg,
+                q,
+                "BlueFlame bytes differ from the WQE in the ring".into(),
+            );
         }
     }
 
@@ -694,110 +724,136 @@ impl Nic {
     /// Executes one WQE; Ok(byte count for the CQE) or Err((syndrome, vendor)).
     fn exec(&mut self, cfg: &ModelConfig, q: usize, w: &[u8], start: u16) -> Result<u32, Fail> {
         let c = decode::ctrl(w);
-        let malformed = Err((synd::LOCAL_QP_OP, vendor::MALFORMED));
         if c.index != start {
             self.violation(
                 cfg,
                 q,
                 format!("ctrl WQE index {:#x} at producer index {start:#x}", c.index),
             );
-            return malformed;
+            return MALFORMED;
         }
         if c.qpn != cfg.qpn + q as u32 || c.ds == 0 {
-            return malformed;
+            return MALFORMED;
         }
         if c.opmod != 0 {
             return Err((synd::LOCAL_QP_OP, vendor::BAD_OPCODE));
         }
         let ud = matches!(cfg.transport, ModelTransport::Ud { .. });
-        let ds = c.ds as usize;
-        let imm = matches!(c.opcode, op::RDMA_WRITE_IMM | op::SEND_IMM).then_some(c.imm);
         match c.opcode {
             op::NOP => Ok(0),
             op::RDMA_WRITE | op::RDMA_WRITE_IMM | op::RDMA_READ if !ud => {
-                let raddr = decode::be64(w, 16);
-                let rkey = decode::be32(w, 24);
-                let Ok(p) = decode::payload(w, 2, ds) else {
-                    return malformed;
-                };
-                let len = p.len();
-                if c.opcode == op::RDMA_READ {
-                    let Payload::Sges(sges) = p else {
-                        return malformed;
-                    };
-                    let src = self.remote(rkey, raddr, len, Access::REMOTE_READ)?;
-                    let mut data = vec![0u8; len as usize];
-                    // SAFETY: inside a registered, remotely readable region.
-                    unsafe { ptr::copy(src, data.as_mut_ptr(), len as usize) };
-                    self.scatter(&sges, &data)?;
-                } else {
-                    let data = self.gather(&p)?;
-                    let dst = self.remote(rkey, raddr, len, Access::REMOTE_WRITE)?;
-                    if c.opcode == op::RDMA_WRITE_IMM {
-                        self.deliver(cfg, q, &data, c.opcode, imm, true)?;
-                    }
-                    // SAFETY: inside a registered, remotely writable region.
-                    unsafe { ptr::copy(data.as_ptr(), dst, data.len()) };
-                }
-                Ok(len as u32)
+                self.exec_rdma(cfg, q, w, c.opcode, c.imm, c.ds as usize)
             }
-            op::SEND | op::SEND_IMM => {
-                let from = if ud { 4 } else { 1 };
-                let Ok(p) = decode::payload(w, from, ds) else {
-                    return malformed;
-                };
-                let data = self.gather(&p)?;
-                if let ModelTransport::Ud { peer_qpn, qkey } = cfg.transport {
-                    let got_qkey = decode::be32(w, 16);
-                    let dqp = decode::be32(w, 24) & 0x00ff_ffff;
-                    if got_qkey != qkey || dqp != peer_qpn {
-                        self.count(q, |s| s.ud_dropped += 1);
-                        return Ok(data.len() as u32);
-                    }
-                    self.deliver(cfg, q, &data, c.opcode, imm, false)?;
-                } else {
-                    self.deliver(cfg, q, &data, c.opcode, imm, true)?;
-                }
-                Ok(data.len() as u32)
-            }
-            op::ATOMIC_CS | op::ATOMIC_FA if !ud => {
-                let raddr = decode::be64(w, 16);
-                let rkey = decode::be32(w, 24);
-                let swap_add = decode::be64(w, 32);
-                let compare = decode::be64(w, 40);
-                let Ok(Payload::Sges(sges)) = decode::payload(w, 3, ds) else {
-                    return malformed;
-                };
-                if sges.len() != 1 || sges[0].len != 8 {
-                    return malformed;
-                }
-                if raddr % 8 != 0 {
-                    return Err((synd::REMOTE_INVAL_REQ, vendor::REM_INV));
-                }
-                let dst = self
-                    .remote(rkey, raddr, 8, Access::REMOTE_ATOMIC)?
-                    .cast::<u64>();
-                if self
-                    .mr(sges[0].key, sges[0].addr, 8, Access::LOCAL_WRITE.0)
-                    .is_none()
-                {
-                    return Err((synd::LOCAL_PROT, vendor::LKEY));
-                }
-                // SAFETY: 8 aligned bytes inside a registered atomic region.
-                let old = unsafe { dst.read() };
-                let new = if c.opcode == op::ATOMIC_FA {
-                    old.wrapping_add(swap_add)
-                } else if old == compare {
-                    swap_add
-                } else {
-                    old
-                };
-                // SAFETY: as above.
-                unsafe { dst.write(new) };
-                self.scatter(&sges, &old.to_ne_bytes())?;
-                Ok(8)
-            }
+            op::SEND | op::SEND_IMM => self.exec_send(cfg, q, w, c.opcode, c.imm, c.ds as usize),
+            op::ATOMIC_CS | op::ATOMIC_FA if !ud => self.exec_atomic(w, c.opcode, c.ds as usize),
             _ => Err((synd::LOCAL_QP_OP, vendor::BAD_OPCODE)),
         }
+    }
+
+    /// RDMA WRITE (with immediate: delivered to the peer's receive queue too) or READ.
+    fn exec_rdma(
+        &mut self,
+        cfg: &ModelConfig,
+        q: usize,
+        w: &[u8],
+        opcode: u8,
+        imm: [u8; 4],
+        ds: usize,
+    ) -> Result<u32, Fail> {
+        let raddr = decode::be64(w, 16);
+        let rkey = decode::be32(w, 24);
+        let Ok(p) = decode::payload(w, 2, ds) else {
+            return MALFORMED;
+        };
+        let len = p.len();
+        if opcode == op::RDMA_READ {
+            let Payload::Sges(sges) = p else {
+                return MALFORMED;
+            };
+            let src = self.remote(rkey, raddr, len, Access::REMOTE_READ)?;
+            let mut data = vec![0u8; len as usize];
+            // SAFETY: inside a registered, remotely readable region.
+            unsafe { ptr::copy(src, data.as_mut_ptr(), len as usize) };
+            self.scatter(&sges, &data)?;
+        } else {
+            let data = self.gather(&p)?;
+            let dst = self.remote(rkey, raddr, len, Access::REMOTE_WRITE)?;
+            if opcode == op::RDMA_WRITE_IMM {
+                self.deliver(cfg, q, &data, opcode, Some(imm), true)?;
+            }
+            // SAFETY: inside a registered, remotely writable region.
+            unsafe { ptr::copy(data.as_ptr(), dst, data.len()) };
+        }
+        Ok(len as u32)
+    }
+
+    /// SEND (with immediate) into the peer's receive queue; UD checks the Q_Key and the
+    /// destination QP and drops what does not match, as a UD QP does.
+    fn exec_send(
+        &mut self,
+        cfg: &ModelConfig,
+        q: usize,
+        w: &[u8],
+        opcode: u8,
+        imm: [u8; 4],
+        ds: usize,
+    ) -> Result<u32, Fail> {
+        let imm = (opcode == op::SEND_IMM).then_some(imm);
+        let ud = matches!(cfg.transport, ModelTransport::Ud { .. });
+        let Ok(p) = decode::payload(w, if ud { 4 } else { 1 }, ds) else {
+            return MALFORMED;
+        };
+        let data = self.gather(&p)?;
+        if let ModelTransport::Ud { peer_qpn, qkey } = cfg.transport {
+            let got_qkey = decode::be32(w, 16);
+            let dqp = decode::be32(w, 24) & 0x00ff_ffff;
+            if got_qkey != qkey || dqp != peer_qpn {
+                self.count(q, |s| s.ud_dropped += 1);
+                return Ok(data.len() as u32);
+            }
+            self.deliver(cfg, q, &data, opcode, imm, false)?;
+        } else {
+            self.deliver(cfg, q, &data, opcode, imm, true)?;
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// CMP_AND_SWAP or FETCH_AND_ADD on 8 aligned remote bytes; the old value lands locally.
+    fn exec_atomic(&mut self, w: &[u8], opcode: u8, ds: usize) -> Result<u32, Fail> {
+        let raddr = decode::be64(w, 16);
+        let rkey = decode::be32(w, 24);
+        let swap_add = decode::be64(w, 32);
+        let compare = decode::be64(w, 40);
+        let Ok(Payload::Sges(sges)) = decode::payload(w, 3, ds) else {
+            return MALFORMED;
+        };
+        if sges.len() != 1 || sges[0].len != 8 {
+            return MALFORMED;
+        }
+        if raddr % 8 != 0 {
+            return Err((synd::REMOTE_INVAL_REQ, vendor::REM_INV));
+        }
+        let dst = self
+            .remote(rkey, raddr, 8, Access::REMOTE_ATOMIC)?
+            .cast::<u64>();
+        if self
+            .mr(sges[0].key, sges[0].addr, 8, Access::LOCAL_WRITE.0)
+            .is_none()
+        {
+            return Err((synd::LOCAL_PROT, vendor::LKEY));
+        }
+        // SAFETY: 8 aligned bytes inside a registered atomic region.
+        let old = unsafe { dst.read() };
+        let new = if opcode == op::ATOMIC_FA {
+            old.wrapping_add(swap_add)
+        } else if old == compare {
+            swap_add
+        } else {
+            old
+        };
+        // SAFETY: as above.
+        unsafe { dst.write(new) };
+        self.scatter(&sges, &old.to_ne_bytes())?;
+        Ok(8)
     }
 }
