@@ -333,8 +333,10 @@ fn records(o: &FabricOpts, p: &mut Params, me: usize, n: usize, b: Bounds) -> Ve
             comm::abort(1);
         }
     };
+    let mut gpu_known = o.gpu.is_none();
     if rec.error.is_none() {
         let picked = auto_device(p, &hosts, me).and_then(|()| auto_gpu(p, o, &hosts, me));
+        gpu_known = picked.is_ok();
         match picked.and_then(|()| Endpoint::open(p).map_err(|f| f.msg)) {
             Ok(ep) => {
                 rec.device = ep.ctx.name().to_owned();
@@ -347,11 +349,12 @@ fn records(o: &FabricOpts, p: &mut Params, me: usize, n: usize, b: Bounds) -> Ve
     if rec.device.is_empty() {
         rec.device = p.ib_dev.clone().unwrap_or_else(|| "?".into());
     }
-    rec.gpu = p
-        .gpu
-        .as_ref()
-        .map(|g| gpu_text(&g.select))
-        .unwrap_or_default();
+    // A rank whose pick failed has no GPU (GPU 0 only stood in while the flags were checked).
+    rec.gpu = match &p.gpu {
+        Some(g) if gpu_known => gpu_text(&g.select),
+        Some(_) => "?".into(),
+        None => String::new(),
+    };
     match comm::allgather(&pack(&rec), n, Instant::now() + b.step) {
         Ok(v) => v.chunks(RECORD).map(unpack).collect(),
         Err(e) => {
