@@ -341,6 +341,21 @@ impl Explanation {
         }
     }
 
+    /// What to say when no finding or fact explains the number.
+    fn verdict(&self, at_ceiling: bool, qps: u32) -> &'static str {
+        if self.software {
+            "nothing in the counters or the facts explains it (no loss, timeouts, RNR, \
+             congestion); the CPU caps a software device (above), not the link"
+        } else if at_ceiling {
+            "at the ceiling: nothing to explain"
+        } else if qps == 1 {
+            "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion); \
+             one QP may not fill the link: try -q 4, larger -s, and for reads -o"
+        } else {
+            "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion)"
+        }
+    }
+
     /// The block printed after the result.
     pub fn text(&self, qps: u32) -> String {
         let mut s = String::new();
@@ -393,20 +408,7 @@ impl Explanation {
             let _ = writeln!(s, "  {n}. {}: {}\n     fix: {}", c.code, c.what, c.fix);
         }
         if n == 0 {
-            let verdict = if self.software {
-                "nothing in the counters or the facts explains it (no loss, timeouts, RNR, \
-                 congestion); the CPU caps a software device (above), not the link"
-                    .to_string()
-            } else if at_ceiling {
-                "at the ceiling: nothing to explain".to_string()
-            } else if qps == 1 {
-                "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion); \
-                 one QP may not fill the link: try -q 4, larger -s, and for reads -o"
-                    .to_string()
-            } else {
-                "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion)".to_string()
-            };
-            let _ = writeln!(s, "  verdict: {verdict}");
+            let _ = writeln!(s, "  verdict: {}", self.verdict(at_ceiling, qps));
         }
         // The netdev's traffic counters move in every run; only its pause,
         // discard and error counters say something here (JSON has all).
