@@ -177,3 +177,36 @@ fn doctor_prints_each_gpu_against_each_nic() {
         "{out}"
     );
 }
+
+fn gpu_check(root: &str) -> (i32, String) {
+    let o = Command::new("bash")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-check.sh"))
+        .env("RDMAPERF_BIN", env!("CARGO_BIN_EXE_rdmaperf"))
+        .env("RDMAPERF_SYSFS_ROOT", tree(root))
+        .output()
+        .expect("run scripts/gpu-check.sh");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+    )
+}
+
+/// scripts/gpu-check.sh: without an NVIDIA GPU in the tree it skips with
+/// the reason and exit 0; with one it lists the GPUs and their classes
+/// against every RDMA device (doctor on the same tree).
+#[test]
+fn gpu_check_skips_without_a_gpu_and_reports_with_one() {
+    let (rc, out) = gpu_check("mlx5-gen3x8");
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.starts_with("SKIPPED: "), "{out}");
+    let (rc, out) = gpu_check("gpu-near");
+    assert_eq!(rc, 0, "{out}");
+    for want in [
+        "== GPUs (PCI bus ids from sysfs)\n0000:05:00.0\n0000:0a:00.0\n",
+        "mlx5_0     PIX  (0000:06:00.0",
+        "mlx5_0     PXB  (0000:06:00.0",
+        "dma-buf MRs on mlx5_0: supported",
+    ] {
+        assert!(out.contains(want), "no '{want}' in:\n{out}");
+    }
+}

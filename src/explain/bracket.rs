@@ -309,6 +309,15 @@ impl Explanation {
         self
     }
 
+    /// With more findings ranked among the counter findings by score:
+    /// after a GPU run, `super::gpu_topo::findings_for(root, gpu_bdf, dev)`'s
+    /// (GPU far from the NIC, no GPUDirect path, IOMMU translating).
+    pub fn with_findings(mut self, more: Vec<Finding>) -> Explanation {
+        self.findings.extend(more);
+        self.findings.sort_by(|a, b| b.score.total_cmp(&a.score));
+        self
+    }
+
     /// Adds this explanation as `"explain"` to the tool's `--out_json`
     /// file (written by the tool before this runs).
     pub fn add_to_json_file(&self, path: &std::path::Path) -> Result<(), String> {
@@ -329,6 +338,21 @@ impl Explanation {
         match (self.link.as_ref().map(|l| l.0), self.pcie) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        }
+    }
+
+    /// What to say when no finding or fact explains the number.
+    fn verdict(&self, at_ceiling: bool, qps: u32) -> &'static str {
+        if self.software {
+            "nothing in the counters or the facts explains it (no loss, timeouts, RNR, \
+             congestion); the CPU caps a software device (above), not the link"
+        } else if at_ceiling {
+            "at the ceiling: nothing to explain"
+        } else if qps == 1 {
+            "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion); \
+             one QP may not fill the link: try -q 4, larger -s, and for reads -o"
+        } else {
+            "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion)"
         }
     }
 
@@ -384,20 +408,7 @@ impl Explanation {
             let _ = writeln!(s, "  {n}. {}: {}\n     fix: {}", c.code, c.what, c.fix);
         }
         if n == 0 {
-            let verdict = if self.software {
-                "nothing in the counters or the facts explains it (no loss, timeouts, RNR, \
-                 congestion); the CPU caps a software device (above), not the link"
-                    .to_string()
-            } else if at_ceiling {
-                "at the ceiling: nothing to explain".to_string()
-            } else if qps == 1 {
-                "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion); \
-                 one QP may not fill the link: try -q 4, larger -s, and for reads -o"
-                    .to_string()
-            } else {
-                "nothing in the counters or the facts explains it (no loss, timeouts, RNR, congestion)".to_string()
-            };
-            let _ = writeln!(s, "  verdict: {verdict}");
+            let _ = writeln!(s, "  verdict: {}", self.verdict(at_ceiling, qps));
         }
         // The netdev's traffic counters move in every run; only its pause,
         // discard and error counters say something here (JSON has all).
@@ -559,6 +570,28 @@ mod tests {
         late["counter_deltas"]["sent_pkts"] = 7_178.into();
         let e = explanation(&req, true).with_peer(PeerFacts::Received(late));
         assert_eq!(codes(&e), ["timeout"]);
+    }
+
+    /// GPU findings rank among the counter findings by score.
+    #[test]
+    fn gpu_findings_rank_with_the_counters() {
+        let lossy = [
+            ("sent_pkts", 10_000),
+            ("rcvd_pkts", 600),
+            ("rcvd_seq_err", 1_380),
+        ];
+        let gpu = |code, score| Finding {
+            code,
+            title: "t",
+            evidence: String::new(),
+            fix: "f",
+            score,
+        };
+        let e = explanation(&lossy, false)
+            .with_findings(vec![gpu("gpu_far", 4.0), gpu("no_gpudirect", 1000.0)]);
+        let codes: Vec<_> = e.findings.iter().map(|f| f.code).collect();
+        // loss: 138 000 ppm / 1000 = 138.
+        assert_eq!(codes, ["no_gpudirect", "loss", "gpu_far"]);
     }
 
     /// A software device gets no "try -q 4": the CPU is its ceiling, and
