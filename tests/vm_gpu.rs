@@ -20,8 +20,8 @@ use common::vm;
 const SCRIPT: &str = r#"
 G="LD_LIBRARY_PATH=$FAKE LD_PRELOAD=$LOGV FAKE_CUDA_PROTECT=1"
 R='"$RDMAPERF_BIN"'
-srv() { echo "env $G FAKE_CUDA_LOG=$RESULTS/$1.server.cuda $R $2 -d rxe0 -p \$PORT"; }
-cli() { echo "env $G FAKE_CUDA_LOG=$RESULTS/$1.client.cuda $R $2 -d rxe0 -p \$PORT 127.0.0.1"; }
+srv() { echo "env $G FAKE_CUDA_LOG=$RESULTS/$1.server.cuda $R $2 --use_cuda=0 -d rxe0 -p \$PORT"; }
+cli() { echo "env $G FAKE_CUDA_LOG=$RESULTS/$1.client.cuda $R $2 --use_cuda=0 -d rxe0 -p \$PORT 127.0.0.1"; }
 both() { pair "$1" "$(srv "$1" "$2")" "$(cli "$1" "$2 ${3:-}")"; }
 N='-n 200 --timeout 60'
 both wbw "write-bw -s 65536 $N" "--out_json --out_json_file=$RESULTS/wbw.json"
