@@ -11,8 +11,9 @@ use super::runs::rdma_bw;
 use super::runs::send_bw;
 use crate::cli::params::{Kind, Params, Verb};
 use crate::ctrl::after_run;
-use crate::explain::bracket::{Bracket, PeerFacts};
+use crate::explain::bracket::{Bracket, Explanation, PeerFacts};
 use crate::explain::doctor::HostFacts;
+use crate::explain::gpu_topo;
 use crate::explain::sysfs::SysRoot;
 use crate::run::stop;
 use std::rc::Rc;
@@ -82,6 +83,28 @@ const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(3);
 /// `--explain`: this port's counters and the device's facts before and
 /// after the tool (never inside its loop), the verdict after its result —
 /// also after a failed run, whose counters say most.
+/// After a GPU run (`--use_cuda`): the GPU–NIC path's findings (the GPU far from the NIC, no
+/// GPUDirect path, the IOMMU translating) ranked with the counters'. A GPU sysfs does not
+/// show (the test fake's) is said, not hidden.
+fn with_gpu_findings(e: Explanation, p: &Params, root: &SysRoot, out: &Out) -> Explanation {
+    if p.gpu.is_none() {
+        return e;
+    }
+    let Some(bdf) = super::setup::gpu_mem::opened_bus_id() else {
+        return e;
+    };
+    match gpu_topo::findings_for(&root.0, &bdf, &e.device) {
+        Ok(f) => e.with_findings(f),
+        Err(why) => {
+            out.print(&format!(
+                " Explain: GPU {bdf}'s path to {} not read: {why}\n",
+                e.device
+            ));
+            e
+        }
+    }
+}
+
 fn explained(
     p: &Params,
     out: Out,
@@ -114,6 +137,7 @@ fn explained(
                     &HostFacts::read(&root),
                 )
                 .with_peer(peer);
+            let e = with_gpu_findings(e, p, &root, &out);
             out.print(&e.text(p.num_qps));
             if let Some(path) = p.json_file.as_deref().filter(|f| f.exists()) {
                 if let Err(why) = e.add_to_json_file(path) {

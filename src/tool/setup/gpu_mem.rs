@@ -14,7 +14,16 @@ use crate::gpu::reg_hint::{registration_failure, HostPaths};
 use crate::tool::common::fail::Fail;
 use crate::verbs::devmem::dmabuf_probe;
 use crate::verbs::{Access, Context, DevReg, Mr, Pd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// The PCI bus id of the GPU this process opened last: `--explain` reads it after the run to
+/// rank the GPU–NIC path's findings (`explain::gpu_topo`) with the counters'.
+static OPENED: Mutex<Option<String>> = Mutex::new(None);
+
+/// The bus id [`GpuMem::open`] recorded, if a GPU was opened.
+pub fn opened_bus_id() -> Option<String> {
+    OPENED.lock().ok()?.clone()
+}
 
 /// The opened GPU of one side.
 pub struct GpuMem {
@@ -38,6 +47,9 @@ impl GpuMem {
                 cuda.label,
                 cuda.describe()
             )));
+        }
+        if let Ok(mut o) = OPENED.lock() {
+            *o = Some(cuda.bus_id.clone());
         }
         Ok(Some(GpuMem {
             cuda,
