@@ -11,7 +11,8 @@
 # of /, e.g. tests/data/sysfs/gpu-near; the tests use it).
 # Exit status: 0 when it printed its report or skipped (doctor's findings are printed, not fatal);
 # 1 when no rdmaperf binary could be found or built, or it refused the doctor command.
-# Not checked yet: CUDA init, allocation and dma-buf export (the GPU memory work adds them).
+# Then, where libcuda.so.1 loads, `rdmaperf doctor --cuda`: CUDA init, each GPU's name and bus id,
+# an allocation, a dma-buf export where the GPU can, and the frees.
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -74,6 +75,9 @@ if [ "$rc" = 2 ]; then
     exit 1
 fi
 echo "(doctor exit status $rc: 1 = findings above)"
+echo "== CUDA: init, allocate, export (dma-buf), free (rdmaperf doctor --cuda)"
+"$BIN" doctor --cuda ${ROOT:+$( [ "$ROOT" != / ] && echo --sysfs-root "$ROOT")} | sed -n '/^CUDA/,$p'
+echo "(the CUDA part reads libcuda.so.1 at run time; a WARN cuda_* line says what failed)"
 if command -v nvidia-smi > /dev/null 2>&1; then
     echo "== nvidia-smi topo -m (for comparison)"
     nvidia-smi topo -m 2>&1

@@ -409,18 +409,21 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or("?".into(), |x| x.to_string())
 }
 
-const USAGE: &str = "usage: rdmaperf doctor [-d DEV] [--sysfs-root DIR] [--probe-dmabuf]\n\
+const USAGE: &str =
+    "usage: rdmaperf doctor [-d DEV] [--sysfs-root DIR] [--probe-dmabuf] [--cuda]\n\
     Checks every RDMA device of this host (or DEV) for what caps a benchmark before any run:\n\
     port state and rate, RoCE MTU, PCIe link versus its maximum, NUMA placement, error counters,\n\
     memlock limit, CPU governor; and with NVIDIA GPUs present, each GPU's PCIe topology class to\n\
     every device (PIX/PXB/PHB/NODE/SYS), peer memory, dma-buf MRs, the IOMMU mode.\n\
     Exit status 1 when something is wrong.\n\
     --sysfs-root DIR: read DIR/sys and DIR/proc instead of /sys and /proc (a copied tree)\n\
-    --probe-dmabuf: ask each device whether it takes dma-buf MRs even without a GPU\n";
+    --probe-dmabuf: ask each device whether it takes dma-buf MRs even without a GPU\n\
+    --cuda: load the CUDA driver (libcuda.so.1) and, for each GPU, allocate, export (dma-buf)\n\
+    and free device memory\n";
 
 /// `rdmaperf doctor ARGS`: the exit status.
 pub fn main(args: &[String]) -> i32 {
-    let (mut dev, mut root, mut probe) = (None, SysRoot::default(), false);
+    let (mut dev, mut root, mut probe, mut cuda) = (None, SysRoot::default(), false, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -430,6 +433,7 @@ pub fn main(args: &[String]) -> i32 {
             }
             "-d" | "--ib-dev" => dev = it.next().cloned(),
             "--probe-dmabuf" => probe = true,
+            "--cuda" => cuda = true,
             "--sysfs-root" => match it.next() {
                 Some(d) => root = SysRoot(d.into()),
                 None => return usage_error("--sysfs-root needs a directory"),
@@ -459,6 +463,14 @@ pub fn main(args: &[String]) -> i32 {
             "rdmaperf doctor: no RDMA devices (load the NIC's driver, or for soft-RoCE \
              `modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <iface>`)"
         );
+        if cuda {
+            // The GPU side can still be checked on a host without a NIC.
+            let (text, c) = super::cuda_check::report(crate::gpu::cuda_api::LIBCUDA);
+            print!("{text}");
+            for c in &c {
+                println!("WARN {}: {}\n     fix: {}", c.code, c.what, c.fix);
+            }
+        }
         return 1;
     }
     let devs: Vec<DeviceFacts> = names.iter().map(|n| root.device(n)).collect();
@@ -468,6 +480,11 @@ pub fn main(args: &[String]) -> i32 {
     let (gpu_text, gpu_checks) = gpu_report(&root, &names, probe);
     print!("{gpu_text}");
     checks.extend(gpu_checks);
+    if cuda {
+        let (text, c) = super::cuda_check::report(crate::gpu::cuda_api::LIBCUDA);
+        print!("{text}");
+        checks.extend(c);
+    }
     for c in &checks {
         println!("WARN {}: {}\n     fix: {}", c.code, c.what, c.fix);
     }

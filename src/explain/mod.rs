@@ -19,6 +19,7 @@
 pub mod bracket;
 pub mod ceiling;
 pub mod counters;
+pub mod cuda_check;
 pub mod direction;
 pub mod doctor;
 pub mod ethtool;

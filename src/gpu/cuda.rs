@@ -45,6 +45,19 @@ fn fix_for(r: CuResult) -> &'static str {
     }
 }
 
+/// How many CUDA devices the driver shows (`cuInit`, `cuDeviceGetCount`), for `doctor --cuda`.
+pub fn device_count(lib: &str) -> Result<u32, String> {
+    let api = CudaApi::load(lib)?;
+    // SAFETY: a plain driver call.
+    check(&api, "CUDA", "cuInit", unsafe { (api.init)(0) })?;
+    let mut n: c_int = 0;
+    // SAFETY: valid out-pointer.
+    check(&api, "CUDA", "cuDeviceGetCount", unsafe {
+        (api.device_count)(&mut n)
+    })?;
+    Ok(n.max(0) as u32)
+}
+
 impl Cuda {
     /// A failed call `what` as one sentence: the driver's name for `r` and the fix.
     fn check(&self, what: &str, r: CuResult) -> Result<(), String> {
