@@ -79,10 +79,29 @@ pub(crate) fn run_session(
         method: chosen.method,
         out,
     };
-    if p.is_server() {
-        serve(&side, sess, &mut counters, &my)
+    let closing = if p.is_server() {
+        serve(&side, &mut sess, &mut counters, &my)?
     } else {
-        side.client(ep.ctx.name(), sess, &mut counters, &my, &rem)
+        side.client(ep.ctx.name(), &mut sess, &mut counters, &my, &rem)?
+    };
+    sess.close(&my[0]).map_err(Fail::ctrl)?;
+    closing.finish()
+}
+
+/// A side's summaries and the checks it reports after the close (the peer
+/// waits for the close first). `sess` stays `run_session`'s: it closes
+/// after the resources are gone when a step fails, as before the split.
+struct Closing {
+    summaries: Vec<SizeSummary>,
+    checks: Vec<Result<(), Fail>>,
+}
+
+impl Closing {
+    fn finish(self) -> Result<Vec<SizeSummary>, Fail> {
+        for c in self.checks {
+            c?;
+        }
+        Ok(self.summaries)
     }
 }
 
@@ -140,10 +159,10 @@ fn exchange_keys(
 /// report, the landing and validation checks, and the close.
 fn serve(
     side: &Side,
-    mut sess: Session,
+    sess: &mut Session,
     counters: &mut Option<counters::Counters>,
     my: &[Dest],
-) -> Result<Vec<SizeSummary>, Fail> {
+) -> Result<Closing, Fail> {
     let (p, res, info, out) = (side.p, side.res, side.info, side.out);
     // The client runs now; the next exchange waits for its end.
     sess.set_peer_run_timeout(None);
@@ -178,14 +197,10 @@ fn serve(
         let n = validate::messages_per_qp(p, theirs.iters);
         validate::report(p, res, n, "server")
     });
-    sess.close(&my[0]).map_err(Fail::ctrl)?;
-    if let Some(l) = landing_result {
-        l?;
-    }
-    if let Some(v) = validation {
-        v?;
-    }
-    Ok(Vec::new())
+    Ok(Closing {
+        summaries: Vec::new(),
+        checks: landing_result.into_iter().chain(validation).collect(),
+    })
 }
 
 /// The client's sweep: its running totals.
@@ -203,11 +218,11 @@ impl Side<'_> {
     fn client(
         &self,
         device: &str,
-        sess: Session,
+        sess: &mut Session,
         counters: &mut Option<counters::Counters>,
         my: &[Dest],
         rem: &[Dest],
-    ) -> Result<Vec<SizeSummary>, Fail> {
+    ) -> Result<Closing, Fail> {
         let (p, res, method) = (self.p, self.res, self.method);
         // Direct: one set of queues for every size (the SQ/CQ indices carry
         // over); with --threads each worker's, opened in the worker.
@@ -390,11 +405,11 @@ impl Side<'_> {
     /// report exchange and the close.
     fn end(
         &self,
-        mut sess: Session,
+        sess: &mut Session,
         my: &[Dest],
         t: Totals,
         failure: Option<Fail>,
-    ) -> Result<Vec<SizeSummary>, Fail> {
+    ) -> Result<Closing, Fail> {
         let p = self.p;
         if p.sizes.len() > 1 {
             progress::clear();
@@ -418,11 +433,10 @@ impl Side<'_> {
         });
         sess.hand_shake(&my[0]).map_err(Fail::ctrl)?;
         sess.exchange_bw_report(&last).map_err(Fail::ctrl)?;
-        sess.close(&my[0]).map_err(Fail::ctrl)?;
-        if let Some(v) = validation {
-            v?;
-        }
-        Ok(t.summaries)
+        Ok(Closing {
+            summaries: t.summaries,
+            checks: validation.into_iter().collect(),
+        })
     }
 }
 

@@ -54,28 +54,25 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     // the barriers, runs and reports after them only read them, so the
     // direct queues can borrow them for every size.
     let (split, r, su) = SetUp::walk(&o, &mut sess, out, set_up_step)?;
-    run_sizes(&o, &r, sess, split, su, out)
+    run_sizes(&o, sess, su, r, split, out)
 }
 
 /// The steps after the set-up: barriers (the header before the first run),
 /// one run per size on both sides, the report exchange and the summed row;
 /// then the result line, the limits and the close.
+/// (`r` is dropped first, `sess` last: the QPs go before the control
+/// connection closes, as they did in one function.)
 fn run_sizes(
     o: &Opened,
-    r: &Ready,
     mut sess: Session,
+    mut su: SetUp,
+    r: Ready,
     split: usize,
-    su: SetUp,
     out: Out,
 ) -> Result<(), Fail> {
-    let (p, steps) = (&o.p, &o.steps);
+    let (p, steps, r) = (&o.p, &o.steps, &r);
     let send = p.tool.verb == Verb::Send;
-    let SetUp {
-        uds,
-        mut receiver,
-        mut report,
-        ..
-    } = su;
+    let (uds, receiver, report) = (&su.uds, &mut su.receiver, &mut su.report);
     let mut header = false;
     // The local report of the last run, and the last printed (summed) result.
     let mut local = BwReport::default();
@@ -85,7 +82,7 @@ fn run_sizes(
     // receive CQ poller, opened once and kept across sizes.
     let mut direct = match method {
         Method::Direct => Some(DirectSide {
-            tx: direct::open_queues(&r.res, &uds, false)?,
+            tx: direct::open_queues(&r.res, uds, false)?,
             rx: send.then(|| direct::open_recv(&r.res, false)).transpose()?,
         }),
         _ => None,
@@ -108,7 +105,7 @@ fn run_sizes(
                 let size = size.unwrap_or(p.sizes[0]);
                 let watch = sess.watch_peer();
                 let (row, err) = match receiver.as_mut() {
-                    Some(rx) => send_one(p, r, rx, &uds, direct.as_mut(), size)?,
+                    Some(rx) => send_one(p, r, rx, uds, direct.as_mut(), size)?,
                     None => rdma_one(p, r, direct.as_mut(), size)?,
                 };
                 drop(watch);
@@ -117,7 +114,7 @@ fn run_sizes(
                 let alone = !steps[i..].iter().any(|e| e.step == Step::BwReport);
                 if alone || err.is_some() {
                     out.print(&text::bw_row(&row, &r.info, 0.0));
-                    push_json(&mut report, &row, &r.info, err.as_deref())?;
+                    push_json(report, &row, &r.info, err.as_deref())?;
                     shown = local;
                 }
                 if let Some(e) = err {
@@ -129,7 +126,7 @@ fn run_sizes(
             }
             Step::BwReport => {
                 let theirs = sess.exchange_bw_report(&local).map_err(Fail::ctrl)?;
-                shown = print_sum(p, &r.info, &local, &theirs, &mut report, out)?;
+                shown = print_sum(p, &r.info, &local, &theirs, report, out)?;
             }
             Step::Close => break,
             s => {

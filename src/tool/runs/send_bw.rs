@@ -587,12 +587,13 @@ pub(crate) fn open(p0: &Params) -> Result<Opened, Fail> {
 
 /// A send-bw or duplex side's set-up, filled in step by step.
 #[derive(Default)]
+/// (Fields in the order they are dropped, as the tools' locals were.)
 pub(crate) struct SetUp {
-    cb_cl: (u32, u32),
-    pub(crate) ready: Option<Ready>,
-    pub(crate) uds: Vec<Option<UdDest>>,
-    pub(crate) receiver: Option<Receiver>,
     pub(crate) report: Option<json::JsonReport>,
+    pub(crate) receiver: Option<Receiver>,
+    pub(crate) uds: Vec<Option<UdDest>>,
+    pub(crate) ready: Option<Ready>,
+    cb_cl: (u32, u32),
 }
 
 impl SetUp {
@@ -679,7 +680,7 @@ pub fn run(p0: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     let o = open(p0)?;
     let mut sess: Session = connect(&o.p, &o.ep)?;
     let (split, r, su) = SetUp::walk(&o, &mut sess, out, set_up_step)?;
-    run_sizes(&o, &r, sess, split, su, out)
+    run_sizes(&o, sess, su, r, split, out)
 }
 
 /// The set-up steps after the MTU: keys (the header after the last),
@@ -731,15 +732,17 @@ fn set_up_step(
 
 /// The steps after the set-up: barriers and one run per size (the client
 /// sends, the server receives), then the result line, limits and close.
+/// (`r` is dropped first, `sess` last: the QPs go before the control
+/// connection closes, as they did in one function.)
 fn run_sizes(
     o: &Opened,
-    r: &Ready,
     mut sess: Session,
-    split: usize,
     mut su: SetUp,
+    r: Ready,
+    split: usize,
     out: Out,
 ) -> Result<Vec<SizeSummary>, Fail> {
-    let (p, steps, method) = (&o.p, &o.steps, r.method);
+    let (p, steps, method, r) = (&o.p, &o.steps, r.method, &r);
     // The client's direct queues, or the server's direct receive side,
     // kept across sizes (their indices carry over).
     let mut dq = if method == Method::Direct && !p.is_server() {
