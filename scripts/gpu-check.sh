@@ -76,7 +76,7 @@ if [ "$rc" = 2 ]; then
 fi
 echo "(doctor exit status $rc: 1 = findings above)"
 echo "== CUDA: init, allocate, export (dma-buf), free (rdmaperf doctor --cuda)"
-"$BIN" doctor --cuda ${ROOT:+$( [ "$ROOT" != / ] && echo --sysfs-root "$ROOT")} | sed -n '/^CUDA/,$p'
+"$BIN" "${args[@]}" --cuda | sed -n '/^CUDA/,$p'
 echo "(the CUDA part reads libcuda.so.1 at run time; a WARN cuda_* line says what failed)"
 if command -v nvidia-smi > /dev/null 2>&1; then
     echo "== nvidia-smi topo -m (for comparison)"
