@@ -113,7 +113,8 @@ in the source tree lists every flag and what differs from perftest.";
 /// What `--help` cannot say fits in the source tree's docs/ pages, one a topic.
 const DOCS: &str = "More in the source tree's docs/: flags.md (every flag, what differs from \
 perftest), direct-path.md (the driver-bypass path, first run on a ConnectX), benchmarks.md, \
-fabric.md, explain.md (--explain, doctor), aarch64.md, architecture.md, tests.md.";
+fabric.md, gpu.md (--use_cuda), explain.md (--explain, doctor), aarch64.md, architecture.md, \
+tests.md.";
 
 /// The clap command with every tool's help narrowed and annotated.
 pub fn command() -> clap::Command {
