@@ -20,8 +20,8 @@ use common::vm;
 const SCRIPT: &str = r#"
 G="LD_LIBRARY_PATH=$FAKE LD_PRELOAD=$LOGV FAKE_CUDA_PROTECT=1"
 R='"$RDMAPERF_BIN"'
-srv() { echo "env $G FAKE_CUDA_LOG=$RESULTS/$1.server.cuda $R $2 --use_cuda=0 -d rxe0 -p \$PORT"; }
-cli() { echo "env $G FAKE_CUDA_LOG=$RESULTS/$1.client.cuda $R $2 --use_cuda=0 -d rxe0 -p \$PORT 127.0.0.1"; }
+srv() { echo "env $G FAKE_CUDA_LOG=$RESULTS/$1.server.cuda $R $2 --use_cuda=0 -d rxe0 -x 0 -F -p \$PORT"; }
+cli() { echo "env $G FAKE_CUDA_LOG=$RESULTS/$1.client.cuda $R $2 --use_cuda=0 -d rxe0 -x 0 -F -p \$PORT 127.0.0.1"; }
 both() { pair "$1" "$(srv "$1" "$2")" "$(cli "$1" "$2 ${3:-}")"; }
 N='-n 200 --timeout 60'
 both wbw "write-bw -s 65536 $N" "--out_json --out_json_file=$RESULTS/wbw.json"
@@ -42,7 +42,8 @@ both dmabuf "write-bw -s 4096 $N --use_cuda_dmabuf"
 # No peer-memory client: the range has no CPU pages the kernel can pin.
 pair nopeer "$(srv nopeer "write-bw -s 4096 $N")" "env FAKE_CUDA_NOPEER=1 $(cli nopeer "write-bw -s 4096 $N")"
 # No libcuda at all (the client's loader path lacks the fake).
-pair nolib "$(srv nolib "write-bw -s 4096 $N")" "$R write-bw -s 4096 $N --use_cuda=0 -d rxe0 -p \$PORT 127.0.0.1"
+pair nolib "$(srv nolib "write-bw -s 4096 $N")" "$R write-bw -s 4096 $N --use_cuda=0 -d rxe0 -x 0 -F -p \$PORT 127.0.0.1"
+exit 0 # the batch status says only whether the VM itself worked
 "#;
 
 /// The fake's call log of one side, call names only.
@@ -119,7 +120,7 @@ fn gpu_memory_on_rxe_against_the_fake() {
         "{}",
         w.client.out
     );
-    let j = r.json("wbw.json");
+    let j = r.json("wbw");
     let gm = j["test_info"]["GPU_memory"].as_str().unwrap_or_default();
     assert!(
         gm.contains("0000:1b:00.0") && gm.contains("peer memory"),

@@ -307,9 +307,10 @@ mod tests {
 
     #[test]
     fn refuses_with_reason() {
+        // --use_cuda is implemented (cli::gpu_opts); ROCm is not.
+        assert!(chk(&["-s", "64", "--use_cuda=0"]).is_ok());
         let e = chk(&["-s", "64", "--use_rocm=0"]).unwrap_err();
         assert!(e.starts_with("--use_rocm: needs accelerator memory"), "{e}");
-        assert!(chk(&["-s", "64", "--use_cuda=0"]).is_ok());
         let e = chk(&["-O"]).unwrap_err();
         assert!(e.starts_with("-O (--dualport): needs a second port"), "{e}");
         let e = chk(&["-aO"]).unwrap_err();
