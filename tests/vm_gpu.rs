@@ -32,6 +32,12 @@ both wbw_b "write-bw -s 4096 $N -b"
 both wbw_q "write-bw -s 4096 $N -q 2"
 both wbw_wr "write-bw -s 4096 $N --post wr-api"
 both wbw_ps "write-bw -s 4096 $N --post post-send"
+# -R: rdma_cm needs the address on the RDMA netdev (dummy0's 169.254.7.1), not 127.0.0.1.
+CM="write-bw -s 4096 $N -R --use_cuda=0 -d rxe0 -F -p \$PORT"
+pair wbw_cm "env $G FAKE_CUDA_LOG=$RESULTS/wbw_cm.server.cuda $R $CM" "env $G FAKE_CUDA_LOG=$RESULTS/wbw_cm.client.cuda $R $CM 169.254.7.1"
+both wbw_rev "write-bw -s 4096 $N --reversed"
+both wbw_thr "write-bw -s 4096 $N -q 2 --threads 2"
+both wbw_a "write-bw -a -n 20 --timeout 60"
 both slat "send-lat -s 64 -n 100 --timeout 60"
 both rlat "read-lat -s 64 -n 100 --timeout 60"
 # Stock perftest with host memory on its side, both ways.
@@ -63,11 +69,13 @@ fn gpu_ok(r: &vm::BatchResult, case: &str) {
             continue;
         }
         let c = calls(r, &format!("{case}.{side}.cuda"));
-        assert_eq!(
-            c.first().map(String::as_str),
-            Some("cuInit"),
-            "{case} {side}: {c:?}"
-        );
+        // With -R the rdma_cm control channel's host MR is registered before
+        // CUDA is touched: the order below starts at the first CUDA call.
+        let c: Vec<String> = c.into_iter().skip_while(|x| !x.starts_with("cu")).collect();
+        // cuInit is the first CUDA call (with -R the rdma_cm control channel
+        // registers its host-memory MR before).
+        let first_cu = c.iter().find(|x| x.starts_with("cu")).map(String::as_str);
+        assert_eq!(first_cu, Some("cuInit"), "{case} {side}: {c:?}");
         // allocate, register, fill through a copy; deregister, then free.
         let first = |n: &str| c.iter().position(|x| x == n);
         let last = |n: &str| c.iter().rposition(|x| x == n);
@@ -106,8 +114,8 @@ fn gpu_memory_on_rxe_against_the_fake() {
     assert_eq!(r.status, 0, "VM batch failed:\n{}", r.console);
 
     for case in [
-        "wbw", "wbw_val", "rbw_val", "sbw", "wbw_b", "wbw_q", "wbw_wr", "wbw_ps", "slat", "rlat",
-        "st_srv", "st_cli",
+        "wbw", "wbw_val", "rbw_val", "sbw", "wbw_b", "wbw_q", "wbw_wr", "wbw_ps", "wbw_cm",
+        "wbw_rev", "wbw_thr", "wbw_a", "slat", "rlat", "st_srv", "st_cli",
     ] {
         gpu_ok(&r, case);
     }
