@@ -40,6 +40,14 @@ both wbw_thr "write-bw -s 4096 $N -q 2 --threads 2"
 both wbw_a "write-bw -a -n 20 --timeout 60"
 both slat "send-lat -s 64 -n 100 --timeout 60"
 both rlat "read-lat -s 64 -n 100 --timeout 60"
+# --explain after a GPU run: the GPU-NIC path is read (the VM's sysfs has no such GPU: said).
+both wbw_exp "write-bw -s 4096 $N --explain"
+# compare (every post method, both ends in one process) and --run_infinitely on GPU memory.
+single cmp "env $G FAKE_CUDA_LOG=$RESULTS/cmp.cuda $R compare write-bw -d rxe0 -x 0 -F -s 4096 -n 200 --reps 1 --use_cuda=0"
+( eval "exec timeout 60 $(srv inf 'write-bw -s 4096 --run_infinitely -D 1')" ) > $RESULTS/inf.srv 2>&1 & S=$!
+wait_port $PORT $S
+( eval "exec $(cli inf 'write-bw -s 4096 --run_infinitely -D 1')" ) > $RESULTS/inf.cli 2>&1 & C=$!
+sleep 6; kill -INT $C; wait $C; echo $? > $RESULTS/inf.crc; wait $S; echo $? > $RESULTS/inf.src
 # Stock perftest with host memory on its side, both ways.
 pair st_srv 'ib_write_bw -d rxe0 -x 0 -F -s 65536 -n 200 -p $PORT' "$(cli st_srv "write-bw -s 65536 $N")"
 pair st_cli "$(srv st_cli "write-bw -s 65536 $N")" 'ib_write_bw -d rxe0 -x 0 -F -s 65536 -n 200 -p $PORT 127.0.0.1'
@@ -115,7 +123,7 @@ fn gpu_memory_on_rxe_against_the_fake() {
 
     for case in [
         "wbw", "wbw_val", "rbw_val", "sbw", "wbw_b", "wbw_q", "wbw_wr", "wbw_ps", "wbw_cm",
-        "wbw_rev", "wbw_thr", "wbw_a", "slat", "rlat", "st_srv", "st_cli",
+        "wbw_rev", "wbw_thr", "wbw_a", "slat", "rlat", "st_srv", "st_cli", "wbw_exp",
     ] {
         gpu_ok(&r, case);
     }
@@ -153,6 +161,42 @@ fn gpu_memory_on_rxe_against_the_fake() {
             "{case}: validation copies out: {log}"
         );
     }
+
+    let e = r.pair("wbw_exp");
+    assert!(
+        e.client
+            .out
+            .contains("Explain: GPU 0000:1b:00.0's path to rxe0 not read")
+            && e.client.out.contains("no NVIDIA GPU 0000:1b:00.0"),
+        "--explain after a GPU run reads the GPU's path:\n{}",
+        e.client.out
+    );
+    let c = r.single("cmp");
+    assert_eq!(c.rc, Some(0), "compare on GPU memory:\n{}", c.out);
+    let cmp_log = r.file("cmp.cuda").unwrap_or_default();
+    assert!(
+        cmp_log.contains("cuMemAlloc_v2"),
+        "compare ran on GPU memory:\n{cmp_log}"
+    );
+    assert_eq!(
+        cmp_log
+            .lines()
+            .filter(|l| l.starts_with("cuMemAlloc_v2"))
+            .count(),
+        cmp_log
+            .lines()
+            .filter(|l| l.starts_with("cuMemFree_v2"))
+            .count(),
+        "compare frees every GPU buffer it allocates:\n{cmp_log}"
+    );
+    let inf = r.file("inf.cli").unwrap_or_default();
+    assert_eq!(r.file("inf.crc").map(str::trim), Some("130"), "{inf}");
+    let rows = vm::bw_result_rows(inf);
+    assert!(
+        inf.contains("GPU memory")
+            && rows.iter().filter(|(s, n)| *s == 4096 && *n > 0).count() >= 2,
+        "--run_infinitely: period rows on GPU memory:\n{inf}"
+    );
 
     let d = r.pair("dmabuf");
     assert_ne!(d.client.rc, Some(0));
