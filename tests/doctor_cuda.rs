@@ -11,7 +11,12 @@ use std::process::{Command, Output};
 fn doctor(env: &[(&str, &str)], lib_dir: Option<&std::path::Path>) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rdmaperf"));
     c.args(["doctor", "--cuda"]);
-    for v in ["FAKE_CUDA_FAIL", "FAKE_CUDA_DEVICES", "FAKE_CUDA_DMABUF", "FAKE_CUDA_LOG"] {
+    for v in [
+        "FAKE_CUDA_FAIL",
+        "FAKE_CUDA_DEVICES",
+        "FAKE_CUDA_DMABUF",
+        "FAKE_CUDA_LOG",
+    ] {
         c.env_remove(v);
     }
     c.envs(env.iter().copied());
@@ -28,7 +33,10 @@ fn allocates_exports_and_frees_on_every_gpu() {
     let log = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("doctor_cuda.log");
     let _ = std::fs::remove_file(&log);
     let out = doctor(
-        &[("FAKE_CUDA_DEVICES", "2"), ("FAKE_CUDA_LOG", log.to_str().unwrap())],
+        &[
+            ("FAKE_CUDA_DEVICES", "2"),
+            ("FAKE_CUDA_LOG", log.to_str().unwrap()),
+        ],
         Some(&dir),
     );
     let text = String::from_utf8_lossy(&out.stdout);
@@ -40,8 +48,14 @@ fn allocates_exports_and_frees_on_every_gpu() {
     assert!(text.contains("(dma-buf): fd "), "the export ran:\n{text}");
     assert!(!text.contains("WARN cuda_"), "{text}");
     let calls = std::fs::read_to_string(&log).unwrap_or_default();
-    let allocs = calls.lines().filter(|l| l.starts_with("cuMemAlloc_v2")).count();
-    let frees = calls.lines().filter(|l| l.starts_with("cuMemFree_v2")).count();
+    let allocs = calls
+        .lines()
+        .filter(|l| l.starts_with("cuMemAlloc_v2"))
+        .count();
+    let frees = calls
+        .lines()
+        .filter(|l| l.starts_with("cuMemFree_v2"))
+        .count();
     assert_eq!(allocs, 4, "two allocations per GPU:\n{calls}");
     assert_eq!(frees, allocs, "every allocation freed:\n{calls}");
 }
@@ -61,10 +75,16 @@ fn failures_are_findings_with_their_sentence() {
     // CUDA_ERROR_OUT_OF_MEMORY (2) on the allocation.
     let out = doctor(&[("FAKE_CUDA_FAIL", "cuMemAlloc_v2:2")], Some(&dir));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("WARN cuda_device") && text.contains("cuMemAlloc_v2"), "{text}");
+    assert!(
+        text.contains("WARN cuda_device") && text.contains("cuMemAlloc_v2"),
+        "{text}"
+    );
     assert_eq!(out.status.code(), Some(1), "{text}");
     // No driver library at all.
     let out = doctor(&[], None);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("WARN cuda_init") && text.contains("libcuda.so.1"), "{text}");
+    assert!(
+        text.contains("WARN cuda_init") && text.contains("libcuda.so.1"),
+        "{text}"
+    );
 }
