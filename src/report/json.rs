@@ -98,6 +98,21 @@ fn on_off(b: bool) -> &'static str {
 /// become '_').
 pub fn test_info(i: &TestInfo) -> Ordered {
     let mut o = Ordered::default();
+    perftest_keys(&mut o, i);
+    // ---- ours ----
+    our_switches(&mut o, i);
+    our_units(&mut o, i);
+    for (k, v) in &i.extra {
+        o.put(&k.replace(' ', "_"), v.as_str());
+    }
+    for (k, v) in &i.json_extra {
+        o.put(k, v.as_str());
+    }
+    o
+}
+
+/// perftest master's keys, in `write_test_info_to_file`'s order.
+fn perftest_keys(o: &mut Ordered, i: &TestInfo) {
     o.put("test", i.json_title());
     if let Some(eq) = i.events {
         o.put("Test with events", format!("Using_{}_comp{}", i.device, eq));
@@ -117,6 +132,28 @@ pub fn test_info(i: &TestInfo) -> Ordered {
         );
     }
     o.put("ibv_wr_API", on_off(i.wr_api));
+    perftest_depths(o, i);
+    o.put("rdma_cm_QPs", on_off(i.rdma_cm_qps));
+    if let Some(d) = i.cuda_device {
+        o.put("cuda_device", d);
+    }
+    o.put("Use_ROCm_memory", "OFF");
+    o.put("Use_MUSA_memory", "OFF");
+    o.put(
+        "Data_ex_method",
+        if i.rdma_cm_exchange {
+            "rdma_cm"
+        } else {
+            "Ethernet"
+        },
+    );
+    if let (true, Some(t)) = (i.rdma_cm_qps, i.tos) {
+        o.put("TOS", t);
+    }
+}
+
+/// perftest's depths, post lists, CQ moderation, MTU, link, GID indexes, reads or inline.
+fn perftest_depths(o: &mut Ordered, i: &TestInfo) {
     if i.shows_tx_depth() {
         o.put("TX_depth", i.tx_depth);
     }
@@ -145,24 +182,10 @@ pub fn test_info(i: &TestInfo) -> Ordered {
     } else {
         o.put("Max_inline_data", i.inline_size);
     }
-    o.put("rdma_cm_QPs", on_off(i.rdma_cm_qps));
-    if let Some(d) = i.cuda_device {
-        o.put("cuda_device", d);
-    }
-    o.put("Use_ROCm_memory", "OFF");
-    o.put("Use_MUSA_memory", "OFF");
-    o.put(
-        "Data_ex_method",
-        if i.rdma_cm_exchange {
-            "rdma_cm"
-        } else {
-            "Ethernet"
-        },
-    );
-    if let (true, Some(t)) = (i.rdma_cm_qps, i.tos) {
-        o.put("TOS", t);
-    }
-    // ---- ours ----
+}
+
+/// Master-only switches perftest leaves out of its JSON, and the NUMA node.
+fn our_switches(o: &mut Ordered, i: &TestInfo) {
     o.put("Lock_free", i.lock_free.perftest_name());
     o.put("Enhanced_reorder", on_off(i.enhanced_reorder));
     if i.kind == TestKind::Bw {
@@ -174,6 +197,10 @@ pub fn test_info(i: &TestInfo) -> Ordered {
     if let Some(n) = i.numa_node {
         o.put("NUMA_node", n);
     }
+}
+
+/// Units and run parameters, and which statistics the results use.
+fn our_units(o: &mut Ordered, i: &TestInfo) {
     o.put("Size_units", "bytes");
     o.put("Msg_size", i.size);
     o.put("All_sizes", i.all_sizes);
@@ -211,13 +238,6 @@ pub fn test_info(i: &TestInfo) -> Ordered {
             "exact"
         },
     );
-    for (k, v) in &i.extra {
-        o.put(&k.replace(' ', "_"), v.as_str());
-    }
-    for (k, v) in &i.json_extra {
-        o.put(k, v.as_str());
-    }
-    o
 }
 
 /// One `results` record. Add keys of our own with [`Record::with`].
