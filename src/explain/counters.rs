@@ -101,6 +101,14 @@ pub fn deltas(before: &Snapshot, after: &Snapshot) -> BTreeMap<String, Delta> {
     out
 }
 
+/// Test deltas: every counter moved by its value (shared by the rule tests).
+#[cfg(test)]
+pub(crate) fn moved_by(v: &[(&str, u64)]) -> BTreeMap<String, Delta> {
+    v.iter()
+        .map(|(k, v)| (k.to_string(), Delta::Moved(*v)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -231,11 +231,7 @@ const FIX: &str = "the drop is on the responder-to-requester direction: that dir
 mod tests {
     use super::*;
 
-    fn d(v: &[(&str, u64)]) -> BTreeMap<String, Delta> {
-        v.iter()
-            .map(|(k, v)| (k.to_string(), Delta::Moved(*v)))
-            .collect()
-    }
+    use crate::explain::counters::moved_by as d;
     fn end<'a>(name: &'a str, deltas: &'a BTreeMap<String, Delta>) -> End<'a> {
         End { name, deltas }
     }

@@ -421,6 +421,22 @@ const USAGE: &str =
     --cuda: load the CUDA driver (libcuda.so.1) and, for each GPU, allocate, export (dma-buf)\n\
     and free device memory\n";
 
+/// `--cuda`: the CUDA report printed, its findings returned (none without the flag).
+fn cuda_section(cuda: bool) -> Vec<Check> {
+    if !cuda {
+        return Vec::new();
+    }
+    let (text, checks) = super::cuda_check::report(crate::gpu::cuda_api::LIBCUDA);
+    print!("{text}");
+    checks
+}
+
+fn print_warnings(checks: &[Check]) {
+    for c in checks {
+        println!("WARN {}: {}\n     fix: {}", c.code, c.what, c.fix);
+    }
+}
+
 /// `rdmaperf doctor ARGS`: the exit status.
 pub fn main(args: &[String]) -> i32 {
     let (mut dev, mut root, mut probe, mut cuda) = (None, SysRoot::default(), false, false);
@@ -463,14 +479,8 @@ pub fn main(args: &[String]) -> i32 {
             "rdmaperf doctor: no RDMA devices (load the NIC's driver, or for soft-RoCE \
              `modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <iface>`)"
         );
-        if cuda {
-            // The GPU side can still be checked on a host without a NIC.
-            let (text, c) = super::cuda_check::report(crate::gpu::cuda_api::LIBCUDA);
-            print!("{text}");
-            for c in &c {
-                println!("WARN {}: {}\n     fix: {}", c.code, c.what, c.fix);
-            }
-        }
+        // The GPU side can still be checked on a host without a NIC.
+        print_warnings(&cuda_section(cuda));
         return 1;
     }
     let devs: Vec<DeviceFacts> = names.iter().map(|n| root.device(n)).collect();
@@ -480,14 +490,8 @@ pub fn main(args: &[String]) -> i32 {
     let (gpu_text, gpu_checks) = gpu_report(&root, &names, probe);
     print!("{gpu_text}");
     checks.extend(gpu_checks);
-    if cuda {
-        let (text, c) = super::cuda_check::report(crate::gpu::cuda_api::LIBCUDA);
-        print!("{text}");
-        checks.extend(c);
-    }
-    for c in &checks {
-        println!("WARN {}: {}\n     fix: {}", c.code, c.what, c.fix);
-    }
+    checks.extend(cuda_section(cuda));
+    print_warnings(&checks);
     if checks.is_empty() {
         println!("doctor: nothing wrong found ({} device(s))", devs.len());
         0

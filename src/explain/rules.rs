@@ -351,11 +351,7 @@ mod tests {
     use super::*;
     use crate::explain::counters::{deltas, Snapshot};
 
-    fn d(v: &[(&str, u64)]) -> BTreeMap<String, Delta> {
-        v.iter()
-            .map(|(k, v)| (k.to_string(), Delta::Moved(*v)))
-            .collect()
-    }
+    use crate::explain::counters::moved_by as d;
     fn codes(d: &BTreeMap<String, Delta>) -> Vec<&'static str> {
         evaluate(d).0.iter().map(|f| f.code).collect()
     }

@@ -153,6 +153,11 @@ impl Bounds {
     }
 }
 
+/// This rank's index among the ranks with its host name (the node-local rank).
+fn local_rank(hosts: &[String], me: usize) -> usize {
+    hosts[..me].iter().filter(|h| **h == hosts[me]).count()
+}
+
 /// `-d auto`: the node-local rank (its index among the ranks with its host name)
 /// takes the host's i-th device by name. More local ranks than devices is an
 /// error, not a silent share: one rank per NIC is the point of the mode.
@@ -160,7 +165,7 @@ fn auto_device(p: &mut Params, hosts: &[String], me: usize) -> Result<(), String
     if p.ib_dev.as_deref() != Some("auto") {
         return Ok(());
     }
-    let local = hosts[..me].iter().filter(|h| **h == hosts[me]).count();
+    let local = local_rank(hosts, me);
     let devs = crate::verbs::devices().map_err(|e| format!("-d auto: {e}"))?;
     let mut names: Vec<String> = devs.into_iter().map(|d| d.name).collect();
     names.sort();
@@ -174,7 +179,7 @@ fn auto_gpu(p: &mut Params, o: &FabricOpts, hosts: &[String], me: usize) -> Resu
     let (Some(pick), Some(g)) = (&o.gpu, p.gpu.as_mut()) else {
         return Ok(());
     };
-    let local = hosts[..me].iter().filter(|h| **h == hosts[me]).count();
+    let local = local_rank(hosts, me);
     let nic = match &p.ib_dev {
         Some(d) => d.clone(),
         // No -d: the device Endpoint::open takes, the first libibverbs lists.
