@@ -64,6 +64,10 @@ fn dmabuf_may_come_before_use_cuda() {
 fn refusals_name_the_flag_and_the_reason() {
     let cases: &[(&str, &str)] = &[
         (
+            "write-bw --use_cuda auto",
+            "\"auto\" is not a CUDA device ordinal: give one like 0 or 1",
+        ),
+        (
             "write-bw --use_cuda_dmabuf",
             "--use_cuda_dmabuf needs --use_cuda=<idx> or --use_cuda_bus_id",
         ),
