@@ -5,6 +5,8 @@
 
 pub mod sys;
 
+mod newtype;
+
 pub mod cli;
 pub mod clock;
 pub mod ctrl;

@@ -13,43 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::{errno_of, last_errno, Result, VerbsError};
+pub use super::values::CmEventType;
 use crate::sys;
-
-/// `enum rdma_cm_event_type` as read from librdmacm (a newtype: an unknown
-/// value is shown, never undefined).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[repr(transparent)]
-pub struct CmEventType(pub u32);
-
-impl CmEventType {
-    pub const ADDR_RESOLVED: Self = Self(sys::RDMA_CM_EVENT_ADDR_RESOLVED);
-    pub const ADDR_ERROR: Self = Self(sys::RDMA_CM_EVENT_ADDR_ERROR);
-    pub const ROUTE_RESOLVED: Self = Self(sys::RDMA_CM_EVENT_ROUTE_RESOLVED);
-    pub const ROUTE_ERROR: Self = Self(sys::RDMA_CM_EVENT_ROUTE_ERROR);
-    pub const CONNECT_REQUEST: Self = Self(sys::RDMA_CM_EVENT_CONNECT_REQUEST);
-    pub const CONNECT_RESPONSE: Self = Self(sys::RDMA_CM_EVENT_CONNECT_RESPONSE);
-    pub const CONNECT_ERROR: Self = Self(sys::RDMA_CM_EVENT_CONNECT_ERROR);
-    pub const UNREACHABLE: Self = Self(sys::RDMA_CM_EVENT_UNREACHABLE);
-    pub const REJECTED: Self = Self(sys::RDMA_CM_EVENT_REJECTED);
-    pub const ESTABLISHED: Self = Self(sys::RDMA_CM_EVENT_ESTABLISHED);
-    pub const DISCONNECTED: Self = Self(sys::RDMA_CM_EVENT_DISCONNECTED);
-    pub const DEVICE_REMOVAL: Self = Self(sys::RDMA_CM_EVENT_DEVICE_REMOVAL);
-    pub const TIMEWAIT_EXIT: Self = Self(sys::RDMA_CM_EVENT_TIMEWAIT_EXIT);
-
-    /// librdmacm's name for the event (`RDMA_CM_EVENT_REJECTED`).
-    pub fn name(self) -> String {
-        // SAFETY: rdma_event_str accepts any value and returns a static
-        // NUL-terminated string ("UNKNOWN EVENT" for values it does not know).
-        let s = unsafe { std::ffi::CStr::from_ptr(sys::rdma_event_str(self.0)) };
-        s.to_string_lossy().into_owned()
-    }
-
-    /// The peer went away or refused: retrying later may succeed (a server
-    /// that is not listening yet answers a connect with REJECTED).
-    pub const fn is_refusal(self) -> bool {
-        self.0 == Self::REJECTED.0 || self.0 == Self::UNREACHABLE.0
-    }
-}
 
 /// What a UD (RDMA_PS_UDP) connection's ESTABLISHED event carries: where to
 /// send (the address vector, the peer's QPN and Q_Key).

@@ -4,31 +4,8 @@ use std::sync::Arc;
 
 use super::device::{c_chars, device_info, names, DeviceInfo, DeviceList};
 use super::error::{errno_of, Result, VerbsError};
+pub use super::values::AtomicCap;
 use crate::sys;
-
-/// `enum ibv_atomic_cap` as a newtype (read from the device).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-#[repr(transparent)]
-pub struct AtomicCap(pub u32);
-
-impl AtomicCap {
-    pub const NONE: Self = Self(sys::IBV_ATOMIC_NONE);
-    pub const HCA: Self = Self(sys::IBV_ATOMIC_HCA);
-    pub const GLOB: Self = Self(sys::IBV_ATOMIC_GLOB);
-
-    pub const fn name(self) -> &'static str {
-        match self.0 {
-            sys::IBV_ATOMIC_NONE => "ATOMIC_NONE",
-            sys::IBV_ATOMIC_HCA => "ATOMIC_HCA",
-            sys::IBV_ATOMIC_GLOB => "ATOMIC_GLOB",
-            _ => "UNKNOWN",
-        }
-    }
-
-    pub const fn supported(self) -> bool {
-        self.0 == sys::IBV_ATOMIC_HCA || self.0 == sys::IBV_ATOMIC_GLOB
-    }
-}
 
 /// `ibv_query_device` result, the fields the tools use plus the raw struct
 /// (perftest ≥ 6.28 ships it, host-endian, in its parameter negotiation).

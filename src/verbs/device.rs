@@ -4,6 +4,7 @@ use std::ffi::CStr;
 use std::os::raw::c_int;
 
 use super::error::{last_errno, Result, VerbsError};
+pub use super::values::{NodeType, TransportType};
 use crate::sys;
 
 /// Why there is no device, and how to get one. Shown when the list is empty
@@ -11,62 +12,6 @@ use crate::sys;
 pub const NO_DEVICES_HINT: &str = "no RDMA devices: the kernel has no RDMA support or no RDMA \
 driver is loaded; load one (soft-RoCE: `modprobe rdma_rxe && rdma link add rxe0 type rxe netdev \
 <iface>`), then check with `ibv_devices`";
-
-/// `enum ibv_node_type` as a newtype (read from the device).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-#[repr(transparent)]
-pub struct NodeType(pub i32);
-
-impl NodeType {
-    pub const UNKNOWN: Self = Self(sys::IBV_NODE_UNKNOWN);
-    pub const CA: Self = Self(sys::IBV_NODE_CA);
-    pub const SWITCH: Self = Self(sys::IBV_NODE_SWITCH);
-    pub const ROUTER: Self = Self(sys::IBV_NODE_ROUTER);
-    pub const RNIC: Self = Self(sys::IBV_NODE_RNIC);
-    pub const USNIC: Self = Self(sys::IBV_NODE_USNIC);
-    pub const USNIC_UDP: Self = Self(sys::IBV_NODE_USNIC_UDP);
-    pub const UNSPECIFIED: Self = Self(sys::IBV_NODE_UNSPECIFIED);
-
-    /// The name `ibv_devinfo` prints.
-    pub const fn name(self) -> &'static str {
-        match self.0 {
-            sys::IBV_NODE_CA => "InfiniBand channel adapter",
-            sys::IBV_NODE_SWITCH => "InfiniBand switch",
-            sys::IBV_NODE_ROUTER => "InfiniBand router",
-            sys::IBV_NODE_RNIC => "iWARP NIC",
-            sys::IBV_NODE_USNIC => "usNIC",
-            sys::IBV_NODE_USNIC_UDP => "usNIC UDP",
-            sys::IBV_NODE_UNSPECIFIED => "unspecified",
-            _ => "unknown",
-        }
-    }
-}
-
-/// `enum ibv_transport_type` as a newtype (read from the device).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-#[repr(transparent)]
-pub struct TransportType(pub i32);
-
-impl TransportType {
-    pub const UNKNOWN: Self = Self(sys::IBV_TRANSPORT_UNKNOWN);
-    pub const IB: Self = Self(sys::IBV_TRANSPORT_IB);
-    pub const IWARP: Self = Self(sys::IBV_TRANSPORT_IWARP);
-    pub const USNIC: Self = Self(sys::IBV_TRANSPORT_USNIC);
-    pub const USNIC_UDP: Self = Self(sys::IBV_TRANSPORT_USNIC_UDP);
-    pub const UNSPECIFIED: Self = Self(sys::IBV_TRANSPORT_UNSPECIFIED);
-
-    /// perftest's "Transport type" wording.
-    pub const fn name(self) -> &'static str {
-        match self.0 {
-            sys::IBV_TRANSPORT_IB => "IB",
-            sys::IBV_TRANSPORT_IWARP => "IW",
-            sys::IBV_TRANSPORT_USNIC => "usNIC",
-            sys::IBV_TRANSPORT_USNIC_UDP => "usNIC UDP",
-            sys::IBV_TRANSPORT_UNSPECIFIED => "unspecified",
-            _ => "Unknown",
-        }
-    }
-}
 
 /// One entry of the device list.
 #[derive(Clone, Debug, PartialEq, Eq)]

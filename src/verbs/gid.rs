@@ -26,6 +26,7 @@ use std::net::Ipv6Addr;
 use super::context::Context;
 use super::error::{Result, VerbsError};
 use super::port::LinkLayer;
+pub use super::values::GidType;
 use crate::sys;
 
 /// A raw 16-byte GID in wire order.
@@ -65,35 +66,6 @@ impl fmt::Display for Gid {
 impl fmt::Debug for Gid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Gid({self})")
-    }
-}
-
-/// `enum ibv_gid_type` as a newtype (read from the device).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-#[repr(transparent)]
-pub struct GidType(pub u32);
-
-impl GidType {
-    pub const IB: Self = Self(sys::IBV_GID_TYPE_IB);
-    pub const ROCE_V1: Self = Self(sys::IBV_GID_TYPE_ROCE_V1);
-    pub const ROCE_V2: Self = Self(sys::IBV_GID_TYPE_ROCE_V2);
-
-    pub const fn name(self) -> &'static str {
-        match self.0 {
-            sys::IBV_GID_TYPE_IB => "IB",
-            sys::IBV_GID_TYPE_ROCE_V1 => "RoCE v1",
-            sys::IBV_GID_TYPE_ROCE_V2 => "RoCE v2",
-            _ => "unknown",
-        }
-    }
-
-    /// perftest's RoCE version rank: v2 2, v1 1, anything else none.
-    pub const fn roce_rank(self) -> Option<u32> {
-        match self.0 {
-            sys::IBV_GID_TYPE_ROCE_V1 => Some(1),
-            sys::IBV_GID_TYPE_ROCE_V2 => Some(2),
-            _ => None,
-        }
     }
 }
 

@@ -22,6 +22,7 @@ pub mod port;
 pub mod psn;
 pub mod qp;
 pub mod srq;
+pub mod values;
 
 pub use ah::{Ah, AhAttr, Grh, UdDest};
 pub use cq::Cq;

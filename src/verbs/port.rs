@@ -2,6 +2,7 @@
 
 use super::context::Context;
 use super::error::{errno_of, Result, VerbsError};
+pub use super::values::{LinkLayer, PortState};
 use crate::sys;
 
 /// `enum ibv_mtu` (1..=5 ↔ 256..=4096 bytes) as a newtype: perftest exchanges
@@ -45,62 +46,6 @@ impl Mtu {
 
     pub const fn is_valid(self) -> bool {
         self.bytes().is_some()
-    }
-}
-
-/// Link layer of a port (`IBV_LINK_LAYER_*`) as a newtype.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-#[repr(transparent)]
-pub struct LinkLayer(pub u8);
-
-impl LinkLayer {
-    pub const UNSPECIFIED: Self = Self(sys::IBV_LINK_LAYER_UNSPECIFIED as u8);
-    pub const INFINIBAND: Self = Self(sys::IBV_LINK_LAYER_INFINIBAND as u8);
-    pub const ETHERNET: Self = Self(sys::IBV_LINK_LAYER_ETHERNET as u8);
-
-    /// perftest's "Link type" wording (unspecified counts as IB, as there).
-    pub const fn name(self) -> &'static str {
-        match self.0 as u32 {
-            sys::IBV_LINK_LAYER_UNSPECIFIED | sys::IBV_LINK_LAYER_INFINIBAND => "IB",
-            sys::IBV_LINK_LAYER_ETHERNET => "Ethernet",
-            _ => "Unknown",
-        }
-    }
-
-    /// RoCE: a GID (GRH) is mandatory on this link.
-    pub const fn is_ethernet(self) -> bool {
-        self.0 as u32 == sys::IBV_LINK_LAYER_ETHERNET
-    }
-}
-
-/// `enum ibv_port_state` as a newtype.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-#[repr(transparent)]
-pub struct PortState(pub u32);
-
-impl PortState {
-    pub const NOP: Self = Self(sys::IBV_PORT_NOP);
-    pub const DOWN: Self = Self(sys::IBV_PORT_DOWN);
-    pub const INIT: Self = Self(sys::IBV_PORT_INIT);
-    pub const ARMED: Self = Self(sys::IBV_PORT_ARMED);
-    pub const ACTIVE: Self = Self(sys::IBV_PORT_ACTIVE);
-    pub const ACTIVE_DEFER: Self = Self(sys::IBV_PORT_ACTIVE_DEFER);
-
-    /// The name `ibv_devinfo` prints.
-    pub const fn name(self) -> &'static str {
-        match self.0 {
-            sys::IBV_PORT_NOP => "PORT_NOP",
-            sys::IBV_PORT_DOWN => "PORT_DOWN",
-            sys::IBV_PORT_INIT => "PORT_INIT",
-            sys::IBV_PORT_ARMED => "PORT_ARMED",
-            sys::IBV_PORT_ACTIVE => "PORT_ACTIVE",
-            sys::IBV_PORT_ACTIVE_DEFER => "PORT_ACTIVE_DEFER",
-            _ => "PORT_UNKNOWN",
-        }
-    }
-
-    pub const fn is_active(self) -> bool {
-        self.0 == sys::IBV_PORT_ACTIVE || self.0 == sys::IBV_PORT_ACTIVE_DEFER
     }
 }
 

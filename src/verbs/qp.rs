@@ -12,32 +12,11 @@ use super::error::{errno_of, last_errno, Result, VerbsError};
 use super::mr::Access;
 use super::pd::Pd;
 use super::port::Mtu;
+pub use super::values::QpType;
 use crate::sys;
 
 /// perftest's UD Q_Key (`DEFF_QKEY`).
 pub const UD_QKEY: u32 = 0x1111_1111;
-
-/// `enum ibv_qp_type` as a newtype.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-#[repr(transparent)]
-pub struct QpType(pub u32);
-
-impl QpType {
-    pub const RC: Self = Self(sys::IBV_QPT_RC);
-    pub const UC: Self = Self(sys::IBV_QPT_UC);
-    pub const UD: Self = Self(sys::IBV_QPT_UD);
-
-    pub const fn name(self) -> &'static str {
-        match self.0 {
-            sys::IBV_QPT_RC => "RC",
-            sys::IBV_QPT_UC => "UC",
-            sys::IBV_QPT_UD => "UD",
-            sys::IBV_QPT_RAW_PACKET => "RawEth",
-            sys::IBV_QPT_XRC_SEND | sys::IBV_QPT_XRC_RECV => "XRC",
-            _ => "unknown",
-        }
-    }
-}
 
 /// What to create.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
