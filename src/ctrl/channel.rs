@@ -60,15 +60,7 @@ impl Listener {
             port,
             source,
         };
-        let mut addrs: Vec<SocketAddr> = (host, port)
-            .to_socket_addrs()
-            .map_err(|source| CtrlError::Resolve {
-                host: host.to_owned(),
-                port,
-                source,
-            })?
-            .collect();
-        addrs.sort_by_key(|a| !a.is_ipv4());
+        let addrs = resolve_ipv4_first(host, port)?;
         let mut last = io::Error::new(ErrorKind::AddrNotAvailable, "no address to bind");
         for addr in addrs {
             match TcpListener::bind(addr) {
@@ -188,16 +180,7 @@ impl Channel {
         deadline: Duration,
         how: &ConnectHow,
     ) -> Result<Channel, CtrlError> {
-        let mut addrs: Vec<SocketAddr> = (host, port)
-            .to_socket_addrs()
-            .map_err(|source| CtrlError::Resolve {
-                host: host.to_owned(),
-                port,
-                source,
-            })?
-            .collect();
-        // perftest is AF_INET only; try IPv4 first.
-        addrs.sort_by_key(|a| !a.is_ipv4());
+        let mut addrs = resolve_ipv4_first(host, port)?;
         if how.ipv6_only {
             addrs.retain(SocketAddr::is_ipv6);
         }
@@ -562,4 +545,19 @@ fn io_err(peer: SocketAddr, dir: Dir, step: &str, source: io::Error) -> CtrlErro
             source,
         },
     }
+}
+
+/// `host:port`'s addresses, IPv4 first: perftest is AF_INET only, so a name
+/// with both kinds reaches a perftest peer on its first try.
+fn resolve_ipv4_first(host: &str, port: u16) -> Result<Vec<SocketAddr>, CtrlError> {
+    let mut addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|source| CtrlError::Resolve {
+            host: host.to_owned(),
+            port,
+            source,
+        })?
+        .collect();
+    addrs.sort_by_key(|a| !a.is_ipv4());
+    Ok(addrs)
 }

@@ -173,15 +173,7 @@ fn signed(out: &mut String, s: &Spec, a: Option<Arg<'_>>) {
         32 => v as i32 as i64,
         _ => v,
     };
-    let sign = if v < 0 {
-        "-"
-    } else if s.plus {
-        "+"
-    } else if s.space {
-        " "
-    } else {
-        ""
-    };
+    let sign = sign_of(v < 0, s);
     int_field(out, s, sign, "", &v.unsigned_abs().to_string());
 }
 
@@ -267,9 +259,10 @@ fn int_field(out: &mut String, s: &Spec, sign: &str, prefix: &str, digits: &str)
     pad_signed(out, s, &body, zero_at);
 }
 
-fn float_field(out: &mut String, s: &Spec, conv: char, v: f64) {
-    let upper = conv.is_ascii_uppercase();
-    let sign = if v.is_sign_negative() {
+/// printf's sign column: '-' for a negative value, else '+' with the `+`
+/// flag, ' ' with the space flag, or nothing.
+fn sign_of(negative: bool, s: &Spec) -> &'static str {
+    if negative {
         "-"
     } else if s.plus {
         "+"
@@ -277,7 +270,12 @@ fn float_field(out: &mut String, s: &Spec, conv: char, v: f64) {
         " "
     } else {
         ""
-    };
+    }
+}
+
+fn float_field(out: &mut String, s: &Spec, conv: char, v: f64) {
+    let upper = conv.is_ascii_uppercase();
+    let sign = sign_of(v.is_sign_negative(), s);
     if !v.is_finite() {
         let word = match (v.is_nan(), upper) {
             (true, false) => "nan",

@@ -182,33 +182,72 @@ trait QpControl {
     fn to_err(&self) -> crate::verbs::Result<()>;
 }
 
-impl QpControl for Arc<Qp> {
-    fn qpn(&self) -> u32 {
-        Qp::qpn(self)
-    }
-    fn to_rtr(&self, a: &RtrAttr) -> crate::verbs::Result<()> {
-        Qp::to_rtr(self, a)
-    }
-    fn to_rts(&self, a: &RtsAttr) -> crate::verbs::Result<()> {
-        Qp::to_rts(self, a)
-    }
-    fn to_err(&self) -> crate::verbs::Result<()> {
-        Qp::to_err(self)
-    }
+/// Both kinds of QP already have these four as inherent methods.
+macro_rules! qp_control_by {
+    ($t:ty, $inherent:ident) => {
+        impl QpControl for $t {
+            fn qpn(&self) -> u32 {
+                $inherent::qpn(self)
+            }
+            fn to_rtr(&self, a: &RtrAttr) -> crate::verbs::Result<()> {
+                $inherent::to_rtr(self, a)
+            }
+            fn to_rts(&self, a: &RtsAttr) -> crate::verbs::Result<()> {
+                $inherent::to_rts(self, a)
+            }
+            fn to_err(&self) -> crate::verbs::Result<()> {
+                $inherent::to_err(self)
+            }
+        }
+    };
+}
+qp_control_by!(Arc<Qp>, Qp);
+qp_control_by!(DirectQpHandle, DirectQpHandle);
+
+/// The completion queues and the SRQ, made before the QPs that use them.
+struct Cqs {
+    cq: Arc<Cq>,
+    rcq: Arc<Cq>,
+    /// One send CQ per `--threads` worker (client), else `[cq]`.
+    thread_cqs: Vec<Arc<Cq>>,
+    srq: Option<Arc<Srq>>,
 }
 
-impl QpControl for DirectQpHandle {
-    fn qpn(&self) -> u32 {
-        DirectQpHandle::qpn(self)
-    }
-    fn to_rtr(&self, a: &RtrAttr) -> crate::verbs::Result<()> {
-        DirectQpHandle::to_rtr(self, a)
-    }
-    fn to_rts(&self, a: &RtsAttr) -> crate::verbs::Result<()> {
-        DirectQpHandle::to_rts(self, a)
-    }
-    fn to_err(&self) -> crate::verbs::Result<()> {
-        DirectQpHandle::to_err(self)
+impl Cqs {
+    fn new(ep: &Endpoint, p: &Params, pd: &Arc<Pd>) -> Result<Cqs, Fail> {
+        let depth = (p.tx_depth * p.num_qps).max(p.rx_depth * p.num_qps).max(1);
+        let cq = Cq::new(&ep.ctx, depth, p.use_event).map_err(Fail::verbs)?;
+        let rcq = if p.tool.verb == Verb::Send {
+            Cq::new(&ep.ctx, p.rx_depth * p.num_qps, p.use_event).map_err(Fail::verbs)?
+        } else {
+            cq.clone()
+        };
+        // perftest: the SRQ exists where receives are posted (latency tools,
+        // the bw server, -b); its max_wr is the rx depth.
+        let srq = if p.mem.srq && (!p.tool.is_bw() || p.is_server() || p.duplex) {
+            Some(Srq::new(pd, p.rx_depth.max(1)).map_err(Fail::verbs)?)
+        } else {
+            None
+        };
+        let nthreads = if p.is_server() {
+            1
+        } else {
+            p.threads.max(1) as usize
+        };
+        let thread_cqs = if nthreads == 1 {
+            vec![cq.clone()]
+        } else {
+            let per = (p.tx_depth * p.num_qps.div_ceil(nthreads as u32)).max(1);
+            (0..nthreads)
+                .map(|_| Cq::new(&ep.ctx, per, false).map_err(Fail::verbs))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        Ok(Cqs {
+            cq,
+            rcq,
+            thread_cqs,
+            srq,
+        })
     }
 }
 
@@ -302,137 +341,116 @@ impl Resources {
         cache_line: u64,
         maker: QpMaker<'_>,
     ) -> Result<Resources, BuildError> {
-        let size = p.max_size();
-        // --mr_per_qp: one buffer of one QP's layout per QP (perftest allocates
-        // `buf[i]` the size of a single QP's halves).
-        let per_qp = p.mr_per_qp && p.num_qps > 1;
-        let slots = if per_qp { 1 } else { p.num_qps as u64 };
-        let geometry = Geometry::new(size, cycle_buffer, cache_line, slots);
-        let ud_extra = if p.conn == Conn::Ud { cache_line } else { 0 };
         let pd = Pd::new(&ep.ctx).map_err(Fail::verbs)?;
-        memory::check_odp(&ep.ctx, p)?;
-        let n_mrs = if per_qp { p.num_qps as usize } else { 1 };
-        let mut mrs = Vec::with_capacity(n_mrs);
-        let gpu = GpuMem::open(p)?;
-        for _ in 0..n_mrs {
-            if let Some(g) = &gpu {
-                let len = (geometry.total() + ud_extra) as usize;
-                let fill = (geometry.slot as usize, geometry.slots as usize);
-                let access = memory::access(p, access_for(p.tool.verb));
-                mrs.push(g.buffer(p, &pd, &ep.ctx, len, fill, access)?);
-                continue;
-            }
-            let mut buf = memory::alloc(
-                p,
-                (geometry.total() + ud_extra) as usize,
-                cycle_buffer as usize,
-            )?;
-            // The client's send halves carry rdmaperf's pattern (see landing.rs)
-            // or the payload file; the remote-accessible halves stay zero so a
-            // server can check landings.
-            memory::fill(
-                p,
-                buf.as_mut_slice(),
-                geometry.slot as usize,
-                geometry.slots as usize,
-            );
-            let access = memory::access(p, access_for(p.tool.verb));
-            mrs.push(Mr::new(&pd, buf, access).map_err(Fail::verbs)?);
-        }
+        let (geometry, mut mrs, gpu) = Self::buffers(ep, p, &pd, cycle_buffer, cache_line)?;
         let null_mr = memory::null_mr(p, &pd)?;
         let mr = mrs.remove(0);
-        let qp_mrs = mrs;
-        let gpu = gpu.as_ref().map(GpuMem::describe);
-        let depth = (p.tx_depth * p.num_qps).max(p.rx_depth * p.num_qps).max(1);
-        let cq = Cq::new(&ep.ctx, depth, p.use_event).map_err(Fail::verbs)?;
-        let rcq = if p.tool.verb == Verb::Send {
-            Cq::new(&ep.ctx, p.rx_depth * p.num_qps, p.use_event).map_err(Fail::verbs)?
-        } else {
-            cq.clone()
-        };
-        // perftest: the SRQ exists where receives are posted (latency tools,
-        // the bw server, -b); its max_wr is the rx depth.
-        let srq = if p.mem.srq && (!p.tool.is_bw() || p.is_server() || p.duplex) {
-            Some(Srq::new(&pd, p.rx_depth.max(1)).map_err(Fail::verbs)?)
-        } else {
-            None
-        };
-        let nthreads = if p.is_server() {
-            1
-        } else {
-            p.threads.max(1) as usize
-        };
-        let thread_cqs = if nthreads == 1 {
-            vec![cq.clone()]
-        } else {
-            let per = (p.tx_depth * p.num_qps.div_ceil(nthreads as u32)).max(1);
-            (0..nthreads)
-                .map(|_| Cq::new(&ep.ctx, per, false).map_err(Fail::verbs))
-                .collect::<Result<Vec<_>, _>>()?
-        };
-        let qp_type = match p.conn {
-            Conn::Rc => QpType::RC,
-            Conn::Uc => QpType::UC,
-            Conn::Ud => QpType::UD,
-        };
+        let cqs = Cqs::new(ep, p, &pd)?;
         let attr = ep.ctx.attr();
         let out_reads = match p.tool.verb {
             Verb::Read | Verb::Atomic => p.outs.unwrap_or(attr.max_qp_rd_atom as u32).max(1),
             _ => 1,
         };
-        let mut qps = Vec::with_capacity(p.num_qps as usize);
-        let direct_qps = match maker {
-            QpMaker::Direct(env) => {
-                DirectQpHandle::create_all(&pd, (&thread_cqs, &rcq), srq.as_ref(), p, env)
-                    .map_err(BuildError::Direct)?
-            }
-            QpMaker::Verbs(_) => Vec::new(),
-        };
-        let mut psns = Vec::with_capacity(p.num_qps as usize);
-        for i in 0..p.num_qps as usize {
-            psns.push(random_psn());
-            let scq = &thread_cqs[i % nthreads];
-            let mut init_attr = InitAttr::new(p.ib_port, access_for(p.tool.verb));
-            init_attr.pkey_index = p.qos.pkey_index;
-            let send_ops_flags = match maker {
-                QpMaker::Verbs(f) => f,
-                QpMaker::Direct(_) => {
-                    direct_qps[i].to_init(&init_attr).map_err(Fail::verbs)?;
-                    continue;
-                }
-            };
-            let init = QpInit {
-                qp_type,
-                max_send_wr: p.tx_depth,
-                max_recv_wr: p.rx_depth.max(1),
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: p.inline_size,
-                sq_sig_all: false,
-                send_ops_flags,
-            };
-            let qp =
-                Qp::create_with_srq(&pd, scq, &rcq, &init, srq.as_ref()).map_err(Fail::verbs)?;
-            qp.to_init(&init_attr).map_err(Fail::verbs)?;
-            qps.push(qp);
-        }
+        let (qps, direct_qps) = Self::qps(p, &pd, &cqs, maker)?;
         Ok(Resources {
             gpu,
             geometry,
             mr,
-            qp_mrs,
+            qp_mrs: mrs,
             null_mr,
-            srq,
-            cq,
-            rcq,
-            thread_cqs,
+            srq: cqs.srq,
+            cq: cqs.cq,
+            rcq: cqs.rcq,
+            thread_cqs: cqs.thread_cqs,
             qps,
             direct_qps,
-            psns,
+            psns: (0..p.num_qps).map(|_| random_psn()).collect(),
             pd,
             out_reads,
             wait_destroy: p.wait_destroy,
         })
+    }
+
+    /// The buffers and their MRs: one, or one per QP with `--mr_per_qp`
+    /// (perftest allocates `buf[i]` the size of a single QP's halves), in
+    /// host memory or on the `--use_cuda` GPU; the layout; the GPU's line.
+    fn buffers(
+        ep: &Endpoint,
+        p: &Params,
+        pd: &Arc<Pd>,
+        cycle_buffer: u64,
+        cache_line: u64,
+    ) -> Result<(Geometry, Vec<Mr>, Option<String>), Fail> {
+        let per_qp = p.mr_per_qp && p.num_qps > 1;
+        let slots = if per_qp { 1 } else { p.num_qps as u64 };
+        let geometry = Geometry::new(p.max_size(), cycle_buffer, cache_line, slots);
+        let ud_extra = if p.conn == Conn::Ud { cache_line } else { 0 };
+        let len = (geometry.total() + ud_extra) as usize;
+        let fill = (geometry.slot as usize, geometry.slots as usize);
+        let access = memory::access(p, access_for(p.tool.verb));
+        memory::check_odp(&ep.ctx, p)?;
+        let gpu = GpuMem::open(p)?;
+        let n_mrs = if per_qp { p.num_qps as usize } else { 1 };
+        let mut mrs = Vec::with_capacity(n_mrs);
+        for _ in 0..n_mrs {
+            if let Some(g) = &gpu {
+                mrs.push(g.buffer(p, pd, &ep.ctx, len, fill, access)?);
+                continue;
+            }
+            let mut buf = memory::alloc(p, len, cycle_buffer as usize)?;
+            // The client's send halves carry rdmaperf's pattern (see landing.rs)
+            // or the payload file; the remote-accessible halves stay zero so a
+            // server can check landings.
+            memory::fill(p, buf.as_mut_slice(), fill.0, fill.1);
+            mrs.push(Mr::new(pd, buf, access).map_err(Fail::verbs)?);
+        }
+        Ok((geometry, mrs, gpu.as_ref().map(GpuMem::describe)))
+    }
+
+    /// The QPs, verbs or direct, each moved to INIT.
+    fn qps(
+        p: &Params,
+        pd: &Arc<Pd>,
+        cqs: &Cqs,
+        maker: QpMaker<'_>,
+    ) -> Result<(Vec<Arc<Qp>>, Vec<DirectQpHandle>), BuildError> {
+        let mut init_attr = InitAttr::new(p.ib_port, access_for(p.tool.verb));
+        init_attr.pkey_index = p.qos.pkey_index;
+        let send_ops_flags = match maker {
+            QpMaker::Direct(env) => {
+                let send_cqs = (&cqs.thread_cqs[..], &cqs.rcq);
+                let direct = DirectQpHandle::create_all(pd, send_cqs, cqs.srq.as_ref(), p, env)
+                    .map_err(BuildError::Direct)?;
+                for qp in &direct {
+                    qp.to_init(&init_attr).map_err(Fail::verbs)?;
+                }
+                return Ok((Vec::new(), direct));
+            }
+            QpMaker::Verbs(f) => f,
+        };
+        let init = QpInit {
+            qp_type: match p.conn {
+                Conn::Rc => QpType::RC,
+                Conn::Uc => QpType::UC,
+                Conn::Ud => QpType::UD,
+            },
+            max_send_wr: p.tx_depth,
+            max_recv_wr: p.rx_depth.max(1),
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: p.inline_size,
+            sq_sig_all: false,
+            send_ops_flags,
+        };
+        let mut qps = Vec::with_capacity(p.num_qps as usize);
+        for i in 0..p.num_qps as usize {
+            let scq = &cqs.thread_cqs[i % cqs.thread_cqs.len()];
+            let qp = Qp::create_with_srq(pd, scq, &cqs.rcq, &init, cqs.srq.as_ref())
+                .map_err(Fail::verbs)?;
+            qp.to_init(&init_attr).map_err(Fail::verbs)?;
+            qps.push(qp);
+        }
+        Ok((qps, Vec::new()))
     }
 
     /// QP `i`'s memory: its MR and its index in that MR's geometry (`i` in
