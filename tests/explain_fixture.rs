@@ -6,9 +6,11 @@
 //! soft-RoCE device gives nothing. The binary exits 1 with findings, 2 on a
 //! bad command line.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
+use std::path::PathBuf;
+
+use common::cli::doctor;
 use rdmaperf::explain::counters::Snapshot;
 use rdmaperf::explain::doctor::{device_checks, host_checks, HostFacts};
 use rdmaperf::explain::sysfs::SysRoot;
@@ -98,19 +100,6 @@ fn the_fixture_gives_its_findings() {
     assert!(device_checks(&root, &d, &near)
         .iter()
         .all(|c| c.code != "numa_far"));
-}
-
-fn doctor(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
-        .arg("doctor")
-        .args(args)
-        .output()
-        .expect("run rdmaperf");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 #[test]

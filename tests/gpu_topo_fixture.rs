@@ -6,6 +6,8 @@
 //! `findings_for` gives `--explain` after a GPU run, and what `rdmaperf
 //! doctor` prints.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -101,16 +103,10 @@ fn findings_for_a_gpu_run() {
     );
 }
 
+/// doctor's exit code and everything it printed.
 fn doctor(args: &[&str]) -> (i32, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
-        .arg("doctor")
-        .args(args)
-        .output()
-        .expect("run rdmaperf");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
-    )
+    let (rc, out, err) = common::cli::doctor(args);
+    (rc, out + &err)
 }
 
 #[test]
@@ -185,10 +181,8 @@ fn gpu_check(root: &str) -> (i32, String) {
         .env("RDMAPERF_SYSFS_ROOT", tree(root))
         .output()
         .expect("run scripts/gpu-check.sh");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
-    )
+    let (rc, out, err) = common::cli::outcome(o);
+    (rc, out + &err)
 }
 
 /// scripts/gpu-check.sh: without an NVIDIA GPU in the tree it skips with

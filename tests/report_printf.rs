@@ -14,11 +14,16 @@ const REPORT_FMT_EXT: &str =
 const REPORT_FMT_LAT: &str = " %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n";
 const REPORT_FMT_LAT_DUR: &str = " %-7lu       %lu            %-7.2f        %-7.2f\n";
 
-fn c_bw(fmt: &str, size: u64, iters: u64, a: f64, b: f64, c: f64) -> String {
+/// `fmt` rendered by libc's snprintf with two unsigned longs and up to seven
+/// doubles (the REPORT_FMT* macros take at most that many).
+fn c_fmt(fmt: &str, size: u64, iters: u64, v: &[f64]) -> String {
     let f = CString::new(fmt).unwrap();
+    let mut d = [0.0f64; 7];
+    d[..v.len()].copy_from_slice(v);
     let mut buf = vec![0u8; 1024];
-    // SAFETY: buf has 1024 writable bytes; the format takes two unsigned longs and
-    // three doubles, exactly the arguments passed.
+    // SAFETY: buf has 1024 writable bytes; every format here takes two
+    // unsigned longs and at most seven doubles. C ignores variadic arguments
+    // past the ones the format reads, so passing all seven is defined.
     let n = unsafe {
         libc::snprintf(
             buf.as_mut_ptr().cast(),
@@ -26,53 +31,13 @@ fn c_bw(fmt: &str, size: u64, iters: u64, a: f64, b: f64, c: f64) -> String {
             f.as_ptr(),
             size as libc::c_ulong,
             iters as libc::c_ulong,
-            a,
-            b,
-            c,
-        )
-    };
-    buf.truncate(n as usize);
-    String::from_utf8(buf).unwrap()
-}
-
-fn c_lat(size: u64, iters: u64, v: [f64; 7]) -> String {
-    let f = CString::new(REPORT_FMT_LAT).unwrap();
-    let mut buf = vec![0u8; 1024];
-    // SAFETY: buf has 1024 writable bytes; the format takes two unsigned longs and
-    // seven doubles, exactly the arguments passed.
-    let n = unsafe {
-        libc::snprintf(
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            f.as_ptr(),
-            size as libc::c_ulong,
-            iters as libc::c_ulong,
-            v[0],
-            v[1],
-            v[2],
-            v[3],
-            v[4],
-            v[5],
-            v[6],
-        )
-    };
-    buf.truncate(n as usize);
-    String::from_utf8(buf).unwrap()
-}
-
-fn c_lat_dur(size: u64, iters: u64, a: f64, b: f64) -> String {
-    let f = CString::new(REPORT_FMT_LAT_DUR).unwrap();
-    let mut buf = vec![0u8; 512];
-    // SAFETY: buf has 512 writable bytes; two unsigned longs and two doubles.
-    let n = unsafe {
-        libc::snprintf(
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            f.as_ptr(),
-            size as libc::c_ulong,
-            iters as libc::c_ulong,
-            a,
-            b,
+            d[0],
+            d[1],
+            d[2],
+            d[3],
+            d[4],
+            d[5],
+            d[6],
         )
     };
     buf.truncate(n as usize);
@@ -141,7 +106,7 @@ fn bw_rows_match_c_format_including_ext_switch() {
             };
             assert_eq!(
                 bw_row(&r, &info, 0.0),
-                c_bw(fmt, size, iters, peak, avg, rate),
+                c_fmt(fmt, size, iters, &[peak, avg, rate]),
                 "units {units:?} avg {avg:e}"
             );
         }
@@ -169,10 +134,11 @@ fn lat_rows_match_c_format() {
         };
         let size = 1u64 << (k % 24);
         let iters = 1000 + k as u64;
-        let want = c_lat(
+        let want = c_fmt(
+            REPORT_FMT_LAT,
             size,
             iters,
-            [
+            &[
                 s.t_min,
                 s.t_max,
                 s.t_typical,
@@ -189,7 +155,7 @@ fn lat_rows_match_c_format() {
         };
         assert_eq!(
             lat_duration_row(size, iters, &d, &info, 0.0),
-            c_lat_dur(size, iters, d.t_avg, d.tps)
+            c_fmt(REPORT_FMT_LAT_DUR, size, iters, &[d.t_avg, d.tps])
         );
     }
 }

@@ -302,9 +302,9 @@ pub fn steps(s: &Scenario) -> Vec<Step> {
     let mut v = vec![Step::Versions, Step::SysData, Step::Mtu];
     match s.tool {
         Tool::WriteBw | Tool::ReadBw | Tool::AtomicBw => rdma_bw(s, &mut v),
-        Tool::SendBw => send_bw(s, &mut v),
+        Tool::SendBw => send_runs(s, &mut v, true),
         Tool::WriteLat | Tool::ReadLat | Tool::AtomicLat => rdma_lat(s, &mut v),
-        Tool::SendLat => send_lat(s, &mut v),
+        Tool::SendLat => send_runs(s, &mut v, false),
     }
     v
 }
@@ -373,34 +373,28 @@ fn rdma_bw(s: &Scenario, v: &mut Vec<Step>) {
     v.push(Step::Close);
 }
 
-/// send_bw.c: every run is preceded by a barrier (the receiver has posted
-/// its receives); unidirectional runs exchange no report, and duplex `-D`
-/// runs do not either.
-fn send_bw(s: &Scenario, v: &mut Vec<Step>) {
+/// send_bw.c and send_lat.c: every run is preceded by a barrier (the
+/// receiver has posted its receives). Only send_bw closes each `-a` size with
+/// a second barrier, and only its bidirectional `-b` runs in iteration mode
+/// exchange a report; `-D` duplex runs do not.
+fn send_runs(s: &Scenario, v: &mut Vec<Step>, bw: bool) {
     send_setup(s, v);
-    let reports = s.duplex && s.mode != Mode::Duration;
-    match s.mode {
+    let reports = bw && s.duplex && s.mode != Mode::Duration;
+    let sizes: Vec<Option<u64>> = match s.mode {
         Mode::Infinite => {
             v.extend([Step::Barrier(Barrier::BeforeRun), Step::RunForever]);
             return;
         }
-        Mode::AllSizes => {
-            for size in s.all_sizes() {
-                v.extend([
-                    Step::Barrier(Barrier::BeforeRun),
-                    Step::Run { size: Some(size) },
-                ]);
-                if reports {
-                    v.push(Step::BwReport);
-                }
-                v.push(Step::Barrier(Barrier::AfterRun));
-            }
+        Mode::AllSizes => s.all_sizes().into_iter().map(Some).collect(),
+        Mode::Iterations | Mode::Duration => vec![None],
+    };
+    for size in sizes {
+        v.extend([Step::Barrier(Barrier::BeforeRun), Step::Run { size }]);
+        if reports {
+            v.push(Step::BwReport);
         }
-        Mode::Iterations | Mode::Duration => {
-            v.extend([Step::Barrier(Barrier::BeforeRun), Step::Run { size: None }]);
-            if reports {
-                v.push(Step::BwReport);
-            }
+        if bw && size.is_some() {
+            v.push(Step::Barrier(Barrier::AfterRun));
         }
     }
     v.push(Step::Close);
@@ -434,29 +428,6 @@ fn rdma_lat(s: &Scenario, v: &mut Vec<Step>) {
     } else {
         Step::Close
     });
-}
-
-/// send_lat.c: a barrier before each size (receives posted).
-fn send_lat(s: &Scenario, v: &mut Vec<Step>) {
-    send_setup(s, v);
-    match s.mode {
-        Mode::Infinite => {
-            v.extend([Step::Barrier(Barrier::BeforeRun), Step::RunForever]);
-            return;
-        }
-        Mode::AllSizes => {
-            for size in s.all_sizes() {
-                v.extend([
-                    Step::Barrier(Barrier::BeforeRun),
-                    Step::Run { size: Some(size) },
-                ]);
-            }
-        }
-        Mode::Iterations | Mode::Duration => {
-            v.extend([Step::Barrier(Barrier::BeforeRun), Step::Run { size: None }]);
-        }
-    }
-    v.push(Step::Close);
 }
 
 /// The lock-step message sizes of a whole sequence (the same in both
@@ -732,6 +703,17 @@ mod tests {
             st.iter().filter(|x| **x == S::Barrier(B::AfterRun)).count(),
             10
         );
+    }
+
+    #[test]
+    fn send_lat_all_sizes_has_one_barrier_per_size() {
+        // send_lat.c: a barrier before each size, none after, no reports.
+        let a = Scenario::new(Tool::SendLat, Role::Client, true, Mode::AllSizes);
+        let st = steps(&a);
+        let count = |want: S| st.iter().filter(|x| **x == want).count();
+        assert_eq!(count(S::Barrier(B::BeforeRun)), a.all_sizes().len());
+        assert_eq!(count(S::Barrier(B::AfterRun)), 0);
+        assert_eq!(count(S::BwReport), 0);
     }
 
     #[test]

@@ -17,3 +17,24 @@ pub fn params(cmdline: &str) -> Params {
         _ => panic!("{cmdline}: not a tool command line, or refused"),
     }
 }
+
+/// A finished process as the tests read it: exit code (-1 when killed),
+/// stdout, stderr.
+pub fn outcome(o: std::process::Output) -> (i32, String, String) {
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `rdmaperf doctor <args>` on this host (or the `--sysfs-root` given).
+pub fn doctor(args: &[&str]) -> (i32, String, String) {
+    outcome(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
+            .arg("doctor")
+            .args(args)
+            .output()
+            .expect("run rdmaperf doctor"),
+    )
+}
