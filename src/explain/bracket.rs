@@ -486,27 +486,19 @@ fn peer_text(v: &serde_json::Value) -> String {
     let empty = Vec::new();
     let findings = v["findings"].as_array().unwrap_or(&empty);
     let facts = v["facts"].as_array().unwrap_or(&empty);
+    // Findings carry evidence, facts do not; both print as ranked rows.
+    let findings = findings
+        .iter()
+        .map(|f| (f, "title", Some(str_of(f, "evidence"))));
+    let facts = facts.iter().map(|c| (c, "what", None));
     let mut n = 0;
-    for f in findings {
+    for (x, head, evidence) in findings.chain(facts) {
         n += 1;
-        let _ = writeln!(
-            s,
-            "  p{n}. {}: {}\n      evidence: {}\n      fix: {}",
-            str_of(f, "code"),
-            str_of(f, "title"),
-            str_of(f, "evidence"),
-            str_of(f, "fix")
-        );
-    }
-    for c in facts {
-        n += 1;
-        let _ = writeln!(
-            s,
-            "  p{n}. {}: {}\n      fix: {}",
-            str_of(c, "code"),
-            str_of(c, "what"),
-            str_of(c, "fix")
-        );
+        let _ = writeln!(s, "  p{n}. {}: {}", str_of(x, "code"), str_of(x, head));
+        if let Some(e) = evidence {
+            let _ = writeln!(s, "      evidence: {e}");
+        }
+        let _ = writeln!(s, "      fix: {}", str_of(x, "fix"));
     }
     if n == 0 {
         let _ = writeln!(s, "  peer verdict: nothing in its counters or facts");
@@ -611,6 +603,24 @@ mod tests {
         let hw = explanation(&clean, false);
         assert!(hw.text(1).contains("try -q 4"), "{}", hw.text(1));
         assert!(hw.to_json()["software_device"].is_null());
+    }
+
+    /// The peer's block: findings with their evidence, then facts, numbered
+    /// on from each other; an empty verdict says so.
+    #[test]
+    fn the_peers_findings_and_facts_print_as_ranked_rows() {
+        let v = serde_json::json!({
+            "device": "rxeb", "port": 1,
+            "findings": [{"code": "loss", "title": "t", "evidence": "e", "fix": "f"}],
+            "facts": [{"code": "mtu", "what": "w", "fix": "g"}],
+        });
+        assert_eq!(
+            peer_text(&v),
+            "  peer (rxeb port 1):\n  p1. loss: t\n      evidence: e\n      fix: f\n  \
+             p2. mtu: w\n      fix: g\n"
+        );
+        let quiet = serde_json::json!({"device": "rxeb", "port": 1});
+        assert!(peer_text(&quiet).ends_with("  peer verdict: nothing in its counters or facts\n"));
     }
 
     /// The peer's MTU and rate against ours: a RoCE MTU that differs and a

@@ -269,24 +269,17 @@ impl Record {
 
     /// A latency record (`REPORT_FMT_LAT_JSON`).
     pub fn lat(size: u64, iters: u64, s: &LatStats, i: &TestInfo, cpu_util: f32) -> Record {
-        let mut o = Ordered::default();
-        if i.output == OutputMode::Latency {
-            o.put("avg_lat", fixed(s.t_avg, 6));
-            return Record(o);
-        }
-        o.put("MsgSize", size);
-        o.put("n_iterations", iters);
-        o.put("t_min", fixed(s.t_min, 2));
-        o.put("t_max", fixed(s.t_max, 2));
-        o.put("t_typical", fixed(s.t_typical, 2));
-        o.put("t_avg", fixed(s.t_avg, 2));
-        o.put("t_stdev", fixed(s.t_stdev, 2));
-        o.put("percentile_99", fixed(s.p99, 2));
-        o.put("percentile_99.9", fixed(s.p99_9, 2));
-        if i.cpu_util {
-            o.put("CPU_util", fixed(cpu_util as f64, 2));
-        }
-        Record(o)
+        let at = |v: f64| fixed(v, 2);
+        let keys = [
+            ("t_min", at(s.t_min)),
+            ("t_max", at(s.t_max)),
+            ("t_typical", at(s.t_typical)),
+            ("t_avg", at(s.t_avg)),
+            ("t_stdev", at(s.t_stdev)),
+            ("percentile_99", at(s.p99)),
+            ("percentile_99.9", at(s.p99_9)),
+        ];
+        Self::lat_shaped(("avg_lat", s.t_avg), (size, iters), &keys, i, cpu_util)
     }
 
     /// A duration-mode latency record (`REPORT_FMT_LAT_DUR_JSON`).
@@ -297,15 +290,32 @@ impl Record {
         i: &TestInfo,
         cpu_util: f32,
     ) -> Record {
+        let keys = [
+            ("t_avg", fixed(r.t_avg, 2)),
+            ("tps_average", fixed(r.tps, 2)),
+        ];
+        Self::lat_shaped(("t_avg", r.t_avg), (size, iters), &keys, i, cpu_util)
+    }
+
+    /// Both latency records: `--output latency` prints the average alone
+    /// (6 decimals); otherwise size, iterations, `keys`, and the CPU column.
+    fn lat_shaped(
+        avg: (&str, f64),
+        (size, iters): (u64, u64),
+        keys: &[(&str, Value)],
+        i: &TestInfo,
+        cpu_util: f32,
+    ) -> Record {
         let mut o = Ordered::default();
         if i.output == OutputMode::Latency {
-            o.put("t_avg", fixed(r.t_avg, 6));
+            o.put(avg.0, fixed(avg.1, 6));
             return Record(o);
         }
         o.put("MsgSize", size);
         o.put("n_iterations", iters);
-        o.put("t_avg", fixed(r.t_avg, 2));
-        o.put("tps_average", fixed(r.tps, 2));
+        for (k, v) in keys {
+            o.put(k, v.clone());
+        }
         if i.cpu_util {
             o.put("CPU_util", fixed(cpu_util as f64, 2));
         }
