@@ -3,7 +3,7 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::error::{last_errno, Result, VerbsError};
+use super::error::{last_errno, warn_if_failed, Result, VerbsError};
 use super::pd::Pd;
 use crate::sys;
 
@@ -128,9 +128,7 @@ impl Drop for Ah {
     fn drop(&mut self) {
         // SAFETY: senders hold an Arc<Ah>, so none is left; destroyed once.
         let ret = unsafe { sys::ibv_destroy_ah(self.ah.as_ptr()) };
-        if ret != 0 {
-            eprintln!("warning: ibv_destroy_ah failed: errno {ret}");
-        }
+        warn_if_failed("ibv_destroy_ah", ret);
     }
 }
 

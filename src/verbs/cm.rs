@@ -288,13 +288,6 @@ impl CmId {
         self.id.as_ptr()
     }
 
-    fn check(ret: i32, verb: &'static str, hint: impl FnOnce() -> String) -> Result<()> {
-        if ret != 0 {
-            return Err(VerbsError::new(verb, errno_of(ret), hint()));
-        }
-        Ok(())
-    }
-
     /// Starts address resolution (answered by ADDR_RESOLVED / ADDR_ERROR).
     /// `src` (perftest's --bind_source_ip) binds the id to that address first.
     pub fn resolve_addr(
@@ -319,7 +312,7 @@ impl CmId {
                 timeout_ms,
             )
         };
-        Self::check(ret, "rdma_resolve_addr", || {
+        VerbsError::check(ret, "rdma_resolve_addr", || {
             format!("{dst}: give the server's IPv4 address on the RDMA interface")
         })
     }
@@ -328,7 +321,7 @@ impl CmId {
     pub fn resolve_route(&self, timeout_ms: i32) -> Result<()> {
         // SAFETY: the id is live and its address resolved.
         let ret = unsafe { sys::rdma_resolve_route(self.raw(), timeout_ms) };
-        Self::check(ret, "rdma_resolve_route", || {
+        VerbsError::check(ret, "rdma_resolve_route", || {
             "no RDMA route to the server: give an address configured on the RDMA netdev \
              (not 127.0.0.1)"
                 .into()
@@ -341,19 +334,19 @@ impl CmId {
         // SAFETY: the id is live; `sin` is valid for the call.
         let ret =
             unsafe { sys::rdma_bind_addr(self.raw(), (&mut sin as *mut libc::sockaddr_in).cast()) };
-        Self::check(ret, "rdma_bind_addr", || {
+        VerbsError::check(ret, "rdma_bind_addr", || {
             format!("port {port} is in use by another rdma_cm listener; pick another with -p")
         })?;
         // SAFETY: the id is live and bound.
         let ret = unsafe { sys::rdma_listen(self.raw(), backlog) };
-        Self::check(ret, "rdma_listen", || format!("listening on port {port}"))
+        VerbsError::check(ret, "rdma_listen", || format!("listening on port {port}"))
     }
 
     pub fn connect(&self, p: &ConnParam) -> Result<()> {
         let mut raw = p.raw();
         // SAFETY: the id is live with a resolved route; `raw` outlives the call.
         let ret = unsafe { sys::rdma_connect(self.raw(), &mut raw) };
-        Self::check(ret, "rdma_connect", || {
+        VerbsError::check(ret, "rdma_connect", || {
             format!("QP {:#x}: sending the connect request failed", p.qp_num)
         })
     }
@@ -362,7 +355,7 @@ impl CmId {
         let mut raw = p.raw();
         // SAFETY: the id came from a CONNECT_REQUEST; `raw` outlives the call.
         let ret = unsafe { sys::rdma_accept(self.raw(), &mut raw) };
-        Self::check(ret, "rdma_accept", || {
+        VerbsError::check(ret, "rdma_accept", || {
             format!("QP {:#x}: accepting the connection failed", p.qp_num)
         })
     }
@@ -382,7 +375,7 @@ impl CmId {
                 1,
             )
         };
-        Self::check(ret, "rdma_set_option(RDMA_OPTION_ID_TOS)", || {
+        VerbsError::check(ret, "rdma_set_option(RDMA_OPTION_ID_TOS)", || {
             format!("the RDMA CM refused ToS {tos}")
         })
     }
@@ -391,7 +384,7 @@ impl CmId {
     pub fn establish(&self) -> Result<()> {
         // SAFETY: the id is live and got CONNECT_RESPONSE.
         let ret = unsafe { sys::rdma_establish(self.raw()) };
-        Self::check(ret, "rdma_establish", || "sending the RTU failed".into())
+        VerbsError::check(ret, "rdma_establish", || "sending the RTU failed".into())
     }
 
     /// Best effort (teardown): the peer gets DISCONNECTED.
@@ -415,7 +408,7 @@ impl CmId {
         let mut mask: i32 = 0;
         // SAFETY: the id is live; both out-pointers are valid.
         let ret = unsafe { sys::rdma_init_qp_attr(self.raw(), &mut attr, &mut mask) };
-        Self::check(ret, "rdma_init_qp_attr", || {
+        VerbsError::check(ret, "rdma_init_qp_attr", || {
             format!("the CM has no attributes for QP state {state} yet (connection not far enough)")
         })?;
         Ok((attr, mask as u32))

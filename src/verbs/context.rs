@@ -169,13 +169,9 @@ fn query_device_raw(ctx: *mut sys::ibv_context) -> Result<DeviceAttr> {
     let mut a = sys::ibv_device_attr::default();
     // SAFETY: `ctx` is an open context and `a` a valid out-struct.
     let ret = unsafe { sys::ibv_query_device(ctx, &mut a) };
-    if ret != 0 {
-        return Err(VerbsError::new(
-            "ibv_query_device",
-            errno_of(ret),
-            "the device did not report its attributes; check `ibv_devinfo`",
-        ));
-    }
+    VerbsError::check(ret, "ibv_query_device", || {
+        "the device did not report its attributes; check `ibv_devinfo`".into()
+    })?;
     Ok(DeviceAttr::from_raw(&a))
 }
 

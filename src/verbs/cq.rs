@@ -4,7 +4,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::context::Context;
-use super::error::{errno_of, last_errno, Result, VerbsError};
+use super::error::{last_errno, warn_if_failed, Result, VerbsError};
 use crate::sys;
 
 /// A completion queue. Polling goes through `crate::post::verbs_cq` or the
@@ -106,13 +106,9 @@ impl Cq {
         // SAFETY: the CQ is live. (ibv_req_notify_cq is an inline calling the
         // provider's ops; the wrapped symbol is used.)
         let ret = unsafe { sys::ibv_req_notify_cq(self.raw(), i32::from(solicited_only)) };
-        if ret != 0 {
-            return Err(VerbsError::new(
-                "ibv_req_notify_cq",
-                errno_of(ret),
-                "could not arm the CQ; run without -e/--events",
-            ));
-        }
+        VerbsError::check(ret, "ibv_req_notify_cq", || {
+            "could not arm the CQ; run without -e/--events".into()
+        })?;
         Ok(())
     }
 
@@ -182,9 +178,7 @@ impl Drop for Cq {
         // SAFETY: QPs and pollers hold an Arc<Cq>, so none is left; every
         // event was acked in wait_event; destroyed once, channel after.
         let ret = unsafe { sys::ibv_destroy_cq(self.cq.as_ptr()) };
-        if ret != 0 {
-            eprintln!("warning: ibv_destroy_cq failed: errno {ret}");
-        }
+        warn_if_failed("ibv_destroy_cq", ret);
         if let Some(ch) = self.channel {
             // SAFETY: its only CQ is gone; destroyed once.
             unsafe { sys::ibv_destroy_comp_channel(ch.as_ptr()) };

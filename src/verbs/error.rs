@@ -23,9 +23,26 @@ impl VerbsError {
         }
     }
 
+    /// `Ok` for an int-returning verb's 0; otherwise its errno (see
+    /// [`errno_of`]) with the hint, which is built only on failure.
+    pub fn check(ret: i32, verb: &'static str, hint: impl FnOnce() -> String) -> Result<()> {
+        if ret == 0 {
+            return Ok(());
+        }
+        Err(Self::new(verb, errno_of(ret), hint()))
+    }
+
     /// A failure of `verb` that set the thread's `errno` (NULL-returning verbs).
     pub fn last_os(verb: &'static str, hint: impl Into<String>) -> Self {
         Self::new(verb, last_errno(), hint)
+    }
+}
+
+/// A destroy verb's result in a `Drop`: there is no caller to hand a failure
+/// to, so it is said on stderr (the resource leaks; nothing else breaks).
+pub fn warn_if_failed(verb: &str, ret: i32) {
+    if ret != 0 {
+        eprintln!("warning: {verb} failed: errno {ret}");
     }
 }
 

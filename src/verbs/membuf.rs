@@ -8,7 +8,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::context::Context;
-use super::error::{errno_of, last_errno, strerror, Result, VerbsError};
+use super::error::{last_errno, strerror, Result, VerbsError};
 use super::mr::{AlignedBuf, Backing, Mr};
 use super::pd::Pd;
 use crate::sys;
@@ -203,16 +203,12 @@ impl Context {
         // SAFETY: the context is open, `a` a valid out-struct of the size
         // passed, and a null input asks for the default query.
         let ret = unsafe { sys::ibv_query_device_ex(self.raw(), std::ptr::null(), &mut a) };
-        if ret != 0 {
-            return Err(VerbsError::new(
-                "ibv_query_device_ex",
-                errno_of(ret),
-                format!(
-                    "--odp: {} did not report its On-Demand Paging capabilities; drop --odp",
-                    self.name()
-                ),
-            ));
-        }
+        VerbsError::check(ret, "ibv_query_device_ex", || {
+            format!(
+                "--odp: {} did not report its On-Demand Paging capabilities; drop --odp",
+                self.name()
+            )
+        })?;
         let t = a.odp_caps.per_transport_caps;
         Ok(OdpCaps {
             general: a.odp_caps.general_caps,

@@ -4,7 +4,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::devmem::{DevReg, DeviceMemory};
-use super::error::{last_errno, Result, VerbsError};
+use super::error::{last_errno, warn_if_failed, Result, VerbsError};
 use super::pd::Pd;
 use crate::sys;
 
@@ -458,9 +458,7 @@ impl Drop for Mr {
         // SAFETY: registered once, deregistered once; the buffer field is
         // dropped after this body, so the memory outlives the registration.
         let ret = unsafe { sys::ibv_dereg_mr(self.mr.as_ptr()) };
-        if ret != 0 {
-            eprintln!("warning: ibv_dereg_mr failed: errno {ret}");
-        }
+        warn_if_failed("ibv_dereg_mr", ret);
     }
 }
 

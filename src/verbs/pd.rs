@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::context::Context;
-use super::error::{Result, VerbsError};
+use super::error::{warn_if_failed, Result, VerbsError};
 use crate::sys;
 
 /// A protection domain. Holds its context open; MRs, QPs and AHs hold it.
@@ -53,8 +53,6 @@ impl Drop for Pd {
     fn drop(&mut self) {
         // SAFETY: every child holds an Arc<Pd>, so none is left; freed once.
         let ret = unsafe { sys::ibv_dealloc_pd(self.pd) };
-        if ret != 0 {
-            eprintln!("warning: ibv_dealloc_pd failed: errno {ret}");
-        }
+        warn_if_failed("ibv_dealloc_pd", ret);
     }
 }

@@ -1,7 +1,7 @@
 //! Port attributes (`ibv_query_port`) and the port-level newtypes.
 
 use super::context::Context;
-use super::error::{errno_of, Result, VerbsError};
+use super::error::{Result, VerbsError};
 pub use super::values::{LinkLayer, PortState};
 use crate::sys;
 
@@ -111,18 +111,14 @@ impl Context {
         // SAFETY: the context is open and `a` is a valid out-struct of the
         // size the inline wrapper passes to the provider.
         let ret = unsafe { sys::___ibv_query_port(self.raw(), port, &mut a) };
-        if ret != 0 {
-            return Err(VerbsError::new(
-                "ibv_query_port",
-                errno_of(ret),
-                format!(
-                    "port {port} of {}; valid ports are {}; check `ibv_devinfo -d {}`",
-                    self.name(),
-                    self.port_range(),
-                    self.name()
-                ),
-            ));
-        }
+        VerbsError::check(ret, "ibv_query_port", || {
+            format!(
+                "port {port} of {}; valid ports are {}; check `ibv_devinfo -d {}`",
+                self.name(),
+                self.port_range(),
+                self.name()
+            )
+        })?;
         Ok(PortAttr::from_raw(port, &a))
     }
 }

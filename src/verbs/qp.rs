@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::ah::{AhAttr, Grh};
 use super::context::Context;
 use super::cq::Cq;
-use super::error::{errno_of, last_errno, Result, VerbsError};
+use super::error::{last_errno, warn_if_failed, Result, VerbsError};
 use super::mr::Access;
 use super::pd::Pd;
 use super::port::Mtu;
@@ -373,9 +373,7 @@ impl Qp {
         // SAFETY: the QP is live; `attr` is initialised and `mask` names only
         // fields set in it.
         let ret = unsafe { sys::ibv_modify_qp(self.raw(), attr, mask as i32) };
-        if ret != 0 {
-            return Err(VerbsError::new(verb, errno_of(ret), hint()));
-        }
+        VerbsError::check(ret, verb, hint)?;
         Ok(())
     }
 
@@ -488,13 +486,9 @@ impl Qp {
         let gid = sys::ibv_gid { raw: mgid };
         // SAFETY: the QP is live; `gid` is a valid ibv_gid the call only reads.
         let ret = unsafe { sys::ibv_attach_mcast(self.raw(), &gid, mlid) };
-        if ret != 0 {
-            return Err(VerbsError::new(
-                "ibv_attach_mcast",
-                errno_of(ret),
-                "the device refused to attach the UD QP to the multicast group",
-            ));
-        }
+        VerbsError::check(ret, "ibv_attach_mcast", || {
+            "the device refused to attach the UD QP to the multicast group".into()
+        })?;
         Ok(())
     }
 
@@ -580,9 +574,7 @@ impl Drop for Qp {
         // SAFETY: post objects hold an Arc<Qp>, so none is left; destroyed
         // once, before the PD and CQs (fields drop after this body).
         let ret = unsafe { sys::ibv_destroy_qp(self.qp.as_ptr()) };
-        if ret != 0 {
-            eprintln!("warning: ibv_destroy_qp failed: errno {ret}");
-        }
+        warn_if_failed("ibv_destroy_qp", ret);
     }
 }
 
@@ -598,13 +590,9 @@ pub unsafe fn query_raw(qp: *mut sys::ibv_qp, mask: u32) -> Result<sys::ibv_qp_a
     // SAFETY: the QP is live (caller); the provider fills `attr`/`init`,
     // which we own.
     let ret = unsafe { sys::ibv_query_qp(qp, &mut attr, mask as i32, &mut init) };
-    if ret != 0 {
-        return Err(VerbsError::new(
-            "ibv_query_qp",
-            errno_of(ret),
-            format!("the QP's attributes (mask {mask:#x}) could not be read back"),
-        ));
-    }
+    VerbsError::check(ret, "ibv_query_qp", || {
+        format!("the QP's attributes (mask {mask:#x}) could not be read back")
+    })?;
     Ok(attr)
 }
 
