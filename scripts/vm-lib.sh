@@ -27,41 +27,38 @@ _vm_next_port=${PAIR_PORT:-18515}
 
 _vm_now() { cut -d' ' -f1 /proc/uptime; }
 
-wait_port() {
-    local port=$1 pid=${2:-} deadline
+# _vm_wait_listen WHO PORT PID WHAT CHECK...: polls CHECK until it succeeds; fails naming WHO
+# when process PID (if given) exits first, or after WAIT_PORT_TIMEOUT seconds.
+_vm_wait_listen() {
+    local who=$1 port=$2 pid=$3 what=$4 deadline
+    shift 4
     deadline=$(awk "BEGIN{print $(_vm_now) + $WAIT_PORT_TIMEOUT}")
     while :; do
-        ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
+        "$@" && return 0
         if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
-            echo "wait_port: process $pid exited before port $port listened" >&2
+            echo "$who: process $pid exited before port $port listened" >&2
             return 1
         fi
         if awk "BEGIN{exit !($(_vm_now) > $deadline)}"; then
-            echo "wait_port: nothing listens on port $port after ${WAIT_PORT_TIMEOUT}s" >&2
+            echo "$who: $what on port $port after ${WAIT_PORT_TIMEOUT}s" >&2
             return 1
         fi
         sleep 0.05
     done
 }
 
+_vm_tcp_listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+_vm_cm_listening() { rdma res show cm_id 2>/dev/null | grep -q "state LISTEN .*src-addr [0-9.]*:$1\b"; }
+
+wait_port() { # PORT [PID]
+    _vm_wait_listen wait_port "$1" "${2:-}" "nothing listens" _vm_tcp_listening "$1"
+}
+
 # Like wait_port for an rdma_cm listener (perftest/rdmaperf -R listen through the RDMA CM,
 # not TCP): `rdma res show cm_id` lists it; without the rdma tool, a fixed PAIR_CM_WAIT.
-wait_cm_port() {
-    local port=$1 pid=${2:-} deadline
+wait_cm_port() { # PORT [PID]
     if ! command -v rdma >/dev/null; then sleep "$PAIR_CM_WAIT"; return 0; fi
-    deadline=$(awk "BEGIN{print $(_vm_now) + $WAIT_PORT_TIMEOUT}")
-    while :; do
-        rdma res show cm_id 2>/dev/null | grep -q "state LISTEN .*src-addr [0-9.]*:$port\b" && return 0
-        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
-            echo "wait_cm_port: process $pid exited before port $port listened" >&2
-            return 1
-        fi
-        if awk "BEGIN{exit !($(_vm_now) > $deadline)}"; then
-            echo "wait_cm_port: no rdma_cm listener on port $port after ${WAIT_PORT_TIMEOUT}s" >&2
-            return 1
-        fi
-        sleep 0.05
-    done
+    _vm_wait_listen wait_cm_port "$1" "${2:-}" "no rdma_cm listener" _vm_cm_listening "$1"
 }
 
 # Starts one side in the background: its pid in $_vm_pid. Line-buffered so a killed side

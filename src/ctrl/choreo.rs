@@ -491,6 +491,17 @@ mod tests {
     use KeyRound::{AfterConnect as AC, First};
     use Step as S;
 
+    /// An RDMA tool's connect: keys, connect, keys again, the RTR barrier.
+    const RDMA_CONNECT: [S; 4] = [
+        S::Keys {
+            qp: 0,
+            round: First,
+        },
+        S::Connect,
+        S::Keys { qp: 0, round: AC },
+        S::Barrier(B::AfterRtr),
+    ];
+
     #[test]
     fn both_sides_always_pair_up() {
         let peer = PeerVersion::from_text("6.06").unwrap();
@@ -532,18 +543,8 @@ mod tests {
     #[test]
     fn write_bw_unidirectional() {
         let c = Scenario::new(Tool::WriteBw, Role::Client, false, Mode::Iterations);
-        let setup = [
-            S::Versions,
-            S::SysData,
-            S::Mtu,
-            S::Keys {
-                qp: 0,
-                round: First,
-            },
-            S::Connect,
-            S::Keys { qp: 0, round: AC },
-            S::Barrier(B::AfterRtr),
-        ];
+        let mut setup = vec![S::Versions, S::SysData, S::Mtu];
+        setup.extend(RDMA_CONNECT);
         let mut client = setup.to_vec();
         client.extend([
             S::Run { size: None },
@@ -728,17 +729,8 @@ mod tests {
         // write_lat: both sides run, nobody closes.
         let w = Scenario::new(Tool::WriteLat, Role::Server, false, Mode::Iterations);
         let mut want = lat_setup(true);
-        want.extend([
-            S::Keys {
-                qp: 0,
-                round: First,
-            },
-            S::Connect,
-            S::Keys { qp: 0, round: AC },
-            S::Barrier(B::AfterRtr),
-            S::Run { size: None },
-            S::Exit,
-        ]);
+        want.extend(RDMA_CONNECT);
+        want.extend([S::Run { size: None }, S::Exit]);
         assert_eq!(steps(&w), want);
         // read_lat: the server closes at once and waits there for the client.
         let r = Scenario::new(Tool::ReadLat, Role::Server, false, Mode::AllSizes);
