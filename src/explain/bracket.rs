@@ -368,62 +368,25 @@ impl Explanation {
             " Explain ({} port {}; this side's counters over the run; {peer_note}):",
             self.device, self.port
         );
-        if let Some((c, how)) = &self.link {
-            let _ = writeln!(s, "  link ceiling   {c:.2} Gb/s of payload ({how})");
-        }
-        match self.pcie {
-            Some(c) => {
-                let _ = writeln!(s, "  PCIe ceiling   {c:.2} Gb/s");
-            }
-            None => {
-                let _ = writeln!(
-                    s,
-                    "  PCIe ceiling   none (no PCIe function: software device)"
-                );
-            }
-        }
-        if self.software {
-            let _ = writeln!(s, "  software       {}: {SOFTWARE}", self.device);
-        }
+        self.ceilings_text(&mut s);
         let at_ceiling = !self.software
             && matches!((self.measured, self.ceiling()), (Some(m), Some(c)) if m >= 0.9 * c);
-        if let (Some(m), Some(c)) = (self.measured, self.ceiling()) {
-            let _ = writeln!(
-                s,
-                "  measured       {m:.2} Gb/s = {:.0} % of the lower ceiling",
-                100.0 * m / c
-            );
-        }
-        let mut n = 0;
-        for f in &self.findings {
-            n += 1;
-            let _ = writeln!(
-                s,
-                "  {n}. {}: {}\n     evidence: {}\n     fix: {}",
-                f.code, f.title, f.evidence, f.fix
-            );
-        }
-        for c in &self.facts {
-            n += 1;
-            let _ = writeln!(s, "  {n}. {}: {}\n     fix: {}", c.code, c.what, c.fix);
-        }
-        if n == 0 {
+        let findings = self.findings.iter().map(|f| Row {
+            code: f.code,
+            head: f.title,
+            evidence: Some(f.evidence.as_str()),
+            fix: f.fix,
+        });
+        let facts = self.facts.iter().map(|c| Row {
+            code: c.code,
+            head: &c.what,
+            evidence: None,
+            fix: &c.fix,
+        });
+        if ranked_rows(&mut s, "", "     ", findings.chain(facts)) == 0 {
             let _ = writeln!(s, "  verdict: {}", self.verdict(at_ceiling, qps));
         }
-        // The netdev's traffic counters move in every run; only its pause,
-        // discard and error counters say something here (JSON has all).
-        let telling = |k: &str| {
-            !k.starts_with("eth.")
-                || ["pause", "discard", "err", "drop"]
-                    .iter()
-                    .any(|w| k.contains(w) && !k.ends_with("_duration"))
-        };
-        let moved: Vec<String> = self
-            .deltas
-            .iter()
-            .filter(|(k, _)| telling(k))
-            .filter_map(|(k, d)| d.value().filter(|v| *v > 0).map(|v| format!("{k} +{v}")))
-            .collect();
+        let moved = self.telling_counters();
         if !moved.is_empty() {
             let _ = writeln!(s, "  counters       {}", moved.join(", "));
         }
@@ -435,6 +398,76 @@ impl Explanation {
         }
         s
     }
+
+    /// The link and PCIe ceilings, the software device's line, and the
+    /// measured rate against the lower ceiling.
+    fn ceilings_text(&self, s: &mut String) {
+        if let Some((c, how)) = &self.link {
+            let _ = writeln!(s, "  link ceiling   {c:.2} Gb/s of payload ({how})");
+        }
+        let _ = match self.pcie {
+            Some(c) => writeln!(s, "  PCIe ceiling   {c:.2} Gb/s"),
+            None => writeln!(
+                s,
+                "  PCIe ceiling   none (no PCIe function: software device)"
+            ),
+        };
+        if self.software {
+            let _ = writeln!(s, "  software       {}: {SOFTWARE}", self.device);
+        }
+        if let (Some(m), Some(c)) = (self.measured, self.ceiling()) {
+            let _ = writeln!(
+                s,
+                "  measured       {m:.2} Gb/s = {:.0} % of the lower ceiling",
+                100.0 * m / c
+            );
+        }
+    }
+
+    /// The counters that moved, as "name +delta". The netdev's traffic
+    /// counters move in every run; only its pause, discard and error
+    /// counters say something here (JSON has all).
+    fn telling_counters(&self) -> Vec<String> {
+        let telling = |k: &str| {
+            !k.starts_with("eth.")
+                || ["pause", "discard", "err", "drop"]
+                    .iter()
+                    .any(|w| k.contains(w) && !k.ends_with("_duration"))
+        };
+        self.deltas
+            .iter()
+            .filter(|(k, _)| telling(k))
+            .filter_map(|(k, d)| d.value().filter(|v| *v > 0).map(|v| format!("{k} +{v}")))
+            .collect()
+    }
+}
+
+/// One ranked row of a verdict: a finding (with its evidence) or a fact.
+struct Row<'a> {
+    code: &'a str,
+    head: &'a str,
+    evidence: Option<&'a str>,
+    fix: &'a str,
+}
+
+/// Writes `rows` numbered from 1 (`  {tag}{n}. code: head`, then the
+/// evidence and fix lines indented by `pad`); returns how many there were.
+fn ranked_rows<'a>(
+    s: &mut String,
+    tag: &str,
+    pad: &str,
+    rows: impl Iterator<Item = Row<'a>>,
+) -> usize {
+    let mut n = 0;
+    for r in rows {
+        n += 1;
+        let _ = writeln!(s, "  {tag}{n}. {}: {}", r.code, r.head);
+        if let Some(e) = r.evidence {
+            let _ = writeln!(s, "{pad}evidence: {e}");
+        }
+        let _ = writeln!(s, "{pad}fix: {}", r.fix);
+    }
+    n
 }
 
 /// What differs between the two ends (ranked first: either caps the pair).
@@ -474,7 +507,7 @@ fn mismatches(mtu: Option<u32>, rate: Option<f64>, peer: &serde_json::Value) -> 
 
 /// The peer's findings and facts as it sent them (its `to_json`), ranked
 /// as it ranked them.
-fn peer_text(v: &serde_json::Value) -> String {
+fn peer_text<'a>(v: &'a serde_json::Value) -> String {
     let mut s = String::new();
     let str_of = |x: &serde_json::Value, k: &str| x[k].as_str().unwrap_or("").to_string();
     let _ = writeln!(
@@ -483,23 +516,18 @@ fn peer_text(v: &serde_json::Value) -> String {
         str_of(v, "device"),
         v["port"].as_u64().unwrap_or(0)
     );
-    let empty = Vec::new();
-    let findings = v["findings"].as_array().unwrap_or(&empty);
-    let facts = v["facts"].as_array().unwrap_or(&empty);
-    // Findings carry evidence, facts do not; both print as ranked rows.
-    let findings = findings
-        .iter()
-        .map(|f| (f, "title", Some(str_of(f, "evidence"))));
-    let facts = facts.iter().map(|c| (c, "what", None));
-    let mut n = 0;
-    for (x, head, evidence) in findings.chain(facts) {
-        n += 1;
-        let _ = writeln!(s, "  p{n}. {}: {}", str_of(x, "code"), str_of(x, head));
-        if let Some(e) = evidence {
-            let _ = writeln!(s, "      evidence: {e}");
-        }
-        let _ = writeln!(s, "      fix: {}", str_of(x, "fix"));
-    }
+    const NONE: &Vec<serde_json::Value> = &Vec::new();
+    let findings = v["findings"].as_array().unwrap_or(NONE);
+    let facts = v["facts"].as_array().unwrap_or(NONE);
+    let row = |x: &'a serde_json::Value, head: &str, evidence: bool| Row {
+        code: x["code"].as_str().unwrap_or(""),
+        head: x[head].as_str().unwrap_or(""),
+        evidence: evidence.then(|| x["evidence"].as_str().unwrap_or("")),
+        fix: x["fix"].as_str().unwrap_or(""),
+    };
+    let findings = findings.iter().map(|f| row(f, "title", true));
+    let facts = facts.iter().map(|c| row(c, "what", false));
+    let n = ranked_rows(&mut s, "p", "      ", findings.chain(facts));
     if n == 0 {
         let _ = writeln!(s, "  peer verdict: nothing in its counters or facts");
     }
@@ -531,6 +559,44 @@ mod tests {
             software,
             at_exchange: None,
         }
+    }
+
+    /// The whole block: ceilings, the ranked findings then facts, the
+    /// telling counters (the netdev's traffic counters left out), notes.
+    #[test]
+    fn the_text_block_lays_out_every_part() {
+        let mut e = explanation(
+            &[
+                ("sent_pkts", 5),
+                ("eth.rx_bytes", 9),
+                ("eth.rx_discards", 2),
+            ],
+            false,
+        );
+        e.findings = vec![Finding {
+            code: "loss",
+            title: "t",
+            evidence: "e".into(),
+            fix: "f",
+            score: 1.0,
+        }];
+        e.facts = vec![Check {
+            code: "mtu",
+            what: "w".into(),
+            fix: "g".into(),
+        }];
+        e.notes = vec!["n".into()];
+        assert_eq!(
+            e.text(1),
+            " Explain (rxea port 1; this side's counters over the run; x):\n  \
+             link ceiling   9.26 Gb/s of payload (10 Gb/s link)\n  \
+             PCIe ceiling   none (no PCIe function: software device)\n  \
+             measured       0.20 Gb/s = 2 % of the lower ceiling\n  \
+             1. loss: t\n     evidence: e\n     fix: f\n  \
+             2. mtu: w\n     fix: g\n  \
+             counters       eth.rx_discards +2, sent_pkts +5\n  \
+             note: n\n"
+        );
     }
 
     /// Lost read responses read as a timeout on this side alone; the

@@ -175,6 +175,39 @@ fn dmabuf_lines(s: &mut String, dmabuf: &[(String, Result<bool, String>)]) {
 /// Doctor's GPU block and its findings: each GPU with its class to every
 /// RDMA device, peer memory, each NIC's dma-buf answer, the IOMMU; a GPU is
 /// far only when its nearest NIC is worse than PXB.
+/// One GPU's line and its class to each NIC; the `gpu_far` finding when
+/// even its nearest NIC is further than a PCIe switch.
+fn gpu_lines(s: &mut String, topo: &Topo, g: &Gpu) -> Option<Finding> {
+    let _ = writeln!(
+        s,
+        " GPU {}  NUMA {}  IOMMU {}",
+        g.bdf,
+        numa_of(g),
+        g.iommu.text()
+    );
+    for n in &topo.nics {
+        let class = match Topo::class(g, n) {
+            Some(c) => format!("{:<4} ({}: {})", c.name(), where_(&n.place), c.meaning()),
+            None if n.software => "software device: no PCIe path to the GPU".into(),
+            None => "no PCI path (topology unknown)".into(),
+        };
+        let _ = writeln!(
+            s,
+            " {:<10} {:<10} {class}  IOMMU {}",
+            "",
+            n.name,
+            n.iommu.text()
+        );
+    }
+    let nearest = topo
+        .nics
+        .iter()
+        .filter_map(|n| Some((n, Topo::class(g, n)?)))
+        .min_by_key(|(_, c)| *c);
+    let (n, c) = nearest.filter(|(_, c)| *c > Class::PXB)?;
+    Some(far(topo, g, n, c))
+}
+
 pub fn doctor_block(
     topo: &Topo,
     dmabuf: &[(String, Result<bool, String>)],
@@ -191,35 +224,7 @@ pub fn doctor_block(
     }
     let mut out = Vec::new();
     for g in &topo.gpus {
-        let _ = writeln!(
-            s,
-            " GPU {}  NUMA {}  IOMMU {}",
-            g.bdf,
-            numa_of(g),
-            g.iommu.text()
-        );
-        for n in &topo.nics {
-            let class = match Topo::class(g, n) {
-                Some(c) => format!("{:<4} ({}: {})", c.name(), where_(&n.place), c.meaning()),
-                None if n.software => "software device: no PCIe path to the GPU".into(),
-                None => "no PCI path (topology unknown)".into(),
-            };
-            let _ = writeln!(
-                s,
-                " {:<10} {:<10} {class}  IOMMU {}",
-                "",
-                n.name,
-                n.iommu.text()
-            );
-        }
-        let nearest = topo
-            .nics
-            .iter()
-            .filter_map(|n| Some((n, Topo::class(g, n)?)))
-            .min_by_key(|(_, c)| *c);
-        if let Some((n, c)) = nearest.filter(|(_, c)| *c > Class::PXB) {
-            out.push(far(topo, g, n, c));
-        }
+        out.extend(gpu_lines(&mut s, topo, g));
     }
     let _ = writeln!(
         s,
