@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion, Throughput};
 use rdmaperf::mlx5::rq::DirectRq;
 use rdmaperf::mlx5::DirectCq;
-use rdmaperf::post::{Completion, CompletionQueue, RecvQueue};
+use rdmaperf::post::{Completion, CompletionQueue, RecvList, RecvQueue};
 use rdmaperf::sys;
 
 const SLOTS: u32 = 256;
@@ -179,13 +179,18 @@ impl RustRig {
     fn run(&mut self, iters: u64) -> Duration {
         let mut wc = [Completion::default(); POLL];
         let mut t = Duration::ZERO;
+        let rx = self.rx;
+        let list = RecvList {
+            n: BATCH as usize,
+            wr_id: 7,
+            lkey: LKEY,
+            len: LEN,
+            addr: |k: usize| rx + k as u64 * LEN as u64,
+        };
         for _ in 0..iters {
             self.rings.complete(BATCH);
-            let rx = self.rx;
             let t0 = Instant::now();
-            self.rq
-                .post_recv_list(BATCH as usize, 7, LKEY, LEN, |k| rx + k as u64 * LEN as u64)
-                .expect("room");
+            self.rq.post_recv_list(&list).expect("room");
             let mut got = 0;
             while got < BATCH as usize {
                 got += self.cq.poll(&mut wc).expect("poll");

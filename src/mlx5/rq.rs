@@ -16,7 +16,7 @@ use super::error::DirectError;
 use super::keepalive::KeepAlive;
 use super::mmio::{HwMmio, Mmio};
 use super::recv::{layout_error, ring_record, RecvKind, RecvRing, DATA_SEG};
-use crate::post::{PostError, RecvQueue};
+use crate::post::{PostError, RecvList, RecvQueue};
 use crate::sys::mlx5dv_qp;
 
 /// Largest RQ stride libmlx5 creates (32 scatter entries).
@@ -177,20 +177,15 @@ impl<M: Mmio> RecvQueue for DirectRq<M> {
 
     /// One doorbell record store for the whole list.
     #[inline]
-    fn post_recv_list(
-        &mut self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
+    fn post_recv_list(&mut self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
+        let n = list.n;
         if n as u64 > self.room() as u64 {
             return Err(PostError::QueueFull);
         }
         let shape = self.ring.shape();
         for k in 0..n {
-            shape.write(self.head.wrapping_add(k as u32), wr_id, addr(k), lkey, len);
+            let at = self.head.wrapping_add(k as u32);
+            shape.write(at, list.wr_id, (list.addr)(k), list.lkey, list.len);
         }
         self.head = self.head.wrapping_add(n as u32);
         if n > 0 {

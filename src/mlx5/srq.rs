@@ -21,7 +21,7 @@ use super::error::DirectError;
 use super::keepalive::KeepAlive;
 use super::mmio::{HwMmio, Mmio};
 use super::recv::{layout_error, ring_record, RecvKind, RecvRing, DATA_SEG, SRQ_NEXT_SEG};
-use crate::post::{PostError, RecvQueue};
+use crate::post::{PostError, RecvList, RecvQueue};
 use crate::sys::mlx5dv_srq;
 
 /// A directly posted SRQ; completions come through every
@@ -190,19 +190,12 @@ impl<M: Mmio> DirectSrq<M> {
     /// ENOMEM for the first WR that did not fit). `addr(k)` runs before
     /// each WQE is taken, never while one is half written.
     #[inline(always)]
-    fn post_list(
-        &self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
+    fn post_list(&self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
         let mut res = Ok(());
         let start = self.counter.get();
-        for k in 0..n {
-            let a = addr(k);
-            res = self.take(wr_id, a, lkey, len);
+        for k in 0..list.n {
+            let a = (list.addr)(k);
+            res = self.take(list.wr_id, a, list.lkey, list.len);
             if res.is_err() {
                 break;
             }
@@ -221,15 +214,8 @@ impl<M: Mmio> RecvQueue for DirectSrq<M> {
     }
 
     #[inline]
-    fn post_recv_list(
-        &mut self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
-        self.post_list(n, wr_id, lkey, len, addr)
+    fn post_recv_list(&mut self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
+        self.post_list(list)
     }
 }
 
@@ -275,14 +261,7 @@ impl<M: Mmio> RecvQueue for SrqPort<M> {
     }
 
     #[inline(always)]
-    fn post_recv_list(
-        &mut self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
-        self.srq.post_list(n, wr_id, lkey, len, addr)
+    fn post_recv_list(&mut self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
+        self.srq.post_list(list)
     }
 }
