@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, Throughput};
 use rdmaperf::mlx5::rq::DirectRq;
-use rdmaperf::mlx5::DirectCq;
+use rdmaperf::mlx5::{DirectCq, HwMmio};
 use rdmaperf::post::{Completion, CompletionQueue, RecvList, RecvQueue};
 use rdmaperf::sys;
 
@@ -168,7 +168,7 @@ impl RustRig {
         // used by this rig alone.
         let (rq, mut cq) = unsafe {
             (
-                DirectRq::from_dv(&qp, QPN, None).expect("rq"),
+                DirectRq::from_dv(&qp, QPN, None, HwMmio).expect("rq"),
                 DirectCq::from_dv(&dv_cq, None).expect("cq"),
             )
         };

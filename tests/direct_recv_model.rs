@@ -82,7 +82,7 @@ mod with_model {
         let qpn = r.model.recv_qpn(q).unwrap();
         let mmio = r.model.recv_mmio(q);
         // SAFETY: the model owns the ring and outlives the RQ (test order).
-        let rq = unsafe { DirectRq::from_dv_with(&dv, qpn, None, mmio) }.unwrap();
+        let rq = unsafe { DirectRq::from_dv(&dv, qpn, None, mmio) }.unwrap();
         r.cq.attach_recv(qpn, rq.ring());
         rq
     }
@@ -90,7 +90,7 @@ mod with_model {
     fn srq_for_all(r: &mut Rig) -> DirectSrq<ModelRecvMmio> {
         let dv = r.model.recv_dv_srq().unwrap();
         // SAFETY: as rq_of.
-        let srq = unsafe { DirectSrq::from_dv_with(&dv, 7, None, r.model.recv_mmio(0)) }.unwrap();
+        let srq = unsafe { DirectSrq::from_dv(&dv, 7, None, r.model.recv_mmio(0)) }.unwrap();
         for q in 0..r.model.config().qps as usize {
             r.cq.attach_recv(r.model.recv_qpn(q).unwrap(), srq.ring());
         }
@@ -1038,7 +1038,7 @@ mod with_model {
         } = r;
         let dv = model.recv_dv_srq().unwrap();
         // SAFETY: the model owns the ring and outlives the SRQ (test order).
-        let srq = unsafe { DirectSrq::from_dv_with(&dv, 7, None, model.recv_mmio(0)) }.unwrap();
+        let srq = unsafe { DirectSrq::from_dv(&dv, 7, None, model.recv_mmio(0)) }.unwrap();
         for q in 0..2 {
             cq.attach_recv(model.recv_qpn(q).unwrap(), srq.ring());
         }
@@ -1453,7 +1453,7 @@ mod with_model {
         let dv = r.model.recv_dv_qp(0).unwrap();
         let mmio = NoFence(r.model.recv_mmio(0));
         // SAFETY: as rq_of.
-        let mut rq = unsafe { DirectRq::from_dv_with(&dv, 0x456, None, mmio) }.unwrap();
+        let mut rq = unsafe { DirectRq::from_dv(&dv, 0x456, None, mmio) }.unwrap();
         rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
             .unwrap();
         let v = r.model.violations();

@@ -86,29 +86,16 @@ pub fn check_rq_layout(qp: &mlx5dv_qp) -> Result<(), DirectError> {
     Ok(())
 }
 
-impl DirectRq {
-    /// Builds the RQ from what `mlx5dv_init_obj` returned for the QP.
+impl<M: Mmio> DirectRq<M> {
+    /// Builds the RQ from what `mlx5dv_init_obj` returned for the QP,
+    /// storing the record through `mmio` ([`HwMmio`] on a device, the
+    /// model's recorder in tests).
     ///
     /// # Safety
     /// `qp`'s RQ buffer and record must stay valid while the RQ lives
     /// (`keepalive` may own them), the RQ must be fresh (nothing posted) and
     /// posted by nothing else (no `ibv_post_recv` on this QP).
     pub unsafe fn from_dv(
-        qp: &mlx5dv_qp,
-        qpn: u32,
-        keepalive: KeepAlive,
-    ) -> Result<Self, DirectError> {
-        // SAFETY: the caller's contract.
-        unsafe { Self::from_dv_with(qp, qpn, keepalive, HwMmio) }
-    }
-}
-
-impl<M: Mmio> DirectRq<M> {
-    /// As [`DirectRq::from_dv`], storing the record through `mmio`.
-    ///
-    /// # Safety
-    /// As [`DirectRq::from_dv`].
-    pub unsafe fn from_dv_with(
         qp: &mlx5dv_qp,
         qpn: u32,
         keepalive: KeepAlive,

@@ -81,30 +81,17 @@ pub fn check_srq_layout(srq: &mlx5dv_srq) -> Result<(), DirectError> {
     Ok(())
 }
 
-impl DirectSrq {
-    /// Builds the SRQ from what `mlx5dv_init_obj` returned, and links its
-    /// WQEs `0 -> 1 -> … -> tail` (as libmlx5 did at create).
+impl<M: Mmio> DirectSrq<M> {
+    /// Builds the SRQ from what `mlx5dv_init_obj` returned, storing the
+    /// record through `mmio` ([`HwMmio`] on a device, the model's recorder
+    /// in tests), and links its WQEs `0 -> 1 -> … -> tail` (as libmlx5 did
+    /// at create).
     ///
     /// # Safety
     /// The SRQ's buffer and record must stay valid while this lives
     /// (`keepalive`), nothing may be posted yet, and nothing else may post
     /// to it (no `ibv_post_srq_recv`).
     pub unsafe fn from_dv(
-        srq: &mlx5dv_srq,
-        srqn: u32,
-        keepalive: KeepAlive,
-    ) -> Result<Self, DirectError> {
-        // SAFETY: the caller's contract.
-        unsafe { Self::from_dv_with(srq, srqn, keepalive, HwMmio) }
-    }
-}
-
-impl<M: Mmio> DirectSrq<M> {
-    /// As [`DirectSrq::from_dv`], storing the record through `mmio`.
-    ///
-    /// # Safety
-    /// As [`DirectSrq::from_dv`].
-    pub unsafe fn from_dv_with(
         srq: &mlx5dv_srq,
         srqn: u32,
         keepalive: KeepAlive,
