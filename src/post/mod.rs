@@ -25,6 +25,19 @@ pub enum Op {
     CmpSwap,
 }
 
+impl Op {
+    /// Every operation, once each.
+    pub const ALL: [Op; 7] = [
+        Op::Write,
+        Op::WriteImm,
+        Op::Send,
+        Op::SendImm,
+        Op::Read,
+        Op::FetchAdd,
+        Op::CmpSwap,
+    ];
+}
+
 /// One send work request, in the form every post method consumes.
 /// `repr(C)`: the direct path reads `laddr, lkey, len` and `raddr, rkey`
 /// as 16-byte units (`mlx5::segwr`).
