@@ -15,6 +15,8 @@
 //! short run; `-- --test` runs each once, as CI does).
 
 use std::alloc::{alloc_zeroed, Layout};
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -295,17 +297,9 @@ fn direct_vs_c(c: &mut Criterion) {
     assert_eq!(cref.rq.tail, cref.rq.head);
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(30)
-        .configure_from_args()
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = common::config();
     targets = direct_vs_c
 }
 
