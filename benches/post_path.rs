@@ -16,6 +16,8 @@
 //! Run: `cargo bench --all-features --bench post_path` (append `-- --quick`
 //! for a short run).
 
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -589,14 +591,6 @@ mod verbs_bench {
     }
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(30)
-        .configure_from_args()
-}
-
 /// `RDMAPERF_BENCH_COUNT=<chunks>`: no criterion, each case posts this many
 /// ring-fulls on both sides, for instruction counts under
 /// `valgrind --tool=callgrind` (functions `post_lists`, `rdmaperf_cref_run_*`);
@@ -624,7 +618,7 @@ fn count_mode(chunks: u64) {
 
 criterion_group! {
     name = benches;
-    config = config();
+    config = common::config();
     targets = direct_vs_c, verbs_bench::bench
 }
 

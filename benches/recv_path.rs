@@ -15,13 +15,15 @@
 //! short run; `-- --test` runs each once, as CI does).
 
 use std::alloc::{alloc_zeroed, Layout};
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, Throughput};
 use rdmaperf::mlx5::rq::DirectRq;
-use rdmaperf::mlx5::DirectCq;
-use rdmaperf::post::{Completion, CompletionQueue, RecvQueue};
+use rdmaperf::mlx5::{DirectCq, HwMmio};
+use rdmaperf::post::{Completion, CompletionQueue, RecvList, RecvQueue};
 use rdmaperf::sys;
 
 const SLOTS: u32 = 256;
@@ -168,7 +170,7 @@ impl RustRig {
         // used by this rig alone.
         let (rq, mut cq) = unsafe {
             (
-                DirectRq::from_dv(&qp, QPN, None).expect("rq"),
+                DirectRq::from_dv(&qp, QPN, None, HwMmio).expect("rq"),
                 DirectCq::from_dv(&dv_cq, None).expect("cq"),
             )
         };
@@ -179,13 +181,18 @@ impl RustRig {
     fn run(&mut self, iters: u64) -> Duration {
         let mut wc = [Completion::default(); POLL];
         let mut t = Duration::ZERO;
+        let rx = self.rx;
+        let list = RecvList {
+            n: BATCH as usize,
+            wr_id: 7,
+            lkey: LKEY,
+            len: LEN,
+            addr: |k: usize| rx + k as u64 * LEN as u64,
+        };
         for _ in 0..iters {
             self.rings.complete(BATCH);
-            let rx = self.rx;
             let t0 = Instant::now();
-            self.rq
-                .post_recv_list(BATCH as usize, 7, LKEY, LEN, |k| rx + k as u64 * LEN as u64)
-                .expect("room");
+            self.rq.post_recv_list(&list).expect("room");
             let mut got = 0;
             while got < BATCH as usize {
                 got += self.cq.poll(&mut wc).expect("poll");
@@ -290,17 +297,9 @@ fn direct_vs_c(c: &mut Criterion) {
     assert_eq!(cref.rq.tail, cref.rq.head);
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(30)
-        .configure_from_args()
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = common::config();
     targets = direct_vs_c
 }
 

@@ -23,14 +23,6 @@ mod with_model {
 
     type Vars = &'static [(&'static str, &'static str)];
 
-    fn env(pairs: &[(&str, &str)]) -> Mlx5Env {
-        let owned: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-        Mlx5Env::parse(|n| owned.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()))
-    }
-
     /// A model QP whose SQ follows `e`'s doorbell policy, with a source and
     /// a destination buffer registered (the buffers outlive the model).
     struct Rig {
@@ -133,7 +125,7 @@ mod with_model {
             ),
         ];
         for (vars, want) in cases {
-            let e = env(vars);
+            let e = Mlx5Env::from_pairs(vars);
             let mut rig = Rig::new(&e, ModelConfig::default());
             let shots = [
                 vec![rig.wr(1, 0, 256, false)],
@@ -169,7 +161,7 @@ mod with_model {
 
     #[test]
     fn qp_signature_refuses_direct_and_auto_falls_back_naming_it() {
-        let e = env(&[("MLX5_QP_SIGNATURE", "1")]);
+        let e = Mlx5Env::from_pairs(&[("MLX5_QP_SIGNATURE", "1")]);
         let m = Model::new(ModelConfig::default()).unwrap();
         let mut steps = ModelSteps::new(&m, None);
         let attr = DirectQpAttr {

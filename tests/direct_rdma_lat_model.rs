@@ -30,11 +30,11 @@ mod with_model {
     use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, NicStats};
     use rdmaperf::post::CompletionQueue;
     use rdmaperf::report::stats::LatUnits;
-    use rdmaperf::run::lat::{rdma_lat, write_lat, LatOutcome, LatTarget, Mailbox};
+    use rdmaperf::run::lat::{rdma_lat, write_lat, LatConfig, LatOutcome, LatTarget, Mailbox};
     use rdmaperf::tool::common::landing;
     use rdmaperf::tool::runs::lat::{lat_config, lat_stats};
     use rdmaperf::tool::session::direct::allow_buffer;
-    use rdmaperf::tool::setup::method::{decide, direct_wired, unwired, Facts, Method};
+    use rdmaperf::tool::setup::method::{decide_for, direct_wired, Method};
 
     /// One side's model NIC with its direct SQ and CQ (RC).
     fn side() -> (Model, DirectSq<ModelMmio>, DirectCq) {
@@ -54,14 +54,8 @@ mod with_model {
 
     /// The tool's choice for `p` on an mlx5 device: `auto` gives direct.
     fn auto_on_mlx5(p: &Params) -> Method {
-        let u = unwired(p);
-        let f = Facts {
-            device: "mlx5_0",
-            mlx5: true,
-            unwired: &u,
-            tool: p.tool.name(),
-        };
-        decide(PostChoice::Auto, &f, || Ok(())).unwrap_or_else(|f| panic!("{}", f.msg))
+        decide_for(PostChoice::Auto, p, "mlx5_0", true, || Ok(()))
+            .unwrap_or_else(|f| panic!("{}", f.msg))
     }
 
     /// One message per round trip: a WQE, a BlueFlame doorbell and a CQE
@@ -86,6 +80,39 @@ mod with_model {
         let s = lat_stats(tposted, Clock::calibrate().hz(), rtt, false, LatUnits::Usec)
             .unwrap_or_else(|f| panic!("{what}: {}", f.msg));
         assert!(s.t_min > 0.0 && s.t_min <= s.t_max, "{what}: {s:?}");
+    }
+
+    /// A client running `cfg` (READ or an atomic: no peer loop) on a fresh
+    /// model from `local` to `remote` (`len` bytes each): a clean run of `n`
+    /// round trips, one WQE and CQE each.
+    ///
+    /// # Safety
+    /// Both buffers hold `len` bytes, outlive the call, and nothing else
+    /// touches them during it (the model is stopped and dropped before it
+    /// returns).
+    unsafe fn run_client(what: &str, cfg: &LatConfig, bufs: (*mut u8, *mut u8, usize), n: u64) {
+        let (local, remote, len) = bufs;
+        let (mut model, mut sq, mut cq) = side();
+        // SAFETY: the caller's contract.
+        let (l, r) = unsafe {
+            (
+                model.register(local, len, Access::ALL),
+                model.register(remote, len, Access::ALL),
+            )
+        };
+        let t = LatTarget {
+            laddr: local as u64,
+            lkey: l.lkey,
+            raddr: remote as u64,
+            rkey: r.rkey,
+            ..LatTarget::default()
+        };
+        let mut tposted = vec![0u64; n as usize];
+        model.start();
+        let o = rdma_lat(cfg, &mut sq, &mut cq, &t, &mut tposted, clock::now);
+        model.stop();
+        assert_samples(what, &o, &tposted, n, 1);
+        assert_one_each(what, &model, &cq, n);
     }
 
     /// write-lat's mailbox over raw buffer addresses (kept as integers so a
@@ -250,29 +277,10 @@ mod with_model {
             let mut remote = vec![0u8; sz];
             landing::fill_pattern(&mut remote);
             let mut local = vec![0u8; sz];
-            let (mut model, mut sq, mut cq) = side();
-            // SAFETY: both buffers outlive the model (stopped, dropped first).
-            let (l, r) = unsafe {
-                (
-                    model.register(local.as_mut_ptr(), sz, Access::ALL),
-                    model.register(remote.as_mut_ptr(), sz, Access::ALL),
-                )
-            };
-            let t = LatTarget {
-                laddr: local.as_ptr() as u64,
-                lkey: l.lkey,
-                raddr: remote.as_ptr() as u64,
-                rkey: r.rkey,
-                ..LatTarget::default()
-            };
-            let mut tposted = vec![0u64; n as usize];
-            model.start();
-            let o = rdma_lat(&cfg, &mut sq, &mut cq, &t, &mut tposted, clock::now);
-            model.stop();
             let what = format!("read-lat {size} B");
-            assert_samples(&what, &o, &tposted, n, 1);
-            assert_one_each(&what, &model, &cq, n);
-            drop((sq, cq, model));
+            let bufs = (local.as_mut_ptr(), remote.as_mut_ptr(), sz);
+            // SAFETY: both buffers outlive the call and nothing else uses them during it.
+            unsafe { run_client(&what, &cfg, bufs, n) };
             assert_eq!(local, remote, "{what}");
         }
     }
@@ -296,28 +304,9 @@ mod with_model {
             // u64s: the atomic target is 8-byte aligned.
             let mut remote = [start];
             let mut local = [0u64];
-            let (mut model, mut sq, mut cq) = side();
-            // SAFETY: both buffers outlive the model (stopped, dropped first).
-            let (l, r) = unsafe {
-                (
-                    model.register(local.as_mut_ptr().cast(), 8, Access::ALL),
-                    model.register(remote.as_mut_ptr().cast(), 8, Access::ALL),
-                )
-            };
-            let t = LatTarget {
-                laddr: local.as_ptr() as u64,
-                lkey: l.lkey,
-                raddr: remote.as_ptr() as u64,
-                rkey: r.rkey,
-                ..LatTarget::default()
-            };
-            let mut tposted = vec![0u64; n as usize];
-            model.start();
-            let o = rdma_lat(&cfg, &mut sq, &mut cq, &t, &mut tposted, clock::now);
-            model.stop();
-            assert_samples(cmd, &o, &tposted, n, 1);
-            assert_one_each(cmd, &model, &cq, n);
-            drop((sq, cq, model));
+            let bufs = (local.as_mut_ptr().cast(), remote.as_mut_ptr().cast(), 8);
+            // SAFETY: both buffers outlive the call and nothing else uses them during it.
+            unsafe { run_client(cmd, &cfg, bufs, n) };
             assert_eq!((remote[0], local[0]), (remote_after, local_after), "{cmd}");
         }
     }

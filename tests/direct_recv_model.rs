@@ -25,8 +25,8 @@ mod with_model {
     };
     use rdmaperf::post::wc::{WC_GRH, WC_WITH_IMM};
     use rdmaperf::post::{
-        Completion, CompletionQueue, Op, PostError, RecvQueue, SendQueue, WcOpcode, WcStatus,
-        WrDesc,
+        Completion, CompletionQueue, Op, PostError, RecvList, RecvQueue, SendQueue, WcOpcode,
+        WcStatus, WrDesc,
     };
     use std::sync::Arc;
 
@@ -82,7 +82,7 @@ mod with_model {
         let qpn = r.model.recv_qpn(q).unwrap();
         let mmio = r.model.recv_mmio(q);
         // SAFETY: the model owns the ring and outlives the RQ (test order).
-        let rq = unsafe { DirectRq::from_dv_with(&dv, qpn, None, mmio) }.unwrap();
+        let rq = unsafe { DirectRq::from_dv(&dv, qpn, None, mmio) }.unwrap();
         r.cq.attach_recv(qpn, rq.ring());
         rq
     }
@@ -90,7 +90,7 @@ mod with_model {
     fn srq_for_all(r: &mut Rig) -> DirectSrq<ModelRecvMmio> {
         let dv = r.model.recv_dv_srq().unwrap();
         // SAFETY: as rq_of.
-        let srq = unsafe { DirectSrq::from_dv_with(&dv, 7, None, r.model.recv_mmio(0)) }.unwrap();
+        let srq = unsafe { DirectSrq::from_dv(&dv, 7, None, r.model.recv_mmio(0)) }.unwrap();
         for q in 0..r.model.config().qps as usize {
             r.cq.attach_recv(r.model.recv_qpn(q).unwrap(), srq.ring());
         }
@@ -115,6 +115,18 @@ mod with_model {
             len,
             signaled: true,
             ..WrDesc::default()
+        }
+    }
+
+    /// `n` receives of `MSG` bytes in one post list, the k-th at `addr(k)`.
+    fn msgs<A: Fn(usize) -> u64>(n: usize, wr_id: u64, lkey: u32, addr: A) -> RecvList<A> {
+        let len = MSG as u32;
+        RecvList {
+            n,
+            wr_id,
+            lkey,
+            len,
+            addr,
         }
     }
 
@@ -427,14 +439,14 @@ mod with_model {
         let other = RefCell::new(ports.pop().unwrap());
         let (lkey, rx0) = (r.rx_lkey, rx_at(&b, 0));
         ports[0]
-            .post_recv_list(4, 100, lkey, MSG as u32, |k| {
+            .post_recv_list(&msgs(4, 100, lkey, |k| {
                 let at = rx0 + ((4 + k) * MSG) as u64;
                 other
                     .borrow_mut()
                     .post_recv(200 + k as u64, at, lkey, MSG as u32)
                     .unwrap();
                 rx0 + (k * MSG) as u64
-            })
+            }))
             .unwrap();
         assert_eq!(ports[0].posted(), 8);
         let dv = r.model.recv_dv_srq().unwrap();
@@ -607,14 +619,14 @@ mod with_model {
             }),
         );
         let mut rq = rq_of(&mut r, 0);
-        rq.post_recv_list(6, 1, r.rx_lkey, MSG as u32, |k| rx_at(&b, k))
+        rq.post_recv_list(&msgs(6, 1, r.rx_lkey, |k| rx_at(&b, k)))
             .unwrap();
         let rec = r.model.recv_dv_qp(0).unwrap().dbrec;
         // SAFETY: the model's receive record, 4-aligned and alive.
         let posted = u32::from_be(unsafe { rec.read_volatile() });
         assert_eq!(posted, 6);
         assert_eq!(
-            rq.post_recv_list(3, 2, r.rx_lkey, MSG as u32, |k| rx_at(&b, k)),
+            rq.post_recv_list(&msgs(3, 2, r.rx_lkey, |k| rx_at(&b, k))),
             Err(PostError::QueueFull)
         );
         rq.post_recv(3, rx_at(&b, 6), r.rx_lkey, 0).unwrap();
@@ -1026,7 +1038,7 @@ mod with_model {
         } = r;
         let dv = model.recv_dv_srq().unwrap();
         // SAFETY: the model owns the ring and outlives the SRQ (test order).
-        let srq = unsafe { DirectSrq::from_dv_with(&dv, 7, None, model.recv_mmio(0)) }.unwrap();
+        let srq = unsafe { DirectSrq::from_dv(&dv, 7, None, model.recv_mmio(0)) }.unwrap();
         for q in 0..2 {
             cq.attach_recv(model.recv_qpn(q).unwrap(), srq.ring());
         }
@@ -1387,7 +1399,7 @@ mod with_model {
         rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
             .unwrap();
         let base = rx_at(&b, 1);
-        rq.post_recv_list(3, 2, r.rx_lkey, MSG as u32, |k| base + (k * MSG) as u64)
+        rq.post_recv_list(&msgs(3, 2, r.rx_lkey, |k| base + (k * MSG) as u64))
             .unwrap();
         assert_eq!(r.model.recv_history(0), [fence, rec(1), fence, rec(4)]);
         assert!(
@@ -1409,7 +1421,7 @@ mod with_model {
         let mut srq = srq_for_all(&mut r);
         srq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
             .unwrap();
-        srq.post_recv_list(2, 2, r.rx_lkey, MSG as u32, |k| base + (k * MSG) as u64)
+        srq.post_recv_list(&msgs(2, 2, r.rx_lkey, |k| base + (k * MSG) as u64))
             .unwrap();
         assert_eq!(r.model.recv_history(0), [fence, rec(1), fence, rec(3)]);
         assert!(
@@ -1441,7 +1453,7 @@ mod with_model {
         let dv = r.model.recv_dv_qp(0).unwrap();
         let mmio = NoFence(r.model.recv_mmio(0));
         // SAFETY: as rq_of.
-        let mut rq = unsafe { DirectRq::from_dv_with(&dv, 0x456, None, mmio) }.unwrap();
+        let mut rq = unsafe { DirectRq::from_dv(&dv, 0x456, None, mmio) }.unwrap();
         rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
             .unwrap();
         let v = r.model.violations();

@@ -400,7 +400,7 @@ pub unsafe fn rq_from_ibv_qp(qp: *mut sys::ibv_qp) -> Result<DirectRq, DirectErr
     let dv = unsafe { qp_dv(qp) }?;
     // SAFETY: dv describes qp's RQ; lifetime and exclusive posting are the
     // caller's contract.
-    unsafe { DirectRq::from_dv(&dv, (*qp).qp_num, None) }
+    unsafe { DirectRq::from_dv(&dv, (*qp).qp_num, None, HwMmio) }
 }
 
 /// A direct SRQ for an SRQ created by libmlx5 (`ibv_create_srq`).
@@ -432,7 +432,7 @@ pub unsafe fn srq_from_ibv_srq(srq: *mut sys::ibv_srq) -> Result<DirectSrq, Dire
         });
     }
     // SAFETY: dv describes srq; the rest is the caller's contract.
-    unsafe { DirectSrq::from_dv(&dv, dv.srqn, None) }
+    unsafe { DirectSrq::from_dv(&dv, dv.srqn, None, HwMmio) }
 }
 
 /// `mlx5dv_init_obj` for one QP.

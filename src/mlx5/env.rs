@@ -61,6 +61,16 @@ impl Mlx5Env {
         Self { set }
     }
 
+    /// Reads [`VARS`] from a table of (name, value) pairs (tests).
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Self {
+        Self::parse(|n| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
     /// Reads the process environment (once, at set-up).
     pub fn from_process() -> Self {
         Self::parse(|n| std::env::var_os(n).map(|v| v.to_string_lossy().into_owned()))
@@ -133,18 +143,10 @@ impl fmt::Display for Mlx5Env {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Mlx5Env {
-        let owned: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-        Mlx5Env::parse(|n| owned.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()))
-    }
-
     #[test]
     fn bf_policy_parses_as_libmlx5() {
-        assert_eq!(env(&[]).bf_policy(), BfPolicy::default());
-        let p = |k, v| env(&[(k, v)]).bf_policy();
+        assert_eq!(Mlx5Env::from_pairs(&[]).bf_policy(), BfPolicy::default());
+        let p = |k, v| Mlx5Env::from_pairs(&[(k, v)]).bf_policy();
         assert!(p("MLX5_SHUT_UP_BF", "1").shut_up);
         assert!(p("MLX5_SHUT_UP_BF", "yes").shut_up);
         assert!(!p("MLX5_SHUT_UP_BF", "0").shut_up);
@@ -155,8 +157,10 @@ mod tests {
 
     #[test]
     fn qp_signature_refuses_naming_the_variable() {
-        assert_eq!(env(&[]).refusal(), None);
-        let r = env(&[("MLX5_QP_SIGNATURE", "")]).refusal().unwrap();
+        assert_eq!(Mlx5Env::from_pairs(&[]).refusal(), None);
+        let r = Mlx5Env::from_pairs(&[("MLX5_QP_SIGNATURE", "")])
+            .refusal()
+            .unwrap();
         assert!(
             r.contains("MLX5_QP_SIGNATURE") && r.contains("unset"),
             "{r}"
@@ -165,10 +169,13 @@ mod tests {
 
     #[test]
     fn display_and_notes() {
-        assert_eq!(env(&[]).to_string(), "none set");
-        let e = env(&[("MLX5_CQE_SIZE", "128"), ("MLX5_SHUT_UP_BF", "1")]);
+        assert_eq!(Mlx5Env::from_pairs(&[]).to_string(), "none set");
+        let e = Mlx5Env::from_pairs(&[("MLX5_CQE_SIZE", "128"), ("MLX5_SHUT_UP_BF", "1")]);
         assert_eq!(e.to_string(), "MLX5_SHUT_UP_BF=1 MLX5_CQE_SIZE=128");
         assert!(e.doorbell_note().unwrap().contains("8-byte doorbells only"));
-        assert_eq!(env(&[("MLX5_SHUT_UP_BF", "0")]).doorbell_note(), None);
+        assert_eq!(
+            Mlx5Env::from_pairs(&[("MLX5_SHUT_UP_BF", "0")]).doorbell_note(),
+            None
+        );
     }
 }

@@ -16,7 +16,7 @@ use super::error::DirectError;
 use super::keepalive::KeepAlive;
 use super::mmio::{HwMmio, Mmio};
 use super::recv::{layout_error, ring_record, RecvKind, RecvRing, DATA_SEG};
-use crate::post::{PostError, RecvQueue};
+use crate::post::{PostError, RecvList, RecvQueue};
 use crate::sys::mlx5dv_qp;
 
 /// Largest RQ stride libmlx5 creates (32 scatter entries).
@@ -86,29 +86,16 @@ pub fn check_rq_layout(qp: &mlx5dv_qp) -> Result<(), DirectError> {
     Ok(())
 }
 
-impl DirectRq {
-    /// Builds the RQ from what `mlx5dv_init_obj` returned for the QP.
+impl<M: Mmio> DirectRq<M> {
+    /// Builds the RQ from what `mlx5dv_init_obj` returned for the QP,
+    /// storing the record through `mmio` ([`HwMmio`] on a device, the
+    /// model's recorder in tests).
     ///
     /// # Safety
     /// `qp`'s RQ buffer and record must stay valid while the RQ lives
     /// (`keepalive` may own them), the RQ must be fresh (nothing posted) and
     /// posted by nothing else (no `ibv_post_recv` on this QP).
     pub unsafe fn from_dv(
-        qp: &mlx5dv_qp,
-        qpn: u32,
-        keepalive: KeepAlive,
-    ) -> Result<Self, DirectError> {
-        // SAFETY: the caller's contract.
-        unsafe { Self::from_dv_with(qp, qpn, keepalive, HwMmio) }
-    }
-}
-
-impl<M: Mmio> DirectRq<M> {
-    /// As [`DirectRq::from_dv`], storing the record through `mmio`.
-    ///
-    /// # Safety
-    /// As [`DirectRq::from_dv`].
-    pub unsafe fn from_dv_with(
         qp: &mlx5dv_qp,
         qpn: u32,
         keepalive: KeepAlive,
@@ -177,20 +164,15 @@ impl<M: Mmio> RecvQueue for DirectRq<M> {
 
     /// One doorbell record store for the whole list.
     #[inline]
-    fn post_recv_list(
-        &mut self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
+    fn post_recv_list(&mut self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
+        let n = list.n;
         if n as u64 > self.room() as u64 {
             return Err(PostError::QueueFull);
         }
         let shape = self.ring.shape();
         for k in 0..n {
-            shape.write(self.head.wrapping_add(k as u32), wr_id, addr(k), lkey, len);
+            let at = self.head.wrapping_add(k as u32);
+            shape.write(at, list.wr_id, (list.addr)(k), list.lkey, list.len);
         }
         self.head = self.head.wrapping_add(n as u32);
         if n > 0 {

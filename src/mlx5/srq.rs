@@ -21,7 +21,7 @@ use super::error::DirectError;
 use super::keepalive::KeepAlive;
 use super::mmio::{HwMmio, Mmio};
 use super::recv::{layout_error, ring_record, RecvKind, RecvRing, DATA_SEG, SRQ_NEXT_SEG};
-use crate::post::{PostError, RecvQueue};
+use crate::post::{PostError, RecvList, RecvQueue};
 use crate::sys::mlx5dv_srq;
 
 /// A directly posted SRQ; completions come through every
@@ -81,30 +81,17 @@ pub fn check_srq_layout(srq: &mlx5dv_srq) -> Result<(), DirectError> {
     Ok(())
 }
 
-impl DirectSrq {
-    /// Builds the SRQ from what `mlx5dv_init_obj` returned, and links its
-    /// WQEs `0 -> 1 -> … -> tail` (as libmlx5 did at create).
+impl<M: Mmio> DirectSrq<M> {
+    /// Builds the SRQ from what `mlx5dv_init_obj` returned, storing the
+    /// record through `mmio` ([`HwMmio`] on a device, the model's recorder
+    /// in tests), and links its WQEs `0 -> 1 -> … -> tail` (as libmlx5 did
+    /// at create).
     ///
     /// # Safety
     /// The SRQ's buffer and record must stay valid while this lives
     /// (`keepalive`), nothing may be posted yet, and nothing else may post
     /// to it (no `ibv_post_srq_recv`).
     pub unsafe fn from_dv(
-        srq: &mlx5dv_srq,
-        srqn: u32,
-        keepalive: KeepAlive,
-    ) -> Result<Self, DirectError> {
-        // SAFETY: the caller's contract.
-        unsafe { Self::from_dv_with(srq, srqn, keepalive, HwMmio) }
-    }
-}
-
-impl<M: Mmio> DirectSrq<M> {
-    /// As [`DirectSrq::from_dv`], storing the record through `mmio`.
-    ///
-    /// # Safety
-    /// As [`DirectSrq::from_dv`].
-    pub unsafe fn from_dv_with(
         srq: &mlx5dv_srq,
         srqn: u32,
         keepalive: KeepAlive,
@@ -190,19 +177,12 @@ impl<M: Mmio> DirectSrq<M> {
     /// ENOMEM for the first WR that did not fit). `addr(k)` runs before
     /// each WQE is taken, never while one is half written.
     #[inline(always)]
-    fn post_list(
-        &self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
+    fn post_list(&self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
         let mut res = Ok(());
         let start = self.counter.get();
-        for k in 0..n {
-            let a = addr(k);
-            res = self.take(wr_id, a, lkey, len);
+        for k in 0..list.n {
+            let a = (list.addr)(k);
+            res = self.take(list.wr_id, a, list.lkey, list.len);
             if res.is_err() {
                 break;
             }
@@ -221,15 +201,8 @@ impl<M: Mmio> RecvQueue for DirectSrq<M> {
     }
 
     #[inline]
-    fn post_recv_list(
-        &mut self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
-        self.post_list(n, wr_id, lkey, len, addr)
+    fn post_recv_list(&mut self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
+        self.post_list(list)
     }
 }
 
@@ -275,14 +248,7 @@ impl<M: Mmio> RecvQueue for SrqPort<M> {
     }
 
     #[inline(always)]
-    fn post_recv_list(
-        &mut self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
-        self.srq.post_list(n, wr_id, lkey, len, addr)
+    fn post_recv_list(&mut self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
+        self.srq.post_list(list)
     }
 }

@@ -22,7 +22,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use super::config::{Access, ModelConfig, ModelTransport, PeerCompletion};
-use super::decode::{self, op, synd, vendor, CqeOut, Payload, Sge};
+use super::decode::{self, op, synd, vendor, CqeOut, Ctrl, Payload, Sge};
 use super::event::MmioEvent;
 use super::mem::Mem;
 use super::recv::RecvHw;
@@ -77,6 +77,30 @@ enum Db {
 }
 
 type Fail = (u8, u8);
+
+/// One message for QP `q`'s peer to receive: a SEND's or a WRITE_IMM's
+/// bytes, opcode and immediate, and whether finding no receive posted is
+/// an error (RC/UC: RNR) or a silent drop (UD).
+#[derive(Clone, Copy)]
+pub(crate) struct Msg<'a> {
+    pub q: usize,
+    pub data: &'a [u8],
+    pub opcode: u8,
+    pub imm: Option<[u8; 4]>,
+    pub rnr_is_error: bool,
+}
+
+impl<'a> Msg<'a> {
+    fn new(q: usize, data: &'a [u8], opcode: u8, imm: Option<[u8; 4]>, rnr_is_error: bool) -> Self {
+        Self {
+            q,
+            data,
+            opcode,
+            imm,
+            rnr_is_error,
+        }
+    }
+}
 
 /// A WQE the NIC cannot parse: a local QP operation error, vendor syndrome "malformed".
 const MALFORMED: Result<u32, Fail> = Err((synd::LOCAL_QP_OP, vendor::MALFORMED));
@@ -679,20 +703,13 @@ impl Nic {
         }
     }
 
-    fn deliver(
-        &mut self,
-        cfg: &ModelConfig,
-        q: usize,
-        data: &[u8],
-        opcode: u8,
-        imm: Option<[u8; 4]>,
-        rnr_is_error: bool,
-    ) -> Result<(), Fail> {
+    fn deliver(&mut self, cfg: &ModelConfig, m: Msg) -> Result<(), Fail> {
         if cfg.recv.is_some() {
-            return self.deliver_direct(cfg, q, data, opcode, imm, rnr_is_error);
+            return self.deliver_direct(cfg, m);
         }
+        let (q, data) = (m.q, m.data);
         let Some(r) = self.qps[q].peer_rq.pop_front() else {
-            return self.no_receive(q, rnr_is_error);
+            return self.no_receive(q, m.rnr_is_error);
         };
         let fits = data.len() as u64 <= r.len as u64;
         if fits
@@ -702,7 +719,7 @@ impl Nic {
         {
             return Err((synd::REMOTE_OP, vendor::UNKNOWN));
         }
-        if fits && opcode != op::RDMA_WRITE_IMM {
+        if fits && m.opcode != op::RDMA_WRITE_IMM {
             // SAFETY: inside a registered, writable region (checked above).
             unsafe { ptr::copy(data.as_ptr(), r.addr as *mut u8, data.len()) };
         }
@@ -710,8 +727,8 @@ impl Nic {
             qp: q as u32,
             wr_id: r.wr_id,
             byte_len: data.len() as u32,
-            opcode,
-            imm,
+            opcode: m.opcode,
+            imm: m.imm,
             ok: fits,
         });
         if fits {
@@ -742,24 +759,17 @@ impl Nic {
         match c.opcode {
             op::NOP => Ok(0),
             op::RDMA_WRITE | op::RDMA_WRITE_IMM | op::RDMA_READ if !ud => {
-                self.exec_rdma(cfg, q, w, c.opcode, c.imm, c.ds as usize)
+                self.exec_rdma(cfg, q, w, &c)
             }
-            op::SEND | op::SEND_IMM => self.exec_send(cfg, q, w, c.opcode, c.imm, c.ds as usize),
+            op::SEND | op::SEND_IMM => self.exec_send(cfg, q, w, &c),
             op::ATOMIC_CS | op::ATOMIC_FA if !ud => self.exec_atomic(w, c.opcode, c.ds as usize),
             _ => Err((synd::LOCAL_QP_OP, vendor::BAD_OPCODE)),
         }
     }
 
     /// RDMA WRITE (with immediate: delivered to the peer's receive queue too) or READ.
-    fn exec_rdma(
-        &mut self,
-        cfg: &ModelConfig,
-        q: usize,
-        w: &[u8],
-        opcode: u8,
-        imm: [u8; 4],
-        ds: usize,
-    ) -> Result<u32, Fail> {
+    fn exec_rdma(&mut self, cfg: &ModelConfig, q: usize, w: &[u8], c: &Ctrl) -> Result<u32, Fail> {
+        let (opcode, imm, ds) = (c.opcode, c.imm, c.ds as usize);
         let raddr = decode::be64(w, 16);
         let rkey = decode::be32(w, 24);
         let Ok(p) = decode::payload(w, 2, ds) else {
@@ -779,7 +789,7 @@ impl Nic {
             let data = self.gather(&p)?;
             let dst = self.remote(rkey, raddr, len, Access::REMOTE_WRITE)?;
             if opcode == op::RDMA_WRITE_IMM {
-                self.deliver(cfg, q, &data, opcode, Some(imm), true)?;
+                self.deliver(cfg, Msg::new(q, &data, opcode, Some(imm), true))?;
             }
             // SAFETY: inside a registered, remotely writable region.
             unsafe { ptr::copy(data.as_ptr(), dst, data.len()) };
@@ -789,15 +799,8 @@ impl Nic {
 
     /// SEND (with immediate) into the peer's receive queue; UD checks the Q_Key and the
     /// destination QP and drops what does not match, as a UD QP does.
-    fn exec_send(
-        &mut self,
-        cfg: &ModelConfig,
-        q: usize,
-        w: &[u8],
-        opcode: u8,
-        imm: [u8; 4],
-        ds: usize,
-    ) -> Result<u32, Fail> {
+    fn exec_send(&mut self, cfg: &ModelConfig, q: usize, w: &[u8], c: &Ctrl) -> Result<u32, Fail> {
+        let (opcode, imm, ds) = (c.opcode, c.imm, c.ds as usize);
         let imm = (opcode == op::SEND_IMM).then_some(imm);
         let ud = matches!(cfg.transport, ModelTransport::Ud { .. });
         let Ok(p) = decode::payload(w, if ud { 4 } else { 1 }, ds) else {
@@ -811,9 +814,9 @@ impl Nic {
                 self.count(q, |s| s.ud_dropped += 1);
                 return Ok(data.len() as u32);
             }
-            self.deliver(cfg, q, &data, opcode, imm, false)?;
+            self.deliver(cfg, Msg::new(q, &data, opcode, imm, false))?;
         } else {
-            self.deliver(cfg, q, &data, opcode, imm, true)?;
+            self.deliver(cfg, Msg::new(q, &data, opcode, imm, true))?;
         }
         Ok(data.len() as u32)
     }

@@ -85,8 +85,8 @@ impl Mmio for ModelRecvMmio {
 
 impl Model {
     /// The recorder to build receive ring `ring`'s queue with
-    /// (`DirectRq::from_dv_with` for QP `ring`'s peer RQ, or
-    /// `DirectSrq::from_dv_with` with ring 0 for the SRQ).
+    /// (`DirectRq::from_dv` for QP `ring`'s peer RQ, or
+    /// `DirectSrq::from_dv` with ring 0 for the SRQ).
     pub fn recv_mmio(&self, ring: usize) -> ModelRecvMmio {
         ModelRecvMmio {
             shared: Arc::clone(&self.shared),

@@ -7,21 +7,20 @@
 use super::config::{Access, ModelConfig, ModelTransport, RecvSpec};
 use super::decode::{op, synd, vendor, CqeOut};
 use super::mem::Mem;
-use super::nic::Nic;
+use super::nic::{Msg, Nic};
 use super::recv::{segs, GRH_BYTES, LOCAL_LENGTH};
 
 impl Nic {
     /// Delivers one message to QP `q`'s peer through its real receive ring.
     /// `Err` is what the requester's CQE reports.
-    pub(crate) fn deliver_direct(
-        &mut self,
-        cfg: &ModelConfig,
-        q: usize,
-        data: &[u8],
-        opcode: u8,
-        imm: Option<[u8; 4]>,
-        rnr_is_error: bool,
-    ) -> Result<(), (u8, u8)> {
+    pub(crate) fn deliver_direct(&mut self, cfg: &ModelConfig, m: Msg) -> Result<(), (u8, u8)> {
+        let Msg {
+            q,
+            data,
+            opcode,
+            imm,
+            rnr_is_error,
+        } = m;
         let Some(spec) = cfg.recv.as_ref() else {
             return Err((synd::LOCAL_QP_OP, vendor::UNKNOWN));
         };

@@ -25,6 +25,19 @@ pub enum Op {
     CmpSwap,
 }
 
+impl Op {
+    /// Every operation, once each.
+    pub const ALL: [Op; 7] = [
+        Op::Write,
+        Op::WriteImm,
+        Op::Send,
+        Op::SendImm,
+        Op::Read,
+        Op::FetchAdd,
+        Op::CmpSwap,
+    ];
+}
+
 /// One send work request, in the form every post method consumes.
 /// `repr(C)`: the direct path reads `laddr, lkey, len` and `raddr, rkey`
 /// as 16-byte units (`mlx5::segwr`).
@@ -67,26 +80,41 @@ pub trait SendQueue {
     fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError>;
 }
 
+/// `n` receives posted in one call (perftest `--recv_post_list`): the k-th
+/// at `addr(k)`, each of `len` bytes under `lkey`, all with `wr_id`. The
+/// caller builds it on its stack per call (scalars and a closure: nothing
+/// allocated), and every queue reads the same fields.
+#[derive(Clone, Copy)]
+pub struct RecvList<A> {
+    pub n: usize,
+    pub wr_id: u64,
+    pub lkey: u32,
+    pub len: u32,
+    pub addr: A,
+}
+
+impl<A: Fn(usize) -> u64> RecvList<A> {
+    /// Posts the list to `rq` one receive at a time (a queue with no list
+    /// post of its own); stops at the first refusal.
+    #[inline]
+    pub fn post_each(&self, rq: &mut (impl RecvQueue + ?Sized)) -> Result<(), PostError> {
+        for k in 0..self.n {
+            rq.post_recv(self.wr_id, (self.addr)(k), self.lkey, self.len)?;
+        }
+        Ok(())
+    }
+}
+
 /// A receive queue (SEND tests).
 pub trait RecvQueue {
     /// Post one receive of `len` bytes at `addr`.
     fn post_recv(&mut self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError>;
 
-    /// Post `n` receives, the k-th at `addr(k)`, in one call where the queue
-    /// can (perftest `--recv_post_list`). The default posts them one by one.
+    /// Post `list` in one call where the queue can. The default posts its
+    /// receives one by one.
     #[inline]
-    fn post_recv_list(
-        &mut self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
-        for k in 0..n {
-            self.post_recv(wr_id, addr(k), lkey, len)?;
-        }
-        Ok(())
+    fn post_recv_list(&mut self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
+        list.post_each(self)
     }
 }
 

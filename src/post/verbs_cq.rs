@@ -4,7 +4,7 @@
 use std::os::raw::c_int;
 use std::sync::Arc;
 
-use super::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode, WcStatus};
+use super::{Completion, CompletionQueue, PostError, RecvList, RecvQueue, WcOpcode, WcStatus};
 use crate::sys;
 use crate::verbs::{Cq, Qp, Srq, VerbsError};
 
@@ -215,14 +215,8 @@ impl RecvQueue for VerbsRecv {
 
     /// One `post_recv` call with the `n` WRs chained.
     #[inline]
-    fn post_recv_list(
-        &mut self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
+    fn post_recv_list(&mut self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
+        let n = list.n;
         if n == 0 {
             return Ok(());
         }
@@ -233,12 +227,12 @@ impl RecvQueue for VerbsRecv {
         let sges = self.list_sge.as_mut_ptr();
         for k in 0..n {
             self.list_sge[k] = sys::ibv_sge {
-                addr: addr(k),
-                length: len,
-                lkey,
+                addr: (list.addr)(k),
+                length: list.len,
+                lkey: list.lkey,
             };
             self.list_wr[k] = sys::ibv_recv_wr {
-                wr_id,
+                wr_id: list.wr_id,
                 next: if k + 1 < n {
                     wrs.wrapping_add(k + 1)
                 } else {

@@ -98,15 +98,7 @@ fn resolve(qp: &Qp) -> Result<(*mut sys::ibv_qp_ex, WrFns, u64), VerbsError> {
     if qp.qp_type() == QpType::UD && fns.set_ud_addr.is_none() {
         return Err(missing("no wr_set_ud_addr"));
     }
-    for op in [
-        Op::Write,
-        Op::WriteImm,
-        Op::Send,
-        Op::SendImm,
-        Op::Read,
-        Op::FetchAdd,
-        Op::CmpSwap,
-    ] {
+    for op in Op::ALL {
         if flags & send_ops_flag(op) != 0 && !fns.has(op) {
             return Err(missing(&format!("no builder for {op:?}")));
         }
@@ -273,16 +265,7 @@ mod tests {
 
     #[test]
     fn ops_flags_cover_each_op_once() {
-        let all = [
-            Op::Write,
-            Op::WriteImm,
-            Op::Send,
-            Op::SendImm,
-            Op::Read,
-            Op::FetchAdd,
-            Op::CmpSwap,
-        ];
-        let f = send_ops_flags(&all);
+        let f = send_ops_flags(&Op::ALL);
         assert_eq!(f.count_ones(), 7);
         assert_eq!(send_ops_flag(Op::Write), 1);
         assert_eq!(send_ops_flag(Op::Read), 16);

@@ -277,7 +277,9 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
             let c = &mut self.rx_counts[q];
             c.received += 1;
             if wants_more(c, &self.cfg.rx) {
-                if let Err(e) = post_next(&mut self.rqs[q], q, self.bufs[q], c, &self.cfg.rx) {
+                if let Err(e) =
+                    post_next::<false>(&mut self.rqs[q], q, self.bufs[q], c, &self.cfg.rx)
+                {
                     out.tx.error = Some(e);
                     out.rx_error = true;
                     return Err(Ended);

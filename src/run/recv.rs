@@ -12,7 +12,7 @@
 use super::bw::RunError;
 use super::stop;
 use super::watchdog::{self, Expiry};
-use crate::post::{Completion, CompletionQueue, RecvQueue, WcStatus};
+use crate::post::{Completion, CompletionQueue, RecvList, RecvQueue, WcStatus};
 
 /// Where QP `q`'s receives land: the first address and the MR's key.
 #[derive(Clone, Copy, Debug, Default)]
@@ -80,29 +80,11 @@ pub struct RecvOutcome {
     pub busy_msgs: u64,
 }
 
-/// Post QP `q`'s next receive at its cycling address. `wr_id` = the QP index.
+/// Post QP `q`'s next receives at their cycling addresses: one, or with
+/// `LIST` a whole `cfg.list` in one call. `wr_id` = the QP index.
 #[inline(always)]
-pub(crate) fn post_next<R: RecvQueue>(
-    rq: &mut R,
-    q: usize,
-    buf: RecvBuf,
-    c: &mut RxCount,
-    cfg: &RecvConfig,
-) -> Result<(), RunError> {
-    let off = (c.posted % cfg.positions) * cfg.step;
-    match rq.post_recv(q as u64, buf.addr + off, buf.lkey, cfg.len) {
-        Ok(()) => {
-            c.posted += 1;
-            Ok(())
-        }
-        Err(err) => Err(RunError::Post { qp: q as u32, err }),
-    }
-}
-
-/// Post QP `q`'s next `cfg.list` receives in one call, each at its cycling address.
-#[inline(always)]
-pub(crate) fn post_next_list<R: RecvQueue>(
-    rq: &mut R,
+pub(crate) fn post_next<const LIST: bool>(
+    rq: &mut impl RecvQueue,
     q: usize,
     buf: RecvBuf,
     c: &mut RxCount,
@@ -110,13 +92,21 @@ pub(crate) fn post_next_list<R: RecvQueue>(
 ) -> Result<(), RunError> {
     let first = c.posted;
     let addr = |k: usize| buf.addr + ((first + k as u64) % cfg.positions) * cfg.step;
-    match rq.post_recv_list(cfg.list as usize, q as u64, buf.lkey, cfg.len, addr) {
-        Ok(()) => {
-            c.posted += cfg.list;
-            Ok(())
-        }
-        Err(err) => Err(RunError::Post { qp: q as u32, err }),
-    }
+    let (res, n) = if LIST {
+        let list = RecvList {
+            n: cfg.list as usize,
+            wr_id: q as u64,
+            lkey: buf.lkey,
+            len: cfg.len,
+            addr,
+        };
+        (rq.post_recv_list(&list), cfg.list)
+    } else {
+        (rq.post_recv(q as u64, addr(0), buf.lkey, cfg.len), 1)
+    };
+    res.map_err(|err| RunError::Post { qp: q as u32, err })?;
+    c.posted += n;
+    Ok(())
 }
 
 /// Whether QP `c` should get another receive (iterations: never more than it will be sent).
@@ -148,12 +138,12 @@ pub fn prepost<R: RecvQueue>(
             while c.posted + cfg.list <= cfg.rx_depth
                 && (cfg.iters == 0 || c.posted + cfg.list <= cfg.iters)
             {
-                post_next_list(rq, q, bufs[q], c, cfg)?;
+                post_next::<true>(rq, q, bufs[q], c, cfg)?;
             }
             continue;
         }
         while c.posted < cfg.rx_depth && wants_more(c, cfg) {
-            post_next(rq, q, bufs[q], c, cfg)?;
+            post_next::<false>(rq, q, bufs[q], c, cfg)?;
         }
     }
     Ok(())
@@ -329,12 +319,12 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
                 c.owed += 1;
                 if wants_list(c, &cfg) {
                     c.owed -= cfg.list;
-                    post_next_list(&mut self.rqs[q], q, self.bufs[q], c, &cfg)
+                    post_next::<true>(&mut self.rqs[q], q, self.bufs[q], c, &cfg)
                 } else {
                     Ok(())
                 }
             } else if wants_more(c, &cfg) {
-                post_next(&mut self.rqs[q], q, self.bufs[q], c, &cfg)
+                post_next::<false>(&mut self.rqs[q], q, self.bufs[q], c, &cfg)
             } else {
                 Ok(())
             };
@@ -529,17 +519,10 @@ mod tests {
             }
             fn post_recv_list(
                 &mut self,
-                n: usize,
-                wr_id: u64,
-                lkey: u32,
-                len: u32,
-                addr: impl Fn(usize) -> u64,
+                l: &RecvList<impl Fn(usize) -> u64>,
             ) -> Result<(), PostError> {
-                self.1.borrow_mut().push(n);
-                for k in 0..n {
-                    self.0.post_recv(wr_id, addr(k), lkey, len)?;
-                }
-                Ok(())
+                self.1.borrow_mut().push(l.n);
+                l.post_each(&mut self.0)
             }
         }
         let wire = Rc::new(RefCell::new(Wire {

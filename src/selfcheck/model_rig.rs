@@ -111,8 +111,8 @@ impl ModelRig {
         let mmio = model.recv_mmio(0);
         // SAFETY: the ring is the model's, which outlives the RQ (field
         // order: queues before the model); nothing else posts to it.
-        let rq = unsafe { DirectRq::from_dv_with(&dv, PEER_QPN, None, mmio) }
-            .map_err(|e| e.to_string())?;
+        let rq =
+            unsafe { DirectRq::from_dv(&dv, PEER_QPN, None, mmio) }.map_err(|e| e.to_string())?;
         cq.attach_recv(PEER_QPN, rq.ring());
         Ok(rq)
     }

@@ -18,7 +18,7 @@ use crate::mlx5::recv::RecvRing;
 use crate::mlx5::rq::DirectRq;
 use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure};
 use crate::mlx5::srq::SrqPort;
-use crate::post::{PostError, RecvQueue};
+use crate::post::{PostError, RecvList, RecvQueue};
 use crate::sys;
 use crate::tool::common::fail::Fail;
 use crate::verbs::error::errno_of;
@@ -307,17 +307,10 @@ impl RecvQueue for DirectRecv<'_> {
         }
     }
     #[inline(always)]
-    fn post_recv_list(
-        &mut self,
-        n: usize,
-        wr_id: u64,
-        lkey: u32,
-        len: u32,
-        addr: impl Fn(usize) -> u64,
-    ) -> Result<(), PostError> {
+    fn post_recv_list(&mut self, list: &RecvList<impl Fn(usize) -> u64>) -> Result<(), PostError> {
         match &mut self.port {
-            Port::Rq(rq) => rq.post_recv_list(n, wr_id, lkey, len, addr),
-            Port::Srq(s) => s.post_recv_list(n, wr_id, lkey, len, addr),
+            Port::Rq(rq) => rq.post_recv_list(list),
+            Port::Srq(s) => s.post_recv_list(list),
         }
     }
 }

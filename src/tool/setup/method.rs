@@ -216,16 +216,28 @@ pub fn resolve(
     // while `ctx` lives; the call only reads the device's ops and name.
     let mlx5 =
         unsafe { select_for_device(DirectRequest::Auto, (*ctx.raw()).device) }.unwrap_or(false);
+    decide_for(p.post, p, ctx.name(), mlx5, || {
+        wr_api_probe(ctx, qp_type, flags).map_err(|e| e.to_string())
+    })
+}
+
+/// [`decide`] for test `p` on `device` (`mlx5`: whether it is one), with
+/// the facts drawn from `p` as [`resolve`] draws them.
+pub fn decide_for(
+    choice: PostChoice,
+    p: &Params,
+    device: &str,
+    mlx5: bool,
+    wr_api_ok: impl FnOnce() -> Result<(), String>,
+) -> Result<Method, Fail> {
     let unwired = unwired(p);
     let facts = Facts {
-        device: ctx.name(),
+        device,
         mlx5,
         unwired: &unwired,
         tool: p.tool.name(),
     };
-    decide(p.post, &facts, || {
-        wr_api_probe(ctx, qp_type, flags).map_err(|e| e.to_string())
-    })
+    decide(choice, &facts, wr_api_ok)
 }
 
 #[cfg(test)]
@@ -330,16 +342,8 @@ mod tests {
             let tool = Tool::ALL.iter().find(|t| t.0 == name).unwrap().2;
             resolve(tool, &a).unwrap()
         };
-        let on_mlx5 = |p: &Params, choice| {
-            let u = unwired(p);
-            let f = Facts {
-                device: "mlx5_0",
-                mlx5: true,
-                unwired: &u,
-                tool: p.tool.name(),
-            };
-            decide(choice, &f, ok).map_err(|f| f.msg)
-        };
+        let on_mlx5 =
+            |p: &Params, choice| decide_for(choice, p, "mlx5_0", true, ok).map_err(|f| f.msg);
         // -R is RC only (librdmacm has no UC; rdmaperf's UD -R is send-bw's).
         let cases = [("RC", true), ("UC", false), ("UD", false)];
         for (conn, cm_too) in cases {
