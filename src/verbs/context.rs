@@ -194,14 +194,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn atomic_cap_names() {
-        assert_eq!(AtomicCap::HCA.name(), "ATOMIC_HCA");
-        assert!(AtomicCap::GLOB.supported());
-        assert!(!AtomicCap::NONE.supported());
-        assert_eq!(AtomicCap(9).name(), "UNKNOWN");
-    }
-
-    #[test]
     fn device_attr_from_raw_converts_guid_and_fw() {
         let mut raw = sys::ibv_device_attr {
             node_guid: 0x0102_0304_0506_0708u64.to_be(),

@@ -153,12 +153,4 @@ mod tests {
         };
         assert_eq!(names(&[d("mlx5_0"), d("mlx5_1")]), "mlx5_0, mlx5_1");
     }
-
-    #[test]
-    fn node_and_transport_names() {
-        assert_eq!(NodeType::CA.name(), "InfiniBand channel adapter");
-        assert_eq!(NodeType(42).name(), "unknown");
-        assert_eq!(TransportType::IB.name(), "IB");
-        assert_eq!(TransportType::IWARP.name(), "IW");
-    }
 }

@@ -140,24 +140,6 @@ mod tests {
     }
 
     #[test]
-    fn link_layer_names_follow_perftest() {
-        assert_eq!(LinkLayer::UNSPECIFIED.name(), "IB");
-        assert_eq!(LinkLayer::INFINIBAND.name(), "IB");
-        assert_eq!(LinkLayer::ETHERNET.name(), "Ethernet");
-        assert_eq!(LinkLayer(7).name(), "Unknown");
-        assert!(LinkLayer::ETHERNET.is_ethernet());
-        assert!(!LinkLayer::INFINIBAND.is_ethernet());
-    }
-
-    #[test]
-    fn port_state_names() {
-        assert_eq!(PortState::ACTIVE.name(), "PORT_ACTIVE");
-        assert!(PortState::ACTIVE.is_active());
-        assert!(!PortState::DOWN.is_active());
-        assert_eq!(PortState(99).name(), "PORT_UNKNOWN");
-    }
-
-    #[test]
     fn unknown_port_error_lists_valid_ports() {
         let e = no_such_port("mlx5_0", 3, "1..=2");
         assert_eq!(

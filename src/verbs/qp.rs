@@ -623,13 +623,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn qp_type_names() {
-        assert_eq!(QpType::RC.name(), "RC");
-        assert_eq!(QpType::UD.name(), "UD");
-        assert_eq!(QpType(77).name(), "unknown");
-    }
-
-    #[test]
     fn init_rc_sets_access_ud_sets_qkey() {
         let a = InitAttr::new(1, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
         let (rc, m) = build_init(QpType::RC, &a);

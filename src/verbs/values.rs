@@ -169,3 +169,64 @@ impl CmEventType {
         self.0 == Self::REJECTED.0 || self.0 == Self::UNREACHABLE.0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_cap_names() {
+        assert_eq!(AtomicCap::HCA.name(), "ATOMIC_HCA");
+        assert!(AtomicCap::GLOB.supported());
+        assert!(!AtomicCap::NONE.supported());
+        assert_eq!(AtomicCap(9).name(), "UNKNOWN");
+    }
+
+    #[test]
+    fn link_layer_names_follow_perftest() {
+        assert_eq!(LinkLayer::UNSPECIFIED.name(), "IB");
+        assert_eq!(LinkLayer::INFINIBAND.name(), "IB");
+        assert_eq!(LinkLayer::ETHERNET.name(), "Ethernet");
+        assert_eq!(LinkLayer(7).name(), "Unknown");
+        assert!(LinkLayer::ETHERNET.is_ethernet());
+        assert!(!LinkLayer::INFINIBAND.is_ethernet());
+    }
+
+    #[test]
+    fn port_state_names() {
+        assert_eq!(PortState::ACTIVE.name(), "PORT_ACTIVE");
+        assert!(PortState::ACTIVE.is_active());
+        assert!(!PortState::DOWN.is_active());
+        assert_eq!(PortState(99).name(), "PORT_UNKNOWN");
+    }
+
+    #[test]
+    fn qp_type_names() {
+        assert_eq!(QpType::RC.name(), "RC");
+        assert_eq!(QpType::UD.name(), "UD");
+        assert_eq!(QpType(77).name(), "unknown");
+        assert_eq!(QpType::RAW_PACKET.name(), "RawEth");
+        assert_eq!(QpType::XRC_SEND.name(), "XRC");
+        assert_eq!(QpType::XRC_RECV.name(), "XRC");
+        assert_eq!(GidType::ROCE_V2.name(), "RoCE v2");
+        assert_eq!(GidType(9).name(), "unknown");
+    }
+
+    #[test]
+    fn event_names_come_from_librdmacm() {
+        assert_eq!(CmEventType::REJECTED.name(), "RDMA_CM_EVENT_REJECTED");
+        assert_eq!(CmEventType::ESTABLISHED.name(), "RDMA_CM_EVENT_ESTABLISHED");
+        assert!(CmEventType::UNREACHABLE.is_refusal());
+        assert!(!CmEventType::ADDR_ERROR.is_refusal());
+        // An unknown value is a value, not UB.
+        assert!(!CmEventType(999).name().is_empty());
+    }
+
+    #[test]
+    fn node_and_transport_names() {
+        assert_eq!(NodeType::CA.name(), "InfiniBand channel adapter");
+        assert_eq!(NodeType(42).name(), "unknown");
+        assert_eq!(TransportType::IB.name(), "IB");
+        assert_eq!(TransportType::IWARP.name(), "IW");
+    }
+}
