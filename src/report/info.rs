@@ -430,3 +430,12 @@ impl TestInfo {
         matches!(self.verb, Verb::Read | Verb::Atomic)
     }
 }
+
+/// perftest's word for a switch in the info block and its JSON.
+pub(crate) fn on_off(b: bool) -> &'static str {
+    if b {
+        "ON"
+    } else {
+        "OFF"
+    }
+}

@@ -46,7 +46,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::cfmt::{sprintf, Arg};
-use super::info::{CqePoll, OutputMode, Support, TestInfo, TestKind};
+use super::info::{on_off, CqePoll, OutputMode, Support, TestInfo, TestKind};
 use super::stats::{BwResult, LatDuration, LatStats};
 use super::text::bw_inc_accuracy;
 
@@ -82,14 +82,6 @@ impl Serialize for Ordered {
 fn fixed(v: f64, decimals: usize) -> Value {
     let s = sprintf(&format!("%.{decimals}f"), &[Arg::F(v)]);
     s.parse::<f64>().map_or(Value::Null, Value::from)
-}
-
-fn on_off(b: bool) -> &'static str {
-    if b {
-        "ON"
-    } else {
-        "OFF"
-    }
 }
 
 /// The `test_info` object: perftest master's keys (`write_test_info_to_file`)

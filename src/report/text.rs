@@ -10,7 +10,7 @@
 
 use super::cfmt::{sprintf, Arg};
 use super::info::{
-    Connection, CqePoll, Dialect, OutputMode, Role, Support, TestInfo, TestKind, Verb,
+    on_off, Connection, CqePoll, Dialect, OutputMode, Role, Support, TestInfo, TestKind, Verb,
 };
 use super::stats::{BwResult, BwUnits, LatDuration, LatStats, LatUnits};
 
@@ -53,14 +53,6 @@ const LAT_HEADER: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_t
 const LAT_DUR_HEADER: &str = " #bytes        #iterations       t_avg[usec]    tps average";
 const LAT_ROW: &str = " %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f";
 const LAT_DUR_ROW: &str = " %-7lu       %lu            %-7.2f        %-7.2f";
-
-fn on_off(b: bool) -> &'static str {
-    if b {
-        "ON"
-    } else {
-        "OFF"
-    }
-}
 
 /// The info block (`ctx_print_test_info`): dashes, title, parameters, our
 /// extra lines, dashes.

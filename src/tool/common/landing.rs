@@ -110,12 +110,17 @@ mod tests {
         }
     }
 
+    /// A 4 KiB sender buffer with the pattern, and an empty receiver region.
+    fn patterned() -> (Vec<u8>, Vec<u8>) {
+        let mut src = vec![0u8; 4096];
+        fill_pattern(&mut src);
+        (src, vec![0u8; 4096])
+    }
+
     #[test]
     fn correct_geometry_passes_and_matches_pattern() {
         let g = Geometry::new(64, 4096, 64, 1);
-        let mut src = vec![0u8; 4096];
-        fill_pattern(&mut src);
-        let mut region = vec![0u8; 4096];
+        let (src, mut region) = patterned();
         write_like_perftest(&mut region, &src, &g, 1000);
         let l = check(&region, &g, 1000);
         assert!(l.ok(), "{l:?}");
@@ -125,9 +130,7 @@ mod tests {
     #[test]
     fn wrong_stride_is_caught() {
         let g = Geometry::new(64, 4096, 64, 1);
-        let mut src = vec![0u8; 4096];
-        fill_pattern(&mut src);
-        let mut region = vec![0u8; 4096];
+        let (src, mut region) = patterned();
         // A peer that steps by 128 B instead of INC(64, 64) = 64 B.
         for k in 0..32usize {
             region[k * 128..k * 128 + 64].copy_from_slice(&src[k * 128..k * 128 + 64]);
