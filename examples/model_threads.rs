@@ -8,8 +8,6 @@
 //! `cargo run --release --features model --example model_threads [-- MESSAGES]`
 
 use rdmaperf::model::workers::ModelWorkers;
-use rdmaperf::post::Op;
-use rdmaperf::run::bw::BwConfig;
 use rdmaperf::run::threads::{aggregate, run, Worker};
 
 fn main() {
@@ -31,19 +29,8 @@ fn main() {
                     qps: vec![t],
                 })
                 .collect();
-            let cfg = BwConfig {
-                op: Op::Write,
-                size: 64,
-                iters: messages,
-                post_list,
-                tx_depth: 128,
-                cq_mod: post_list.max(16),
-                inline: false,
-                positions: 64,
-                step: 64,
-                stall_ticks: clock.cycles_for(std::time::Duration::from_secs(10)),
-                cost: true,
-            };
+            let stall = clock.cycles_for(std::time::Duration::from_secs(10));
+            let cfg = ModelWorkers::write_64(messages, post_list, stall);
             let outs = run(
                 &ModelWorkers::default(),
                 &workers,

@@ -19,7 +19,7 @@ mod with_model {
     use rdmaperf::cli::args::PerfArgs;
     use rdmaperf::cli::params::{self, PostChoice, Tool};
     use rdmaperf::mlx5::env::Mlx5Env;
-    use rdmaperf::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupFailure, SetupStep};
+    use rdmaperf::mlx5::setup::{set_up, DirectQpAttr, SetupFailure, SetupStep};
     use rdmaperf::model::{Access, Inject, Model, ModelConfig, ModelSteps, RecvSpec};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WrDesc};
     use rdmaperf::report::{json, text};
@@ -27,14 +27,7 @@ mod with_model {
     use rdmaperf::tool::setup::method::{after_direct_failure, Chosen, Method};
 
     const QPS: usize = 4;
-    const ATTR: DirectQpAttr = DirectQpAttr {
-        kind: QpKind::Rc,
-        max_send_wr: 128,
-        max_recv_wr: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-        atomics: false,
-    };
+    const ATTR: DirectQpAttr = DirectQpAttr::rc(128, false);
 
     fn model() -> Model {
         Model::new(ModelConfig {

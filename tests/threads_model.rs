@@ -12,26 +12,13 @@ fn threads_model_needs_the_model_feature() {
 #[cfg(feature = "model")]
 mod with_model {
     use rdmaperf::model::workers::ModelWorkers;
-    use rdmaperf::post::Op;
     use rdmaperf::run::bw::BwConfig;
     use rdmaperf::run::threads::{aggregate, run, Worker};
 
     fn cfg(iters: u64, post_list: u32) -> BwConfig {
-        BwConfig {
-            op: Op::Write,
-            size: 64,
-            iters,
-            post_list,
-            tx_depth: 128,
-            cq_mod: post_list.max(16),
-            inline: false,
-            positions: 64,
-            step: 64,
-            // Ticks without a completion before the loop calls it stuck: large
-            // (a descheduled worker on 2 cores is not a stuck NIC).
-            stall_ticks: u64::MAX / 4,
-            cost: true,
-        }
+        // Ticks without a completion before the loop calls it stuck: large
+        // (a descheduled worker on 2 cores is not a stuck NIC).
+        ModelWorkers::write_64(iters, post_list, u64::MAX / 4)
     }
 
     fn workers(n: usize) -> Vec<Worker> {

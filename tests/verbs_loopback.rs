@@ -12,17 +12,14 @@ use rdmaperf::post::wr_api::{send_ops_flags, wr_api_probe, WrApiQueue};
 use rdmaperf::post::{
     Completion, CompletionQueue, Op, RecvQueue, SendQueue, WcOpcode, WcStatus, WrDesc,
 };
+use rdmaperf::selfcheck::verbs_rig::Dev;
 use rdmaperf::verbs::*;
 
-struct Env {
-    ctx: Arc<Context>,
-    pd: Arc<Pd>,
-    port: u8,
-    mtu: Mtu,
-    lid: u16,
-    grh: Option<Grh>,
-}
+/// The device the tests run on: port 1, its GID on Ethernet, a PD.
+type Env = Dev;
 
+/// `RDMAPERF_TEST_DEV` (or the first device), or None (SKIPPED) where there
+/// is none or its port 1 is not ACTIVE.
 fn env() -> Option<Env> {
     let name = std::env::var("RDMAPERF_TEST_DEV").ok();
     let ctx = match Context::open(name.as_deref()) {
@@ -37,22 +34,7 @@ fn env() -> Option<Env> {
         println!("SKIPPED: {} port 1 is {}", ctx.name(), pa.state.name());
         return None;
     }
-    let grh = if pa.link_layer.is_ethernet() {
-        let t = ctx.gid_table(1).expect("gid_table");
-        let i = t.auto_select(false).expect("a RoCE port has a GID");
-        Some(Grh::new(t.get(i).unwrap().gid.0, i as u8))
-    } else {
-        None
-    };
-    let pd = Pd::new(&ctx).expect("alloc pd");
-    Some(Env {
-        ctx,
-        pd,
-        port: 1,
-        mtu: pa.active_mtu,
-        lid: pa.lid,
-        grh,
-    })
+    Some(Dev::on(ctx).expect("port 1's GID and a PD"))
 }
 
 const ALL: Access = Access(

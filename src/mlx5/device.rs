@@ -304,59 +304,84 @@ impl super::setup::DirectSteps for HwSteps {
     }
 
     fn init_obj_qp(&mut self, qp: &DirectQp) -> Result<sys::mlx5dv_qp, i32> {
-        let mut dv = sys::mlx5dv_qp::default(); // comp_mask is in/out: zero it
-        let mut obj = sys::mlx5dv_obj::default();
-        obj.qp.in_ = qp.qp;
-        obj.qp.out = &mut dv;
-        // SAFETY: the QP was created by the previous step; obj points to live
-        // out-structs.
-        let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_QP as u64) };
-        if rc != 0 {
-            return Err(rc.abs());
-        }
-        Ok(dv)
+        // SAFETY: the QP was created by the previous step.
+        unsafe { dv_of(qp.qp, sys::mlx5dv_qp::default()) }
     }
 
     fn init_obj_cq(&mut self) -> Result<sys::mlx5dv_cq, i32> {
         // SAFETY: valid CQ (constructor contract).
-        unsafe { cq_dv(self.send_cq) }
+        unsafe { dv_of(self.send_cq, sys::mlx5dv_cq::default()) }
     }
 
     fn init_obj_recv_cq(&mut self) -> Option<Result<sys::mlx5dv_cq, i32>> {
+        let cq = self.recv_cq;
         // SAFETY: valid CQ (constructor contract).
-        (self.recv_cq != self.send_cq).then(|| unsafe { cq_dv(self.recv_cq) })
+        (cq != self.send_cq).then(|| unsafe { dv_of(cq, sys::mlx5dv_cq::default()) })
     }
 
     fn init_obj_srq(&mut self) -> Option<Result<sys::mlx5dv_srq, i32>> {
-        if self.srq.is_null() {
-            return None;
-        }
-        let mut dv = sys::mlx5dv_srq::default();
-        let mut obj = sys::mlx5dv_obj::default();
-        obj.srq.in_ = self.srq;
-        obj.srq.out = &mut dv;
-        // SAFETY: valid SRQ (`with_srq` contract); obj points to live
-        // out-structs. Only reads libmlx5's state (head, tail, stride).
-        let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_SRQ as u64) };
-        Some(if rc != 0 { Err(rc.abs()) } else { Ok(dv) })
+        let srq = self.srq;
+        // SAFETY: valid SRQ (`with_srq` contract). Only reads libmlx5's
+        // state (head, tail, stride).
+        (!srq.is_null()).then(|| unsafe { dv_of(srq, sys::mlx5dv_srq::default()) })
     }
 }
 
-/// `mlx5dv_init_obj(MLX5DV_OBJ_CQ)`, errno on failure.
+/// An object `mlx5dv_init_obj` describes: its out-struct (`Self`), the
+/// verbs object it describes (`In`), and where both go in `mlx5dv_obj`.
+trait DvObj {
+    type In;
+    const KIND: sys::mlx5dv_obj_type;
+    fn link(obj: &mut sys::mlx5dv_obj, obj_in: *mut Self::In, out: &mut Self);
+}
+
+/// The four kinds used here; each links its own field of `mlx5dv_obj`.
+macro_rules! dv_obj {
+    ($($out:ident for $in:ident at $field:ident, $kind:ident;)*) => {$(
+        impl DvObj for sys::$out {
+            type In = sys::$in;
+            const KIND: sys::mlx5dv_obj_type = sys::$kind;
+            fn link(obj: &mut sys::mlx5dv_obj, obj_in: *mut sys::$in, out: &mut Self) {
+                obj.$field.in_ = obj_in;
+                obj.$field.out = out;
+            }
+        }
+    )*};
+}
+
+dv_obj! {
+    mlx5dv_qp for ibv_qp at qp, MLX5DV_OBJ_QP;
+    mlx5dv_cq for ibv_cq at cq, MLX5DV_OBJ_CQ;
+    mlx5dv_srq for ibv_srq at srq, MLX5DV_OBJ_SRQ;
+    mlx5dv_ah for ibv_ah at ah, MLX5DV_OBJ_AH;
+}
+
+/// `mlx5dv_init_obj` for one object into `dv` (its `comp_mask` is in/out:
+/// zero, or the optional fields asked for); the errno on failure.
 ///
 /// # Safety
-/// `cq` must be a valid CQ.
-unsafe fn cq_dv(cq: *mut sys::ibv_cq) -> Result<sys::mlx5dv_cq, i32> {
-    let mut dv = sys::mlx5dv_cq::default();
+/// `obj_in` must be a valid object of its kind.
+unsafe fn dv_of<T: DvObj>(obj_in: *mut T::In, mut dv: T) -> Result<T, i32> {
     let mut obj = sys::mlx5dv_obj::default();
-    obj.cq.in_ = cq;
-    obj.cq.out = &mut dv;
-    // SAFETY: valid CQ (caller); obj points to live out-structs.
-    let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_CQ as u64) };
+    T::link(&mut obj, obj_in, &mut dv);
+    // SAFETY: a valid object (caller); obj points to `dv`, live across the call.
+    let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, T::KIND as u64) };
     if rc != 0 {
         return Err(rc.abs());
     }
     Ok(dv)
+}
+
+/// `mlx5dv_init_obj` failed with `errno` on an object of context `ctx`.
+///
+/// # Safety
+/// `ctx` must be a valid context (a valid object's).
+unsafe fn init_obj_failed(ctx: *mut sys::ibv_context, errno: i32) -> DirectError {
+    DirectError::InitObj {
+        // SAFETY: a valid context has a valid device.
+        device: unsafe { device_name((*ctx).device) },
+        errno,
+    }
 }
 
 /// A direct SQ for a QP whose `mlx5dv_init_obj` description is `dv` (from
@@ -409,22 +434,12 @@ pub unsafe fn rq_from_ibv_qp(qp: *mut sys::ibv_qp) -> Result<DirectRq, DirectErr
 /// `srq` must be a valid SRQ that outlives the result, with nothing posted
 /// yet and nothing posted through `ibv_post_srq_recv` afterwards.
 pub unsafe fn srq_from_ibv_srq(srq: *mut sys::ibv_srq) -> Result<DirectSrq, DirectError> {
-    let mut dv = sys::mlx5dv_srq {
+    let ask = sys::mlx5dv_srq {
         comp_mask: sys::MLX5DV_SRQ_MASK_SRQN as u64,
         ..Default::default()
     };
-    let mut obj = sys::mlx5dv_obj::default();
-    obj.srq.in_ = srq;
-    obj.srq.out = &mut dv;
-    // SAFETY: valid SRQ (caller), obj points to live out-structs.
-    let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_SRQ as u64) };
-    if rc != 0 {
-        return Err(DirectError::InitObj {
-            // SAFETY: valid SRQ → valid context and device.
-            device: unsafe { device_name((*(*srq).context).device) },
-            errno: rc.abs(),
-        });
-    }
+    // SAFETY: valid SRQ (caller), so its context is valid too.
+    let dv = unsafe { dv_of(srq, ask).map_err(|e| init_obj_failed((*srq).context, e)) }?;
     if dv.comp_mask & sys::MLX5DV_SRQ_MASK_SRQN as u64 == 0 {
         return Err(DirectError::Config {
             problem: "mlx5dv_init_obj gave no SRQ number (rdma-core older than v21)",
@@ -440,20 +455,8 @@ pub unsafe fn srq_from_ibv_srq(srq: *mut sys::ibv_srq) -> Result<DirectSrq, Dire
 /// # Safety
 /// `qp` must be a valid QP.
 unsafe fn qp_dv(qp: *mut sys::ibv_qp) -> Result<sys::mlx5dv_qp, DirectError> {
-    let mut dv = sys::mlx5dv_qp::default(); // comp_mask is in/out: zero it
-    let mut obj = sys::mlx5dv_obj::default();
-    obj.qp.in_ = qp;
-    obj.qp.out = &mut dv;
-    // SAFETY: valid QP (caller), obj points to live out-structs.
-    let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_QP as u64) };
-    if rc != 0 {
-        return Err(DirectError::InitObj {
-            // SAFETY: valid QP → valid context and device.
-            device: unsafe { device_name((*(*qp).context).device) },
-            errno: rc.abs(),
-        });
-    }
-    Ok(dv)
+    // SAFETY: valid QP (caller), so its context is valid too.
+    unsafe { dv_of(qp, sys::mlx5dv_qp::default()).map_err(|e| init_obj_failed((*qp).context, e)) }
 }
 
 /// A direct poller for a CQ created by libmlx5 (`ibv_create_cq`/`_ex`).
@@ -462,19 +465,10 @@ unsafe fn qp_dv(qp: *mut sys::ibv_qp) -> Result<sys::mlx5dv_qp, DirectError> {
 /// `cq` must be a valid, fresh CQ that outlives the poller and is never
 /// polled through libibverbs afterwards.
 pub unsafe fn cq_from_ibv_cq(cq: *mut sys::ibv_cq) -> Result<DirectCq, DirectError> {
-    let mut dv = sys::mlx5dv_cq::default();
-    let mut obj = sys::mlx5dv_obj::default();
-    obj.cq.in_ = cq;
-    obj.cq.out = &mut dv;
-    // SAFETY: valid CQ (caller), obj points to live out-structs.
-    let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_CQ as u64) };
-    if rc != 0 {
-        return Err(DirectError::InitObj {
-            // SAFETY: valid CQ → valid context and device.
-            device: unsafe { device_name((*(*cq).context).device) },
-            errno: rc.abs(),
-        });
-    }
+    // SAFETY: valid CQ (caller), so its context is valid too.
+    let dv = unsafe {
+        dv_of(cq, sys::mlx5dv_cq::default()).map_err(|e| init_obj_failed((*cq).context, e))
+    }?;
     // SAFETY: dv was filled by mlx5dv_init_obj; the rest is the contract.
     unsafe { DirectCq::from_dv(&dv, None) }
 }
@@ -489,19 +483,16 @@ pub unsafe fn ud_av_from_ibv_ah(
     remote_qpn: u32,
     qkey: u32,
 ) -> Result<DatagramSeg, DirectError> {
-    let mut dv = sys::mlx5dv_ah::default();
-    let mut obj = sys::mlx5dv_obj::default();
-    obj.ah.in_ = ah;
-    obj.ah.out = &mut dv;
-    // SAFETY: valid AH (caller), obj points to live out-structs.
-    let rc = unsafe { sys::mlx5dv_init_obj(&mut obj, sys::MLX5DV_OBJ_AH as u64) };
-    if rc != 0 || dv.av.is_null() {
-        return Err(DirectError::InitObj {
-            // SAFETY: valid AH → valid context and device.
-            device: unsafe { device_name((*(*ah).context).device) },
-            errno: if rc != 0 { rc.abs() } else { libc::EINVAL },
-        });
-    }
+    // SAFETY: valid AH (caller).
+    let dv = unsafe { dv_of(ah, sys::mlx5dv_ah::default()) }.and_then(|dv| {
+        if dv.av.is_null() {
+            Err(libc::EINVAL)
+        } else {
+            Ok(dv)
+        }
+    });
+    // SAFETY: valid AH (caller), so its context is valid too.
+    let dv = dv.map_err(|e| unsafe { init_obj_failed((*ah).context, e) })?;
     // SAFETY: mlx5dv_init_obj returned a pointer to the AH's 48-byte AV.
     let bytes = unsafe { dv.av.cast::<[u8; 48]>().read_unaligned() };
     Ok(ud_av(bytes, remote_qpn, qkey))

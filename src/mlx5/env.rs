@@ -143,10 +143,14 @@ impl fmt::Display for Mlx5Env {
 mod tests {
     use super::*;
 
+    fn env(pairs: &[(&str, &str)]) -> Mlx5Env {
+        Mlx5Env::from_pairs(pairs)
+    }
+
     #[test]
     fn bf_policy_parses_as_libmlx5() {
-        assert_eq!(Mlx5Env::from_pairs(&[]).bf_policy(), BfPolicy::default());
-        let p = |k, v| Mlx5Env::from_pairs(&[(k, v)]).bf_policy();
+        assert_eq!(env(&[]).bf_policy(), BfPolicy::default());
+        let p = |k, v| env(&[(k, v)]).bf_policy();
         assert!(p("MLX5_SHUT_UP_BF", "1").shut_up);
         assert!(p("MLX5_SHUT_UP_BF", "yes").shut_up);
         assert!(!p("MLX5_SHUT_UP_BF", "0").shut_up);
@@ -157,10 +161,8 @@ mod tests {
 
     #[test]
     fn qp_signature_refuses_naming_the_variable() {
-        assert_eq!(Mlx5Env::from_pairs(&[]).refusal(), None);
-        let r = Mlx5Env::from_pairs(&[("MLX5_QP_SIGNATURE", "")])
-            .refusal()
-            .unwrap();
+        assert_eq!(env(&[]).refusal(), None);
+        let r = env(&[("MLX5_QP_SIGNATURE", "")]).refusal().unwrap();
         assert!(
             r.contains("MLX5_QP_SIGNATURE") && r.contains("unset"),
             "{r}"
@@ -169,13 +171,10 @@ mod tests {
 
     #[test]
     fn display_and_notes() {
-        assert_eq!(Mlx5Env::from_pairs(&[]).to_string(), "none set");
-        let e = Mlx5Env::from_pairs(&[("MLX5_CQE_SIZE", "128"), ("MLX5_SHUT_UP_BF", "1")]);
+        assert_eq!(env(&[]).to_string(), "none set");
+        let e = env(&[("MLX5_CQE_SIZE", "128"), ("MLX5_SHUT_UP_BF", "1")]);
         assert_eq!(e.to_string(), "MLX5_SHUT_UP_BF=1 MLX5_CQE_SIZE=128");
         assert!(e.doorbell_note().unwrap().contains("8-byte doorbells only"));
-        assert_eq!(
-            Mlx5Env::from_pairs(&[("MLX5_SHUT_UP_BF", "0")]).doorbell_note(),
-            None
-        );
+        assert_eq!(env(&[("MLX5_SHUT_UP_BF", "0")]).doorbell_note(), None);
     }
 }

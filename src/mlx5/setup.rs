@@ -40,6 +40,21 @@ pub struct DirectQpAttr {
     pub atomics: bool,
 }
 
+impl DirectQpAttr {
+    /// An RC QP sending up to `max_send_wr` WRs (no inline data) that
+    /// receives one WR of one SGE: the set-up's smallest whole case.
+    pub const fn rc(max_send_wr: u32, atomics: bool) -> Self {
+        Self {
+            kind: QpKind::Rc,
+            max_send_wr,
+            max_recv_wr: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+            atomics,
+        }
+    }
+}
+
 /// One step of the set-up, in the order [`set_up`] runs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetupStep {
@@ -237,14 +252,7 @@ pub fn set_up<S: DirectSteps>(
 mod tests {
     use super::*;
 
-    const ATTR: DirectQpAttr = DirectQpAttr {
-        kind: QpKind::Rc,
-        max_send_wr: 128,
-        max_recv_wr: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-        atomics: false,
-    };
+    const ATTR: DirectQpAttr = DirectQpAttr::rc(128, false);
 
     #[test]
     fn enospc_on_the_thread_domain_names_the_qp_count() {
@@ -262,10 +270,7 @@ mod tests {
 
     #[test]
     fn atomics_eopnotsupp_says_the_device_has_no_atomics_not_lower_tx_depth() {
-        let a = DirectQpAttr {
-            atomics: true,
-            ..ATTR
-        };
+        let a = DirectQpAttr::rc(128, true);
         let m = meaning(SetupStep::CreateQp, libc::EOPNOTSUPP, 1, &a);
         assert!(m.contains("no RDMA atomics") && !m.contains("-t"), "{m}");
         let m = meaning(SetupStep::CreateQp, libc::ENOMEM, 1, &ATTR);

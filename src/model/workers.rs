@@ -7,8 +7,8 @@
 use super::config::{Access, ModelConfig};
 use super::handle::Model;
 use crate::mlx5::{DirectCq, DirectSq, HwMmio};
-use crate::post::{Completion, CompletionQueue, PostError};
-use crate::run::bw::QpTarget;
+use crate::post::{Completion, CompletionQueue, Op, PostError};
+use crate::run::bw::{BwConfig, QpTarget};
 use crate::run::threads::QueueFactory;
 
 /// One worker's CQ side: owns its model and the two buffers the NIC copies
@@ -45,6 +45,27 @@ pub struct ModelWorkers {
     /// Bytes of each of the two buffers; the source is filled with `fill`.
     pub buf: usize,
     pub fill: u8,
+}
+
+impl ModelWorkers {
+    /// The run the example and the tests give these workers: 64-byte
+    /// WRITEs cycling through 64 positions of the buffer, 128 deep,
+    /// signalled at least every 16, with the receive cost measured.
+    pub fn write_64(iters: u64, post_list: u32, stall_ticks: u64) -> BwConfig {
+        BwConfig {
+            op: Op::Write,
+            size: 64,
+            iters,
+            post_list,
+            tx_depth: 128,
+            cq_mod: post_list.max(16),
+            inline: false,
+            positions: 64,
+            step: 64,
+            stall_ticks,
+            cost: true,
+        }
+    }
 }
 
 impl Default for ModelWorkers {

@@ -9,7 +9,7 @@ use super::verbs_rig::{qp_type, Dev, VerbsRig};
 use super::{json, run_method, summary, table, MethodRun};
 use crate::mlx5::device::HwSteps;
 use crate::mlx5::env::Mlx5Env;
-use crate::mlx5::setup::{set_up, DirectQpAttr, QpKind};
+use crate::mlx5::setup::{set_up, DirectQpAttr};
 use crate::post::wr_api::{send_ops_flags, wr_api_probe};
 use crate::sys;
 use crate::tool::setup::method::Method;
@@ -150,14 +150,7 @@ fn direct_facts(dev: &Dev, env: &Mlx5Env, f: &mut Vec<(String, String)>) -> Resu
         ));
     }
     let cq = Cq::new(&dev.ctx, 256, false).map_err(|e| e.to_string())?;
-    let attr = DirectQpAttr {
-        kind: QpKind::Rc,
-        max_send_wr: 128,
-        max_recv_wr: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-        atomics: dev.ctx.attr().atomic_cap.0 != 0,
-    };
+    let attr = DirectQpAttr::rc(128, dev.ctx.attr().atomic_cap.0 != 0);
     // SAFETY: context, PD and CQ are live and outlive the QP (dropped at
     // the end of this function).
     let mut steps = unsafe { HwSteps::new(dev.ctx.raw(), dev.pd.raw(), cq.raw(), cq.raw()) };

@@ -32,7 +32,12 @@ pub struct Dev {
 
 impl Dev {
     pub fn open(name: Option<&str>) -> Result<Dev, String> {
-        let ctx = Context::open(name).map_err(|e| e.to_string())?;
+        Self::on(Context::open(name).map_err(|e| e.to_string())?)
+    }
+
+    /// Port 1 of an open device (it must be ACTIVE), its GID on Ethernet,
+    /// and a PD.
+    pub fn on(ctx: Arc<Context>) -> Result<Dev, String> {
         let pa = ctx.query_port(1).map_err(|e| e.to_string())?;
         if !pa.state.is_active() {
             return Err(format!(
