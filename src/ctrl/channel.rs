@@ -144,6 +144,62 @@ pub struct Channel {
     step_timeout: Option<Duration>,
 }
 
+/// `host`'s addresses (IPv4 first) that `how` allows: IPv6 only with
+/// `--ipv6-addr`, the source address's family with `--bind_source_ip`.
+fn usable_addrs(host: &str, port: u16, how: &ConnectHow) -> Result<Vec<SocketAddr>, CtrlError> {
+    let mut addrs = resolve_ipv4_first(host, port)?;
+    if how.ipv6_only {
+        addrs.retain(SocketAddr::is_ipv6);
+    }
+    if let Some(src) = how.source {
+        addrs.retain(|a| a.is_ipv4() == src.is_ipv4());
+    }
+    if addrs.is_empty() {
+        let want = if how.ipv6_only || how.source.is_some_and(|s| s.is_ipv6()) {
+            "IPv6"
+        } else {
+            "IPv4"
+        };
+        return Err(CtrlError::Resolve {
+            host: host.to_owned(),
+            port,
+            source: io::Error::new(
+                ErrorKind::AddrNotAvailable,
+                format!(
+                    "no {want} address for it (--ipv6-addr / --bind_source_ip ask for {want}); \
+                     give the server's {want} address"
+                ),
+            ),
+        });
+    }
+    Ok(addrs)
+}
+
+/// One connect attempt to `addr` (from `how.source` when given). The outer
+/// error is final (the source address cannot be bound); the inner one is
+/// worth retrying.
+fn connect_once(
+    addr: SocketAddr,
+    attempt: Duration,
+    how: &ConnectHow,
+) -> Result<io::Result<TcpStream>, CtrlError> {
+    Ok(match how.source {
+        Some(src) => match super::bound_connect::connect_from(src, addr, attempt) {
+            Ok(s) => Ok(s),
+            Err(FromError::Connect(e)) => Err(e),
+            Err(FromError::Source(source)) => {
+                return Err(CtrlError::Io {
+                    dir: Dir::Writing,
+                    step: "binding the control socket (--bind_source_ip)".into(),
+                    peer: addr,
+                    source,
+                })
+            }
+        },
+        None => TcpStream::connect_timeout(&addr, attempt),
+    })
+}
+
 impl Channel {
     fn new(stream: TcpStream, peer: SocketAddr, role: Role) -> io::Result<Channel> {
         // Lock-step small messages: never let Nagle hold one back.
@@ -180,31 +236,7 @@ impl Channel {
         deadline: Duration,
         how: &ConnectHow,
     ) -> Result<Channel, CtrlError> {
-        let mut addrs = resolve_ipv4_first(host, port)?;
-        if how.ipv6_only {
-            addrs.retain(SocketAddr::is_ipv6);
-        }
-        if let Some(src) = how.source {
-            addrs.retain(|a| a.is_ipv4() == src.is_ipv4());
-        }
-        if addrs.is_empty() {
-            let want = if how.ipv6_only || how.source.is_some_and(|s| s.is_ipv6()) {
-                "IPv6"
-            } else {
-                "IPv4"
-            };
-            return Err(CtrlError::Resolve {
-                host: host.to_owned(),
-                port,
-                source: io::Error::new(
-                    ErrorKind::AddrNotAvailable,
-                    format!(
-                        "no {want} address for it (--ipv6-addr / --bind_source_ip ask for {want}); \
-                         give the server's {want} address"
-                    ),
-                ),
-            });
-        }
+        let addrs = usable_addrs(host, port, how)?;
         let start = Instant::now();
         let mut backoff = BACKOFF_FIRST;
         let mut last = String::from("no address");
@@ -212,21 +244,7 @@ impl Channel {
             for addr in &addrs {
                 let left = deadline.saturating_sub(start.elapsed());
                 let attempt = left.clamp(Duration::from_millis(100), CONNECT_ATTEMPT_MAX);
-                let tried = match how.source {
-                    Some(src) => match super::bound_connect::connect_from(src, *addr, attempt) {
-                        Ok(s) => Ok(s),
-                        Err(FromError::Connect(e)) => Err(e),
-                        Err(FromError::Source(source)) => {
-                            return Err(CtrlError::Io {
-                                dir: Dir::Writing,
-                                step: "binding the control socket (--bind_source_ip)".into(),
-                                peer: *addr,
-                                source,
-                            })
-                        }
-                    },
-                    None => TcpStream::connect_timeout(addr, attempt),
-                };
+                let tried = connect_once(*addr, attempt, how)?;
                 match tried {
                     Ok(s) => {
                         return Channel::new(s, *addr, Role::Client).map_err(|e| CtrlError::Io {

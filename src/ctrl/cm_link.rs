@@ -552,24 +552,7 @@ impl CmLink {
             if self.gone {
                 return Err(self.closed(step, dir, expected));
             }
-            let left = match timeout {
-                Some(t) => {
-                    let l = t.saturating_sub(start.elapsed());
-                    if l.is_zero() {
-                        return Err(CtrlError::Timeout {
-                            dir,
-                            step: step.to_owned(),
-                            peer: self.peer,
-                            waited: t,
-                            got: 0,
-                            expected,
-                            bytes: Box::default(),
-                        });
-                    }
-                    l
-                }
-                None => Duration::from_secs(3600),
-            };
+            let left = self.time_left(start, timeout, step, dir, expected)?;
             if !armed {
                 // Arm, then poll once more: a completion that landed before
                 // the arm raises no event.
@@ -587,14 +570,47 @@ impl CmLink {
                 armed = false;
             }
             if ready & 2 != 0 {
-                while let Ok(Some(ev)) = self.id.channel().next(Duration::ZERO) {
-                    if ev.is_for(&self.id)
-                        && (ev.kind == CmEventType::DISCONNECTED
-                            || ev.kind == CmEventType::DEVICE_REMOVAL)
-                    {
-                        self.gone = true;
-                    }
-                }
+                self.drain_cm_events();
+            }
+        }
+    }
+
+    /// What is left of `timeout` since `start` (an hour when there is none);
+    /// a timeout error once nothing is.
+    fn time_left(
+        &self,
+        start: Instant,
+        timeout: Option<Duration>,
+        step: &str,
+        dir: Dir,
+        expected: usize,
+    ) -> Result<Duration, CtrlError> {
+        let Some(t) = timeout else {
+            return Ok(Duration::from_secs(3600));
+        };
+        let l = t.saturating_sub(start.elapsed());
+        if l.is_zero() {
+            return Err(CtrlError::Timeout {
+                dir,
+                step: step.to_owned(),
+                peer: self.peer,
+                waited: t,
+                got: 0,
+                expected,
+                bytes: Box::default(),
+            });
+        }
+        Ok(l)
+    }
+
+    /// Reads every pending CM event; a disconnect or device removal for this
+    /// link marks it gone.
+    fn drain_cm_events(&mut self) {
+        while let Ok(Some(ev)) = self.id.channel().next(Duration::ZERO) {
+            if ev.is_for(&self.id)
+                && (ev.kind == CmEventType::DISCONNECTED || ev.kind == CmEventType::DEVICE_REMOVAL)
+            {
+                self.gone = true;
             }
         }
     }

@@ -67,68 +67,102 @@ pub fn render_svg(
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
-        let e = |e: DrawingAreaErrorKind<_>| format!("drawing the heatmap: {e}");
-        root.fill(&WHITE).map_err(e)?;
+        root.fill(&WHITE).map_err(draw_err)?;
         let font = ("sans-serif", 11).into_font();
         root.draw(&Text::new(
             title.to_owned(),
             (4, 4),
             font.clone().color(&BLACK),
         ))
-        .map_err(e)?;
+        .map_err(draw_err)?;
         let (lo, hi) = m.range().unwrap_or((0.0, 1.0));
-        let span = if hi > lo { hi - lo } else { 1.0 };
-        let b = block(m.n);
-        let g = m.n.div_ceil(b);
-        for r in 0..g {
-            for c in 0..g {
-                let x = (margin + c as u32 * cell) as i32;
-                let y = (margin + r as u32 * cell) as i32;
-                let fill = match worst_in(m, r * b, c * b, b, better) {
-                    Some(v) => {
-                        let t = (v - lo) / span;
-                        colour(if better == Better::Lower { 1.0 - t } else { t })
-                    }
-                    None => RGBColor(200, 200, 200),
-                };
-                root.draw(&Rectangle::new(
-                    [(x, y), (x + cell as i32, y + cell as i32)],
-                    fill.filled(),
-                ))
-                .map_err(e)?;
-            }
-        }
+        draw_cells(&root, m, better, (cell, margin), (lo, hi))?;
         if m.n <= 64 {
-            let left = font
-                .clone()
-                .color(&BLACK)
-                .pos(Pos::new(HPos::Right, VPos::Center));
-            let top = font
-                .clone()
-                .transform(FontTransform::Rotate270)
-                .color(&BLACK)
-                .pos(Pos::new(HPos::Left, VPos::Center));
-            for (i, l) in labels.iter().enumerate().take(m.n) {
-                let mid = (margin + i as u32 * cell + cell / 2) as i32;
-                root.draw(&Text::new(
-                    l.clone(),
-                    (margin as i32 - 4, mid),
-                    left.clone(),
-                ))
-                .map_err(e)?;
-                root.draw(&Text::new(l.clone(), (mid, margin as i32 - 4), top.clone()))
-                    .map_err(e)?;
-            }
+            draw_labels(
+                &root,
+                &labels[..labels.len().min(m.n)],
+                (cell, margin),
+                &font,
+            )?;
         }
         let foot = format!(
             "rows: client, columns: server; {} {lo:.3} .. {hi:.3} {units} (red = worst, grey = none)",
             if better == Better::Lower { "lower is better:" } else { "higher is better:" }
         );
         root.draw(&Text::new(foot, (4, h as i32 - 30), font.color(&BLACK)))
-            .map_err(e)?;
-        root.present().map_err(e)?;
+            .map_err(draw_err)?;
+        root.present().map_err(draw_err)?;
     }
     Ok(svg)
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
+    format!("drawing the heatmap: {e}")
+}
+
+/// One coloured square per block of ranks (`(cell px, margin px)`), scaled
+/// over `(lo, hi)`.
+fn draw_cells(
+    root: &Area<'_>,
+    m: &Matrix,
+    better: Better,
+    (cell, margin): (u32, u32),
+    (lo, hi): (f64, f64),
+) -> Result<(), String> {
+    let span = if hi > lo { hi - lo } else { 1.0 };
+    let b = block(m.n);
+    let g = m.n.div_ceil(b);
+    for r in 0..g {
+        for c in 0..g {
+            let x = (margin + c as u32 * cell) as i32;
+            let y = (margin + r as u32 * cell) as i32;
+            let fill = match worst_in(m, r * b, c * b, b, better) {
+                Some(v) => {
+                    let t = (v - lo) / span;
+                    colour(if better == Better::Lower { 1.0 - t } else { t })
+                }
+                None => RGBColor(200, 200, 200),
+            };
+            root.draw(&Rectangle::new(
+                [(x, y), (x + cell as i32, y + cell as i32)],
+                fill.filled(),
+            ))
+            .map_err(draw_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Each rank's label left of its row and (rotated) above its column.
+fn draw_labels(
+    root: &Area<'_>,
+    labels: &[String],
+    (cell, margin): (u32, u32),
+    font: &FontDesc<'_>,
+) -> Result<(), String> {
+    let left = font
+        .clone()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Right, VPos::Center));
+    let top = font
+        .clone()
+        .transform(FontTransform::Rotate270)
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, l) in labels.iter().enumerate() {
+        let mid = (margin + i as u32 * cell + cell / 2) as i32;
+        root.draw(&Text::new(
+            l.clone(),
+            (margin as i32 - 4, mid),
+            left.clone(),
+        ))
+        .map_err(draw_err)?;
+        root.draw(&Text::new(l.clone(), (mid, margin as i32 - 4), top.clone()))
+            .map_err(draw_err)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

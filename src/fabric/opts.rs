@@ -63,24 +63,11 @@ pub fn parse(
     let Some(tool) = args.first().filter(|t| !t.starts_with('-')) else {
         return Err(format!("name the test first\n{USAGE}"));
     };
-    let mut o = FabricOpts {
-        tool: tool.clone(),
-        tool_args: Vec::new(),
-        pattern: Pattern::Pairs,
-        direction: Direction::Uni,
-        serial: false,
-        tolerance_pct: 90.0,
-        expect_bw: None,
-        expect_msgrate: None,
-        expect_lat: None,
-        csv: None,
-        heatmap: None,
-        worst: 5,
-        netns: None,
-        gpu: None,
+    let mut p = Parsing {
+        o: FabricOpts::defaults(tool),
+        pairs_file: None,
+        pattern_given: false,
     };
-    let mut pairs_file = None;
-    let mut pattern_given = false;
     let mut i = 1;
     while i < args.len() {
         let a = &args[i];
@@ -89,12 +76,12 @@ pub fn parse(
             _ => (a.as_str(), None),
         };
         if flag == "--serial" {
-            o.serial = true;
+            p.o.serial = true;
             i += 1;
             continue;
         }
         if !WITH_VALUE.contains(&flag) {
-            o.tool_args.push(a.clone());
+            p.o.tool_args.push(a.clone());
             i += 1;
             continue;
         }
@@ -108,21 +95,69 @@ pub fn parse(
             }
         };
         i += 1;
+        if p.set(flag, v, a, args.get(i))? {
+            i += 1;
+        }
+    }
+    p.finish(read)
+}
+
+impl FabricOpts {
+    /// The options when no fabric flag is given.
+    fn defaults(tool: &str) -> FabricOpts {
+        FabricOpts {
+            tool: tool.to_owned(),
+            tool_args: Vec::new(),
+            pattern: Pattern::Pairs,
+            direction: Direction::Uni,
+            serial: false,
+            tolerance_pct: 90.0,
+            expect_bw: None,
+            expect_msgrate: None,
+            expect_lat: None,
+            csv: None,
+            heatmap: None,
+            worst: 5,
+            netns: None,
+            gpu: None,
+        }
+    }
+}
+
+/// `parse`'s state while it walks the arguments.
+struct Parsing {
+    o: FabricOpts,
+    pairs_file: Option<String>,
+    pattern_given: bool,
+}
+
+impl Parsing {
+    /// Applies one fabric flag with its value `v` (`a` is the argument as given;
+    /// `next` the argument after the value). True when `next` was taken too
+    /// (`--pattern incast K`).
+    fn set(
+        &mut self,
+        flag: &str,
+        v: String,
+        a: &str,
+        next: Option<&String>,
+    ) -> Result<bool, String> {
+        let o = &mut self.o;
         match flag {
             "--pattern" => {
                 // `--pattern incast K`: K is the next argument.
-                let v = match (v.as_str(), args.get(i)) {
+                let (v, took_next) = match (v.as_str(), next) {
                     ("incast", Some(k)) if k.parse::<usize>().is_ok() => {
-                        i += 1;
-                        format!("incast {k}")
+                        (format!("incast {k}"), true)
                     }
-                    _ => v,
+                    _ => (v, false),
                 };
                 o.pattern = Pattern::parse(&v)?;
-                pattern_given = true;
+                self.pattern_given = true;
+                return Ok(took_next);
             }
             "--direction" => o.direction = Direction::parse(&v)?,
-            "--pairs-file" => pairs_file = Some(v),
+            "--pairs-file" => self.pairs_file = Some(v),
             "--tolerance" => {
                 o.tolerance_pct = number(flag, &v, 0.0)?;
                 if o.tolerance_pct > 100.0 {
@@ -142,19 +177,25 @@ pub fn parse(
                 Some(pick) => o.gpu = Some(pick),
                 None => o.tool_args.push(format!("--use_cuda={v}")),
             },
-            _ => o.tool_args.push(a.clone()),
+            _ => o.tool_args.push(a.to_owned()),
         }
+        Ok(false)
     }
-    if let Some(f) = pairs_file {
-        if pattern_given {
-            return Err(
-                "--pairs-file and --pattern: give one of them (the file is the pattern)".into(),
-            );
+
+    /// A `--pairs-file` becomes the pattern (it may not come with `--pattern`).
+    fn finish(self, read: impl Fn(&str) -> Result<String, String>) -> Result<FabricOpts, String> {
+        let mut o = self.o;
+        if let Some(f) = self.pairs_file {
+            if self.pattern_given {
+                return Err(
+                    "--pairs-file and --pattern: give one of them (the file is the pattern)".into(),
+                );
+            }
+            let text = read(&f).map_err(|e| format!("--pairs-file {f}: {e}"))?;
+            o.pattern = Pattern::File(parse_pairs_file(&text)?);
         }
-        let text = read(&f).map_err(|e| format!("--pairs-file {f}: {e}"))?;
-        o.pattern = Pattern::File(parse_pairs_file(&text)?);
+        Ok(o)
     }
-    Ok(o)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use super::json_out::{JsonStream, RankInfo};
 use super::matrix::Matrix;
 use super::opts::FabricOpts;
 use super::pattern::Pair;
-use super::result::{Metric, PairResult, TopFinding};
+use super::result::{Measure, Metric, PairResult, TopFinding};
 use super::summary::{self, Value};
 use serde_json::{json, Value as Json};
 use std::fmt::Write;
@@ -142,46 +142,7 @@ impl Report {
         for r in &results {
             let name = self.name(r.pair());
             match (&r.ok, &r.error) {
-                (Some(m), _) => {
-                    let pair = r.pair();
-                    self.bw.push((pair, m.bw));
-                    self.rate.push((pair, m.msg_rate));
-                    if let Some(l) = &m.lat {
-                        self.lat.push((pair, l.t_typical));
-                        let _ = writeln!(
-                            out,
-                            " {:>5}  {name:<44} {:>8} {:>9.2} {:>11.2} {:>9.2} {:>9.2} {:>9.2}",
-                            step + 1,
-                            m.size,
-                            l.t_min,
-                            l.t_typical,
-                            l.t_avg,
-                            l.t_max,
-                            l.p99
-                        );
-                    } else {
-                        let _ = writeln!(
-                            out,
-                            " {:>5}  {name:<44} {:>8} {:>20.2} {:>15.6}",
-                            step + 1,
-                            m.size,
-                            m.bw,
-                            m.msg_rate
-                        );
-                    }
-                    if m.explained {
-                        // The row ends with the pair's top finding (the
-                        // JSON has its evidence).
-                        out.pop();
-                        let code = m.finding.as_ref().map_or("clean", |f| f.code.as_str());
-                        let _ = writeln!(out, "  {code}");
-                        self.findings.push((pair, m.finding.clone()));
-                    }
-                    if let Some(v) = self.metric().of(m) {
-                        self.matrix.set(pair, v);
-                    }
-                    self.share[pair.client] += m.msg_rate;
-                }
+                (Some(m), _) => self.measured(&mut out, step + 1, &name, r.pair(), m),
                 (None, e) => {
                     failed += 1;
                     let why = e.as_deref().unwrap_or("no result");
@@ -190,6 +151,46 @@ impl Report {
                 }
             }
         }
+        self.progress(&mut out, step + 1, failed, &results);
+        out
+    }
+
+    /// One measured pair: its row (latency or bandwidth columns, then its
+    /// top finding under `--explain`), and its values for the summary.
+    fn measured(&mut self, out: &mut String, step: usize, name: &str, pair: Pair, m: &Measure) {
+        self.bw.push((pair, m.bw));
+        self.rate.push((pair, m.msg_rate));
+        if let Some(l) = &m.lat {
+            self.lat.push((pair, l.t_typical));
+            let _ = writeln!(
+                out,
+                " {:>5}  {name:<44} {:>8} {:>9.2} {:>11.2} {:>9.2} {:>9.2} {:>9.2}",
+                step, m.size, l.t_min, l.t_typical, l.t_avg, l.t_max, l.p99
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                " {:>5}  {name:<44} {:>8} {:>20.2} {:>15.6}",
+                step, m.size, m.bw, m.msg_rate
+            );
+        }
+        if m.explained {
+            // The row ends with the pair's top finding (the
+            // JSON has its evidence).
+            out.pop();
+            let code = m.finding.as_ref().map_or("clean", |f| f.code.as_str());
+            let _ = writeln!(out, "  {code}");
+            self.findings.push((pair, m.finding.clone()));
+        }
+        if let Some(v) = self.metric().of(m) {
+            self.matrix.set(pair, v);
+        }
+        self.share[pair.client] += m.msg_rate;
+    }
+
+    /// The progress line after a step (`step` counts from 1), and the step's
+    /// part of the JSON stream (dropped if writing it fails).
+    fn progress(&mut self, out: &mut String, step: usize, failed: usize, results: &[PairResult]) {
         self.done += 1;
         let el = self.start.elapsed().as_secs_f64();
         let left = el / self.done as f64 * (self.steps - self.done) as f64;
@@ -201,12 +202,11 @@ impl Report {
             results.len()
         );
         if let Some(j) = &mut self.json {
-            if let Err(e) = j.step(step + 1, el, &results) {
+            if let Err(e) = j.step(step, el, results) {
                 let _ = writeln!(out, "fabric: writing {}: {e}", j.path().display());
                 self.json = None;
             }
         }
-        out
     }
 
     fn values(&self, m: Metric) -> &[Value] {
@@ -306,6 +306,11 @@ impl Report {
         for w in &s.outliers {
             let _ = writeln!(out, "   {:<44} {:.3} {units}", self.name(w.0), w.1);
         }
+        self.summary_json(s, units)
+    }
+
+    /// The summary's JSON: the worst pairs carry their `--explain` finding.
+    fn summary_json(&self, s: &summary::Summary, units: &str) -> Json {
         let pj = |v: &Value| json!({"client": v.0.client, "server": v.0.server, "value": v.1});
         let worst: Vec<Json> = s
             .worst
@@ -319,7 +324,7 @@ impl Report {
             })
             .collect();
         json!({
-            "metric": metric.name(), "units": units, "count": s.count,
+            "metric": self.metric().name(), "units": units, "count": s.count,
             "min": pj(&s.min), "median": s.median, "max": pj(&s.max),
             "worst": worst,
             "outliers": s.outliers.iter().map(pj).collect::<Vec<_>>(),

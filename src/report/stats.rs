@@ -196,6 +196,64 @@ fn stamp(s: &[u64], i: u64, which: &'static str, need: u64) -> Result<u64, Stats
         })
 }
 
+/// The clock and the divisors `bw_perftest` needs are usable.
+fn check_bw_input(inp: &BwInput<'_>) -> Result<(), StatsError> {
+    if !(inp.hz.is_finite() && inp.hz > 0.0) {
+        return Err(StatsError::BadClock(inp.hz));
+    }
+    for (v, name) in [
+        (inp.post_list, "post_list"),
+        (inp.cq_mod, "cq_mod"),
+        (inp.num_qps, "num_qps"),
+        (inp.inf_bidir_factor, "inf_bidir_factor"),
+    ] {
+        if v == 0 {
+            return Err(StatsError::ZeroParam(name));
+        }
+    }
+    Ok(())
+}
+
+/// The fastest per-message time over every window perftest's peak considers
+/// (each post_list start to each signaled completion), starting from
+/// `first` (the first message's): (integer cycles, exact cycles).
+fn best_window(inp: &BwInput<'_>, peak_n: u64, first: u64) -> Result<(u64, f64), StatsError> {
+    let mut opt_delta = first;
+    let mut opt_exact = f64::INFINITY;
+    // Validate the whole ranges once so the loops can index directly.
+    stamp(inp.tposted, peak_n - 1, "tposted", peak_n)?;
+    stamp(inp.tcompleted, peak_n - 1, "tcompleted", peak_n)?;
+    let tp = inp.tposted;
+    let tc = inp.tcompleted;
+    let cq = inp.cq_mod as u64;
+    let mut consider = |i: u64, j: u64| {
+        let span = tc[j as usize].wrapping_sub(tp[i as usize]);
+        let msgs = j - i + 1;
+        let t = span / msgs;
+        if t < opt_delta {
+            opt_delta = t;
+        }
+        let te = span as f64 / msgs as f64;
+        if te < opt_exact {
+            opt_exact = te;
+        }
+    };
+    let mut i = 0u64;
+    while i < peak_n {
+        let mut j = round_up(i + 1, cq) - 1;
+        while j < peak_n {
+            consider(i, j);
+            j += cq;
+        }
+        // The last message is signaled even when n is not a multiple of cq_mod.
+        if peak_n % cq != 0 {
+            consider(i, peak_n - 1);
+        }
+        i += inp.post_list as u64;
+    }
+    Ok((opt_delta, opt_exact))
+}
+
 /// perftest's bandwidth math (`print_report_bw`):
 ///
 /// ```text
@@ -211,19 +269,7 @@ fn stamp(s: &[u64], i: u64, which: &'static str, need: u64) -> Result<u64, Stats
 /// The peak search is O(n^2 / cq_mod) (perftest allows it up to 20000 iterations).
 /// Timestamps are subtracted with wrap-around like C's unsigned `cycles_t`.
 pub fn bw_perftest(inp: &BwInput<'_>) -> Result<BwResult, StatsError> {
-    if !(inp.hz.is_finite() && inp.hz > 0.0) {
-        return Err(StatsError::BadClock(inp.hz));
-    }
-    for (v, name) in [
-        (inp.post_list, "post_list"),
-        (inp.cq_mod, "cq_mod"),
-        (inp.num_qps, "num_qps"),
-        (inp.inf_bidir_factor, "inf_bidir_factor"),
-    ] {
-        if v == 0 {
-            return Err(StatsError::ZeroParam(name));
-        }
-    }
+    check_bw_input(inp)?;
     let no_peak = inp.no_peak || inp.duration;
     let factor = inp.inf_bidir_factor as u64;
     let tsize = factor.wrapping_mul(inp.size);
@@ -233,41 +279,11 @@ pub fn bw_perftest(inp: &BwInput<'_>) -> Result<BwResult, StatsError> {
 
     let tp0 = stamp(inp.tposted, 0, "tposted", 1)?;
     let tc0 = stamp(inp.tcompleted, 0, "tcompleted", 1)?;
-    let mut opt_delta = tc0.wrapping_sub(tp0);
-    let mut opt_exact = f64::INFINITY;
-    if !no_peak && peak_n > 0 {
-        // Validate the whole ranges once so the loops can index directly.
-        stamp(inp.tposted, peak_n - 1, "tposted", peak_n)?;
-        stamp(inp.tcompleted, peak_n - 1, "tcompleted", peak_n)?;
-        let tp = inp.tposted;
-        let tc = inp.tcompleted;
-        let cq = inp.cq_mod as u64;
-        let mut consider = |i: u64, j: u64| {
-            let span = tc[j as usize].wrapping_sub(tp[i as usize]);
-            let msgs = j - i + 1;
-            let t = span / msgs;
-            if t < opt_delta {
-                opt_delta = t;
-            }
-            let te = span as f64 / msgs as f64;
-            if te < opt_exact {
-                opt_exact = te;
-            }
-        };
-        let mut i = 0u64;
-        while i < peak_n {
-            let mut j = round_up(i + 1, cq) - 1;
-            while j < peak_n {
-                consider(i, j);
-                j += cq;
-            }
-            // The last message is signaled even when n is not a multiple of cq_mod.
-            if peak_n % cq != 0 {
-                consider(i, peak_n - 1);
-            }
-            i += inp.post_list as u64;
-        }
-    }
+    let (opt_delta, opt_exact) = if !no_peak && peak_n > 0 {
+        best_window(inp, peak_n, tc0.wrapping_sub(tp0))?
+    } else {
+        (tc0.wrapping_sub(tp0), f64::INFINITY)
+    };
 
     let loc = if no_peak { 0 } else { n.saturating_sub(1) };
     let tc_end = stamp(inp.tcompleted, loc, "tcompleted", loc + 1)?;

@@ -125,6 +125,40 @@ pub fn compare_with(
     unsupported: &[Unsupported],
     mut run_one: impl FnMut(&Params) -> Result<SizeSummary, Fail>,
 ) -> Result<(), Fail> {
+    let samples = run_samples(p, reps, runnable, &mut run_one)?;
+    let rows = summarize(&samples);
+    let bw_unit = if p.report_gbits { "Gb/sec" } else { "MiB/sec" };
+    print_heading(p, reps, device);
+    print!("{}", table(&rows, unsupported, bw_unit));
+    if let Some(path) = &p.json_file {
+        let j = JsonOut {
+            test: p.tool.name(),
+            device: device.to_string(),
+            size: p.sizes[0],
+            reps,
+            samples: &samples,
+            summary: rows,
+            unsupported,
+            units: Units {
+                mpps: "Mpps",
+                bw: bw_unit,
+                ns_per_call: "ns",
+                recv_ns_per_msg: "ns",
+            },
+        };
+        write_json(path, &j)?;
+    }
+    Ok(())
+}
+
+/// One run per (repetition, method) in `schedule`'s interleaved order, until a
+/// stop is requested.
+fn run_samples(
+    p: &Params,
+    reps: u32,
+    runnable: &[(PostChoice, &'static str)],
+    run_one: &mut impl FnMut(&Params) -> Result<SizeSummary, Fail>,
+) -> Result<Vec<Sample>, Fail> {
     let names: Vec<&'static str> = runnable.iter().map(|m| m.1).collect();
     let mut samples = Vec::new();
     for (rep, name) in schedule(&names, reps) {
@@ -156,8 +190,11 @@ pub fn compare_with(
             recv_ns_per_msg: s.recv_ns_per_msg,
         });
     }
-    let rows = summarize(&samples);
-    let bw_unit = if p.report_gbits { "Gb/sec" } else { "MiB/sec" };
+    Ok(samples)
+}
+
+/// The line above the table: test, device, size, iterations, repetitions.
+fn print_heading(p: &Params, reps: u32, device: &str) {
     println!(
         " {} on {device}, {} B, {} iterations{} per run, {reps} interleaved repetitions (medians):",
         p.tool.perftest_name(),
@@ -173,30 +210,15 @@ pub fn compare_with(
             String::new()
         }
     );
-    print!("{}", table(&rows, unsupported, bw_unit));
-    if let Some(path) = &p.json_file {
-        let j = JsonOut {
-            test: p.tool.name(),
-            device: device.to_string(),
-            size: p.sizes[0],
-            reps,
-            samples: &samples,
-            summary: rows,
-            unsupported,
-            units: Units {
-                mpps: "Mpps",
-                bw: bw_unit,
-                ns_per_call: "ns",
-                recv_ns_per_msg: "ns",
-            },
-        };
-        let text = serde_json::to_string_pretty(&j).map_err(|e| Fail::new(e.to_string()))?;
-        std::fs::write(path, text + "\n").map_err(|e| {
-            Fail::new(format!(
-                "writing {}: {e}; check the path given to --out_json_file",
-                path.display()
-            ))
-        })?;
-    }
-    Ok(())
+}
+
+/// `--out_json_file`: the samples and the summary as pretty JSON.
+fn write_json(path: &std::path::Path, j: &JsonOut<'_>) -> Result<(), Fail> {
+    let text = serde_json::to_string_pretty(j).map_err(|e| Fail::new(e.to_string()))?;
+    std::fs::write(path, text + "\n").map_err(|e| {
+        Fail::new(format!(
+            "writing {}: {e}; check the path given to --out_json_file",
+            path.display()
+        ))
+    })
 }

@@ -10,7 +10,7 @@
 
 use crate::cli::params::{Conn, Mode, Params, Verb};
 use crate::clock::{self, Clock};
-use crate::ctrl::choreo::{Barrier, KeyRound};
+use crate::ctrl::choreo::{Barrier, Entry, KeyRound};
 use crate::ctrl::{choreography, Dest, Session, Step};
 use crate::post::event_cq::{self, EventCq};
 use crate::post::post_send::PostSendQueue;
@@ -70,13 +70,7 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
     out.print(&text::info_block(&info));
 
     let plan = choreography(&crate::tool::common::scenario::scenario(p, mtu_bytes));
-    let preamble = [Step::Versions, Step::SysData, Step::Mtu];
-    if plan.len() < 4 || plan[..3].iter().map(|e| e.step).ne(preamble) {
-        return Err(Fail::new(
-            "internal: the latency choreography does not start with versions, sysdata, MTU; \
-             please report this",
-        ));
-    }
+    check_preamble(&plan)?;
     let mut my: Vec<Dest> = (0..res.num_qps()).map(|i| res.dest(&ep, i)).collect();
     // -g: this side's QP joins its group; kept (attached) until the run ends.
     let _mcast = crate::tool::session::mcast::join(&ep, p, &res, &mut my)?;
@@ -103,42 +97,18 @@ pub fn run(p: &Params, out: Out) -> Result<(), Fail> {
         samples_written: false,
         counters,
     };
-    let body = &plan[3..plan.len() - 1];
-    for (k, e) in body.iter().enumerate() {
-        if e.waits_for_peer_run {
-            sess.set_peer_run_timeout(None);
-            sess.wait_for_peer_run();
-        }
-        let next_run = body[k + 1..].iter().find_map(|e| match e.step {
-            Step::Run { size } => Some(size),
-            _ => None,
-        });
-        lat.step(&mut sess, e.step, next_run)?;
-    }
-    let last = plan[plan.len() - 1];
-    // read/atomic-lat print the closing line after the close, the others before.
-    let line_after = matches!(p.tool.verb, Verb::Read | Verb::Atomic);
-    if !line_after {
-        lat.out.print(crate::tool::common::out::result_line(p));
-    }
-    match last.step {
-        Step::Close => {
-            if last.waits_for_peer_run {
-                sess.set_peer_run_timeout(None);
-                sess.wait_for_peer_run();
-            }
-            sess.close(&lat.my[0]).map_err(Fail::ctrl)?;
-        }
-        Step::Exit => sess.finish(),
-        s => return Err(Fail::new(format!("internal: latency test ends in {s}"))),
-    }
-    if line_after {
-        lat.out.print(crate::tool::common::out::result_line(p));
-    }
-    if let Some(j) = lat.json.as_ref().filter(|j| j.records().is_empty()) {
-        // A passive read/atomic-lat server measures nothing (perftest prints
-        // nothing there) but still writes its file: test_info, no records.
-        j.write().map_err(|e| Fail::new(e.to_string()))?;
+    lat.walk(&mut sess, &plan[3..plan.len() - 1])?;
+    lat.end(sess, plan[plan.len() - 1])
+}
+
+/// The plan's first three steps are the preamble `preamble` already did.
+fn check_preamble(plan: &[Entry]) -> Result<(), Fail> {
+    let preamble = [Step::Versions, Step::SysData, Step::Mtu];
+    if plan.len() < 4 || plan[..3].iter().map(|e| e.step).ne(preamble) {
+        return Err(Fail::new(
+            "internal: the latency choreography does not start with versions, sysdata, MTU; \
+             please report this",
+        ));
     }
     Ok(())
 }
@@ -173,6 +143,54 @@ struct Lat<'a> {
 }
 
 impl<'a> Lat<'a> {
+    /// The choreography's steps between the preamble and the last one; each
+    /// run step knows the next run's size.
+    fn walk(&mut self, sess: &mut Session, body: &[Entry]) -> Result<(), Fail> {
+        for (k, e) in body.iter().enumerate() {
+            if e.waits_for_peer_run {
+                sess.set_peer_run_timeout(None);
+                sess.wait_for_peer_run();
+            }
+            let next_run = body[k + 1..].iter().find_map(|e| match e.step {
+                Step::Run { size } => Some(size),
+                _ => None,
+            });
+            self.step(sess, e.step, next_run)?;
+        }
+        Ok(())
+    }
+
+    /// The last step (close or exit) with the closing line around it, and a
+    /// passive side's JSON file.
+    fn end(&mut self, mut sess: Session, last: Entry) -> Result<(), Fail> {
+        let p = self.p;
+        // read/atomic-lat print the closing line after the close, the others before.
+        let line_after = matches!(p.tool.verb, Verb::Read | Verb::Atomic);
+        if !line_after {
+            self.out.print(crate::tool::common::out::result_line(p));
+        }
+        match last.step {
+            Step::Close => {
+                if last.waits_for_peer_run {
+                    sess.set_peer_run_timeout(None);
+                    sess.wait_for_peer_run();
+                }
+                sess.close(&self.my[0]).map_err(Fail::ctrl)?;
+            }
+            Step::Exit => sess.finish(),
+            s => return Err(Fail::new(format!("internal: latency test ends in {s}"))),
+        }
+        if line_after {
+            self.out.print(crate::tool::common::out::result_line(p));
+        }
+        if let Some(j) = self.json.as_ref().filter(|j| j.records().is_empty()) {
+            // A passive read/atomic-lat server measures nothing (perftest prints
+            // nothing there) but still writes its file: test_info, no records.
+            j.write().map_err(|e| Fail::new(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     fn size_of(&self, size: Option<u64>) -> u64 {
         size.unwrap_or_else(|| self.p.sizes.first().copied().unwrap_or(0))
     }
@@ -203,37 +221,11 @@ impl<'a> Lat<'a> {
             } => {
                 self.rem[qp] = self.shake(sess, step, &self.my[qp])?;
             }
-            Step::Connect => {
-                self.res
-                    .connect(self.ep, self.p, self.mtu, &self.rem, true)?;
-                if self.p.conn == Conn::Ud {
-                    self.ud = self
-                        .rem
-                        .iter()
-                        .map(|r| self.res.ud_dest(self.ep, self.p, r))
-                        .collect::<Result<_, _>>()?;
-                }
-            }
+            Step::Connect => self.connect()?,
             Step::Keys {
                 qp,
                 round: KeyRound::AfterConnect,
-            } => {
-                if qp == 0 {
-                    for l in &self.my {
-                        self.out.print(&text::address_line(
-                            text::Side::Local,
-                            &text_dest(l),
-                            self.info,
-                        ));
-                    }
-                }
-                self.rem[qp] = self.shake(sess, step, &self.my[qp])?;
-                self.out.print(&text::address_line(
-                    text::Side::Remote,
-                    &text_dest(&self.rem[qp]),
-                    self.info,
-                ));
-            }
+            } => self.keys_after_connect(sess, step, qp)?,
             Step::Barrier(b) => {
                 if b == Barrier::BeforeRun {
                     // send-lat: receives for the coming size go up before the
@@ -257,6 +249,46 @@ impl<'a> Lat<'a> {
                 )))
             }
         }
+        Ok(())
+    }
+
+    /// The QPs to RTS with the first round's keys; UD: each peer's address.
+    fn connect(&mut self) -> Result<(), Fail> {
+        self.res
+            .connect(self.ep, self.p, self.mtu, &self.rem, true)?;
+        if self.p.conn == Conn::Ud {
+            self.ud = self
+                .rem
+                .iter()
+                .map(|r| self.res.ud_dest(self.ep, self.p, r))
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(())
+    }
+
+    /// The key round perftest prints: this side's addresses (before QP 0's
+    /// round), then the peer's for `qp`.
+    fn keys_after_connect(
+        &mut self,
+        sess: &mut Session,
+        step: Step,
+        qp: usize,
+    ) -> Result<(), Fail> {
+        if qp == 0 {
+            for l in &self.my {
+                self.out.print(&text::address_line(
+                    text::Side::Local,
+                    &text_dest(l),
+                    self.info,
+                ));
+            }
+        }
+        self.rem[qp] = self.shake(sess, step, &self.my[qp])?;
+        self.out.print(&text::address_line(
+            text::Side::Remote,
+            &text_dest(&self.rem[qp]),
+            self.info,
+        ));
         Ok(())
     }
 
@@ -362,6 +394,37 @@ impl<'a> Lat<'a> {
         direct::open_queues(res, &uds, self.p.use_event)
     }
 
+    /// Where QP 0's messages of `size` go from and to.
+    fn target(&self, size: u64) -> LatTarget {
+        let res = self.res;
+        let (recv_addr, recv_len) = self.recv_buf(size);
+        LatTarget {
+            laddr: res.mr.addr() + res.geometry.send_offset(0),
+            lkey: res.send_lkey(&res.mr),
+            raddr: self.rem[0].vaddr,
+            rkey: self.rem[0].rkey,
+            recv_addr,
+            recv_len,
+        }
+    }
+
+    /// write-lat: the last byte of QP 0's receive slot (the peer's write
+    /// lands there) and of its send slot (the sequence this side writes).
+    fn mailbox(&self, size: u64) -> Result<BufMailbox<'a>, Fail> {
+        let (res, g) = (self.res, &self.res.geometry);
+        BufMailbox::new(
+            &res.mr,
+            g.recv_offset(0) + size - 1,
+            g.send_offset(0) + size - 1,
+        )
+        .ok_or_else(|| {
+            Fail::new(format!(
+                "internal: write-lat mailbox for {size} B lies outside the {} B buffer",
+                res.mr.len()
+            ))
+        })
+    }
+
     /// One size with post method `S` polled by `C` (monomorphised per method).
     fn measure<S: SendQueue, C: CompletionQueue>(
         &self,
@@ -371,17 +434,7 @@ impl<'a> Lat<'a> {
         rx: Option<&mut DirectRx<'a>>,
     ) -> Result<Measured, Fail> {
         let p = self.p;
-        let res = self.res;
-        let g = &res.geometry;
-        let (recv_addr, recv_len) = self.recv_buf(size);
-        let target = LatTarget {
-            laddr: res.mr.addr() + g.send_offset(0),
-            lkey: res.send_lkey(&res.mr),
-            raddr: self.rem[0].vaddr,
-            rkey: self.rem[0].rkey,
-            recv_addr,
-            recv_len,
-        };
+        let target = self.target(size);
         let mut tposted = vec![0u64; p.iters as usize];
         let start = clock::now();
         let cpu = match p.mode {
@@ -393,50 +446,13 @@ impl<'a> Lat<'a> {
         let (cfg, window) = lat_config(p, size, self.clock, start);
         let outcome = match p.tool.verb {
             Verb::Write => {
-                let mut mb = BufMailbox::new(
-                    &res.mr,
-                    g.recv_offset(0) + size - 1,
-                    g.send_offset(0) + size - 1,
-                )
-                .ok_or_else(|| {
-                    Fail::new(format!(
-                        "internal: write-lat mailbox for {size} B lies outside the {} B buffer",
-                        res.mr.len()
-                    ))
-                })?;
+                let mut mb = self.mailbox(size)?;
                 lat::write_lat(&cfg, sq, cq, &mut mb, &target, &mut tposted, clock::now)
             }
             Verb::Read | Verb::Atomic => {
                 lat::rdma_lat(&cfg, sq, cq, &target, &mut tposted, clock::now)
             }
-            Verb::Send => match rx {
-                // Direct: QP 0's RQ and the receive CQ's direct poller.
-                Some(DirectRx { rqs, cq: rcq }) => {
-                    let rq = rqs.first_mut().ok_or_else(|| {
-                        Fail::new("internal: send-lat --post direct without a receive queue")
-                    })?;
-                    lat::send_lat(&cfg, sq, cq, rq, rcq, &target, &mut tposted, clock::now)
-                }
-                None if res.qps.is_empty() => {
-                    return Err(Fail::new(
-                        "internal: send-lat --post direct ran before its receives were posted",
-                    ))
-                }
-                None => {
-                    let mut rcq = event_cq::verbs(&res.rcq, 1, p.use_event).map_err(Fail::verbs)?;
-                    let mut rq = res.recv_queue(0)?;
-                    lat::send_lat(
-                        &cfg,
-                        sq,
-                        cq,
-                        &mut rq,
-                        &mut rcq,
-                        &target,
-                        &mut tposted,
-                        clock::now,
-                    )
-                }
-            },
+            Verb::Send => self.send_lat(&cfg, sq, cq, rx, &target, &mut tposted)?,
         };
         let cpu = cpu.map_or(0.0, |c| c.finish());
         let n = (outcome.iters as usize).min(tposted.len());
@@ -447,6 +463,55 @@ impl<'a> Lat<'a> {
             window,
             cpu,
         })
+    }
+
+    /// send-lat's loop on QP 0 with its receive side: the direct RQ and
+    /// poller when `rx` has them, else the verbs ones.
+    fn send_lat<S: SendQueue, C: CompletionQueue>(
+        &self,
+        cfg: &LatConfig,
+        sq: &mut S,
+        cq: &mut C,
+        rx: Option<&mut DirectRx<'a>>,
+        target: &LatTarget,
+        tposted: &mut [u64],
+    ) -> Result<LatOutcome, Fail> {
+        let (p, res) = (self.p, self.res);
+        match rx {
+            // Direct: QP 0's RQ and the receive CQ's direct poller.
+            Some(DirectRx { rqs, cq: rcq }) => {
+                let rq = rqs.first_mut().ok_or_else(|| {
+                    Fail::new("internal: send-lat --post direct without a receive queue")
+                })?;
+                Ok(lat::send_lat(
+                    cfg,
+                    sq,
+                    cq,
+                    rq,
+                    rcq,
+                    target,
+                    tposted,
+                    clock::now,
+                ))
+            }
+            None if res.qps.is_empty() => Err(Fail::new(
+                "internal: send-lat --post direct ran before its receives were posted",
+            )),
+            None => {
+                let mut rcq = event_cq::verbs(&res.rcq, 1, p.use_event).map_err(Fail::verbs)?;
+                let mut rq = res.recv_queue(0)?;
+                Ok(lat::send_lat(
+                    cfg,
+                    sq,
+                    cq,
+                    &mut rq,
+                    &mut rcq,
+                    target,
+                    tposted,
+                    clock::now,
+                ))
+            }
+        }
     }
 
     fn report(&mut self, size: u64, m: Measured) -> Result<(), Fail> {
