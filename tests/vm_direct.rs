@@ -8,23 +8,17 @@ use common::vm;
 
 #[test]
 fn post_direct_on_rxe_is_a_clear_error() {
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
-        return;
-    }
     let script = r#"
 timeout 60 $RDMAPERF_BIN write-bw --loopback -d rxe0 -x 0 -n 100 -s 64 --post direct > $RESULTS/direct.out 2>&1
 echo "rc=$?" > $RESULTS/rc.txt
 timeout 1200 $RDMAPERF_BIN selfcheck -d rxe0 --json $RESULTS/sc.json > $RESULTS/sc.out 2> $RESULTS/sc.err
 echo "rc=$?" > $RESULTS/sc_rc.txt
 "#;
-    let r = vm::Batch::new()
-        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-        .timeout_s(1500)
-        .run(script);
-    let rc = r.file("rc.txt").unwrap_or("").trim().to_string();
-    let out = r.file("direct.out").unwrap_or("").to_string();
-    println!("{rc}\n{out}");
+    let Some(r) = vm::Batch::rdmaperf().timeout_s(1500).run_or_skip(script) else {
+        return;
+    };
+    let [rc, out] = r.shown_files(["rc.txt", "direct.out"]);
+    let rc = rc.trim();
     assert_eq!(
         rc, "rc=1",
         "--post direct on rxe must fail with status 1:\n{out}"
@@ -38,10 +32,8 @@ echo "rc=$?" > $RESULTS/sc_rc.txt
 /// selfcheck's table and JSON: every verbs case ok, exit 0, direct
 /// unavailable because rxe is not mlx5.
 fn selfcheck_on_rxe(r: &vm::BatchResult) {
-    let rc = r.file("sc_rc.txt").unwrap_or("").trim().to_string();
-    let out = r.file("sc.out").unwrap_or("").to_string();
-    let err = r.file("sc.err").unwrap_or("").to_string();
-    println!("selfcheck {rc}\n{out}\n{err}");
+    let [rc, out, err] = r.shown_files(["sc_rc.txt", "sc.out", "sc.err"]);
+    let rc = rc.trim();
     assert_eq!(rc, "rc=0", "selfcheck on rxe0 must pass:\n{out}\n{err}");
     assert!(out.contains(" device                : rxe0"), "{out}");
     assert!(

@@ -112,13 +112,9 @@ fn findings_are_read_from_the_block() {
 
 #[test]
 fn explain_on_a_veth_pair_with_netem() {
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
+    let Some(r) = vm::Batch::rdmaperf().run_or_skip(SCRIPT) else {
         return;
-    }
-    let r = vm::Batch::new()
-        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-        .run(SCRIPT);
+    };
     assert_eq!(r.status, 0, "VM batch failed:\n{}", r.console);
     if let Some(why) = r.file("mod.missing") {
         panic!("the VM's kernel lacks a module this test needs: {why}");

@@ -14,10 +14,6 @@ fn row_iters(out: &str, size: &str) -> Option<u64> {
 
 #[test]
 fn compare_and_threads_on_rxe() {
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
-        return;
-    }
     let script = r#"
 O="-d rxe0 -x 0 -F --timeout 20"
 OS="-d rxe0 -x 0 -F"
@@ -37,15 +33,13 @@ echo $? > $RESULTS/stock.client.rc
 wait $S0; echo $? > $RESULTS/stock.server0.rc
 wait $S1; echo $? > $RESULTS/stock.server1.rc
 "#;
-    let r = vm::Batch::new()
-        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-        .timeout_s(600)
-        .run(script);
+    let Some(r) = vm::Batch::rdmaperf().timeout_s(600).run_or_skip(script) else {
+        return;
+    };
 
     let c = r.single("compare");
     println!("compare:\n{}", c.out);
-    assert_eq!(c.rc, Some(0), "compare failed:\n{}", c.out);
-    assert!(c.out.contains("vs post-send"), "no table:\n{}", c.out);
+    c.assert_ok_with(&["vs post-send"]);
     let j: Value =
         serde_json::from_str(r.file("compare.json").expect("compare.json")).expect("valid JSON");
     let samples = j["samples"].as_array().unwrap();
@@ -70,12 +64,7 @@ wait $S1; echo $? > $RESULTS/stock.server1.rc
     // cost, for each method that ran (the same method on both ends).
     let c = r.single("compare_send");
     println!("compare send-bw:\n{}", c.out);
-    assert_eq!(c.rc, Some(0), "compare send-bw failed:\n{}", c.out);
-    assert!(
-        c.out.contains("recv ns/msg"),
-        "no receive column:\n{}",
-        c.out
-    );
+    c.assert_ok_with(&["recv ns/msg"]);
     let j: Value = serde_json::from_str(r.file("compare_send.json").expect("compare_send.json"))
         .expect("valid JSON");
     let summary = j["summary"].as_array().unwrap();

@@ -7,10 +7,6 @@ use common::vm;
 
 #[test]
 fn sigint_mid_run_keeps_partial_result() {
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
-        return;
-    }
     // Server in the background; the client gets SIGINT 12 s into a 30 s run
     // (past the 7.5 s warm-up), delivered twice back to back the way GNU
     // timeout(1) forwards it (to the child and to its process group): one
@@ -23,14 +19,10 @@ $RDMAPERF_BIN write-bw $O -D 30 127.0.0.1 > $RESULTS/cli.out 2>&1 & C=$!
 sleep 12; kill -INT $C; kill -INT $C; wait $C; echo "client_rc=$?" > $RESULTS/rc.txt
 wait $S; echo "server_rc=$?" >> $RESULTS/rc.txt
 "#;
-    let r = vm::Batch::new()
-        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-        .timeout_s(240)
-        .run(script);
-    let rc = r.file("rc.txt").unwrap_or("").to_string();
-    let cli = r.file("cli.out").unwrap_or("").to_string();
-    let srv = r.file("srv.out").unwrap_or("").to_string();
-    println!("{rc}\n--- client\n{cli}\n--- server\n{srv}");
+    let Some(r) = vm::Batch::rdmaperf().timeout_s(240).run_or_skip(script) else {
+        return;
+    };
+    let [rc, cli, srv] = r.shown_files(["rc.txt", "cli.out", "srv.out"]);
     assert!(
         rc.contains("client_rc=130"),
         "client must exit 130 on SIGINT:\n{rc}"
@@ -65,10 +57,6 @@ wait $S; echo "server_rc=$?" >> $RESULTS/rc.txt
 /// waiting for a timeout, and the peer is told.
 #[test]
 fn sigint_in_control_steps_exits_at_once() {
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
-        return;
-    }
     let script = r#"
 O="-d rxe0 -x 0 -F -s 64"
 now() { date +%s.%N; }
@@ -84,15 +72,10 @@ sleep 5
 t0=$(now); kill -INT $S; wait $S; echo "wait_rc=$? dt=$(echo "$(now) - $t0" | bc)" >> $RESULTS/rc.txt
 wait $C; echo "peer_rc=$?" >> $RESULTS/rc.txt
 "#;
-    let r = vm::Batch::new()
-        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-        .timeout_s(240)
-        .run(script);
-    let rc = r.file("rc.txt").unwrap_or("").to_string();
-    let accept = r.file("accept.out").unwrap_or("").to_string();
-    let wait = r.file("wait.out").unwrap_or("").to_string();
-    let peer = r.file("wait.peer").unwrap_or("").to_string();
-    println!("{rc}\n--- accept\n{accept}\n--- wait\n{wait}\n--- peer\n{peer}");
+    let Some(r) = vm::Batch::rdmaperf().timeout_s(240).run_or_skip(script) else {
+        return;
+    };
+    let [rc, accept, wait, peer] = r.shown_files(["rc.txt", "accept.out", "wait.out", "wait.peer"]);
     let field = |name: &str| -> Option<(i32, f64)> {
         let l = rc.lines().find(|l| l.starts_with(name))?;
         let code = l

@@ -368,18 +368,13 @@ fn vm_write_bw_http_client_peer() {
 
 #[test]
 fn vm_write_bw_loopback() {
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
-        return;
-    }
-    let r = vm::Batch::new()
-        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-        .timeout_s(600)
-        .run(&format!(
-            "PAIR_TIMEOUT={PAIR_TIMEOUT_S}\n\
+    let Some(r) = vm::Batch::rdmaperf().timeout_s(600).run_or_skip(&format!(
+        "PAIR_TIMEOUT={PAIR_TIMEOUT_S}\n\
              single loopback '\"$RDMAPERF_BIN\" write-bw --loopback -d rxe0 -x 0 -n 100 -s 64'\n\
              exit 0\n"
-        ));
+    )) else {
+        return;
+    };
     assert_eq!(r.status, 0, "VM batch failed:\n{}", r.console);
     let s = r.single("loopback");
     assert_eq!(s.rc, Some(0), "--loopback failed (124 = hung):\n{}", s.out);

@@ -6,3 +6,5 @@ pub mod cli;
 pub mod fake_cuda;
 pub mod mlx5;
 pub mod vm;
+pub mod vm_cases;
+pub mod vm_script;

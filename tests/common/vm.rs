@@ -105,6 +105,11 @@ impl Batch {
         Self::default()
     }
 
+    /// A batch with this package's `rdmaperf` binary as `$RDMAPERF_BIN`.
+    pub fn rdmaperf() -> Self {
+        Self::new().bin(env!("CARGO_BIN_EXE_rdmaperf"))
+    }
+
     /// The binary under test, visible in the guest as `$RDMAPERF_BIN`
     /// (pass `env!("CARGO_BIN_EXE_rdmaperf")`).
     pub fn bin(self, path: &str) -> Self {
@@ -125,6 +130,16 @@ impl Batch {
     pub fn timeout_s(mut self, s: u64) -> Self {
         self.timeout_s = Some(s);
         self
+    }
+
+    /// [`Batch::run`] where the VM can run here; otherwise `None`, after printing
+    /// `SKIPPED: <reason>` (see [`available`]).
+    pub fn run_or_skip(self, script: &str) -> Option<BatchResult> {
+        if let Err(why) = available() {
+            println!("SKIPPED: {why}");
+            return None;
+        }
+        Some(self.run(script))
     }
 
     /// Boots the VM, runs `script` with `scripts/vm-lib.sh` already sourced, powers off.
@@ -242,6 +257,26 @@ pub struct Side {
     pub rc: Option<i32>,
 }
 
+impl Side {
+    /// Panics with the output unless the side exited 0 and its output holds every one
+    /// of `wants`.
+    pub fn assert_ok_with(&self, wants: &[&str]) {
+        assert_eq!(self.rc, Some(0), "{}", self.out);
+        for want in wants {
+            assert!(self.out.contains(want), "no {want:?} in:\n{}", self.out);
+        }
+    }
+
+    /// Panics with the output unless the side failed (a status other than 0) and its
+    /// output holds every one of `wants`.
+    pub fn assert_failed_with(&self, wants: &[&str]) {
+        assert_ne!(self.rc, Some(0), "{}", self.out);
+        for want in wants {
+            assert!(self.out.contains(want), "no {want:?} in:\n{}", self.out);
+        }
+    }
+}
+
 /// A server/client pair run by `pair NAME ...` in the guest.
 #[derive(Debug, Clone)]
 pub struct Pair {
@@ -253,6 +288,16 @@ pub struct Pair {
 }
 
 impl Pair {
+    /// Both sides' status and output, for an assertion's message; `timeout_s` is the
+    /// per-side timeout that status 124 stands for.
+    pub fn describe(&self, timeout_s: u64) -> String {
+        format!(
+            "pair {}: server rc {:?}, client rc {:?} (124 = killed by the {timeout_s} s per-side timeout)\n\
+             --- server ---\n{}\n--- client ---\n{}",
+            self.name, self.server.rc, self.client.rc, self.server.out, self.client.out
+        )
+    }
+
     /// Panics with both outputs unless server and client both exited 0.
     pub fn assert_ok(&self) {
         assert!(
@@ -271,6 +316,16 @@ impl BatchResult {
     /// The file `$RESULTS/<name>`, if the script wrote it.
     pub fn file(&self, name: &str) -> Option<&str> {
         self.files.get(name).map(String::as_str)
+    }
+
+    /// The files `names` (empty where the script wrote none), each printed under its name
+    /// (the test harness shows it when the test fails).
+    pub fn shown_files<const N: usize>(&self, names: [&str; N]) -> [&str; N] {
+        names.map(|name| {
+            let text = self.file(name).unwrap_or("");
+            println!("--- {name}\n{text}");
+            text
+        })
     }
 
     fn side(&self, stem: &str) -> Option<Side> {
@@ -310,6 +365,13 @@ impl BatchResult {
     pub fn pair(&self, name: &str) -> Pair {
         self.try_pair(name)
             .unwrap_or_else(|| self.missing(&format!("pair {name}")))
+    }
+
+    /// The pair `name`, where both sides exited 0 (see [`Pair::assert_ok`]).
+    pub fn ok_pair(&self, name: &str) -> Pair {
+        let p = self.pair(name);
+        p.assert_ok();
+        p
     }
 
     /// The output of `single name ...`; panics (with the VM console) if it never ran.
@@ -367,6 +429,19 @@ pub fn bw_result_rows(out: &str) -> Vec<(u64, u64)> {
                 return None;
             }
             Some((f[0].parse().ok()?, f[1].parse().ok()?))
+        })
+        .collect()
+}
+
+/// Every line of exactly `width` numbers (a result row of that table), as numbers.
+pub fn number_rows(out: &str, width: usize) -> Vec<Vec<f64>> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<f64> = l
+                .split_whitespace()
+                .map(|x| x.parse().ok())
+                .collect::<Option<_>>()?;
+            (f.len() == width).then_some(f)
         })
         .collect()
 }
