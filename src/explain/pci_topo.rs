@@ -9,29 +9,31 @@
 use super::sysfs::SysRoot;
 
 /// How far apart two PCI functions are, nearest first (the order of the
-/// values is the order of the words; nvidia-smi's legend).
+/// variants is the order of the words; nvidia-smi's legend). Computed here,
+/// never read from a device, so a plain enum: every value is one of these.
+#[allow(clippy::upper_case_acronyms)] // nvidia-smi's and NCCL's words
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Class(u8);
+pub enum Class {
+    /// At most one PCIe switch between them.
+    PIX,
+    /// Several switches, no host bridge.
+    PXB,
+    /// Through a PCIe host bridge (the CPU's root complex).
+    PHB,
+    /// Across host bridges within one NUMA node.
+    NODE,
+    /// Across the NUMA (socket) interconnect.
+    SYS,
+}
 
 impl Class {
-    /// At most one PCIe switch between them.
-    pub const PIX: Class = Class(0);
-    /// Several switches, no host bridge.
-    pub const PXB: Class = Class(1);
-    /// Through a PCIe host bridge (the CPU's root complex).
-    pub const PHB: Class = Class(2);
-    /// Across host bridges within one NUMA node.
-    pub const NODE: Class = Class(3);
-    /// Across the NUMA (socket) interconnect.
-    pub const SYS: Class = Class(4);
-
     /// 0 (PIX) to 4 (SYS), for ranking.
     pub fn rank(self) -> u8 {
-        self.0
+        self as u8
     }
 
     pub fn name(self) -> &'static str {
-        ["PIX", "PXB", "PHB", "NODE", "SYS"][self.0 as usize]
+        ["PIX", "PXB", "PHB", "NODE", "SYS"][self.rank() as usize]
     }
 
     /// What the word means, for a report.
@@ -42,7 +44,7 @@ impl Class {
             "through the CPU's PCIe host bridge",
             "across PCIe host bridges within one NUMA node",
             "across the interconnect between NUMA nodes (sockets)",
-        ][self.0 as usize]
+        ][self.rank() as usize]
     }
 }
 
