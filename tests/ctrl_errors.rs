@@ -114,18 +114,11 @@ fn http_client_is_not_perftest() {
 
 #[test]
 fn short_key_message_then_close() {
-    let (port, h) = fake_server(|mut s| {
-        perftest_preamble(&mut s);
-        read_n(&mut s, 108);
-        s.write_all(&wire::encode_key(&gid_dest()).unwrap()[..17])
-            .unwrap();
+    let short = wire::encode_key(&gid_dest()).unwrap()[..17].to_vec();
+    let (e, msg) = after_preamble(108, short, false, |c| {
+        c.hand_shake_step("key message for QP 1", &gid_dest())
+            .unwrap_err()
     });
-    let mut c = client(port);
-    our_preamble(&mut c);
-    let e = c
-        .hand_shake_step("key message for QP 1", &gid_dest())
-        .unwrap_err();
-    let msg = e.to_string();
     assert!(
         matches!(
             e,
@@ -145,67 +138,64 @@ fn short_key_message_then_close() {
         msg.contains("peer closed after 17 of 108 bytes: 30 30 30 30 3a 30 30 30 30 3a"),
         "{msg}"
     );
+}
+
+/// A stock perftest server past the preamble: it reads `read` bytes of our
+/// next message, answers `reply`, then reads until we close (`then_eof`) or
+/// closes at once. `call` is our side's step; its error and the text.
+fn after_preamble(
+    read: usize,
+    reply: Vec<u8>,
+    then_eof: bool,
+    call: impl FnOnce(&mut Session) -> CtrlError,
+) -> (CtrlError, String) {
+    let (port, h) = fake_server(move |mut s| {
+        perftest_preamble(&mut s);
+        read_n(&mut s, read);
+        s.write_all(&reply).unwrap();
+        if then_eof {
+            read_to_eof(&mut s);
+        }
+    });
+    let mut c = client(port);
+    our_preamble(&mut c);
+    let e = call(&mut c);
+    drop(c);
     h.join().unwrap();
+    let msg = e.to_string();
+    (e, msg)
+}
+
+/// A stock perftest server (no GID: it reads 59 bytes of our key message)
+/// that answers `ours` with `reply`.
+fn key_reply_error(reply: Vec<u8>, ours: &Dest) -> (CtrlError, String) {
+    let ours = *ours;
+    after_preamble(59, reply, true, move |c| c.hand_shake(&ours).unwrap_err())
 }
 
 #[test]
 fn garbled_key_message() {
-    let (port, h) = fake_server(|mut s| {
-        perftest_preamble(&mut s);
-        read_n(&mut s, 59);
-        let mut k = wire::encode_key(&Dest::default()).unwrap();
-        k[12] = b'z';
-        s.write_all(&k).unwrap();
-        read_to_eof(&mut s);
-    });
-    let mut c = client(port);
-    our_preamble(&mut c);
-    let e = c.hand_shake(&Dest::default()).unwrap_err();
-    let msg = e.to_string();
+    let mut k = wire::encode_key(&Dest::default()).unwrap();
+    k[12] = b'z';
+    let (e, msg) = key_reply_error(k, &Dest::default());
     assert!(matches!(e, CtrlError::Protocol { .. }), "{msg}");
     assert!(msg.contains("reading key message (hand_shake #1)"), "{msg}");
     assert!(msg.contains("field qpn at byte 10"), "{msg}");
-    drop(c);
-    h.join().unwrap();
 }
 
 #[test]
 fn peer_without_gid_while_we_use_one() {
     // We send 108 bytes; a perftest without GID reads 59 and answers 59. We
     // must say so at once instead of waiting for 49 more bytes.
-    let (port, h) = fake_server(|mut s| {
-        perftest_preamble(&mut s);
-        read_n(&mut s, 59);
-        s.write_all(&wire::encode_key(&Dest::default()).unwrap())
-            .unwrap();
-        read_to_eof(&mut s);
-    });
-    let mut c = client(port);
-    our_preamble(&mut c);
-    let e = c.hand_shake(&gid_dest()).unwrap_err();
-    let msg = e.to_string();
+    let (_, msg) = key_reply_error(wire::encode_key(&Dest::default()).unwrap(), &gid_dest());
     assert!(msg.contains("59-byte key message without GID"), "{msg}");
     assert!(msg.contains("-x"), "{msg}");
-    drop(c);
-    h.join().unwrap();
 }
 
 #[test]
 fn peer_with_gid_while_we_use_none() {
-    let (port, h) = fake_server(|mut s| {
-        perftest_preamble(&mut s);
-        read_n(&mut s, 59);
-        s.write_all(&wire::encode_key(&gid_dest()).unwrap())
-            .unwrap();
-        read_to_eof(&mut s);
-    });
-    let mut c = client(port);
-    our_preamble(&mut c);
-    let e = c.hand_shake(&Dest::default()).unwrap_err();
-    let msg = e.to_string();
+    let (_, msg) = key_reply_error(wire::encode_key(&gid_dest()).unwrap(), &Dest::default());
     assert!(msg.contains("108-byte key message with GID"), "{msg}");
-    drop(c);
-    h.join().unwrap();
 }
 
 #[test]
@@ -346,18 +336,11 @@ fn out_of_order_use_is_reported() {
 
 #[test]
 fn peer_closes_during_report() {
-    let (port, h) = fake_server(|mut s| {
-        perftest_preamble(&mut s);
-        read_n(&mut s, 8);
-        s.write_all(&[0, 0, 0, 0, 0, 1, 0, 0]).unwrap();
+    let reply = vec![0, 0, 0, 0, 0, 1, 0, 0];
+    let (_, msg) = after_preamble(8, reply, false, |c| {
+        c.exchange_bw_report(&wire::BwReport::default())
+            .unwrap_err()
     });
-    let mut c = client(port);
-    our_preamble(&mut c);
-    let e = c
-        .exchange_bw_report(&wire::BwReport::default())
-        .unwrap_err();
-    let msg = e.to_string();
     // Either our write or our read notices, depending on timing.
     assert!(msg.contains("bw report iters"), "{msg}");
-    h.join().unwrap();
 }
