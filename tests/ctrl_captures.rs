@@ -260,52 +260,23 @@ fn check_unidir_bw(name: &str, scn: Scenario) {
     assert_eq!(printed_row(&output(name, "client")), row_of(&c.reports[0]));
 }
 
-#[test]
-fn write_bw() {
-    check_unidir_bw(
-        "write_bw_s64",
-        scenario(Tool::WriteBw, false, Mode::Iterations, 1),
-    );
+/// One test per unidirectional bw capture: capture, tool, mode, QPs.
+macro_rules! unidir_bw_tests {
+    ($($test:ident: $name:literal, $tool:ident, $mode:ident, $qps:literal;)*) => {$(
+        #[test]
+        fn $test() {
+            check_unidir_bw($name, scenario(Tool::$tool, false, Mode::$mode, $qps));
+        }
+    )*};
 }
 
-#[test]
-fn write_bw_duration() {
-    check_unidir_bw(
-        "write_bw_D2_s64",
-        scenario(Tool::WriteBw, false, Mode::Duration, 1),
-    );
-}
-
-#[test]
-fn write_bw_report_gbits() {
-    check_unidir_bw(
-        "write_bw_gbits",
-        scenario(Tool::WriteBw, false, Mode::Iterations, 1),
-    );
-}
-
-#[test]
-fn write_bw_two_qps() {
-    check_unidir_bw(
-        "write_bw_q2",
-        scenario(Tool::WriteBw, false, Mode::Iterations, 2),
-    );
-}
-
-#[test]
-fn read_bw() {
-    check_unidir_bw(
-        "read_bw",
-        scenario(Tool::ReadBw, false, Mode::Iterations, 1),
-    );
-}
-
-#[test]
-fn atomic_bw() {
-    check_unidir_bw(
-        "atomic_bw",
-        scenario(Tool::AtomicBw, false, Mode::Iterations, 1),
-    );
+unidir_bw_tests! {
+    write_bw: "write_bw_s64", WriteBw, Iterations, 1;
+    write_bw_duration: "write_bw_D2_s64", WriteBw, Duration, 1;
+    write_bw_report_gbits: "write_bw_gbits", WriteBw, Iterations, 1;
+    write_bw_two_qps: "write_bw_q2", WriteBw, Iterations, 2;
+    read_bw: "read_bw", ReadBw, Iterations, 1;
+    atomic_bw: "atomic_bw", AtomicBw, Iterations, 1;
 }
 
 #[test]
@@ -324,43 +295,35 @@ fn write_bw_duplex() {
     assert_eq!(printed_row(&output(name, "client")), row_of(&sum));
 }
 
+/// Replays capture `name` (one QP, iterations) and checks the keys both
+/// sides printed.
+fn replayed(name: &str, tool: Tool) -> (Sent, Sent) {
+    let (c, s) = replay(name, scenario(tool, false, Mode::Iterations, 1));
+    check_printed_keys(name, &c, &s);
+    (c, s)
+}
+
 #[test]
 fn send_bw() {
-    let (c, s) = replay(
-        "send_bw",
-        scenario(Tool::SendBw, false, Mode::Iterations, 1),
-    );
-    check_printed_keys("send_bw", &c, &s);
+    let (c, _) = replayed("send_bw", Tool::SendBw);
     assert!(c.reports.is_empty());
 }
 
 #[test]
 fn write_lat() {
-    let (c, s) = replay(
-        "write_lat",
-        scenario(Tool::WriteLat, false, Mode::Iterations, 1),
-    );
-    check_printed_keys("write_lat", &c, &s);
+    replayed("write_lat", Tool::WriteLat);
 }
 
 #[test]
 fn read_lat() {
-    let (c, s) = replay(
-        "read_lat",
-        scenario(Tool::ReadLat, false, Mode::Iterations, 1),
-    );
-    check_printed_keys("read_lat", &c, &s);
+    let (c, _) = replayed("read_lat", Tool::ReadLat);
     // READ advertises its outstanding-reads limit; rxe gives 128.
     assert_eq!(c.dests[0].out_reads, 0x80);
 }
 
 #[test]
 fn send_lat() {
-    let (c, s) = replay(
-        "send_lat",
-        scenario(Tool::SendLat, false, Mode::Iterations, 1),
-    );
-    check_printed_keys("send_lat", &c, &s);
+    replayed("send_lat", Tool::SendLat);
 }
 
 #[test]
