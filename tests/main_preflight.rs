@@ -128,15 +128,19 @@ impl Drop for Machine {
     }
 }
 
-/// This host has an RDMA device: main.sh then takes the hardware path, not the VM's.
-fn has_rdma_device() -> bool {
-    fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())
+/// This host has an RDMA device: main.sh then takes the hardware path, not
+/// the VM's, and these cases say SKIPPED with that reason.
+fn skipped_on_rdma_host() -> bool {
+    let has = fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+    if has {
+        println!("SKIPPED: this host has an RDMA device; main.sh's VM pre-flight is not taken");
+    }
+    has
 }
 
 #[test]
 fn main_job_packages_are_enough_for_the_preflight() {
-    if has_rdma_device() {
-        println!("SKIPPED: this host has an RDMA device; main.sh's VM pre-flight is not taken");
+    if skipped_on_rdma_host() {
         return;
     }
     let main = scope("--main");
@@ -190,8 +194,7 @@ fn main_job_scope_leaves_out_tests_and_cross_build() {
 
 #[test]
 fn fresh_machine_not_root_gets_one_sentence() {
-    if has_rdma_device() {
-        println!("SKIPPED: this host has an RDMA device; main.sh's VM pre-flight is not taken");
+    if skipped_on_rdma_host() {
         return;
     }
     let m = Machine::new("bare-user", &[], Some(1000));
@@ -222,8 +225,7 @@ fn fresh_machine_not_root_gets_one_sentence() {
 
 #[test]
 fn fresh_machine_as_root_installs_the_main_job_packages_only() {
-    if has_rdma_device() {
-        println!("SKIPPED: this host has an RDMA device; main.sh's VM pre-flight is not taken");
+    if skipped_on_rdma_host() {
         return;
     }
     let m = Machine::new("bare-root", &[], Some(0));

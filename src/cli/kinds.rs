@@ -93,19 +93,18 @@ impl Tool {
         ),
     ];
 
-    pub fn name(self) -> &'static str {
+    /// Our name and perftest's (`write-bw`, `ib_write_bw`).
+    fn names(self) -> (&'static str, &'static str) {
         Self::ALL
             .iter()
             .find(|t| t.2 == self)
-            .map(|t| t.0)
-            .unwrap_or("?")
+            .map_or(("?", "?"), |t| (t.0, t.1))
+    }
+    pub fn name(self) -> &'static str {
+        self.names().0
     }
     pub fn perftest_name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|t| t.2 == self)
-            .map(|t| t.1)
-            .unwrap_or("?")
+        self.names().1
     }
     pub fn is_bw(self) -> bool {
         self.kind == Kind::Bw
