@@ -169,21 +169,26 @@ fn no_misleading_hints() {
 #[test]
 fn refusal_texts() {
     // --use_cuda is implemented (tests/cli_gpu.rs); the other runtimes are not.
-    let e = refusal(&["write-bw", "--use_rocm", "0"]);
-    assert!(e.contains("needs accelerator memory of a runtime"), "{e}");
-    let e = refusal(&["write-bw", "--log_dci_streams=2"]);
-    assert!(e.contains("needs DC"), "{e}");
-    let e = refusal(&["write-bw", "--aes_xts"]);
-    assert!(e.contains("crypto"), "{e}");
-    let e = refusal(&["send-bw", "--connectionless"]);
-    assert!(e.contains("not implemented yet in rdmaperf"), "{e}");
-    let e = refusal(&["write-bw", "-O"]);
-    assert!(e.contains("needs a second port"), "{e}");
-    let e = refusal(&["write-bw", "--report-per-port"]);
-    assert!(e.contains("needs a second port"), "{e}");
-    // A refused flag inside a cluster of short flags.
-    let e = refusal(&["write-bw", "-FO"]);
-    assert!(e.contains("dualport"), "{e}");
+    // The last row: a refused flag inside a cluster of short flags.
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["write-bw", "--use_rocm", "0"],
+            "needs accelerator memory of a runtime",
+        ),
+        (&["write-bw", "--log_dci_streams=2"], "needs DC"),
+        (&["write-bw", "--aes_xts"], "crypto"),
+        (
+            &["send-bw", "--connectionless"],
+            "not implemented yet in rdmaperf",
+        ),
+        (&["write-bw", "-O"], "needs a second port"),
+        (&["write-bw", "--report-per-port"], "needs a second port"),
+        (&["write-bw", "-FO"], "dualport"),
+    ];
+    for (args, want) in cases {
+        let e = refusal(args);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
 }
 
 #[test]
