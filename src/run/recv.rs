@@ -467,23 +467,35 @@ mod tests {
             .collect();
         let mut counts = vec![RxCount::default(); nqp];
         prepost(&mut rqs, &bufs, &mut counts, &cfg).unwrap();
+        let o = run_loop(wire, &mut rqs, &bufs, &mut counts, cfg);
+        (o, counts)
+    }
+
+    /// The loop over `rqs` (preposted) and `wire`'s CQ, on a clock that
+    /// ticks once per reading.
+    fn run_loop<R: RecvQueue>(
+        wire: &Rc<RefCell<Wire>>,
+        rqs: &mut [R],
+        bufs: &[RecvBuf],
+        counts: &mut [RxCount],
+        cfg: RecvConfig,
+    ) -> RecvOutcome {
         let mut cq = Cq(wire.clone());
         let mut wcs = [Completion::default(); 4];
         let clock = Cell::new(0u64);
-        let o = RecvLoop {
+        RecvLoop {
             cfg,
-            rqs: &mut rqs,
+            rqs,
             cq: &mut cq,
-            bufs: &bufs,
-            counts: &mut counts,
+            bufs,
+            counts,
             wcs: &mut wcs,
             now: || {
                 clock.set(clock.get() + 1);
                 clock.get()
             },
         }
-        .run();
-        (o, counts)
+        .run()
     }
 
     #[test]
@@ -547,22 +559,7 @@ mod tests {
         };
         prepost(&mut rqs, &bufs, &mut counts, &c).unwrap();
         assert_eq!(counts[0].posted, 8);
-        let mut cq = Cq(wire.clone());
-        let mut wcs = [Completion::default(); 4];
-        let clock = Cell::new(0u64);
-        let o = RecvLoop {
-            cfg: c,
-            rqs: &mut rqs,
-            cq: &mut cq,
-            bufs: &bufs,
-            counts: &mut counts,
-            wcs: &mut wcs,
-            now: || {
-                clock.set(clock.get() + 1);
-                clock.get()
-            },
-        }
-        .run();
+        let o = run_loop(&wire, &mut rqs, &bufs, &mut counts, c);
         assert_eq!((o.error, o.received), (None, 12));
         assert_eq!(*calls.borrow(), [4, 4, 4]);
         assert_eq!((counts[0].posted, counts[0].received), (12, 12));
