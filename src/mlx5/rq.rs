@@ -30,19 +30,63 @@ pub const MAX_WQE_CNT: u32 = 1 << 15;
 /// stored through `M` ([`HwMmio`] on a device, the model's recorder in
 /// tests).
 pub struct DirectRq<M: Mmio = HwMmio> {
-    ring: Arc<RecvRing>,
-    /// `&dbrec[MLX5_RCV_DBR]`.
-    dbrec: NonNull<u32>,
+    /// The ring and `&dbrec[MLX5_RCV_DBR]`.
+    door: RecvDoor<M>,
     /// WQEs posted (free-running).
     head: u32,
     qpn: u32,
+}
+
+/// What an RQ and an SRQ both post through: the ring record the CQ poller
+/// completes from, and the receive doorbell record, stored through `M`.
+pub(super) struct RecvDoor<M: Mmio> {
+    pub(super) ring: Arc<RecvRing>,
+    dbrec: NonNull<u32>,
     mmio: M,
     _keepalive: KeepAlive,
 }
 
-// SAFETY: the RQ owns its ring's producer side and its record; moving it to
-// another thread moves that ownership (the shared record is Sync).
-unsafe impl<M: Mmio + Send> Send for DirectRq<M> {}
+// SAFETY: the queue owns its ring's producer side and its record; moving it
+// to another thread moves that ownership (the shared record is Sync).
+unsafe impl<M: Mmio + Send> Send for RecvDoor<M> {}
+
+impl<M: Mmio> RecvDoor<M> {
+    /// The ring `ring` builds over `buf`, and the record at `dbrec`. The
+    /// layout checks refuse a null `buf` or `dbrec` first; `null` names them
+    /// for the internal error should one get here.
+    ///
+    /// # Safety
+    /// `dbrec` must be the queue's valid, 4-byte aligned record, valid while
+    /// the queue lives (`keepalive` may own it) and stored by nothing else.
+    pub(super) unsafe fn new(
+        (buf, dbrec): (*mut core::ffi::c_void, *mut u32),
+        null: &'static str,
+        ring: impl FnOnce(NonNull<u8>) -> RecvRing,
+        keepalive: KeepAlive,
+        mmio: M,
+    ) -> Result<Self, DirectError> {
+        let (Some(buf), Some(dbrec)) = (NonNull::new(buf.cast::<u8>()), NonNull::new(dbrec)) else {
+            return Err(DirectError::Config {
+                problem: null,
+                fix: "report this",
+            });
+        };
+        Ok(Self {
+            ring: Arc::new(ring(buf)),
+            dbrec,
+            mmio,
+            _keepalive: keepalive,
+        })
+    }
+
+    /// Stores `posted` (16 bits) into the record, after the WQEs.
+    #[inline(always)]
+    pub(super) fn ring_at(&self, posted: u32) {
+        // SAFETY: this queue's record, valid and aligned (constructor
+        // contract).
+        unsafe { ring_record(&self.mmio, self.dbrec, posted) };
+    }
+}
 
 /// The RQ layout checks alone: [`super::setup::set_up`] runs them on every
 /// QP with an RQ before anything is connected (so `--post auto` can fall
@@ -102,31 +146,24 @@ impl<M: Mmio> DirectRq<M> {
         mmio: M,
     ) -> Result<Self, DirectError> {
         check_rq_layout(qp)?;
-        let (Some(buf), Some(dbrec)) =
-            (NonNull::new(qp.rq.buf.cast::<u8>()), NonNull::new(qp.dbrec))
-        else {
-            return Err(DirectError::Config {
-                problem: "rq.buf/dbrec is null (internal: checked by check_rq_layout)",
-                fix: "report this",
-            });
-        };
         let shift = qp.rq.stride.trailing_zeros();
         // SAFETY: the buffer holds wqe_cnt strides (checked layout; caller
-        // contract for its lifetime and exclusive use).
-        let ring = unsafe { RecvRing::new(RecvKind::Rq, buf, shift, qp.rq.wqe_cnt, 0) };
-        Ok(Self {
-            ring: Arc::new(ring),
-            dbrec,
-            head: 0,
-            qpn,
-            mmio,
-            _keepalive: keepalive,
-        })
+        // contract for its lifetime and exclusive use), and so does the record.
+        let door = unsafe {
+            RecvDoor::new(
+                (qp.rq.buf, qp.dbrec),
+                "rq.buf/dbrec is null (internal: checked by check_rq_layout)",
+                |buf| RecvRing::new(RecvKind::Rq, buf, shift, qp.rq.wqe_cnt, 0),
+                keepalive,
+                mmio,
+            )
+        }?;
+        Ok(Self { door, head: 0, qpn })
     }
 
     /// The record the CQ poller completes from.
     pub fn ring(&self) -> &Arc<RecvRing> {
-        &self.ring
+        &self.door.ring
     }
     /// The QP number whose receives these are.
     pub fn qpn(&self) -> u32 {
@@ -139,14 +176,13 @@ impl<M: Mmio> DirectRq<M> {
     /// Slots free for new receives.
     #[inline(always)]
     pub fn room(&self) -> u32 {
-        self.ring.slots() - self.head.wrapping_sub(self.ring.done())
+        let ring = &self.door.ring;
+        ring.slots() - self.head.wrapping_sub(ring.done())
     }
 
     #[inline(always)]
     fn doorbell(&self) {
-        // SAFETY: this queue's record, valid and aligned (constructor
-        // contract).
-        unsafe { ring_record(&self.mmio, self.dbrec, self.head) };
+        self.door.ring_at(self.head);
     }
 }
 
@@ -156,7 +192,10 @@ impl<M: Mmio> RecvQueue for DirectRq<M> {
         if self.room() == 0 {
             return Err(PostError::QueueFull);
         }
-        self.ring.shape().write(self.head, wr_id, addr, lkey, len);
+        self.door
+            .ring
+            .shape()
+            .write(self.head, wr_id, addr, lkey, len);
         self.head = self.head.wrapping_add(1);
         self.doorbell();
         Ok(())
@@ -169,7 +208,7 @@ impl<M: Mmio> RecvQueue for DirectRq<M> {
         if n as u64 > self.room() as u64 {
             return Err(PostError::QueueFull);
         }
-        let shape = self.ring.shape();
+        let shape = self.door.ring.shape();
         for k in 0..n {
             let at = self.head.wrapping_add(k as u32);
             shape.write(at, list.wr_id, (list.addr)(k), list.lkey, list.len);

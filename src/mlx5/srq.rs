@@ -13,22 +13,22 @@
 //! record.
 
 use core::cell::Cell;
-use core::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use super::error::DirectError;
 use super::keepalive::KeepAlive;
 use super::mmio::{HwMmio, Mmio};
-use super::recv::{layout_error, ring_record, RecvKind, RecvRing, DATA_SEG, SRQ_NEXT_SEG};
+use super::recv::{layout_error, RecvKind, RecvRing, DATA_SEG, SRQ_NEXT_SEG};
+use super::rq::RecvDoor;
 use crate::post::{PostError, RecvList, RecvQueue};
 use crate::sys::mlx5dv_srq;
 
 /// A directly posted SRQ; completions come through every
 /// [`DirectCq`](super::cq::DirectCq) one of its QPs completes on.
 pub struct DirectSrq<M: Mmio = HwMmio> {
-    ring: Arc<RecvRing>,
-    dbrec: NonNull<u32>,
+    /// The ring and the record (one word).
+    door: RecvDoor<M>,
     /// Next free WQE. The producer state is in `Cell`s so that posting
     /// takes `&self`: the ports of a shared SRQ ([`SrqPort`]) each post
     /// through a shared reference, never a `&mut` that another port's post
@@ -37,14 +37,7 @@ pub struct DirectSrq<M: Mmio = HwMmio> {
     /// WQEs posted (16 bits, as the record holds them).
     counter: Cell<u16>,
     srqn: u32,
-    /// Stores the record ([`HwMmio`] on a device, the model's recorder in
-    /// tests).
-    mmio: M,
-    _keepalive: KeepAlive,
 }
-
-// SAFETY: as DirectRq: the producer side moves with the value.
-unsafe impl<M: Mmio + Send> Send for DirectSrq<M> {}
 
 /// The SRQ layout checks alone (UCX's `uct_ib_mlx5_verbs_srq_init` checks).
 pub fn check_srq_layout(srq: &mlx5dv_srq) -> Result<(), DirectError> {
@@ -98,40 +91,31 @@ impl<M: Mmio> DirectSrq<M> {
         mmio: M,
     ) -> Result<Self, DirectError> {
         check_srq_layout(srq)?;
-        let (Some(buf), Some(dbrec)) =
-            (NonNull::new(srq.buf.cast::<u8>()), NonNull::new(srq.dbrec))
-        else {
-            return Err(DirectError::Config {
-                problem: "srq.buf/dbrec is null (internal: checked by check_srq_layout)",
-                fix: "report this",
-            });
-        };
         let tail = srq.tail as u16;
-        // SAFETY: tail + 1 strides (checked), exclusive (caller contract).
-        let ring = unsafe {
-            RecvRing::new(
-                RecvKind::Srq,
-                buf,
-                srq.stride.trailing_zeros(),
-                tail as u32 + 1,
-                tail,
+        let shift = srq.stride.trailing_zeros();
+        // SAFETY: tail + 1 strides (checked), exclusive (caller contract),
+        // and so is the record.
+        let door = unsafe {
+            RecvDoor::new(
+                (srq.buf, srq.dbrec),
+                "srq.buf/dbrec is null (internal: checked by check_srq_layout)",
+                |buf| RecvRing::new(RecvKind::Srq, buf, shift, tail as u32 + 1, tail),
+                keepalive,
+                mmio,
             )
-        };
-        ring.link_all(tail);
+        }?;
+        door.ring.link_all(tail);
         Ok(Self {
-            ring: Arc::new(ring),
-            dbrec,
+            door,
             head: Cell::new(0),
             counter: Cell::new(0),
             srqn,
-            mmio,
-            _keepalive: keepalive,
         })
     }
 
     /// The record the CQ poller completes from (attach it per QP).
     pub fn ring(&self) -> &Arc<RecvRing> {
-        &self.ring
+        &self.door.ring
     }
     /// The SRQ number.
     pub fn srqn(&self) -> u32 {
@@ -147,21 +131,19 @@ impl<M: Mmio> DirectSrq<M> {
     /// `head`.
     #[inline(always)]
     fn take(&self, wr_id: u64, addr: u64, lkey: u32, len: u32) -> Result<(), PostError> {
-        let slot = self.head.get();
-        if slot == self.ring.tail() {
+        let (slot, ring) = (self.head.get(), &self.door.ring);
+        if slot == ring.tail() {
             return Err(PostError::QueueFull);
         }
-        self.ring.shape().write(slot as u32, wr_id, addr, lkey, len);
-        self.head.set(self.ring.next_of(slot));
+        ring.shape().write(slot as u32, wr_id, addr, lkey, len);
+        self.head.set(ring.next_of(slot));
         self.counter.set(self.counter.get().wrapping_add(1));
         Ok(())
     }
 
     #[inline(always)]
     fn doorbell(&self) {
-        // SAFETY: this queue's record, valid and aligned (constructor
-        // contract).
-        unsafe { ring_record(&self.mmio, self.dbrec, self.counter.get() as u32) };
+        self.door.ring_at(self.counter.get() as u32);
     }
 
     /// Posts one receive and rings the record.
@@ -233,7 +215,7 @@ impl<M: Mmio> DirectSrq<M> {
 impl<M: Mmio> SrqPort<M> {
     /// The ring record the CQ poller completes this SRQ's WQEs from.
     pub fn ring(&self) -> &Arc<RecvRing> {
-        &self.srq.ring
+        &self.srq.door.ring
     }
     /// WQEs posted to the SRQ so far, through any port (16 bits).
     pub fn posted(&self) -> u16 {

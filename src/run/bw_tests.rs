@@ -2,6 +2,7 @@
 //! after a configurable lag and checks the window is never exceeded.
 
 use super::bw::*;
+use super::period::PeriodLog;
 use crate::post::{Completion, CompletionQueue, Op, PostError, SendQueue, WcStatus, WrDesc};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -89,39 +90,61 @@ fn cfg(iters: u64, post_list: u32, cq_mod: u32) -> BwConfig {
 }
 
 fn run(c: BwConfig, nic: Rc<RefCell<Nic>>, peak: bool) -> (BwOutcome, Vec<u64>) {
-    let mut sqs = vec![MockSq(nic.clone())];
-    let mut cq = MockCq(nic);
+    let n = if peak { c.iters as usize } else { 0 };
+    let (mut tp, mut tc) = (vec![0u64; n], vec![0u64; n]);
+    let sq = MockSq(nic.clone());
+    let out = with_loop(
+        c,
+        sq,
+        &mut MockCq(nic),
+        (&mut tp, &mut tc),
+        (None, None),
+        |l| l.run(),
+    );
+    (out, tc)
+}
+
+/// The timestamps a loop fills (empty: none), and its duration window and
+/// `--run_infinitely` log.
+type Stamps<'a> = (&'a mut [u64], &'a mut [u64]);
+type Timing<'a> = (Option<Deadlines>, Option<&'a PeriodLog>);
+
+/// Builds the loop over one QP (`sq`) and `cq`, on a clock that ticks once
+/// per reading, and hands it to `go`.
+fn with_loop<C: CompletionQueue, R>(
+    cfg: BwConfig,
+    sq: MockSq,
+    cq: &mut C,
+    (tposted, tcompleted): Stamps<'_>,
+    (deadlines, periods): Timing<'_>,
+    go: impl FnOnce(&mut BwLoop<'_, MockSq, C, &dyn Fn() -> u64>) -> R,
+) -> R {
     let targets = [QpTarget {
         laddr: 0x1000,
         lkey: 1,
         raddr: 0x10_0000,
         rkey: 2,
     }];
-    let mut counts = [QpCount::default()];
-    let mut list = vec![WrDesc::default(); c.post_list as usize];
-    let mut wcs = vec![Completion::default(); 16];
-    let n = if peak { c.iters as usize } else { 0 };
-    let (mut tp, mut tc) = (vec![0u64; n], vec![0u64; n]);
+    let mut list = vec![WrDesc::default(); cfg.post_list as usize];
     let tick = std::cell::Cell::new(0u64);
-    let out = BwLoop {
-        cfg: c,
-        sqs: &mut sqs,
-        cq: &mut cq,
+    let now = || {
+        tick.set(tick.get() + 1);
+        tick.get()
+    };
+    go(&mut BwLoop {
+        cfg,
+        sqs: &mut [sq],
+        cq,
         targets: &targets,
-        counts: &mut counts,
+        counts: &mut [QpCount::default()],
         list: &mut list,
-        wcs: &mut wcs,
-        tposted: &mut tp,
-        tcompleted: &mut tc,
-        deadlines: None,
-        periods: None,
-        now: || {
-            tick.set(tick.get() + 1);
-            tick.get()
-        },
-    }
-    .run();
-    (out, tc)
+        wcs: &mut [Completion::default(); 16],
+        tposted,
+        tcompleted,
+        deadlines,
+        periods,
+        now: &now,
+    })
 }
 
 #[test]
@@ -217,29 +240,16 @@ fn stall_is_reported() {
         }
     }
     let nic = Rc::new(RefCell::new(Nic::default()));
-    let mut sqs = vec![MockSq(nic)];
-    let mut cq = DeadCq;
     let mut c = cfg(100, 1, 1);
     c.stall_ticks = 1000;
-    let tick = std::cell::Cell::new(0u64);
-    let out = BwLoop {
-        cfg: c,
-        sqs: &mut sqs,
-        cq: &mut cq,
-        targets: &[QpTarget::default()],
-        counts: &mut [QpCount::default()],
-        list: &mut [WrDesc::default()],
-        wcs: &mut [Completion::default(); 4],
-        tposted: &mut [],
-        tcompleted: &mut [],
-        deadlines: None,
-        periods: None,
-        now: || {
-            tick.set(tick.get() + 1);
-            tick.get()
-        },
-    }
-    .run();
+    let out = with_loop(
+        c,
+        MockSq(nic),
+        &mut DeadCq,
+        (&mut [], &mut []),
+        (None, None),
+        |l| l.run(),
+    );
     match out.error {
         Some(RunError::Stalled {
             qp: 0,
@@ -253,39 +263,24 @@ fn stall_is_reported() {
 
 #[test]
 fn run_infinitely_publishes_one_period_per_boundary() {
-    use crate::run::period::PeriodLog;
     let nic = Rc::new(RefCell::new(Nic::default()));
-    let mut sqs = vec![MockSq(nic.clone())];
-    let mut cq = MockCq(nic);
-    let targets = [QpTarget::default()];
-    let mut counts = [QpCount::default()];
-    let mut list = vec![WrDesc::default(); 1];
-    let mut wcs = vec![Completion::default(); 16];
-    let tick = std::cell::Cell::new(0u64);
     // Periods of 1000 ticks; the run ends (like a stop would) at tick 3500.
     let log = PeriodLog::new(1000);
-    let out = BwLoop {
-        cfg: cfg(0, 1, 4),
-        sqs: &mut sqs,
-        cq: &mut cq,
-        targets: &targets,
-        counts: &mut counts,
-        list: &mut list,
-        wcs: &mut wcs,
-        tposted: &mut [],
-        tcompleted: &mut [],
-        deadlines: Some(Deadlines {
-            sample_start: 0,
-            sample_stop: 3500,
-            end: 3500,
-        }),
-        periods: Some(&log),
-        now: || {
-            tick.set(tick.get() + 1);
-            tick.get()
-        },
-    }
-    .run();
+    let window = Deadlines {
+        sample_start: 0,
+        sample_stop: 3500,
+        end: 3500,
+    };
+    let sq = MockSq(nic.clone());
+    let timing = (Some(window), Some(&log));
+    let out = with_loop(
+        cfg(0, 1, 4),
+        sq,
+        &mut MockCq(nic),
+        (&mut [], &mut []),
+        timing,
+        |l| l.run(),
+    );
     let mut seen = 0;
     let rows: Vec<_> = std::iter::from_fn(|| log.next(&mut seen)).collect();
     assert_eq!(rows.len(), 3, "{rows:?}");
@@ -335,34 +330,19 @@ fn sw_pace_holds_the_rate() {
     use super::pace::SwPace;
     let paced = |gap: Option<u64>| {
         let nic = Rc::new(RefCell::new(Nic::default()));
-        let mut sqs = vec![MockSq(nic.clone())];
-        let mut cq = MockCq(nic.clone());
-        let targets = [QpTarget::default()];
-        let mut counts = [QpCount::default()];
-        let mut list = vec![WrDesc::default(); 1];
-        let mut wcs = vec![Completion::default(); 16];
-        let tick = std::cell::Cell::new(0u64);
-        let mut lp = BwLoop {
-            cfg: cfg(400, 1, 4),
-            sqs: &mut sqs,
-            cq: &mut cq,
-            targets: &targets,
-            counts: &mut counts,
-            list: &mut list,
-            wcs: &mut wcs,
-            tposted: &mut [],
-            tcompleted: &mut [],
-            deadlines: None,
-            periods: None,
-            now: || {
-                tick.set(tick.get() + 1);
-                tick.get()
+        let (sq, mut cq) = (MockSq(nic.clone()), MockCq(nic.clone()));
+        let stamps: Stamps = (&mut [], &mut []);
+        let out = with_loop(
+            cfg(400, 1, 4),
+            sq,
+            &mut cq,
+            stamps,
+            (None, None),
+            |lp| match gap {
+                Some(g) => lp.run_paced(&mut SwPace::new(g, 8, 0)),
+                None => lp.run(),
             },
-        };
-        let out = match gap {
-            Some(g) => lp.run_paced(&mut SwPace::new(g, 8, 0)),
-            None => lp.run(),
-        };
+        );
         assert_eq!((out.error, out.completed), (None, 400));
         let max = nic.borrow().max_outstanding;
         (out.t_end - out.t_start, max)

@@ -13,7 +13,9 @@
 //! [`super::bw::BwLoop`].)
 
 use super::bw::{fill_list, BwConfig, BwOutcome, QpCount, QpTarget, RunError};
-use super::recv::{post_next, wants_more, RecvBuf, RecvConfig, RxCount, Window};
+use super::recv::{
+    post_next, recv_stall, wants_more, Phase, RecvBuf, RecvConfig, RxCount, Ticks, Window,
+};
 use super::stop;
 use super::watchdog::{self, Expiry};
 use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WcStatus, WrDesc};
@@ -71,28 +73,6 @@ pub struct DuplexLoop<'a, S, R, C, D, F> {
     pub now: F,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Server before its first receive.
-    Idle,
-    Warmup,
-    Sample,
-    Cooldown,
-}
-
-/// The loop's place in time: the duration window's phase, where its sample started, and
-/// when the clock may be read (see `watchdog::SPINS_PER_CLOCK`: with a window after each pass
-/// that made progress and once per idle stretch of spins; with -n only for the watchdog).
-struct Pace {
-    phase: Phase,
-    /// The window's origin: the loop's start, or the server's first receive.
-    t_first: u64,
-    /// Completed + received at the sample's start.
-    sample_base: u64,
-    idle: watchdog::Idle,
-    fresh: bool,
-}
-
 /// The loop must stop; why is already in the outcome (`tx.error`, `rx_error`).
 struct Ended;
 
@@ -110,13 +90,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
         let mut out = DuplexOutcome::default();
         let t0 = (self.now)();
         out.tx.t_start = t0;
-        let mut p = Pace {
-            phase: self.first_phase(),
-            t_first: t0,
-            sample_base: 0,
-            idle: watchdog::Idle::default(),
-            fresh: true,
-        };
+        let mut p = Ticks::new(self.first_phase(), t0);
         loop {
             if stop::requested() {
                 out.tx.error = Some(RunError::Interrupted);
@@ -125,7 +99,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
             if self.window_over(&mut p, &mut out, total) {
                 break;
             }
-            if p.phase != Phase::Idle && self.fill_windows(&mut out, nqp).is_err() {
+            if p.phase != Phase::BeforeFirst && self.fill_windows(&mut out, nqp).is_err() {
                 break;
             }
             let Ok(rx_progress) = self.drain_receives(&mut p, &mut out, nqp) else {
@@ -158,7 +132,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
 
     fn first_phase(&self) -> Phase {
         if self.cfg.wait_first_rx {
-            Phase::Idle
+            Phase::BeforeFirst
         } else if self.cfg.window.is_some() {
             Phase::Warmup
         } else {
@@ -169,7 +143,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
     /// The duration window's arms (on a fresh clock reading only), or -n's end: `true` ends
     /// the loop.
     #[inline(always)]
-    fn window_over(&mut self, p: &mut Pace, out: &mut DuplexOutcome, total: u64) -> bool {
+    fn window_over(&mut self, p: &mut Ticks, out: &mut DuplexOutcome, total: u64) -> bool {
         let cfg = self.cfg;
         let (t, window) = if cfg.window.is_some() && p.fresh {
             p.fresh = false;
@@ -246,7 +220,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
     #[inline(always)]
     fn drain_receives(
         &mut self,
-        p: &mut Pace,
+        p: &mut Ticks,
         out: &mut DuplexOutcome,
         nqp: usize,
     ) -> Result<bool, Ended> {
@@ -257,7 +231,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
                 return Err(Ended);
             }
         };
-        if n > 0 && p.phase == Phase::Idle {
+        if n > 0 && p.phase == Phase::BeforeFirst {
             p.t_first = (self.now)();
             p.phase = if self.cfg.window.is_some() {
                 Phase::Warmup
@@ -333,7 +307,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
     #[inline(always)]
     fn watch(
         &mut self,
-        p: &mut Pace,
+        p: &mut Ticks,
         out: &mut DuplexOutcome,
         progress: bool,
         total: u64,
@@ -342,7 +316,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
         let waiting = out.tx.completed < out.tx.posted
             || tx.iters == 0
             || out.received < total
-            || p.phase == Phase::Idle;
+            || p.phase == Phase::BeforeFirst;
         if progress || !waiting {
             p.idle.progress();
             p.fresh = true;
@@ -365,7 +339,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
     }
 
     /// The times and count the report uses, by how the loop ended.
-    fn close(&self, out: &mut DuplexOutcome, p: &Pace, t0: u64) {
+    fn close(&self, out: &mut DuplexOutcome, p: &Ticks, t0: u64) {
         let t = (self.now)();
         let sample_done = self.cfg.window.is_some() && p.phase == Phase::Cooldown;
         if out.tx.error.is_some() && !sample_done {
@@ -403,23 +377,12 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
                 idle_ticks,
             };
         }
-        let (q, c) = self
-            .rx_counts
-            .iter()
-            .enumerate()
-            .find(|(_, c)| per_qp == 0 || c.received < per_qp)
-            .map(|(i, c)| (i as u32, *c))
-            .unwrap_or((0, RxCount::default()));
-        RunError::Stalled {
-            qp: q,
-            outstanding: if per_qp == 0 || total == 0 {
-                c.posted - c.received
-            } else {
-                per_qp - c.received
-            },
-            last_completed: c.received,
+        recv_stall(
+            self.rx_counts,
+            per_qp,
+            per_qp == 0 || total == 0,
             idle_ticks,
-        }
+        )
     }
 }
 

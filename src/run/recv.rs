@@ -162,25 +162,43 @@ pub struct RecvLoop<'a, R, C, F> {
     pub now: F,
 }
 
+/// perftest's duration phases, from the window's origin; `BeforeFirst`:
+/// waiting for the first receive (the receiver, a duplex server).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     BeforeFirst,
     Warmup,
     Sample,
     Cooldown,
 }
 
-/// The loop's place in time. The clock is read only where needed (see
-/// `watchdog::SPINS_PER_CLOCK`): in duration mode after each pass that received something and
-/// once per idle stretch of spins; with -n only for the watchdog (perftest's receiver reads none).
-struct Ticks {
-    phase: Phase,
-    /// The first receive: the window's origin.
-    t_first: u64,
-    /// Received at the sample's start.
-    sample_base: u64,
-    idle: watchdog::Idle,
-    fresh: bool,
+/// A loop's place in time (this receiver's and the duplex loop's): the
+/// window's phase, where its sample started, and when the clock may be read
+/// (see `watchdog::SPINS_PER_CLOCK`: in duration mode after each pass that
+/// made progress and once per idle stretch of spins; with -n only for the
+/// watchdog, as perftest's receiver reads none).
+pub(super) struct Ticks {
+    pub(super) phase: Phase,
+    /// The window's origin: the first receive, or a duplex client's start.
+    pub(super) t_first: u64,
+    /// What was counted (received; duplex: completed + received) at the
+    /// sample's start.
+    pub(super) sample_base: u64,
+    pub(super) idle: watchdog::Idle,
+    pub(super) fresh: bool,
+}
+
+impl Ticks {
+    /// In `phase`, with the window's origin at `t_first`.
+    pub(super) fn new(phase: Phase, t_first: u64) -> Self {
+        Self {
+            phase,
+            t_first,
+            sample_base: 0,
+            idle: watchdog::Idle::default(),
+            fresh: true,
+        }
+    }
 }
 
 /// The loop must stop; why is already in the outcome.
@@ -195,13 +213,7 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
         let nqp = self.rqs.len().min(self.counts.len()).min(self.bufs.len());
         let total = self.cfg.iters * nqp as u64;
         let mut out = RecvOutcome::default();
-        let mut k = Ticks {
-            phase: Phase::BeforeFirst,
-            t_first: 0,
-            sample_base: 0,
-            idle: watchdog::Idle::default(),
-            fresh: true,
-        };
+        let mut k = Ticks::new(Phase::BeforeFirst, 0);
         loop {
             if stop::requested() {
                 out.error = Some(RunError::Interrupted);
@@ -360,24 +372,35 @@ impl<R: RecvQueue, C: CompletionQueue, F: Fn() -> u64> RecvLoop<'_, R, C, F> {
 
     /// The first QP still waiting for messages, for the stall report.
     fn stalled(&self, idle_ticks: u64) -> RunError {
-        let cfg = self.cfg;
-        let (qp, c) = self
-            .counts
-            .iter()
-            .enumerate()
-            .find(|(_, c)| cfg.iters == 0 || c.received < cfg.iters)
-            .map(|(i, c)| (i as u32, *c))
-            .unwrap_or((0, RxCount::default()));
-        RunError::Stalled {
-            qp,
-            outstanding: if cfg.iters == 0 {
-                c.posted - c.received
-            } else {
-                cfg.iters - c.received
-            },
-            last_completed: c.received,
-            idle_ticks,
-        }
+        let iters = self.cfg.iters;
+        recv_stall(self.counts, iters, iters == 0, idle_ticks)
+    }
+}
+
+/// The first QP of `counts` still short of `per_qp` messages (0: the first
+/// QP, there is no end), as a stall. It still expects the rest of `per_qp`,
+/// or with `open_ended` the receives it has posted and not completed.
+pub(crate) fn recv_stall(
+    counts: &[RxCount],
+    per_qp: u64,
+    open_ended: bool,
+    idle_ticks: u64,
+) -> RunError {
+    let (qp, c) = counts
+        .iter()
+        .enumerate()
+        .find(|(_, c)| per_qp == 0 || c.received < per_qp)
+        .map(|(i, c)| (i as u32, *c))
+        .unwrap_or((0, RxCount::default()));
+    RunError::Stalled {
+        qp,
+        outstanding: if open_ended {
+            c.posted - c.received
+        } else {
+            per_qp - c.received
+        },
+        last_completed: c.received,
+        idle_ticks,
     }
 }
 
@@ -467,23 +490,35 @@ mod tests {
             .collect();
         let mut counts = vec![RxCount::default(); nqp];
         prepost(&mut rqs, &bufs, &mut counts, &cfg).unwrap();
+        let o = run_loop(wire, &mut rqs, &bufs, &mut counts, cfg);
+        (o, counts)
+    }
+
+    /// The loop over `rqs` (preposted) and `wire`'s CQ, on a clock that
+    /// ticks once per reading.
+    fn run_loop<R: RecvQueue>(
+        wire: &Rc<RefCell<Wire>>,
+        rqs: &mut [R],
+        bufs: &[RecvBuf],
+        counts: &mut [RxCount],
+        cfg: RecvConfig,
+    ) -> RecvOutcome {
         let mut cq = Cq(wire.clone());
         let mut wcs = [Completion::default(); 4];
         let clock = Cell::new(0u64);
-        let o = RecvLoop {
+        RecvLoop {
             cfg,
-            rqs: &mut rqs,
+            rqs,
             cq: &mut cq,
-            bufs: &bufs,
-            counts: &mut counts,
+            bufs,
+            counts,
             wcs: &mut wcs,
             now: || {
                 clock.set(clock.get() + 1);
                 clock.get()
             },
         }
-        .run();
-        (o, counts)
+        .run()
     }
 
     #[test]
@@ -547,22 +582,7 @@ mod tests {
         };
         prepost(&mut rqs, &bufs, &mut counts, &c).unwrap();
         assert_eq!(counts[0].posted, 8);
-        let mut cq = Cq(wire.clone());
-        let mut wcs = [Completion::default(); 4];
-        let clock = Cell::new(0u64);
-        let o = RecvLoop {
-            cfg: c,
-            rqs: &mut rqs,
-            cq: &mut cq,
-            bufs: &bufs,
-            counts: &mut counts,
-            wcs: &mut wcs,
-            now: || {
-                clock.set(clock.get() + 1);
-                clock.get()
-            },
-        }
-        .run();
+        let o = run_loop(&wire, &mut rqs, &bufs, &mut counts, c);
         assert_eq!((o.error, o.received), (None, 12));
         assert_eq!(*calls.borrow(), [4, 4, 4]);
         assert_eq!((counts[0].posted, counts[0].received), (12, 12));

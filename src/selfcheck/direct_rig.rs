@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::cases::Tr;
 use super::exec::{BufRef, Rig};
-use super::rig_parts::{e2s, Bufs, PeerRecv, ALL, BUF, DEPTH, UD_GRH};
+use super::rig_parts::{device_rig_parts, e2s, Bufs, PeerRecv, ALL, BUF, DEPTH, UD_GRH};
 use super::verbs_rig::{qp_type, Dev};
 use crate::mlx5::device::{
     cq_from_ibv_cq, sq_from_dv, sq_from_ibv_qp, ud_av_from_ibv_ah, DirectQp, HwSteps,
@@ -168,45 +168,15 @@ impl<'d> DirectRig<'d> {
 }
 
 impl Rig for DirectRig<'_> {
-    fn tr(&self) -> Tr {
-        self.tr
-    }
-    fn max_inline(&self) -> u32 {
-        self.max_inline
-    }
+    device_rig_parts!();
     fn sq_depth(&self) -> u32 {
         self.sq.as_ref().map_or(1, |s| s.capacity())
-    }
-    fn local(&self) -> BufRef {
-        self.bufs.local_ref()
-    }
-    fn remote(&self) -> BufRef {
-        self.bufs.remote_ref()
-    }
-    fn local_bytes(&mut self) -> &mut [u8] {
-        self.bufs.local_bytes()
-    }
-    fn remote_bytes(&mut self) -> &mut [u8] {
-        self.bufs.remote_bytes()
     }
     fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
         match self.sq.as_mut() {
             Some(sq) => sq.post(op, wrs),
             None => Err(PostError::Unsupported),
         }
-    }
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-        self.cq.poll(out)
-    }
-    fn post_recv(&mut self, wr_id: u64, addr: u64, len: u32) -> Result<(), String> {
-        let lkey = self.bufs.remote.lkey();
-        self.peer_rx.post(wr_id, addr, lkey, len)
-    }
-    fn poll_recv(&mut self, out: &mut Vec<Completion>) -> Result<(), String> {
-        self.peer_rx.poll_into(out)
-    }
-    fn grh(&self) -> u32 {
-        UD_GRH
     }
     fn recover(&mut self) -> Result<(), String> {
         self.sq = None;

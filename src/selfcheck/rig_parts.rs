@@ -22,6 +22,46 @@ pub(super) const ALL: Access = Access(
         | Access::REMOTE_ATOMIC.0,
 );
 
+/// The [`Rig`](super::exec::Rig) methods the two device rigs answer alike,
+/// from their fields `tr`, `max_inline`, `bufs` (both buffers), `cq` (the
+/// requester's CQ) and `peer_rx`. Used inside each rig's `impl Rig`.
+macro_rules! device_rig_parts {
+    () => {
+        fn tr(&self) -> Tr {
+            self.tr
+        }
+        fn max_inline(&self) -> u32 {
+            self.max_inline
+        }
+        fn local(&self) -> BufRef {
+            self.bufs.local_ref()
+        }
+        fn remote(&self) -> BufRef {
+            self.bufs.remote_ref()
+        }
+        fn local_bytes(&mut self) -> &mut [u8] {
+            self.bufs.local_bytes()
+        }
+        fn remote_bytes(&mut self) -> &mut [u8] {
+            self.bufs.remote_bytes()
+        }
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+            self.cq.poll(out)
+        }
+        fn post_recv(&mut self, wr_id: u64, addr: u64, len: u32) -> Result<(), String> {
+            let lkey = self.bufs.remote.lkey();
+            self.peer_rx.post(wr_id, addr, lkey, len)
+        }
+        fn poll_recv(&mut self, out: &mut Vec<Completion>) -> Result<(), String> {
+            self.peer_rx.poll_into(out)
+        }
+        fn grh(&self) -> u32 {
+            UD_GRH
+        }
+    };
+}
+pub(super) use device_rig_parts;
+
 pub(super) fn e2s(e: impl std::fmt::Display) -> String {
     e.to_string()
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::cases::Tr;
 use super::exec::{BufRef, Rig};
-use super::rig_parts::{e2s, Bufs, PeerRecv, ALL, DEPTH, UD_GRH};
+use super::rig_parts::{device_rig_parts, e2s, Bufs, PeerRecv, ALL, DEPTH, UD_GRH};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::{send_ops_flags, WrApiQueue};
@@ -199,45 +199,15 @@ fn to_reset(qp: &Qp) -> Result<(), String> {
 }
 
 impl Rig for VerbsRig<'_> {
-    fn tr(&self) -> Tr {
-        self.tr
-    }
-    fn max_inline(&self) -> u32 {
-        self.max_inline
-    }
+    device_rig_parts!();
     fn sq_depth(&self) -> u32 {
         self.a.qp.caps().max_send_wr.max(1)
-    }
-    fn local(&self) -> BufRef {
-        self.bufs.local_ref()
-    }
-    fn remote(&self) -> BufRef {
-        self.bufs.remote_ref()
-    }
-    fn local_bytes(&mut self) -> &mut [u8] {
-        self.bufs.local_bytes()
-    }
-    fn remote_bytes(&mut self) -> &mut [u8] {
-        self.bufs.remote_bytes()
     }
     fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
         match &mut self.sq {
             Poster::PostSend(q) => q.post(op, wrs),
             Poster::WrApi(q) => q.post(op, wrs),
         }
-    }
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-        self.cq.poll(out)
-    }
-    fn post_recv(&mut self, wr_id: u64, addr: u64, len: u32) -> Result<(), String> {
-        let lkey = self.bufs.remote.lkey();
-        self.peer_rx.post(wr_id, addr, lkey, len)
-    }
-    fn poll_recv(&mut self, out: &mut Vec<Completion>) -> Result<(), String> {
-        self.peer_rx.poll_into(out)
-    }
-    fn grh(&self) -> u32 {
-        UD_GRH
     }
     fn recover(&mut self) -> Result<(), String> {
         to_reset(&self.a.qp)?;
