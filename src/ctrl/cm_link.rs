@@ -542,12 +542,7 @@ impl CmLink {
                 continue;
             }
             if (self.cancel)() {
-                return Err(CtrlError::Io {
-                    dir,
-                    step: step.to_owned(),
-                    peer: self.peer,
-                    source: std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted"),
-                });
+                return Err(self.interrupted(step, dir));
             }
             if self.gone {
                 return Err(self.closed(step, dir, expected));
@@ -572,6 +567,16 @@ impl CmLink {
             if ready & 2 != 0 {
                 self.drain_cm_events();
             }
+        }
+    }
+
+    /// A stop request ended the wait.
+    fn interrupted(&self, step: &str, dir: Dir) -> CtrlError {
+        CtrlError::Io {
+            dir,
+            step: step.to_owned(),
+            peer: self.peer,
+            source: std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted"),
         }
     }
 

@@ -203,6 +203,22 @@ fn serve(
     })
 }
 
+/// -D: the progress ticker (not with --run_infinitely), and with --cpu_util
+/// the CPU sampler over the sample window; started in that order.
+fn duration_watchers(p: &Params) -> (Option<progress::Ticker>, Option<cpu_util::Sampler>) {
+    let ticker = match p.mode {
+        Mode::Duration { secs, .. } if !p.run_infinitely => progress::Ticker::start(secs as u64),
+        _ => None,
+    };
+    let cpu = match p.mode {
+        Mode::Duration { secs, margin } if p.cpu_util => {
+            Some(cpu_util::Sampler::start(margin, secs - 2 * margin))
+        }
+        _ => None,
+    };
+    (ticker, cpu)
+}
+
 /// The client's sweep: its running totals.
 #[derive(Default)]
 struct Totals {
@@ -243,29 +259,17 @@ impl Side<'_> {
             ..Totals::default()
         };
         let mut failure: Option<Fail> = None;
-        let workers = if p.threads > 1 {
-            Some(threads_bw::plan(p, device).map_err(Fail::new)?)
-        } else {
-            None
-        };
+        let workers = (p.threads > 1)
+            .then(|| threads_bw::plan(p, device))
+            .transpose()
+            .map_err(Fail::new)?;
         self.out.print(&text::bw_header(self.info));
         // The server is silent until our run ends: its control connection's end
         // of file means it exited (noticed at once, not after --cq-timeout).
         let watch = sess.watch_peer();
         for (i, &size) in p.sizes.iter().enumerate() {
             progress::sweep(i, p.sizes.len(), size);
-            let ticker = match p.mode {
-                Mode::Duration { secs, .. } if !p.run_infinitely => {
-                    progress::Ticker::start(secs as u64)
-                }
-                _ => None,
-            };
-            let cpu = match p.mode {
-                Mode::Duration { secs, margin } if p.cpu_util => {
-                    Some(cpu_util::Sampler::start(margin, secs - 2 * margin))
-                }
-                _ => None,
-            };
+            let (ticker, cpu) = duration_watchers(p);
             let (run, per_thread) = match &workers {
                 Some(w) => self.threaded(w, size, &targets, direct_threads.as_ref(), &mut t)?,
                 None => (

@@ -7,31 +7,31 @@
 //! prints its own row, as perftest does).
 
 use super::send_bw::{
-    barrier, describe_recv, no_resources, open, ud_dests, Opened, Ready, Receiver, SetUp,
+    barrier, describe_recv, failed_run, no_resources, open, send_completion_hint, ud_dests, window,
+    Opened, Ready, Receiver, SetUp,
 };
-use crate::cli::params::{Mode, Params, Verb};
+use crate::cli::params::{Params, Verb};
 use crate::clock;
 use crate::ctrl::choreo::Barrier;
 use crate::ctrl::choreo::Entry;
 use crate::ctrl::{BwReport, Session, Step};
 use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
-use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WrDesc};
+use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue};
 use crate::report::info::TestInfo;
 use crate::report::{json, stats, text};
-use crate::run::bw::{BwConfig, QpCount};
+use crate::run::bw::BwConfig;
 use crate::run::duplex::{DuplexConfig, DuplexLoop};
 use crate::run::geometry::Geometry;
-use crate::run::recv::{RecvBuf, RecvConfig, RxCount, Window};
+use crate::run::recv::{RecvBuf, RecvConfig, RxCount};
 use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
-use crate::tool::session::bw_measure::{bw_config, describe, measure_size, qp_targets};
+use crate::tool::session::bw_measure::{bw_config, describe, measure_size, qp_targets, LoopBufs};
 use crate::tool::session::bw_result::{check_limits, report_of, result, row_of, Measured};
 use crate::tool::session::control::connect;
 use crate::tool::session::direct::{self, DirectQueues, DirectRx};
 use crate::tool::session::queues;
 use crate::tool::setup::method::Method;
 use crate::verbs::UdDest;
-use std::time::Duration;
 
 pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     if p0.run_infinitely {
@@ -77,16 +77,9 @@ fn run_sizes(
     // The local report of the last run, and the last printed (summed) result.
     let mut local = BwReport::default();
     let mut shown = BwReport::default();
-    let method = r.method;
     // --post direct: the SQs and send CQ poller, and for SEND the RQs and
     // receive CQ poller, opened once and kept across sizes.
-    let mut direct = match method {
-        Method::Direct => Some(DirectSide {
-            tx: direct::open_queues(&r.res, uds, false)?,
-            rx: send.then(|| direct::open_recv(&r.res, false)).transpose()?,
-        }),
-        _ => None,
-    };
+    let mut direct = DirectSide::open(r, uds, send)?;
     for (i, e) in steps.iter().enumerate().skip(split) {
         if e.waits_for_peer_run {
             sess.wait_for_peer_run();
@@ -103,12 +96,8 @@ fn run_sizes(
             }
             Step::Run { size } => {
                 let size = size.unwrap_or(p.sizes[0]);
-                let watch = sess.watch_peer();
-                let (row, err) = match receiver.as_mut() {
-                    Some(rx) => send_one(p, r, rx, uds, direct.as_mut(), size)?,
-                    None => rdma_one(p, r, direct.as_mut(), size)?,
-                };
-                drop(watch);
+                let (row, err) =
+                    measure_one(p, r, &mut sess, receiver, uds, direct.as_mut(), size)?;
                 local = report_of(size, &row);
                 // perftest prints the local row only where no report follows (send -D).
                 let alone = !steps[i..].iter().any(|e| e.step == Step::BwReport);
@@ -118,10 +107,7 @@ fn run_sizes(
                     shown = local;
                 }
                 if let Some(e) = err {
-                    r.res.to_err();
-                    out.print(crate::tool::common::out::result_line(p));
-                    // The peer sees the control connection close.
-                    return Err(Fail::new(e));
+                    return Err(failed_run(p, r, out, e));
                 }
             }
             Step::BwReport => {
@@ -138,9 +124,14 @@ fn run_sizes(
         }
     }
     drop(direct);
+    close(p, r, sess, &shown, out)
+}
+
+/// The result line, the limits and the close handshake (a failed close wins).
+fn close(p: &Params, r: &Ready, sess: Session, shown: &BwReport, out: Out) -> Result<(), Fail> {
     out.print(crate::tool::common::out::result_line(p));
     // perftest checks --limit_bw/--limit_msgrate against the summed line.
-    let limits = check_limits(p, &shown);
+    let limits = check_limits(p, shown);
     sess.close(&r.my[0]).map_err(Fail::ctrl)?;
     limits
 }
@@ -188,6 +179,40 @@ struct DirectSide<'r> {
     tx: DirectQueues<'r>,
     /// SEND only: the receive side.
     rx: Option<DirectRx<'r>>,
+}
+
+impl<'r> DirectSide<'r> {
+    /// With --post direct: the SQs and send CQ poller, and for SEND the RQs
+    /// and receive CQ poller; None with a verbs method.
+    fn open(r: &'r Ready, uds: &[Option<UdDest>], send: bool) -> Result<Option<Self>, Fail> {
+        Ok(match r.method {
+            Method::Direct => Some(DirectSide {
+                tx: direct::open_queues(&r.res, uds, false)?,
+                rx: send.then(|| direct::open_recv(&r.res, false)).transpose()?,
+            }),
+            _ => None,
+        })
+    }
+}
+
+/// One size on this side (SEND with the receiver, write/read without), with
+/// a peer that exits mid-run noticed at once.
+fn measure_one(
+    p: &Params,
+    r: &Ready,
+    sess: &mut Session,
+    receiver: &mut Option<Receiver>,
+    uds: &[Option<UdDest>],
+    direct: Option<&mut DirectSide<'_>>,
+    size: u64,
+) -> Result<(stats::BwResult, Option<String>), Fail> {
+    let watch = sess.watch_peer();
+    let (row, err) = match receiver.as_mut() {
+        Some(rx) => send_one(p, r, rx, uds, direct, size)?,
+        None => rdma_one(p, r, direct, size)?,
+    };
+    drop(watch);
+    Ok((row, err))
 }
 
 /// The summed row (ours + the peer's report), and with --report-both each
@@ -358,55 +383,23 @@ fn send_loop<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue>
     let rx_cfg = rx.cfg;
     let sqs = q.sqs;
     let targets = qp_targets(res, &r.rem);
-    let g = Geometry::new(
-        size,
-        res.geometry.cycle_buffer,
-        res.geometry.cache_line,
-        res.geometry.slots,
-    );
-    let nqp = sqs.len();
-    let total = (p.iters * nqp as u64) as usize;
-    let peak_len = if p.no_peak { 0 } else { total };
-    let mut tposted = vec![0u64; peak_len];
-    let mut tcompleted = vec![0u64; peak_len];
-    let mut counts = vec![QpCount::default(); nqp];
-    let mut list = vec![WrDesc::default(); p.post_list as usize];
-    let batch = p.cqe_poll as usize;
-    let mut wcs = vec![Completion::default(); batch];
-    let mut rwcs = vec![Completion::default(); batch];
-    let secs = |s: u32| clock.cycles_for(Duration::from_secs(s as u64));
-    let window = match p.mode {
-        Mode::Duration { secs: d, margin } => Some(Window {
-            margin: secs(margin),
-            sample_stop: secs(d - margin),
-            end: secs(d),
-        }),
-        Mode::Iterations => None,
-    };
-    let cfg = DuplexConfig {
-        tx: BwConfig {
-            cost: false,
-            ..bw_config(p, size, &g, clock)
-        },
-        rx: rx_cfg,
-        wait_first_rx: p.is_server(),
-        window,
-    };
+    let mut b = LoopBufs::new(p, sqs.len());
+    let mut rwcs = vec![Completion::default(); p.cqe_poll as usize];
     let o = DuplexLoop {
-        cfg,
+        cfg: duplex_config(p, r, size, rx_cfg),
         sqs,
         rqs: q.rqs,
         scq: q.scq,
         rcq: q.rcq,
         targets: &targets,
         bufs: rx.bufs,
-        counts: &mut counts,
+        counts: &mut b.counts,
         rx_counts: rx.counts,
-        list: &mut list,
-        wcs: &mut wcs,
+        list: &mut b.list,
+        wcs: &mut b.wcs,
         rwcs: &mut rwcs,
-        tposted: &mut tposted,
-        tcompleted: &mut tcompleted,
+        tposted: &mut b.tposted,
+        tcompleted: &mut b.tcompleted,
         now: clock::now,
     }
     .run();
@@ -414,23 +407,37 @@ fn send_loop<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue>
         if o.rx_error {
             return describe_recv(e, size, &rx_cfg);
         }
-        let d = describe(e, &counts);
-        if d.starts_with("completion with error") {
-            format!(
-                "{d}; for SEND, a remote error usually means the peer's receive buffers are smaller \
-                 than {size} B (give both sides the same -s/-a/-c) or it has no receive posted"
-            )
-        } else {
-            d
-        }
+        let d = describe(e, &b.counts);
+        send_completion_hint(&d, size).unwrap_or(d)
     });
     let m = Measured {
         outcome: o.tx,
-        tposted,
-        tcompleted,
+        tposted: b.tposted,
+        tcompleted: b.tcompleted,
     };
     let row = result(p, size, &m, clock)?;
     Ok((row, err))
+}
+
+/// The duplex loop's settings for `size`: the bw loop's (without the
+/// per-call cost), the receiver's, and the -D window.
+fn duplex_config(p: &Params, r: &Ready, size: u64, rx: RecvConfig) -> DuplexConfig {
+    let res = &r.res;
+    let g = Geometry::new(
+        size,
+        res.geometry.cycle_buffer,
+        res.geometry.cache_line,
+        res.geometry.slots,
+    );
+    DuplexConfig {
+        tx: BwConfig {
+            cost: false,
+            ..bw_config(p, size, &g, &r.clock)
+        },
+        rx,
+        wait_first_rx: p.is_server(),
+        window: window(p, &r.clock),
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use crate::report::info::TestInfo;
 use crate::report::{json, stats, text};
 use crate::run::bw::RunError;
 use crate::run::geometry::Geometry;
-use crate::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount, Window};
+use crate::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RecvOutcome, RxCount, Window};
 use crate::tool::common::fail::Fail;
 use crate::tool::common::out::Out;
 use crate::tool::common::scenario::qp_type;
@@ -146,14 +146,7 @@ impl Receiver {
             positions: g.positions(),
             step: g.step(),
             stall_ticks: secs(p.cq_timeout_s.min(u32::MAX as u64) as u32),
-            window: match p.mode {
-                Mode::Duration { secs: d, margin } => Some(Window {
-                    margin: secs(margin),
-                    sample_stop: secs(d - margin),
-                    end: secs(d),
-                }),
-                Mode::Iterations => None,
-            },
+            window: window(p, clock),
             list: p.recv_post_list as u64,
             cost: !p.no_cost,
         };
@@ -188,9 +181,42 @@ impl Receiver {
             .cfg
             .take()
             .ok_or_else(|| Fail::new("internal: receives not posted before the run"))?;
+        let o = self.receive(p, res, cfg, direct)?;
+        let err = o.error.map(|e| match o.received {
+            0 => nothing_arrived(p, e).unwrap_or_else(|| describe_recv(e, size, &cfg)),
+            _ => describe_recv(e, size, &cfg),
+        });
+        let r = recv_row(p, size, clock, &o, &err)?;
+        let per_msg = match o.busy_msgs {
+            0 => 0.0,
+            n => clock.nanos(o.busy_ticks) / n as f64,
+        };
+        Ok(SizeOut {
+            row: r,
+            err,
+            unknown: 0,
+            summary: SizeSummary {
+                size,
+                result: r,
+                method,
+                ns_per_call: 0.0,
+                ns_per_wr: 0.0,
+                recv_ns_per_msg: per_msg,
+            },
+        })
+    }
+
+    /// The receive loop over the direct RQs and poller when given, else the
+    /// verbs ones (the method is chosen once, here, outside the loop).
+    fn receive(
+        &mut self,
+        p: &Params,
+        res: &Resources,
+        cfg: RecvConfig,
+        direct: Option<&mut DirectRx<'_>>,
+    ) -> Result<RecvOutcome, Fail> {
         let mut wcs = vec![Completion::default(); p.cqe_poll as usize];
-        // The method was chosen once, here, outside the loop.
-        let o = match direct {
+        Ok(match direct {
             Some(d) => RecvLoop {
                 cfg,
                 rqs: &mut d.rqs,
@@ -215,51 +241,65 @@ impl Receiver {
                 }
                 .run()
             }
-        };
-        let err = o.error.map(|e| match o.received {
-            0 => nothing_arrived(p, e).unwrap_or_else(|| describe_recv(e, size, &cfg)),
-            _ => describe_recv(e, size, &cfg),
-        });
-        let duration = p.is_duration() || o.error.is_some();
-        let inp = stats::BwInput {
-            size,
-            iters: if duration { o.measured } else { p.iters },
-            num_qps: p.num_qps,
-            duration,
-            no_peak: true,
-            post_list: p.post_list,
-            cq_mod: p.cq_mod,
-            tposted: &[o.t_start],
-            tcompleted: &[o.t_end],
-            hz: clock.hz(),
-            units: stats::BwUnits::of(p.report_gbits),
-            inf_bidir_factor: 1,
-        };
-        // With nothing received there is no interval to compute: the run's
-        // own error is the story.
-        let r = match (stats::bw_perftest(&inp), &err) {
-            (Ok(r), _) => r,
-            (Err(_), Some(e)) => return Err(Fail::new(e.clone())),
-            (Err(e), None) => return Err(Fail::new(format!("computing the result: {e}"))),
-        };
-        let per_msg = match o.busy_msgs {
-            0 => 0.0,
-            n => clock.nanos(o.busy_ticks) / n as f64,
-        };
-        Ok(SizeOut {
-            row: r,
-            err,
-            unknown: 0,
-            summary: SizeSummary {
-                size,
-                result: r,
-                method,
-                ns_per_call: 0.0,
-                ns_per_wr: 0.0,
-                recv_ns_per_msg: per_msg,
-            },
         })
     }
+}
+
+/// The receiver's row: perftest's formula over the whole receive interval
+/// (the window's with -D or after an error).
+fn recv_row(
+    p: &Params,
+    size: u64,
+    clock: &Clock,
+    o: &RecvOutcome,
+    err: &Option<String>,
+) -> Result<stats::BwResult, Fail> {
+    let duration = p.is_duration() || o.error.is_some();
+    let inp = stats::BwInput {
+        size,
+        iters: if duration { o.measured } else { p.iters },
+        num_qps: p.num_qps,
+        duration,
+        no_peak: true,
+        post_list: p.post_list,
+        cq_mod: p.cq_mod,
+        tposted: &[o.t_start],
+        tcompleted: &[o.t_end],
+        hz: clock.hz(),
+        units: stats::BwUnits::of(p.report_gbits),
+        inf_bidir_factor: 1,
+    };
+    // With nothing received there is no interval to compute: the run's
+    // own error is the story.
+    match (stats::bw_perftest(&inp), err) {
+        (Ok(r), _) => Ok(r),
+        (Err(_), Some(e)) => Err(Fail::new(e.clone())),
+        (Err(e), None) => Err(Fail::new(format!("computing the result: {e}"))),
+    }
+}
+
+/// `-D`: the sample window (margin, sample stop, end) in clock ticks.
+pub(crate) fn window(p: &Params, clock: &Clock) -> Option<Window> {
+    let secs = |s: u32| clock.cycles_for(Duration::from_secs(s as u64));
+    match p.mode {
+        Mode::Duration { secs: d, margin } => Some(Window {
+            margin: secs(margin),
+            sample_stop: secs(d - margin),
+            end: secs(d),
+        }),
+        Mode::Iterations => None,
+    }
+}
+
+/// rdma_bw's wording of a failed completion is about rkeys; a failed SEND is
+/// usually a receive-side problem.
+pub(crate) fn send_completion_hint(e: &str, size: u64) -> Option<String> {
+    e.starts_with("completion with error").then(|| {
+        format!(
+            "{e}; for SEND, a remote error usually means the peer's receive buffers are smaller \
+             than {size} B (give both sides the same -s/-a/-c) or it has no receive posted"
+        )
+    })
 }
 
 /// A receiver's error when not one message arrived before the sender
@@ -411,35 +451,33 @@ fn send_one(
     let unknown = run.unknown_qpn_cqes;
     let cost = SizeSummary::of(p, size, &run, method.name(), clock);
     let r = run.row;
-    let m = (r, run.error);
-    // rdma_bw's wording is about rkeys; a failed SEND is usually a receive-side problem.
-    let err = m.1.map(|e| {
-        if e.starts_with("completion with error") {
-            format!(
-                "{e}; for SEND, a remote error usually means the peer's receive buffers are smaller \
-                 than {size} B (give both sides the same -s/-a/-c) or it has no receive posted"
-            )
-        } else if e.starts_with("no completion for --cq-timeout") && p.conn == Conn::Rc {
-            // A SEND receiver posts exactly its -n receives; past them our
-            // SENDs wait on RNR forever while it waits in its close handshake
-            // (stock perftest's server reads first there, so no message says so).
-            let done = m.0.iters;
-            format!(
-                "{e}; for SEND, the server posts as many receives as its -n: a server with a \
-                 smaller -n (perhaps {done}, what completed here; ours {}) stops receiving — \
-                 give both sides the same -n",
-                p.iters
-            )
-        } else {
-            e
-        }
-    });
+    let err = run.error.map(|e| send_error(p, size, e, r.iters));
     Ok(SizeOut {
         row: r,
         err,
         unknown,
         summary: cost,
     })
+}
+
+/// The client's error, with what a SEND failure usually means (`done`: the
+/// messages that completed).
+fn send_error(p: &Params, size: u64, e: String, done: u64) -> String {
+    if let Some(hinted) = send_completion_hint(&e, size) {
+        hinted
+    } else if e.starts_with("no completion for --cq-timeout") && p.conn == Conn::Rc {
+        // A SEND receiver posts exactly its -n receives; past them our
+        // SENDs wait on RNR forever while it waits in its close handshake
+        // (stock perftest's server reads first there, so no message says so).
+        format!(
+            "{e}; for SEND, the server posts as many receives as its -n: a server with a \
+             smaller -n (perhaps {done}, what completed here; ours {}) stops receiving — \
+             give both sides the same -n",
+            p.iters
+        )
+    } else {
+        e
+    }
 }
 
 /// One size's outcome on either side: the row, the error, the CQEs of no
@@ -742,19 +780,10 @@ fn run_sizes(
     split: usize,
     out: Out,
 ) -> Result<Vec<SizeSummary>, Fail> {
-    let (p, steps, method, r) = (&o.p, &o.steps, r.method, &r);
+    let (p, steps, r) = (&o.p, &o.steps, &r);
     // The client's direct queues, or the server's direct receive side,
     // kept across sizes (their indices carry over).
-    let mut dq = if method == Method::Direct && !p.is_server() {
-        Some(direct::open_queues(&r.res, &su.uds, p.use_event)?)
-    } else {
-        None
-    };
-    let mut drx = if method == Method::Direct && p.is_server() {
-        Some(direct::open_recv(&r.res, p.use_event)?)
-    } else {
-        None
-    };
+    let (mut dq, mut drx) = open_direct(p, r, &su.uds)?;
     let mut last = BwReport::default();
     let mut sums = Vec::with_capacity(p.sizes.len());
     for (i, e) in steps.iter().enumerate().skip(split) {
@@ -768,29 +797,11 @@ fn run_sizes(
             }
             Step::Run { size } => {
                 let size = size.unwrap_or(p.sizes[0]);
-                let watch = sess.watch_peer();
-                let m = method.name();
-                let so = match su.receiver.as_mut() {
-                    Some(rx) => rx.run(p, &r.res, size, &r.clock, m, drx.as_mut())?,
-                    None => send_one(
-                        p,
-                        &r.res,
-                        &r.rem,
-                        &su.uds,
-                        method,
-                        dq.as_mut(),
-                        size,
-                        &r.clock,
-                    )?,
-                };
-                drop(watch);
+                let so = run_one(p, r, &mut sess, &mut su, dq.as_mut(), drx.as_mut(), size)?;
                 let (row, err) = size_row(p, r, so, &mut sums, &mut su.report, out)?;
                 last = report_of(size, &row);
                 if let Some(e) = err {
-                    r.res.to_err();
-                    out.print(crate::tool::common::out::result_line(p));
-                    // The peer sees the control connection close.
-                    return Err(Fail::new(e));
+                    return Err(failed_run(p, r, out, e));
                 }
             }
             Step::Close => break,
@@ -804,13 +815,71 @@ fn run_sizes(
     }
     drop(dq);
     drop(drx);
+    close(p, r, sess, &last, out).map(|()| sums)
+}
+
+/// A failed run ends the test: the QPs go to the error state, the result
+/// line prints, and the error returns (the peer sees the control connection
+/// close).
+pub(crate) fn failed_run(p: &Params, r: &Ready, out: Out, e: String) -> Fail {
+    r.res.to_err();
     out.print(crate::tool::common::out::result_line(p));
-    let limits = check_limits(p, &last);
+    Fail::new(e)
+}
+
+/// --post direct: the client's SQs and send CQ poller, or the server's
+/// receive side, kept across sizes (their indices carry over).
+fn open_direct<'r>(
+    p: &Params,
+    r: &'r Ready,
+    uds: &[Option<UdDest>],
+) -> Result<(Option<direct::DirectQueues<'r>>, Option<DirectRx<'r>>), Fail> {
+    let direct = r.method == Method::Direct;
+    let dq = if direct && !p.is_server() {
+        Some(direct::open_queues(&r.res, uds, p.use_event)?)
+    } else {
+        None
+    };
+    let drx = if direct && p.is_server() {
+        Some(direct::open_recv(&r.res, p.use_event)?)
+    } else {
+        None
+    };
+    Ok((dq, drx))
+}
+
+/// One size: the server receives, the client sends; a peer that exits
+/// mid-run is noticed at once.
+fn run_one(
+    p: &Params,
+    r: &Ready,
+    sess: &mut Session,
+    su: &mut SetUp,
+    dq: Option<&mut direct::DirectQueues<'_>>,
+    drx: Option<&mut DirectRx<'_>>,
+    size: u64,
+) -> Result<SizeOut, Fail> {
+    let watch = sess.watch_peer();
+    let method = r.method;
+    let m = method.name();
+    let so = match su.receiver.as_mut() {
+        Some(rx) => rx.run(p, &r.res, size, &r.clock, m, drx)?,
+        None => send_one(p, &r.res, &r.rem, &su.uds, method, dq, size, &r.clock)?,
+    };
+    drop(watch);
+    Ok(so)
+}
+
+/// The result line, the limits (on the last row) and the close handshake
+/// (the client waits for the server's own close); a failed close wins.
+fn close(p: &Params, r: &Ready, mut sess: Session, last: &BwReport, out: Out) -> Result<(), Fail> {
+    out.print(crate::tool::common::out::result_line(p));
+    let limits = check_limits(p, last);
     if !p.is_server() {
         sess.set_peer_run_timeout(Some(close_wait(p)));
     }
     sess.close(&r.my[0]).map_err(|e| close_error(p, e))?;
-    limits.map(|()| sums)
+    limits
 }
 
 /// A size's row (and the unknown-QPN line), its summary and JSON record;

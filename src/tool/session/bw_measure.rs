@@ -9,7 +9,7 @@ use crate::cli::rate::RateKind;
 use crate::clock::{self, Clock};
 use crate::ctrl::Dest;
 use crate::post::{Completion, CompletionQueue, SendQueue, WcStatus, WrDesc};
-use crate::run::bw::{BwConfig, BwLoop, Deadlines, QpCount, QpTarget, RunError};
+use crate::run::bw::{BwConfig, BwLoop, BwOutcome, Deadlines, QpCount, QpTarget, RunError};
 use crate::run::geometry::Geometry;
 use crate::run::pace::SwPace;
 use crate::tool::common::fail::Fail;
@@ -93,6 +93,32 @@ pub(crate) fn measure_size<S: SendQueue, C: CompletionQueue>(
     measure_size_periods(p, base, size, targets, sqs, cq, clock, None)
 }
 
+/// The bw loop's arrays for one size, allocated before the run: the peak's
+/// stamps (none with --no_peak), per-QP counts, the post list and the poll
+/// batch.
+pub(crate) struct LoopBufs {
+    pub(crate) tposted: Vec<u64>,
+    pub(crate) tcompleted: Vec<u64>,
+    pub(crate) counts: Vec<QpCount>,
+    pub(crate) list: Vec<WrDesc>,
+    pub(crate) wcs: Vec<Completion>,
+}
+
+impl LoopBufs {
+    /// For `nqp` send queues of `p.iters` messages each.
+    pub(crate) fn new(p: &Params, nqp: usize) -> LoopBufs {
+        let total = (p.iters * nqp as u64) as usize;
+        let peak_len = if p.no_peak { 0 } else { total };
+        LoopBufs {
+            tposted: vec![0u64; peak_len],
+            tcompleted: vec![0u64; peak_len],
+            counts: vec![QpCount::default(); nqp],
+            list: vec![WrDesc::default(); p.post_list as usize],
+            wcs: vec![Completion::default(); p.cqe_poll as usize],
+        }
+    }
+}
+
 /// [`measure_size`], publishing `--run_infinitely` periods into `periods`
 /// (then the run has no end but a stop request).
 #[allow(clippy::too_many_arguments)]
@@ -114,13 +140,7 @@ pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
         )));
     }
     let g = Geometry::new(size, base.cycle_buffer, base.cache_line, base.slots);
-    let total = (p.iters * sqs.len() as u64) as usize;
-    let peak_len = if p.no_peak { 0 } else { total };
-    let mut tposted = vec![0u64; peak_len];
-    let mut tcompleted = vec![0u64; peak_len];
-    let mut counts = vec![QpCount::default(); sqs.len()];
-    let mut list = vec![WrDesc::default(); p.post_list as usize];
-    let mut wcs = vec![Completion::default(); p.cqe_poll as usize];
+    let mut b = LoopBufs::new(p, sqs.len());
     let start = clock::now();
     let deadlines = match periods {
         Some(_) => Some(infinite::endless(start)),
@@ -128,7 +148,7 @@ pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
     };
     let cfg = bw_config(p, size, &g, clock);
     if p.warm_up {
-        warm_up(cfg, sqs, cq, targets, &mut wcs)?;
+        warm_up(cfg, sqs, cq, targets, &mut b.wcs)?;
     }
     let unknown_before = cq.unknown_qpn_cqes();
     let mut lp = BwLoop {
@@ -136,28 +156,21 @@ pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
         sqs,
         cq,
         targets,
-        counts: &mut counts,
-        list: &mut list,
-        wcs: &mut wcs,
-        tposted: &mut tposted,
-        tcompleted: &mut tcompleted,
+        counts: &mut b.counts,
+        list: &mut b.list,
+        wcs: &mut b.wcs,
+        tposted: &mut b.tposted,
+        tcompleted: &mut b.tcompleted,
         deadlines,
         periods,
         now: clock::now,
     };
-    // The limiter is chosen here, once: the unlimited loop has no pacing code.
-    let outcome = match p.rate.as_ref().filter(|r| r.kind == RateKind::Sw) {
-        Some(r) => {
-            let gap = clock.cycles_for(Duration::from_secs_f64(r.burst_gap_secs(size)));
-            lp.run_paced(&mut SwPace::new(gap, r.burst, clock::now()))
-        }
-        None => lp.run(),
-    };
-    let error = outcome.error.map(|e| describe(e, &counts));
+    let outcome = run_limited(p, size, clock, &mut lp);
+    let error = outcome.error.map(|e| describe(e, &b.counts));
     let m = Measured {
         outcome,
-        tposted,
-        tcompleted,
+        tposted: b.tposted,
+        tcompleted: b.tcompleted,
     };
     let row = result(p, size, &m, clock)?;
     Ok(SizeRun {
@@ -166,6 +179,23 @@ pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
         row,
         unknown_qpn_cqes: cq.unknown_qpn_cqes() - unknown_before,
     })
+}
+
+/// Runs the loop with `--rate_limit`'s software pacer or without. The
+/// limiter is chosen here, once: the unlimited loop has no pacing code.
+fn run_limited<S: SendQueue, C: CompletionQueue, F: Fn() -> u64>(
+    p: &Params,
+    size: u64,
+    clock: &Clock,
+    lp: &mut BwLoop<'_, S, C, F>,
+) -> BwOutcome {
+    match p.rate.as_ref().filter(|r| r.kind == RateKind::Sw) {
+        Some(r) => {
+            let gap = clock.cycles_for(Duration::from_secs_f64(r.burst_gap_secs(size)));
+            lp.run_paced(&mut SwPace::new(gap, r.burst, clock::now()))
+        }
+        None => lp.run(),
+    }
 }
 
 /// perftest `perform_warm_up`: before the measurement, each QP posts one

@@ -61,61 +61,20 @@ pub fn connect_qps(
         Verb::Read | Verb::Atomic => res.out_reads.min(255) as u8,
         _ => 0,
     };
-    let ud = p.conn == Conn::Ud;
+    let cm = DataCm {
+        ch: &ch,
+        ep,
+        p,
+        res,
+        out_reads,
+        timeout,
+        ud: p.conn == Conn::Ud,
+    };
     let qps = res.cm_qps();
-    let mut ids = Vec::with_capacity(qps.len());
-    let mut uds = Vec::new();
-    match &p.server {
-        Some(host) => {
-            let dst = cm_link::resolve_v4(host, p.port).map_err(Fail::ctrl)?;
-            for &qp in &qps {
-                let until = Instant::now() + timeout;
-                let mut param = cm_link::conn_param(qp.qp_num(), out_reads);
-                param.retry_count = p.retry_count;
-                param.tos = p.conn_opts.tos;
-                param.src = p.conn_opts.source_v4();
-                let (id, ev) = cm_link::connect_id(&ch, &ep.ctx, dst, until, CANCEL, param, ud)
-                    .map_err(Fail::ctrl)?;
-                cm_link::to_rts(&id, qp, "data QP", host).map_err(Fail::ctrl)?;
-                if !ud && p.retry_count != crate::cli::params::DEF_RETRY_COUNT {
-                    check_retry(qp, p.retry_count)?;
-                }
-                if let (Some(tos), false) = (p.conn_opts.tos, ud) {
-                    check_tos(qp, tos, ep)?;
-                }
-                match ev.ud {
-                    Some(u) => uds.push(UdDest {
-                        ah: Ah::from_raw(&res.pd, u.ah_attr).map_err(Fail::verbs)?,
-                        remote_qpn: u.qp_num,
-                        remote_qkey: u.qkey,
-                    }),
-                    None if ud => return Err(Fail::new(
-                        "rdma_cm: the UD reply carried no address; is the peer using -c UD too?",
-                    )),
-                    None => id.establish().map_err(Fail::verbs)?,
-                }
-                ids.push(id);
-            }
-        }
-        None => {
-            let here = format!("port {}", p.port);
-            let listen = CmId::with_ps(&ch, ud).map_err(Fail::verbs)?;
-            listen
-                .listen(p.port, qps.len() as i32)
-                .map_err(Fail::verbs)?;
-            for &qp in &qps {
-                let until = Some(Instant::now() + timeout);
-                let id =
-                    cm_link::next_request(&listen, until, CANCEL, p.port).map_err(Fail::ctrl)?;
-                cm_link::check_device(&id, &ep.ctx, &here).map_err(Fail::ctrl)?;
-                cm_link::to_rts(&id, qp, "data QP", &here).map_err(Fail::ctrl)?;
-                let mut param = cm_link::conn_param(qp.qp_num(), out_reads);
-                param.retry_count = p.retry_count;
-                id.accept(&param).map_err(Fail::verbs)?;
-                ids.push(id);
-            }
-        }
-    }
+    let (ids, uds) = match &p.server {
+        Some(host) => cm.connect(host, &qps)?,
+        None => (cm.accept(&qps)?, Vec::new()),
+    };
     sess.hand_shake_step("rdma_cm sync after connecting the QPs", &blank)
         .map_err(Fail::ctrl)?;
     Ok(Some(CmQps {
@@ -123,6 +82,100 @@ pub fn connect_qps(
         _ch: ch,
         ud: uds,
     }))
+}
+
+/// What connecting the data QPs needs, on either side.
+struct DataCm<'a> {
+    ch: &'a Arc<EventChannel>,
+    ep: &'a Endpoint,
+    p: &'a Params,
+    res: &'a Resources,
+    /// The outstanding reads asked for (READ/ATOMIC only).
+    out_reads: u8,
+    /// Per QP, for its CM exchange.
+    timeout: Duration,
+    ud: bool,
+}
+
+impl DataCm<'_> {
+    /// The client: each QP connected to the server's port in turn; UD: where
+    /// each one sends.
+    fn connect(&self, host: &str, qps: &[&dyn CmQp]) -> Result<(Vec<CmId>, Vec<UdDest>), Fail> {
+        let p = self.p;
+        let dst = cm_link::resolve_v4(host, p.port).map_err(Fail::ctrl)?;
+        let mut ids = Vec::with_capacity(qps.len());
+        let mut uds = Vec::new();
+        for &qp in qps {
+            let (id, ud) = self.connect_one(host, dst, qp)?;
+            uds.extend(ud);
+            ids.push(id);
+        }
+        Ok((ids, uds))
+    }
+
+    /// One client QP: connected, to RTS, its retry count and TOS checked;
+    /// a UD QP's destination from the reply, a connected one established.
+    fn connect_one(
+        &self,
+        host: &str,
+        dst: std::net::SocketAddrV4,
+        qp: &dyn CmQp,
+    ) -> Result<(CmId, Option<UdDest>), Fail> {
+        let (p, ep, ud) = (self.p, self.ep, self.ud);
+        let until = Instant::now() + self.timeout;
+        let mut param = cm_link::conn_param(qp.qp_num(), self.out_reads);
+        param.retry_count = p.retry_count;
+        param.tos = p.conn_opts.tos;
+        param.src = p.conn_opts.source_v4();
+        let (id, ev) = cm_link::connect_id(self.ch, &ep.ctx, dst, until, CANCEL, param, ud)
+            .map_err(Fail::ctrl)?;
+        cm_link::to_rts(&id, qp, "data QP", host).map_err(Fail::ctrl)?;
+        if !ud && p.retry_count != crate::cli::params::DEF_RETRY_COUNT {
+            check_retry(qp, p.retry_count)?;
+        }
+        if let (Some(tos), false) = (p.conn_opts.tos, ud) {
+            check_tos(qp, tos, ep)?;
+        }
+        let dest = match ev.ud {
+            Some(u) => Some(UdDest {
+                ah: Ah::from_raw(&self.res.pd, u.ah_attr).map_err(Fail::verbs)?,
+                remote_qpn: u.qp_num,
+                remote_qkey: u.qkey,
+            }),
+            None if ud => {
+                return Err(Fail::new(
+                    "rdma_cm: the UD reply carried no address; is the peer using -c UD too?",
+                ))
+            }
+            None => {
+                id.establish().map_err(Fail::verbs)?;
+                None
+            }
+        };
+        Ok((id, dest))
+    }
+
+    /// The server: listens on its port and accepts one request per QP.
+    fn accept(&self, qps: &[&dyn CmQp]) -> Result<Vec<CmId>, Fail> {
+        let p = self.p;
+        let here = format!("port {}", p.port);
+        let listen = CmId::with_ps(self.ch, self.ud).map_err(Fail::verbs)?;
+        listen
+            .listen(p.port, qps.len() as i32)
+            .map_err(Fail::verbs)?;
+        let mut ids = Vec::with_capacity(qps.len());
+        for &qp in qps {
+            let until = Some(Instant::now() + self.timeout);
+            let id = cm_link::next_request(&listen, until, CANCEL, p.port).map_err(Fail::ctrl)?;
+            cm_link::check_device(&id, &self.ep.ctx, &here).map_err(Fail::ctrl)?;
+            cm_link::to_rts(&id, qp, "data QP", &here).map_err(Fail::ctrl)?;
+            let mut param = cm_link::conn_param(qp.qp_num(), self.out_reads);
+            param.retry_count = p.retry_count;
+            id.accept(&param).map_err(Fail::verbs)?;
+            ids.push(id);
+        }
+        Ok(ids)
+    }
 }
 
 /// `-T`: on RoCE the CM turns the ToS into the GRH traffic class of the

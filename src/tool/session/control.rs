@@ -28,33 +28,7 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
         Out { quiet: false }.print(text::SERVER_WAIT_BANNER);
     }
     if p.cm_ctrl() {
-        let (link, role) = match &p.server {
-            Some(host) => (
-                CmLink::connect(
-                    &ep.ctx,
-                    p.ib_port,
-                    host,
-                    p.port,
-                    t,
-                    stop::requested,
-                    p.conn_opts.source_v4(),
-                ),
-                Role::Client,
-            ),
-            None => {
-                let accept = if p.loopback { Some(t) } else { None };
-                (
-                    CmLink::accept(&ep.ctx, p.ib_port, p.port, accept, stop::requested),
-                    Role::Server,
-                )
-            }
-        };
-        let mut ch = Channel::from_cm(link.map_err(Fail::ctrl)?, role);
-        ch.set_step_timeout(Some(t));
-        let mut sess = Session::new(ch);
-        sess.set_gid_index(ep.gid.map_or(0, |g| g.0));
-        sess.set_local_params(crate::tool::common::peer_check::local_params(p));
-        return Ok(sess);
+        return cm_session(p, ep, t);
     }
     let ch = match &p.server {
         Some(host) => {
@@ -64,32 +38,7 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
             };
             Channel::connect_with(host, p.port, t, &how).map_err(Fail::ctrl)?
         }
-        None => {
-            // The loopback server must not wait forever for a client that failed.
-            let accept = if p.loopback { Some(t) } else { None };
-            // --ipv6-addr: perftest's AF_INET6 wildcard (Linux serves IPv4
-            // clients on it too, as v4-mapped peers).
-            let bind = p.conn_opts.ipv6_ctrl.then_some("::");
-            let l = Listener::bind(bind, p.port).map_err(Fail::ctrl)?;
-            let port = l.port();
-            if p.port == 0 && !p.loopback {
-                eprintln!(
-                    " -p 0: listening on port {port} (picked by the kernel); give the client -p {port}"
-                );
-            }
-            // Ctrl-C while waiting for the client shuts the listener down.
-            let _w = stop::watch_socket(l.raw_fd());
-            l.accept(accept).map_err(|e| {
-                if stop::requested() {
-                    // The shut-down listener's EINVAL is our signal's doing.
-                    Fail::new(format!(
-                        "interrupted while waiting for a client on port {port}"
-                    ))
-                } else {
-                    Fail::ctrl(e)
-                }
-            })?
-        }
+        None => accept_client(p, t)?,
     };
     let mut ch = ch;
     ch.set_step_timeout(Some(t));
@@ -99,6 +48,67 @@ pub fn connect(p: &Params, ep: &Endpoint) -> Result<Session, Fail> {
     let mut sess = Session::new(ch).with_guard(Box::new(watch));
     sess.set_local_params(crate::tool::common::peer_check::local_params(p));
     Ok(sess)
+}
+
+/// `-R` on the control link: an rdma_cm connection (the client connects, the
+/// server accepts; the loopback server waits at most `t`).
+fn cm_session(p: &Params, ep: &Endpoint, t: Duration) -> Result<Session, Fail> {
+    let (link, role) = match &p.server {
+        Some(host) => (
+            CmLink::connect(
+                &ep.ctx,
+                p.ib_port,
+                host,
+                p.port,
+                t,
+                stop::requested,
+                p.conn_opts.source_v4(),
+            ),
+            Role::Client,
+        ),
+        None => {
+            let accept = if p.loopback { Some(t) } else { None };
+            (
+                CmLink::accept(&ep.ctx, p.ib_port, p.port, accept, stop::requested),
+                Role::Server,
+            )
+        }
+    };
+    let mut ch = Channel::from_cm(link.map_err(Fail::ctrl)?, role);
+    ch.set_step_timeout(Some(t));
+    let mut sess = Session::new(ch);
+    sess.set_gid_index(ep.gid.map_or(0, |g| g.0));
+    sess.set_local_params(crate::tool::common::peer_check::local_params(p));
+    Ok(sess)
+}
+
+/// The TCP server: listens on `-p` and waits for the client (a loopback
+/// server at most `t`); Ctrl-C while waiting ends the wait.
+fn accept_client(p: &Params, t: Duration) -> Result<Channel, Fail> {
+    // The loopback server must not wait forever for a client that failed.
+    let accept = if p.loopback { Some(t) } else { None };
+    // --ipv6-addr: perftest's AF_INET6 wildcard (Linux serves IPv4
+    // clients on it too, as v4-mapped peers).
+    let bind = p.conn_opts.ipv6_ctrl.then_some("::");
+    let l = Listener::bind(bind, p.port).map_err(Fail::ctrl)?;
+    let port = l.port();
+    if p.port == 0 && !p.loopback {
+        eprintln!(
+            " -p 0: listening on port {port} (picked by the kernel); give the client -p {port}"
+        );
+    }
+    // Ctrl-C while waiting for the client shuts the listener down.
+    let _w = stop::watch_socket(l.raw_fd());
+    l.accept(accept).map_err(|e| {
+        if stop::requested() {
+            // The shut-down listener's EINVAL is our signal's doing.
+            Fail::new(format!(
+                "interrupted while waiting for a client on port {port}"
+            ))
+        } else {
+            Fail::ctrl(e)
+        }
+    })
 }
 
 /// The common preamble (perftest `exchange_versions`, `check_sys_data`,

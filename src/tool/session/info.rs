@@ -70,21 +70,13 @@ pub fn test_info(
 
 /// The part of [`TestInfo`] that follows from the parameters alone.
 pub fn params_info(p: &Params) -> TestInfo {
-    let verb = match (p.tool.verb, p.with_imm) {
-        (PVerb::Write, false) => Verb::Write,
-        (PVerb::Write, true) => Verb::WriteImm,
-        (PVerb::Send, false) => Verb::Send,
-        (PVerb::Send, true) => Verb::SendImm,
-        (PVerb::Read, _) => Verb::Read,
-        (PVerb::Atomic, _) => Verb::Atomic,
-    };
     let (duration_s, margin_s) = match p.mode {
         Mode::Duration { secs, margin } => (Some(secs), Some(margin)),
         Mode::Iterations => (None, None),
     };
     TestInfo {
         perftest_stats: p.perftest_stats,
-        verb,
+        verb: info_verb(p),
         atomic_op: match p.atomic_type {
             AtomicType::FetchAdd => AtomicOp::FetchAndAdd,
             AtomicType::CmpSwap => AtomicOp::CmpAndSwap,
@@ -105,11 +97,7 @@ pub fn params_info(p: &Params) -> TestInfo {
         recv_post_list: p.recv_post_list,
         num_qps: p.num_qps,
         transport: Transport::Ib,
-        connection: match p.conn {
-            Conn::Rc => Connection::Rc,
-            Conn::Uc => Connection::Uc,
-            Conn::Ud => Connection::Ud,
-        },
+        connection: connection(p.conn),
         tx_depth: p.tx_depth,
         rx_depth: p.rx_depth,
         cq_mod: p.cq_mod,
@@ -121,12 +109,7 @@ pub fn params_info(p: &Params) -> TestInfo {
         duration_s,
         margin_s,
         bw_units: BwUnits::of(p.report_gbits),
-        output: match p.output {
-            None => OutputMode::Full,
-            Some(OutputKind::Bandwidth) => OutputMode::Bandwidth,
-            Some(OutputKind::MessageRate) => OutputMode::MessageRate,
-            Some(OutputKind::Latency) => OutputMode::Latency,
-        },
+        output: output_mode(p.output),
         rdma_cm_qps: p.rdma_cm,
         // -z: the control messages over rdma_cm, the data QPs by hand.
         rdma_cm_exchange: p.cm_ctrl(),
@@ -135,5 +118,35 @@ pub fn params_info(p: &Params) -> TestInfo {
         // perftest: " Test with events. Using <dev>_comp<eq_num>", eq_num 0 without -X.
         events: p.use_event.then_some(0),
         ..TestInfo::default()
+    }
+}
+
+/// The report's verb: `--write_with_imm`/`--send_with_imm` have their own.
+fn info_verb(p: &Params) -> Verb {
+    match (p.tool.verb, p.with_imm) {
+        (PVerb::Write, false) => Verb::Write,
+        (PVerb::Write, true) => Verb::WriteImm,
+        (PVerb::Send, false) => Verb::Send,
+        (PVerb::Send, true) => Verb::SendImm,
+        (PVerb::Read, _) => Verb::Read,
+        (PVerb::Atomic, _) => Verb::Atomic,
+    }
+}
+
+fn connection(c: Conn) -> Connection {
+    match c {
+        Conn::Rc => Connection::Rc,
+        Conn::Uc => Connection::Uc,
+        Conn::Ud => Connection::Ud,
+    }
+}
+
+/// `--output`: the one figure printed, or the full report.
+fn output_mode(o: Option<OutputKind>) -> OutputMode {
+    match o {
+        None => OutputMode::Full,
+        Some(OutputKind::Bandwidth) => OutputMode::Bandwidth,
+        Some(OutputKind::MessageRate) => OutputMode::MessageRate,
+        Some(OutputKind::Latency) => OutputMode::Latency,
     }
 }
