@@ -5,21 +5,14 @@
 //! non-zero status and a message that says what happened.
 
 mod common;
-use common::vm;
+use common::vm_cases::Cases;
 
 /// The guest script. Each case writes `NAME.out` (stdout+stderr of the side
 /// under test) and a line `NAME rc=N dt=S` to rc.txt, where dt is the time
 /// from the fault to that side's exit.
 const SCRIPT: &str = r#"
-B=$RDMAPERF_BIN
 O="-d rxe0 -x 0 -F"
 T="timeout -k 5 90"
-now() { cut -d' ' -f1 /proc/uptime; }
-since() { awk "BEGIN{printf \"%.1f\", $(now) - $1}"; }
-done_case() { # NAME PID T0
-    local rc=0; wait "$2" || rc=$?
-    echo "$1 rc=$rc dt=$(since "$3")" >> $RESULTS/rc.txt
-}
 
 # The victims run without `timeout`: SIGKILL to a `timeout` process would
 # leave its child running.
@@ -65,24 +58,21 @@ $T setpriv --bounding-set -ipc_lock bash -c "ulimit -l 64; exec $B write-bw $O -
 done_case memlock $C $t0
 wait $S
 
+# 7-8. The client under test against a stock server that is killed once the client is done.
+stock_srv_case() { # NAME SERVER-CMD CLIENT-CMD PORT
+    $T $2 -p $4 > $RESULTS/$1.peer 2>&1 & S=$!
+    wait_port $4 $S
+    t0=$(now)
+    $T $3 -p $4 127.0.0.1 > $RESULTS/$1.out 2>&1 & C=$!
+    done_case $1 $C $t0
+    sleep 1; kill $S 2>/dev/null; wait $S
+}
 # 7. Error completion: our 64 KiB WRITEs into a stock server that registered
 #    a buffer for 64-byte messages (mismatched -s) -> IBV_WC_REM_ACCESS_ERR.
-$T ib_write_bw $O -s 64 -n 1000 -p 18706 > $RESULTS/access.peer 2>&1 & S=$!
-wait_port 18706 $S
-t0=$(now)
-$T $B write-bw $O -s 65536 -n 1000 -p 18706 127.0.0.1 > $RESULTS/access.out 2>&1 & C=$!
-done_case access $C $t0
-sleep 1; kill $S 2>/dev/null; wait $S
-
+stock_srv_case access "ib_write_bw $O -s 64 -n 1000" "$B write-bw $O -s 65536 -n 1000" 18706
 # 8. WRITEs to a stock ib_read_bw server, whose QP allows remote reads only
 #    -> IBV_WC_REM_INV_REQ_ERR.
-$T ib_read_bw $O -s 64 -n 1000 -p 18707 > $RESULTS/invreq.peer 2>&1 & S=$!
-wait_port 18707 $S
-t0=$(now)
-$T $B write-bw $O -s 64 -n 1000 -p 18707 127.0.0.1 > $RESULTS/invreq.out 2>&1 & C=$!
-done_case invreq $C $t0
-sleep 1; kill $S 2>/dev/null; wait $S
-echo finished >> $RESULTS/rc.txt
+stock_srv_case invreq "ib_read_bw $O -s 64 -n 1000" "$B write-bw $O -s 64 -n 1000" 18707
 "#;
 
 /// The partial/final result row of a 64-byte run and its iteration count.
@@ -97,33 +87,8 @@ fn row_iters(out: &str, size: &str) -> Option<u64> {
 
 #[test]
 fn faults_end_runs_with_clear_errors() {
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
+    let Some(c) = Cases::boot(600, SCRIPT) else {
         return;
-    }
-    let r = vm::Batch::new()
-        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-        .timeout_s(600)
-        .run(SCRIPT);
-    let rc_txt = r.file("rc.txt").unwrap_or("").to_string();
-    let get = |n: &str| r.file(n).unwrap_or("").to_string();
-    for (name, body) in &r.files {
-        println!("--- {name}\n{body}");
-    }
-    assert!(
-        rc_txt.contains("finished"),
-        "the batch did not finish:\n{rc_txt}"
-    );
-    let o = vm::outcomes(&rc_txt);
-    let case = |n: &str| {
-        *o.get(n)
-            .unwrap_or_else(|| panic!("case {n} left no status:\n{rc_txt}"))
-    };
-    let mut failures = Vec::new();
-    let mut expect = |ok: bool, what: String| {
-        if !ok {
-            failures.push(what);
-        }
     };
     // Every survivor leaves by itself (not by `timeout`: 124/137), fast.
     for n in [
@@ -134,54 +99,49 @@ fn faults_end_runs_with_clear_errors() {
         "memlock",
         "access",
     ] {
-        let (rc, dt) = case(n);
-        expect(
+        let (rc, dt) = c.case(n);
+        c.expect(
             rc != 0 && rc != 124 && rc != 137,
             format!("{n}: must fail by itself, got rc {rc}"),
         );
-        expect(
+        c.expect(
             dt < 45.0,
             format!("{n}: took {dt} s after the fault to exit"),
         );
-        let out = get(&format!("{n}.out"));
-        expect(
+        let out = c.get(&format!("{n}.out"));
+        c.expect(
             out.contains("rdmaperf write-bw:"),
             format!("{n}: no error message:\n{out}"),
         );
     }
     // A vanished peer is named as such.
     for n in ["hs", "stock_kill", "loop_srv"] {
-        let out = get(&format!("{n}.out")).to_lowercase();
-        expect(
+        let out = c.get(&format!("{n}.out")).to_lowercase();
+        c.expect(
             out.contains("peer") || out.contains("closed") || out.contains("connection"),
             format!("{n}: the message must say the peer/connection went away:\n{out}"),
         );
     }
     // The client whose server vanished explains the stopped completions.
-    let out = get("loop_cli.out");
-    expect(
+    let out = c.get("loop_cli.out");
+    c.expect(
         out.contains("completion") || out.contains("peer"),
         format!("loop_cli: must name the failed completions or the peer:\n{out}"),
     );
     // SIGTERM: 143, "interrupted", partial row with messages counted.
-    let (rc, _) = case("term");
-    let out = get("term.out");
-    expect(rc == 143, format!("term: rc {rc}, want 143"));
-    expect(
-        out.contains("interrupted"),
-        format!("term: must say interrupted:\n{out}"),
-    );
-    expect(
-        row_iters(&out, "64").is_some_and(|n| n > 0),
+    c.expect_exit("term", "term.out", 143, &["interrupted"]);
+    let out = c.get("term.out");
+    c.expect(
+        row_iters(out, "64").is_some_and(|n| n > 0),
         format!("term: no partial result row:\n{out}"),
     );
     // memlock: names `ulimit -l`, the bytes needed and the limit in force.
-    let out = get("memlock.out");
-    expect(
+    let out = c.get("memlock.out");
+    c.expect(
         out.contains("ulimit -l") && out.contains("RLIMIT_MEMLOCK is 65536 bytes"),
         format!("memlock: must name ulimit -l and the 64 KiB limit:\n{out}"),
     );
-    expect(
+    c.expect(
         out.contains("67108864 bytes must be locked"),
         format!("memlock: must name the bytes needed (64 MiB):\n{out}"),
     );
@@ -190,17 +150,17 @@ fn faults_end_runs_with_clear_errors() {
         ("access", "65536", "IBV_WC_REM_ACCESS_ERR"),
         ("invreq", "64", "IBV_WC_REM_INV_REQ_ERR"),
     ] {
-        let out = get(&format!("{n}.out"));
+        let out = c.get(&format!("{n}.out"));
         for part in [status, "vendor error", "on QP 0", "wr_id"] {
-            expect(
+            c.expect(
                 out.contains(part),
                 format!("{n}: message lacks {part:?}:\n{out}"),
             );
         }
-        expect(
-            row_iters(&out, size).is_some(),
+        c.expect(
+            row_iters(out, size).is_some(),
             format!("{n}: no partial result row:\n{out}"),
         );
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    c.finish();
 }

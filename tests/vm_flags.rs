@@ -7,6 +7,7 @@
 
 mod common;
 use common::vm;
+use common::vm_script::{cm_pair, cmd, pair, pairs, rr, Ends};
 use std::sync::OnceLock;
 
 const COMMON: &str = "-d rxe0 -x 0 -F";
@@ -21,19 +22,25 @@ fn script() -> String {
          mountpoint -q /dev/pts || {{ mkdir -p /dev/pts; mount -t devpts devpts /dev/pts; }}\n"
     );
     // -U -H with the raw samples, rdmaperf both ends.
-    s += &format!(
-        "pair lat_uh '{r} write-lat {COMMON} -n 200 -p $PORT' \
-         '{r} write-lat {COMMON} -n 200 -U -H --samples-file=$RESULTS/lat_uh.csv -p $PORT 127.0.0.1'\n"
+    let lat = format!("{COMMON} -n 200");
+    let samples = |name: &str| format!("--samples-file=$RESULTS/{name}.csv");
+    let uh = format!("{lat} -U -H {}", samples("lat_uh"));
+    s += &pair(
+        "lat_uh",
+        &cmd(false, "write-lat", &lat),
+        &cmd(false, "write-lat", &uh),
     );
     // -C -U against a stock 4.5 server, and an rdmaperf server with -U -H -C under a stock
     // client that asks for the same.
-    s += &format!(
-        "pair lat_c_sr 'ib_send_lat {COMMON} -n 200 -p $PORT' \
-         '{r} send-lat {COMMON} -n 200 -C -U --samples-file=$RESULTS/lat_c_sr.csv -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair lat_uhc_rs '{r} write-lat {COMMON} -n 200 -U -H -C --samples-file=$RESULTS/lat_uhc_rs.csv -p $PORT' \
-         'ib_write_lat {COMMON} -n 200 -U -C -p $PORT 127.0.0.1'\n"
+    let cu = format!("{lat} -C -U {}", samples("lat_c_sr"));
+    s += &pairs("lat_c", &[Ends::Sr], "send-lat", &lat, &cu);
+    let uhc = format!("{lat} -U -H -C {}", samples("lat_uhc_rs"));
+    s += &pairs(
+        "lat_uhc",
+        &[Ends::Rs],
+        "write-lat",
+        &uhc,
+        &format!("{lat} -U -C"),
     );
     // --output: the number alone, as BW=$(...) captures it.
     s += &format!(
@@ -55,71 +62,38 @@ fn script() -> String {
     );
     // --tclass/--flow_label/--pkey_index: set on the QPs (read back after RTR, or the run
     // fails), rdmaperf both ends, stock 4.5 both ways (4.5 has --tclass, not --flow_label).
-    let bw = "write-bw -s 64 -n 200";
-    s += &format!(
-        "pair qos_rr '{r} {bw} {COMMON} -q 2 --tclass 96 --flow_label 5,0x6 --pkey_index 0 -p $PORT' \
-         '{r} {bw} {COMMON} -q 2 --tclass 96 --flow_label 5,0x6 --pkey_index 0 -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair qos_sr 'ib_write_bw -s 64 -n 200 {COMMON} --tclass 96 -p $PORT' \
-         '{r} {bw} {COMMON} --tclass 96 -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair qos_rs '{r} {bw} {COMMON} --tclass 96 -p $PORT' \
-         'ib_write_bw -s 64 -n 200 {COMMON} --tclass 96 -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair qos_ud '{r} send-bw -c UD -s 64 -n 200 {COMMON} --tclass 32 -p $PORT' \
-         '{r} send-bw -c UD -s 64 -n 200 {COMMON} --tclass 32 -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!("single pkey1 '{r} {bw} {COMMON} --loopback --pkey_index 1 -p 19301'\n");
+    let bw = format!("-s 64 -n 200 {COMMON}");
+    let qos = format!("{bw} -q 2 --tclass 96 --flow_label 5,0x6 --pkey_index 0");
+    s += &pairs("qos", &[Ends::Rr], "write-bw", &qos, &qos);
+    let qos = format!("{bw} --tclass 96");
+    s += &pairs("qos", &[Ends::Sr, Ends::Rs], "write-bw", &qos, &qos);
+    let ud = format!("-c UD {bw} --tclass 32");
+    s += &rr("qos_ud", "send-bw", &ud);
+    s += &format!("single pkey1 '{r} write-bw {bw} --loopback --pkey_index 1 -p 19301'\n");
     // --cpu_util under -D: rdmaperf both ends, stock 4.5 both ways, and a latency tool.
-    let d = "-s 64 -D 4 --cpu_util";
-    s += &format!(
-        "pair cpu_rr '{r} write-bw {COMMON} {d} -p $PORT' '{r} write-bw {COMMON} {d} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair cpu_sr 'ib_write_bw {COMMON} {d} -p $PORT' '{r} write-bw {COMMON} {d} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair cpu_rs '{r} read-bw {COMMON} {d} -p $PORT' 'ib_read_bw {COMMON} {d} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair cpu_lat '{r} write-lat {COMMON} -D 4 --cpu_util -p $PORT' '{r} write-lat {COMMON} -D 4 --cpu_util -p $PORT 127.0.0.1'\n"
-    );
+    let d = format!("{COMMON} -s 64 -D 4 --cpu_util");
+    s += &pairs("cpu", &[Ends::Rr, Ends::Sr], "write-bw", &d, &d);
+    s += &pairs("cpu", &[Ends::Rs], "read-bw", &d, &d);
+    let d = format!("{COMMON} -D 4 --cpu_util");
+    s += &rr("cpu_lat", "write-lat", &d);
     // --wait_destroy and -R --retry_count: rdmaperf both ends, stock 4.5 both ways.
-    s += &format!(
-        "pair wait_rr '{r} {bw} {COMMON} --wait_destroy 2 -p $PORT' '{r} {bw} {COMMON} --wait_destroy 2 -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair wait_sr 'ib_write_bw -s 64 -n 200 {COMMON} --wait_destroy 2 -p $PORT' '{r} {bw} {COMMON} --wait_destroy 2 -p $PORT 127.0.0.1'\n"
-    );
+    let wait = format!("{bw} --wait_destroy 2");
+    s += &pairs("wait", &[Ends::Rr, Ends::Sr], "write-bw", &wait, &wait);
+    // (A stock -R client's lost connect runs the pair once more: vm_script::cm_pair.)
     let cm = "-d rxe0 -F -R -s 64 -n 200 --retry_count 3";
-    s += &format!(
-        "pair retry_rr '{r} write-bw {cm} -p $PORT' '{r} write-bw {cm} -p $PORT 169.254.7.1'\n"
-    );
-    s += &format!(
-        "pair retry_sr 'ib_write_bw {cm} -p $PORT' '{r} write-bw {cm} -p $PORT 169.254.7.1'\n"
-    );
-    // A stock -R client never retries its connect; under TCG its first
-    // request is now and then rejected (RDMA_CM_EVENT_REJECTED, no listener
-    // matched yet) while the server waits: the pair then runs once more
-    // (noted in `retries`), as in vm_flags_conn.
-    let line = format!(
-        "pair retry_rs '{r} write-bw {cm} -p $PORT' 'ib_write_bw {cm} -p $PORT 169.254.7.1'"
-    );
-    s += &format!(
-        "{line} || {{ grep -q 'Failed to connect\\|Unable to perform rdma_client' \
-         $RESULTS/retry_rs.client.out && echo retry_rs >> $RESULTS/retries && {line}; }}\n"
-    );
+    for e in Ends::ALL {
+        s += &cm_pair("retry", e, "write-bw", cm, cm);
+    }
     // -W: port counter deltas after the row, rdmaperf both ends and under a stock server.
     let w = "-W hw_counters/sent_pkts,hw_counters/rcvd_pkts";
-    s += &format!(
-        "pair cnt_rr '{r} {bw} {COMMON} {w} -p $PORT' '{r} {bw} {COMMON} {w} -p $PORT 127.0.0.1'\n"
+    let cnt = format!("{bw} {w}");
+    s += &rr("cnt_rr", "write-bw", &cnt);
+    let lat = format!("-n 200 {COMMON}");
+    let (srv, cli) = (
+        cmd(true, "write-lat", &lat),
+        cmd(false, "write-lat", &format!("{lat} {w}")),
     );
-    s += &format!(
-        "pair cnt_lat_sr 'ib_write_lat -n 200 {COMMON} -p $PORT' '{r} write-lat -n 200 {COMMON} {w} -p $PORT 127.0.0.1'\n"
-    );
+    s += &pair("cnt_lat_sr", &srv, &cli);
     s += "exit 0\n";
     s
 }
@@ -189,15 +163,8 @@ fn histogram(out: &str, units: &str) -> Vec<(f64, f64, usize, f64)> {
 
 /// The latency result row's 9 numbers.
 fn lat_row(out: &str) -> Vec<f64> {
-    out.lines()
-        .filter_map(|l| {
-            let f: Vec<f64> = l
-                .split_whitespace()
-                .map(|x| x.parse().ok())
-                .collect::<Option<_>>()?;
-            (f.len() == 9).then_some(f)
-        })
-        .next_back()
+    vm::number_rows(out, 9)
+        .pop()
         .unwrap_or_else(|| panic!("no latency row in:\n{out}"))
 }
 
@@ -247,8 +214,7 @@ fn check_row(out: &str, values: &[f64]) {
 #[test]
 fn unsorted_and_histogram_recomputed_from_the_raw_samples() {
     let Some(b) = batch() else { return };
-    let p = b.pair("lat_uh");
-    p.assert_ok();
+    let p = b.ok_pair("lat_uh");
     let s = samples(b.file("lat_uh.csv").expect("lat_uh.csv"));
     // 200 posts, 199 round trips; exact statistics leave out the first (a warm-up).
     assert_eq!(s.len(), 198, "200 posts give 198 samples");
@@ -264,15 +230,13 @@ fn unsorted_and_histogram_recomputed_from_the_raw_samples() {
 fn cycles_against_stock_both_ways() {
     let Some(b) = batch() else { return };
     // rdmaperf client -C -U, stock 4.5 server: values are TSC cycles / 2 (send ping-pong).
-    let p = b.pair("lat_c_sr");
-    p.assert_ok();
+    let p = b.ok_pair("lat_c_sr");
     let s = samples(b.file("lat_c_sr.csv").expect("lat_c_sr.csv"));
     let cyc: Vec<f64> = s.iter().map(|x| x.0 as f64 / 2.0).collect();
     check_dump(&p.client.out, "cycles", &cyc);
     check_row(&p.client.out, &cyc);
     // rdmaperf server -U -H -C under a stock client doing -U -C.
-    let p = b.pair("lat_uhc_rs");
-    p.assert_ok();
+    let p = b.ok_pair("lat_uhc_rs");
     let s = samples(b.file("lat_uhc_rs.csv").expect("lat_uhc_rs.csv"));
     let cyc: Vec<f64> = s.iter().map(|x| x.0 as f64 / 2.0).collect();
     check_dump(&p.server.out, "cycles", &cyc);
@@ -308,8 +272,7 @@ fn output_captured_in_a_shell_variable_is_the_number_alone() {
         ("out_bw_sr", "out_bw_sr.var"),
         ("out_lat", "out_lat.var"),
     ] {
-        let p = b.pair(pair);
-        p.assert_ok();
+        b.ok_pair(pair);
         number_alone(b.file(var).unwrap_or_else(|| panic!("{var}")), pair);
     }
     // The rdmaperf servers print the number alone too (no banner, no dashes).
@@ -355,8 +318,7 @@ fn rendered(line: &str) -> String {
 #[test]
 fn sweep_rows_on_a_terminal_carry_no_progress_text() {
     let Some(b) = batch() else { return };
-    let p = b.pair("pty_sweep");
-    p.assert_ok();
+    let p = b.ok_pair("pty_sweep");
     let raw = &p.client.out;
     assert!(
         raw.contains("[1/23]"),
@@ -385,8 +347,7 @@ fn sweep_rows_on_a_terminal_carry_no_progress_text() {
 #[test]
 fn traffic_class_flow_label_and_pkey_reach_the_qps() {
     let Some(b) = batch() else { return };
-    let p = b.pair("qos_rr");
-    p.assert_ok();
+    let p = b.ok_pair("qos_rr");
     for out in [&p.server.out, &p.client.out] {
         assert!(
             out.contains(
@@ -396,8 +357,7 @@ fn traffic_class_flow_label_and_pkey_reach_the_qps() {
         );
     }
     for pair in ["qos_sr", "qos_rs", "qos_ud"] {
-        let p = b.pair(pair);
-        p.assert_ok();
+        let p = b.ok_pair(pair);
         assert_eq!(
             vm::bw_result_rows(&p.client.out).len(),
             1,
@@ -426,14 +386,9 @@ fn traffic_class_flow_label_and_pkey_reach_the_qps() {
 
 /// The last number of every table row that has `width` numbers.
 fn last_column(out: &str, width: usize) -> Vec<f64> {
-    out.lines()
-        .filter_map(|l| {
-            let f: Vec<f64> = l
-                .split_whitespace()
-                .map(|x| x.parse().ok())
-                .collect::<Option<_>>()?;
-            (f.len() == width).then(|| f[width - 1])
-        })
+    vm::number_rows(out, width)
+        .iter()
+        .map(|f| f[width - 1])
         .collect()
 }
 
@@ -442,8 +397,7 @@ fn cpu_util_column_under_duration() {
     let Some(b) = batch() else { return };
     // rdmaperf's client measures; a stock client's numbers are its own.
     for pair in ["cpu_rr", "cpu_sr"] {
-        let p = b.pair(pair);
-        p.assert_ok();
+        let p = b.ok_pair(pair);
         assert!(
             p.client.out.contains("MsgRate[Mpps]    CPU_Util[%]\n"),
             "{pair}: {}",
@@ -458,11 +412,9 @@ fn cpu_util_column_under_duration() {
             cpu[0]
         );
     }
-    let p = b.pair("cpu_rs");
-    p.assert_ok();
+    let p = b.ok_pair("cpu_rs");
     assert!(p.server.out.contains("CPU_Util[%]"), "{}", p.server.out);
-    let p = b.pair("cpu_lat");
-    p.assert_ok();
+    let p = b.ok_pair("cpu_lat");
     let cpu = last_column(&p.client.out, 5);
     assert_eq!(cpu.len(), 1, "{}", p.client.out);
     assert!(
@@ -476,23 +428,20 @@ fn cpu_util_column_under_duration() {
 fn wait_destroy_and_retry_count() {
     let Some(b) = batch() else { return };
     let msg = " Waiting 2 seconds before releasing resources...\n";
-    let p = b.pair("wait_rr");
-    p.assert_ok();
+    let p = b.ok_pair("wait_rr");
     assert!(
         p.server.out.contains(msg) && p.client.out.contains(msg),
         "{p:?}"
     );
     assert!(p.time_s.unwrap() >= 2.0, "{:?}", p.time_s);
-    let p = b.pair("wait_sr");
-    p.assert_ok();
+    let p = b.ok_pair("wait_sr");
     assert!(p.client.out.contains(msg), "{}", p.client.out);
     // The client reads its data QP's retry count back after the CM moved it to RTS.
     for pair in ["retry_rr", "retry_sr", "retry_rs"] {
         if b.file("retries").unwrap_or("").lines().any(|l| l == pair) {
             println!("{pair}: the stock client's first connect was rejected; passed on the rerun");
         }
-        let p = b.pair(pair);
-        p.assert_ok();
+        let p = b.ok_pair(pair);
         assert_eq!(
             vm::bw_result_rows(&p.client.out).len(),
             1,
@@ -515,8 +464,7 @@ fn counter(out: &str, name: &str) -> u64 {
 fn report_counters_after_the_row() {
     let Some(b) = batch() else { return };
     // Both ends share rxe0 in the guest: 200 WRITEs and their ACKs at least.
-    let p = b.pair("cnt_rr");
-    p.assert_ok();
+    let p = b.ok_pair("cnt_rr");
     assert!(
         counter(&p.client.out, "hw_counters/sent_pkts") >= 200,
         "{}",
@@ -528,8 +476,7 @@ fn report_counters_after_the_row() {
         p.client.out
     );
     // write-lat: 200 ping-pong WRITEs each way.
-    let p = b.pair("cnt_lat_sr");
-    p.assert_ok();
+    let p = b.ok_pair("cnt_lat_sr");
     assert!(
         counter(&p.client.out, "hw_counters/sent_pkts") >= 200,
         "{}",

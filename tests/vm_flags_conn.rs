@@ -11,99 +11,64 @@
 
 mod common;
 use common::vm;
+use common::vm_script::{cm_pair, cmd, pair_to, pairs, Ends, CM_ADDR, RDMAPERF};
 use std::sync::OnceLock;
 
-const CM_ADDR: &str = "169.254.7.1";
 /// dummy0's link-local address (fixed MAC 02:00:00:00:07:01 in the VM init).
 const LL: &str = "fe80::ff:fe00:701%dummy0";
 
 fn script() -> String {
-    let r = r#""$RDMAPERF_BIN""#;
-    let bw = "write-bw -d rxe0 -F -s 64 -n 200";
-    let sbw = "ib_write_bw -d rxe0 -F -s 64 -n 200";
+    let r = RDMAPERF;
+    let bw = "-d rxe0 -F -s 64 -n 200";
     // The pairs a sampler watches (ss, `rdma res show`) run for a fixed
     // time: 200 iterations end under TCG before a sampler that spawns a
     // process every 50 ms is sure to see the connection.
-    let bwd = "write-bw -d rxe0 -F -s 64 -D 2";
-    let sbwd = "ib_write_bw -d rxe0 -F -s 64 -D 2";
+    let bwd = "-d rxe0 -F -s 64 -D 2";
     let mut s = String::from("PAIR_TIMEOUT=90\n");
-    // A stock -R/-z client never retries its connect; under TCG its first
-    // request is now and then lost while the server waits: such a pair runs
-    // once more (noted in `retries`).
-    let retry = |name: &str, line: String| {
-        format!(
-            "{line} || {{ grep -q 'Failed to connect\\|Unable to perform rdma_client' \
-             $RESULTS/{name}.client.out && echo {name} >> $RESULTS/retries && {line}; }}\n"
-        )
-    };
+    // (A stock -R/-z client's lost connect runs the pair once more: vm_script::cm_pair.)
     // -T with -R.
-    let t = "-R -T 96";
-    s += &format!("pair tos_rr '{r} {bw} {t} -p $PORT' '{r} {bw} {t} -p $PORT {CM_ADDR}'\n");
-    s += &format!("pair tos_sr '{sbw} {t} -p $PORT' '{r} {bw} {t} -p $PORT {CM_ADDR}'\n");
-    s += &retry(
-        "tos_rs",
-        format!("pair tos_rs '{r} {bw} {t} -p $PORT' '{sbw} {t} -p $PORT {CM_ADDR}'"),
-    );
+    let tos = format!("{bw} -R -T 96");
+    for e in Ends::ALL {
+        s += &cm_pair("tos", e, "write-bw", &tos, &tos);
+    }
     // -z: 4.5 spells it --com_rdma_cm, master --comm_rdma_cm.
-    s += &format!(
-        "pair z_rr '{r} {bw} -x 0 -z -p $PORT' '{r} {bw} -x 0 --comm_rdma_cm -p $PORT {CM_ADDR}'\n"
-    );
-    s += &format!(
-        "pair z_sr '{sbw} -x 0 -z -p $PORT' '{r} {bw} -x 0 --com_rdma_cm -p $PORT {CM_ADDR}'\n"
-    );
-    s += &retry(
-        "z_rs",
-        format!("pair z_rs '{r} {bw} -x 0 -z -p $PORT' '{sbw} -x 0 -z -p $PORT {CM_ADDR}'"),
-    );
-    s += &format!(
-        "pair z_lat_rr '{r} send-lat -d rxe0 -F -x 0 -n 100 -z -p $PORT' \
-         '{r} send-lat -d rxe0 -F -x 0 -n 100 -z -p $PORT {CM_ADDR}'\n"
-    );
+    let z = format!("{bw} -x 0 -z");
+    for (e, flag) in [
+        (Ends::Rr, "--comm_rdma_cm"),
+        (Ends::Sr, "--com_rdma_cm"),
+        (Ends::Rs, "-z"),
+    ] {
+        s += &cm_pair("z", e, "write-bw", &z, &format!("{bw} -x 0 {flag}"));
+    }
+    let z_lat = "-d rxe0 -F -x 0 -n 100 -z";
+    s += &cm_pair("z_lat", Ends::Rr, "send-lat", z_lat, z_lat);
     // --ipv6: no -x, so the auto-selection decides.
-    s +=
-        &format!("pair v6gid_rr '{r} {bw} --ipv6 -p $PORT' '{r} {bw} --ipv6 -p $PORT 127.0.0.1'\n");
-    s += &format!("pair v6gid_sr '{sbw} --ipv6 -p $PORT' '{r} {bw} --ipv6 -p $PORT 127.0.0.1'\n");
-    s += &format!("pair v4gid_rr '{r} {bw} -p $PORT' '{r} {bw} -p $PORT 127.0.0.1'\n");
+    let v6 = format!("{bw} --ipv6");
+    s += &pairs("v6gid", &[Ends::Rr, Ends::Sr], "write-bw", &v6, &v6);
+    s += &pairs("v4gid", &[Ends::Rr], "write-bw", bw, bw);
     // --ipv6-addr over ::1 and over dummy0's link-local address, bound.
-    s += &format!(
-        "pair v6addr_lo '{r} {bw} -x 0 --ipv6-addr -p $PORT' '{r} {bw} -x 0 --ipv6-addr -p $PORT ::1'\n"
-    );
-    s += &watch_then(
-        "v6addr_ll",
-        format!(
-            "pair v6addr_ll '{r} {bwd} -x 0 --ipv6-addr -p $PORT' \
-             '{r} {bwd} -x 0 --ipv6-addr --bind_source_ip {LL} -p $PORT {LL}'"
-        ),
-    );
+    let v6addr = cmd(false, "write-bw", &format!("{bw} -x 0 --ipv6-addr"));
+    s += &pair_to("v6addr_lo", &v6addr, &v6addr, "::1");
+    let v6addr = cmd(false, "write-bw", &format!("{bwd} -x 0 --ipv6-addr"));
+    let cli = format!("{v6addr} --bind_source_ip {LL}");
+    s += &watch_then("v6addr_ll", &pair_to("v6addr_ll", &v6addr, &cli, LL));
     // --bind_source_ip: 127.0.0.2 is this host's too (all of 127/8 is lo).
-    s += &watch_then(
-        "src_rr",
-        format!(
-            "pair src_rr '{r} {bwd} -x 0 -p $PORT' \
-             '{r} {bwd} -x 0 --bind_source_ip=127.0.0.2 -p $PORT 127.0.0.1'"
-        ),
-    );
-    s += &watch_then(
-        "src_sr",
-        format!(
-            "pair src_sr '{sbwd} -x 0 -p $PORT' \
-             '{r} {bwd} -x 0 --source_ip 127.0.0.2 -p $PORT 127.0.0.1'"
-        ),
-    );
-    s += &watch_then(
-        "src_rs",
-        format!(
-            "pair src_rs '{r} {bwd} -x 0 -p $PORT' \
-             '{sbwd} -x 0 --source_ip 127.0.0.2 -p $PORT 127.0.0.1'"
-        ),
-    );
+    let src = format!("{bwd} -x 0");
+    for (e, flag) in [
+        (Ends::Rr, "--bind_source_ip=127.0.0.2"),
+        (Ends::Sr, "--source_ip 127.0.0.2"),
+        (Ends::Rs, "--source_ip 127.0.0.2"),
+    ] {
+        let line = pairs("src", &[e], "write-bw", &src, &format!("{src} {flag}"));
+        s += &watch_then(&format!("src_{}", e.suffix()), &line);
+    }
     // -R --bind_source_ip: the CM ids resolve from a second address on
     // dummy0 (added last: it adds a GID, the cases above see the fixed table).
     s += "ip addr add 169.254.7.2/16 dev dummy0; sleep 1\n";
     s += &format!(
         "PAIR_BEFORE_CLIENT='( for i in $(seq 400); do rdma res show cm_id 2>&1 | grep \"dst-addr {CM_ADDR}:$PORT\" \
          >> $RESULTS/src_cm.cm; sleep 0.05; done ) & '\n\
-         pair src_cm '{r} {bwd} -x 0 -R -p $PORT' '{r} {bwd} -x 0 -R --bind_source_ip 169.254.7.2 -p $PORT {CM_ADDR}'\n\
+         pair src_cm '{r} write-bw {bwd} -x 0 -R -p $PORT' '{r} write-bw {bwd} -x 0 -R --bind_source_ip 169.254.7.2 -p $PORT {CM_ADDR}'\n\
          PAIR_BEFORE_CLIENT=\n"
     );
     // -g/-M: rxe sends a multicast packet through the IP stack, which loops a
@@ -137,7 +102,7 @@ fn script() -> String {
     s += "PAIR_TIMEOUT=30\n";
     // Not an address of this host: refused at bind, at once (no retrying).
     s += &format!(
-        "single src_bad '{r} {bw} -x 0 --bind_source_ip 169.254.9.9 --timeout 20 -p 19201 127.0.0.1'\n"
+        "single src_bad '{r} write-bw {bw} -x 0 --bind_source_ip 169.254.9.9 --timeout 20 -p 19201 127.0.0.1'\n"
     );
     s += "exit 0\n";
     s
@@ -145,10 +110,10 @@ fn script() -> String {
 
 /// Runs `pair_line` with a watcher that records the established control
 /// connections to the server's port (`ss`: local and peer address).
-fn watch_then(name: &str, pair_line: String) -> String {
+fn watch_then(name: &str, pair_line: &str) -> String {
     format!(
         "PAIR_BEFORE_CLIENT='( for i in $(seq 400); do ss -Htn state established \"( sport = :$PORT )\" \
-         >> $RESULTS/{name}.ss 2>&1; sleep 0.05; done ) & '\n{pair_line}\nPAIR_BEFORE_CLIENT=\n"
+         >> $RESULTS/{name}.ss 2>&1; sleep 0.05; done ) & '\n{pair_line}PAIR_BEFORE_CLIENT=\n"
     )
 }
 
@@ -167,8 +132,7 @@ fn ok_pair(name: &str) -> Option<vm::Pair> {
     if b.file("retries").unwrap_or("").lines().any(|l| l == name) {
         println!("{name}: the stock client's first connect was refused; passed on the rerun");
     }
-    let p = b.pair(name);
-    p.assert_ok();
+    let p = b.ok_pair(name);
     if !name.contains("lat") {
         for (who, out) in [("server", &p.server.out), ("client", &p.client.out)] {
             let rows = vm::bw_result_rows(out);
@@ -386,13 +350,9 @@ fn bind_source_ip_with_rdma_cm() {
 #[test]
 fn bind_source_ip_not_on_this_host() {
     let Some(b) = batch() else { return };
-    let s = b.single("src_bad");
-    assert_ne!(s.rc, Some(0), "{}", s.out);
-    assert!(
-        s.out.contains("--bind_source_ip") && s.out.contains("bind to source 169.254.9.9"),
-        "names the flag and the address:\n{}",
-        s.out
-    );
+    // Names the flag and the address.
+    b.single("src_bad")
+        .assert_failed_with(&["--bind_source_ip", "bind to source 169.254.9.9"]);
 }
 
 /// The bw row's iterations on both sides (send-bw -g: UD, size the MTU's).
@@ -412,8 +372,7 @@ const GROUP: &str = "255:02:00:00:00:00:00:00:00:00:00:00:00:00:19:01";
 
 fn mcast_pair(name: &str) -> Option<vm::Pair> {
     let b = batch()?;
-    let p = b.pair(name);
-    p.assert_ok();
+    let p = b.ok_pair(name);
     mcast_rows(&p);
     Some(p)
 }
@@ -464,8 +423,7 @@ fn mcast_against_stock_client() {
 /// both of its address lines are groups (each end receives on one).
 fn mcast_lat(name: &str) {
     let Some(b) = batch() else { return };
-    let p = b.pair(name);
-    p.assert_ok();
+    let p = b.ok_pair(name);
     let out = &p.client.out;
     assert!(out.contains("Send Latency Multicast Test"), "{out}");
     let row = out

@@ -5,20 +5,13 @@
 
 mod common;
 use common::vm;
+use common::vm_cases::Cases;
 
 /// Each case writes `NAME.out` (stdout+stderr of the side under test) and a
 /// line `NAME rc=N dt=S` to rc.txt; dt counts from the fault (or the start).
 const SCRIPT: &str = r#"
-B=$RDMAPERF_BIN
 O="-d rxe0 -x 0 -F"
 T="timeout -k 5 120"
-now() { cut -d' ' -f1 /proc/uptime; }
-since() { awk "BEGIN{printf \"%.1f\", $(now) - $1}"; }
-done_case() { # NAME PID T0
-    local rc=0; wait "$2" || rc=$?
-    echo "$1 rc=$rc dt=$(since "$3")" >> $RESULTS/rc.txt
-}
-reap() { kill "$@" 2>/dev/null; wait "$@" 2>/dev/null; }
 
 # 1. One completion covers 80 MiB (-Q 20): far longer than --cq-timeout 1 on
 #    this link, yet healthy. Against rdmaperf and a stock server.
@@ -55,14 +48,8 @@ wait_port 18805 $S; t0=$(now)
 $T $B send-bw $O -c UC -s 64 -n 100 -p 18805 127.0.0.1 > $RESULTS/conn_cli.out 2>&1 & C=$!
 done_case conn_cli $C $t0; done_case conn_srv $S $t0
 
-# 5. -q 1 server, -q 2 client and the reverse; rdmaperf both, and against stock.
-qcase() { # NAME SERVER-CMD CLIENT-CMD PORT (the side under test is named by NAME's suffix)
-    $T $2 -p $4 > $RESULTS/$1.srv 2>&1 & S=$!
-    wait_port $4 $S; t0=$(now)
-    $T $3 -p $4 127.0.0.1 > $RESULTS/$1.cli 2>&1 & C=$!
-    ( sleep 20; kill $S $C 2>/dev/null ) & W=$!
-    done_case $1.cli $C $t0; done_case $1.srv $S $t0; reap $W
-}
+# 5. -q 1 server, -q 2 client and the reverse; rdmaperf both, and against stock
+#    (qcase: vm_cases::PRELUDE; the side under test is named by NAME's suffix).
 qcase q12 "$B write-bw $O -s 64 -n 100 -q 1" "$B write-bw $O -s 64 -n 100 -q 2" 18806
 qcase q21 "$B write-bw $O -s 64 -n 100 -q 2" "$B write-bw $O -s 64 -n 100 -q 1" 18807
 qcase q12_stock_srv "ib_write_bw $O -s 64 -n 100 -q 1" "$B write-bw $O -s 64 -n 100 -q 2" 18808
@@ -104,88 +91,47 @@ $T $B write-lat --loopback $O -s 2 -n 100 -I 64 > $RESULTS/inline.out 2>&1 & C=$
 done_case inline $C $t0
 $T $B write-bw --loopback $O -s 64 -n 200 --threads 2 -q 2 > $RESULTS/threads.out 2>&1 & C=$!
 done_case threads $C $t0
-echo finished >> $RESULTS/rc.txt
 "#;
 
 #[test]
 fn healthy_links_run_and_peer_problems_are_named() {
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
+    let Some(c) = Cases::boot(900, SCRIPT) else {
         return;
-    }
-    let r = vm::Batch::new()
-        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-        .timeout_s(900)
-        .run(SCRIPT);
-    let rc_txt = r.file("rc.txt").unwrap_or("").to_string();
-    let get = |n: &str| r.file(n).unwrap_or("").to_string();
-    for (name, body) in &r.files {
-        println!("--- {name}\n{body}");
-    }
-    assert!(
-        rc_txt.contains("finished"),
-        "the batch did not finish:\n{rc_txt}"
-    );
-    let o = vm::outcomes(&rc_txt);
-    let case = |n: &str| {
-        *o.get(n)
-            .unwrap_or_else(|| panic!("case {n} left no status:\n{rc_txt}"))
-    };
-    let mut failures = Vec::new();
-    let mut expect = |ok: bool, what: String| {
-        if !ok {
-            failures.push(what);
-        }
     };
     // 1. Healthy big transfers complete: exit 0 and a 4 MiB row with 20 messages.
     for n in ["big", "big_stock"] {
-        let (rc, _) = case(n);
-        let out = get(&format!("{n}.out"));
-        expect(rc == 0, format!("{n}: rc {rc}, want 0:\n{out}"));
-        let rows = vm::bw_result_rows(&out);
-        expect(
+        let file = format!("{n}.out");
+        c.expect_exit(n, &file, 0, &[]);
+        let out = c.get(&file);
+        let rows = vm::bw_result_rows(out);
+        c.expect(
             rows.iter().any(|&(s, it)| s == 4 << 20 && it == 20),
             format!("{n}: no 4194304 B row with 20 iterations:\n{out}"),
         );
     }
-    expect(case("big_srv").0 == 0, "big: the server failed".into());
+    c.expect(c.case("big_srv").0 == 0, "big: the server failed".into());
     // 2. The vanished server is named as such, fast, and no rkey is blamed.
     for n in ["srv_int", "srv_kill"] {
-        let (rc, dt) = case(n);
-        let out = get(&format!("{n}.out"));
-        expect(rc != 0 && rc != 124, format!("{n}: rc {rc}:\n{out}"));
-        expect(
+        let (rc, dt) = c.case(n);
+        let out = c.get(&format!("{n}.out"));
+        c.expect(rc != 0 && rc != 124, format!("{n}: rc {rc}:\n{out}"));
+        c.expect(
             out.contains("the peer exited during the run"),
             format!("{n}: must say the peer exited:\n{out}"),
         );
-        expect(
-            !out.contains("rkey"),
-            format!("{n}: blames the rkey:\n{out}"),
-        );
-        expect(dt < 6.0, format!("{n}: noticed {dt} s after the peer went"));
+        c.expect_absent(n, &format!("{n}.out"), &["rkey"]);
+        c.expect(dt < 6.0, format!("{n}: noticed {dt} s after the peer went"));
     }
     // 3. read-bw SIGTERM: write-bw's wording, 143.
-    let (rc, _) = case("read_term");
-    let out = get("read_term.out");
-    expect(rc == 143, format!("read_term: rc {rc}, want 143:\n{out}"));
-    expect(
-        out.contains("interrupted: QPs moved to ERR, partial result above")
-            && !out.contains("completion with error"),
-        format!("read_term: wrong wording:\n{out}"),
-    );
+    let wording = "interrupted: QPs moved to ERR, partial result above";
+    c.expect_exit("read_term", "read_term.out", 143, &[wording]);
+    c.expect_absent("read_term", "read_term.out", &["completion with error"]);
     // 4. Connection types: both sides refuse, naming both values.
     for (n, want) in [
         ("conn_cli", "we run -c UC, the server runs -c RC"),
         ("conn_srv", "we run -c RC, the client runs -c UC"),
     ] {
-        let (rc, dt) = case(n);
-        let out = get(&format!("{n}.out"));
-        expect(rc == 1, format!("{n}: rc {rc}, want 1:\n{out}"));
-        expect(
-            out.contains(want),
-            format!("{n}: must say {want:?}:\n{out}"),
-        );
-        expect(dt < 10.0, format!("{n}: took {dt} s"));
+        c.expect_refused(n, &format!("{n}.out"), &[want], 10.0);
     }
     // 5. -q: every rdmaperf side refuses at the key exchange, naming its -q.
     for (n, q) in [
@@ -198,15 +144,8 @@ fn healthy_links_run_and_peer_problems_are_named() {
         ("q12_stock_cli.srv", 1),
         ("q21_stock_cli.srv", 2),
     ] {
-        let (rc, dt) = case(n);
-        let (base, side) = n.split_once('.').unwrap();
-        let out = get(&format!("{base}.{side}"));
-        expect(rc == 1, format!("{n}: rc {rc}, want 1:\n{out}"));
-        expect(
-            out.contains(&format!("number of QPs differs: we run -q {q}")),
-            format!("{n}: must name -q {q}:\n{out}"),
-        );
-        expect(dt < 15.0, format!("{n}: took {dt} s"));
+        let want = format!("number of QPs differs: we run -q {q}");
+        c.expect_refused(n, n, &[&want], 15.0);
     }
     // 6. send-bw -n: named, both sides between rdmaperf ends; our server
     //    against a stock client that sends fewer messages, fast.
@@ -215,87 +154,79 @@ fn healthy_links_run_and_peer_problems_are_named() {
         ("n_ours.srv", "we run -n 2000, the client runs -n 1000"),
         ("n_stock_cli.srv", "the two sides' -n differ"),
     ] {
-        let (rc, dt) = case(n);
-        let (base, side) = n.split_once('.').unwrap();
-        let out = get(&format!("{base}.{side}"));
-        expect(rc == 1, format!("{n}: rc {rc}, want 1:\n{out}"));
-        expect(
-            out.contains(want),
-            format!("{n}: must say {want:?}:\n{out}"),
-        );
-        expect(dt < 8.0, format!("{n}: took {dt} s"));
+        c.expect_refused(n, n, &[want], 8.0);
     }
     // 7. Interrupted in accept: said so, 130; -p 0 names its port.
-    let (rc, _) = case("accept_int");
-    let out = get("accept_int.out");
-    expect(rc == 130, format!("accept_int: rc {rc}, want 130:\n{out}"));
-    expect(
-        out.contains("interrupted while waiting for a client on port 18814")
-            && !out.contains("os error"),
-        format!("accept_int: wrong message:\n{out}"),
-    );
-    let out = get("port0.out");
-    expect(
+    let waiting = "interrupted while waiting for a client on port 18814";
+    c.expect_exit("accept_int", "accept_int.out", 130, &[waiting]);
+    c.expect_absent("accept_int", "accept_int.out", &["os error"]);
+    let out = c.get("port0.out");
+    c.expect(
         out.contains("-p 0: listening on port ") && out.contains("give the client -p "),
         format!("port0: must say its port:\n{out}"),
     );
     // 8. Parameter rules.
-    let out = get("mtu.out");
-    expect(
-        case("mtu").0 == 0
-            && out.contains("Requested mtu is higher than active mtu \nChanging to active mtu - 3")
-            && out.contains("Mtu             : 1024[B]")
-            && out
-                .contains("Post List requested - CQ moderation will be the size of the post list"),
-        format!("mtu: -m 4096 must be clamped to 1024 with perftest's notices:\n{out}"),
+    c.expect_exit(
+        "mtu",
+        "mtu.out",
+        0,
+        &[
+            "Requested mtu is higher than active mtu \nChanging to active mtu - 3",
+            "Mtu             : 1024[B]",
+            "Post List requested - CQ moderation will be the size of the post list",
+        ],
     );
-    let out = get("ud_size.out");
-    expect(
-        case("ud_size").0 == 1
-            && out.contains("Max message size in UD cannot be greater than MTU")
-            && out.contains("use -s 1024"),
-        format!("ud_size: must refuse -s 4096 with -c UD:\n{out}"),
+    c.expect_exit(
+        "ud_size",
+        "ud_size.out",
+        1,
+        &[
+            "Max message size in UD cannot be greater than MTU",
+            "use -s 1024",
+        ],
     );
     // 9. Server JSON: valid, results an array, statistics named.
     for (n, size) in [("json_w", 64), ("json_r", 64), ("json_a", 8)] {
-        let text = get(&format!("{n}.json"));
-        let v: serde_json::Value = match serde_json::from_str(&text) {
+        let text = c.get(&format!("{n}.json"));
+        let v: serde_json::Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) => {
-                expect(false, format!("{n}: no valid server JSON ({e}):\n{text}"));
+                c.expect(false, format!("{n}: no valid server JSON ({e}):\n{text}"));
                 continue;
             }
         };
-        expect(
-            case(&format!("{n}.srv")).0 == 0 && case(&format!("{n}.cli")).0 == 0,
+        c.expect(
+            c.case(&format!("{n}.srv")).0 == 0 && c.case(&format!("{n}.cli")).0 == 0,
             format!("{n}: a side failed"),
         );
         let recs = v["results"].as_array().cloned().unwrap_or_default();
-        expect(
+        c.expect(
             recs.len() == 1 && recs[0]["MsgSize"] == size && recs[0]["n_iterations"] == 100,
             format!("{n}: results must be an array with the one {size} B record:\n{text}"),
         );
-        expect(
+        c.expect(
             v["test_info"]["Statistics"] == "perftest",
             format!("{n}: no Statistics in test_info:\n{text}"),
         );
     }
     // 10. Inline off on rxe with perftest's notice; a --threads peak.
-    let out = get("inline.out");
-    expect(
-        case("inline").0 == 0
-            && out.contains("Device not recognized to implement inline feature. Disabling it")
-            && out.contains("Max inline data : 0[B]"),
-        format!("inline: -I on rxe must be turned off with perftest's notice:\n{out}"),
+    c.expect_exit(
+        "inline",
+        "inline.out",
+        0,
+        &[
+            "Device not recognized to implement inline feature. Disabling it",
+            "Max inline data : 0[B]",
+        ],
     );
-    let out = get("threads.out");
+    let out = c.get("threads.out");
     let peak = out
         .lines()
         .find(|l| l.split_whitespace().next() == Some("64"))
         .and_then(|l| l.split_whitespace().nth(2)?.parse::<f64>().ok());
-    expect(
-        case("threads").0 == 0 && peak.is_some_and(|p| p > 0.0),
+    c.expect(
+        c.case("threads").0 == 0 && peak.is_some_and(|p| p > 0.0),
         format!("threads: the row must carry a peak above 0:\n{out}"),
     );
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    c.finish();
 }
