@@ -272,16 +272,7 @@ pub fn run(o: FabricOpts, mut p: Params) -> i32 {
         p.duplex = true;
     }
     let recs = records(&o, &mut p, me, n, b);
-    let ranks: Vec<RankInfo> = recs
-        .iter()
-        .enumerate()
-        .map(|(r, x)| RankInfo {
-            rank: r,
-            host: x.host.clone(),
-            device: x.device.clone(),
-            gpu: (!x.gpu.is_empty()).then(|| x.gpu.clone()),
-        })
-        .collect();
+    let ranks = rank_infos(&recs);
     let tmp = std::env::temp_dir().join(format!("rdmaperf-fabric-{}-{me}", std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&tmp) {
         eprintln!(
@@ -302,6 +293,25 @@ pub fn run(o: FabricOpts, mut p: Params) -> i32 {
         member(&p, &plan, &ranks, me, b, &tmp)
     };
     let _ = std::fs::remove_dir_all(&tmp);
+    exit(status, mpi)
+}
+
+/// Each rank's name for the report, from the exchanged records.
+fn rank_infos(recs: &[Record]) -> Vec<RankInfo> {
+    recs.iter()
+        .enumerate()
+        .map(|(r, x)| RankInfo {
+            rank: r,
+            host: x.host.clone(),
+            device: x.device.clone(),
+            gpu: (!x.gpu.is_empty()).then(|| x.gpu.clone()),
+        })
+        .collect()
+}
+
+/// Ends this rank as `status` says: MPI_Finalize and the status, the whole
+/// job aborted, or an exit without MPI_Finalize.
+fn exit(status: Exit, mpi: comm::Mpi) -> i32 {
     match status {
         Exit::Done(st) => {
             drop(mpi); // MPI_Finalize: every rank is alive
@@ -424,24 +434,15 @@ fn run_step(
     tmp: &Path,
 ) -> StepResults {
     signal_hook(me, step);
-    let mut units = None;
     let results: Vec<(Role, Result<Option<String>, String>)> = std::thread::scope(|s| {
         let hs: Vec<_> = roles
             .into_iter()
             .map(|role| {
-                let mut q = p.clone();
                 let json = tmp.join(format!(
                     "step{step}-{}-{}.json",
                     role.pair.client, role.pair.server
                 ));
-                q.loopback = false;
-                if role.client {
-                    q.server = Some(ranks[role.peer()].label());
-                    q.json_file = Some(json.clone());
-                } else {
-                    q.server = None;
-                    q.json_file = None;
-                }
+                let q = side_params(p, ranks, &role, &json);
                 let link_role = if role.client {
                     CtrlRole::Client
                 } else {
@@ -453,15 +454,7 @@ fn run_step(
                     let r = tool::run_side(&q, Out { quiet: true }).map_err(|f| f.msg);
                     // A session the tool never took must not leak into the next pair.
                     let _ = link::take();
-                    r.and_then(|()| {
-                        if role.client {
-                            std::fs::read_to_string(&json)
-                                .map(Some)
-                                .map_err(|e| format!("the pair tool wrote no JSON ({e})"))
-                        } else {
-                            Ok(None)
-                        }
-                    })
+                    r.and_then(|()| client_json(&role, &json))
                 });
                 (role, h)
             })
@@ -476,6 +469,39 @@ fn run_step(
             })
             .collect()
     });
+    step_results(step, results)
+}
+
+/// The pair tool's parameters for one side of a pair: the client connects to
+/// its peer's label and writes its JSON to `json`; the server listens.
+fn side_params(p: &Params, ranks: &[RankInfo], role: &Role, json: &Path) -> Params {
+    let mut q = p.clone();
+    q.loopback = false;
+    if role.client {
+        q.server = Some(ranks[role.peer()].label());
+        q.json_file = Some(json.to_path_buf());
+    } else {
+        q.server = None;
+        q.json_file = None;
+    }
+    q
+}
+
+/// After a side ran: the client's JSON text (None on the server side).
+fn client_json(role: &Role, json: &Path) -> Result<Option<String>, String> {
+    if role.client {
+        std::fs::read_to_string(json)
+            .map(Some)
+            .map_err(|e| format!("the pair tool wrote no JSON ({e})"))
+    } else {
+        Ok(None)
+    }
+}
+
+/// Each side's outcome as a pair result (a server side only when it
+/// failed); the units of the last client JSON read.
+fn step_results(step: usize, results: Vec<(Role, Result<Option<String>, String>)>) -> StepResults {
+    let mut units = None;
     let mut pairs = Vec::new();
     for (role, r) in results {
         let side = if role.client { "" } else { "server side: " };
@@ -741,40 +767,25 @@ fn gather(
     // Rank 0's own pairs run in a thread of their own while this one
     // collects the others' results and watches their beats: a rank
     // silent for --timeout is named at once, whatever rank 0's pairs do.
-    let mut waiting: Vec<usize> = roster.live(n);
-    let mut watch = Silence::new(&waiting, Instant::now(), b.step);
-    let mut units = None;
-    let mut got = Vec::new();
+    let waiting: Vec<usize> = roster.live(n);
+    let mut c = Collecting {
+        watch: Silence::new(&waiting, Instant::now(), b.step),
+        waiting,
+        units: None,
+        got: Vec::new(),
+    };
     let own = std::thread::scope(|s| {
         let h = s.spawn(|| run_step(0, p, ranks, step, mine, b, tmp));
         // The bound for a rank that beats but never reports: the step's
         // results bound from the end of rank 0's own pairs (as before).
         let mut own_end: Option<Instant> = None;
         loop {
-            while let Ok((from, m)) = comm::recv(None, TAG_RESULT, Instant::now(), never) {
-                let Ok(sr) = serde_json::from_slice::<StepResults>(&m) else {
-                    continue;
-                };
-                if sr.step != step {
-                    continue; // a late answer of an earlier step
-                }
-                waiting.retain(|&r| r != from);
-                watch.done(from);
-                units = units.take().or(sr.units);
-                got.extend(sr.pairs);
-            }
-            while let Ok((from, _)) = comm::recv(None, TAG_ALIVE, Instant::now(), never) {
-                watch.heard(from, Instant::now());
-            }
-            for (r, quiet) in watch.silent(Instant::now()) {
-                silent(r, quiet, step, ranks, b, roster);
-                waiting.retain(|&w| w != r);
-            }
+            c.poll(step, ranks, b, roster);
             if own_end.is_none() && h.is_finished() {
                 own_end = Some(Instant::now());
             }
             match own_end {
-                Some(_) if waiting.is_empty() => break,
+                Some(_) if c.waiting.is_empty() => break,
                 Some(e) if Instant::now() >= e + b.step_results() => break,
                 _ => std::thread::sleep(Duration::from_millis(10)),
             }
@@ -785,7 +796,7 @@ fn gather(
             pairs: Vec::new(),
         })
     });
-    for &r in &waiting {
+    for &r in &c.waiting {
         eprintln!(
             "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: no results within {:?}; later steps skip it",
             ranks[r].label(),
@@ -794,9 +805,44 @@ fn gather(
         );
         roster.lose(r);
     }
-    let units = own.units.clone().or(units);
+    let units = own.units.clone().or(c.units);
     // Rank 0's own results first, the others' after (as they arrived).
-    (units, own.pairs.into_iter().chain(got).collect())
+    (units, own.pairs.into_iter().chain(c.got).collect())
+}
+
+/// Rank 0's view of the other ranks during a step: who has yet to report,
+/// their beats, and what they sent.
+struct Collecting {
+    waiting: Vec<usize>,
+    watch: Silence,
+    units: Option<String>,
+    got: Vec<PairResult>,
+}
+
+impl Collecting {
+    /// Takes in every result and beat that has arrived; a rank silent for
+    /// --timeout is named and no longer waited for.
+    fn poll(&mut self, step: usize, ranks: &[RankInfo], b: Bounds, roster: &mut Roster) {
+        while let Ok((from, m)) = comm::recv(None, TAG_RESULT, Instant::now(), never) {
+            let Ok(sr) = serde_json::from_slice::<StepResults>(&m) else {
+                continue;
+            };
+            if sr.step != step {
+                continue; // a late answer of an earlier step
+            }
+            self.waiting.retain(|&r| r != from);
+            self.watch.done(from);
+            self.units = self.units.take().or(sr.units);
+            self.got.extend(sr.pairs);
+        }
+        while let Ok((from, _)) = comm::recv(None, TAG_ALIVE, Instant::now(), never) {
+            self.watch.heard(from, Instant::now());
+        }
+        for (r, quiet) in self.watch.silent(Instant::now()) {
+            silent(r, quiet, step, ranks, b, roster);
+            self.waiting.retain(|&w| w != r);
+        }
+    }
 }
 
 /// Rank `r` sent nothing for `--timeout`: said at once, skipped from now

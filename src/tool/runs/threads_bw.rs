@@ -15,7 +15,7 @@ use crate::post::SendQueue;
 use crate::report::stats;
 use crate::run::bw::{BwOutcome, QpTarget};
 use crate::run::geometry::Geometry;
-use crate::run::threads::{aggregate, run, Kept, QueueFactory, Worker, WorkerOutcome};
+use crate::run::threads::{aggregate, run, Aggregate, Kept, QueueFactory, Worker, WorkerOutcome};
 use crate::tool::common::cpus;
 use crate::tool::common::fail::Fail;
 use crate::tool::session::bw_measure::{bw_config, deadlines, describe};
@@ -234,25 +234,7 @@ fn summarize(
         1,
         clock,
     )?;
-    let mut lines = Vec::new();
-    for (i, o) in outs.iter().enumerate() {
-        let r = row(
-            p,
-            size,
-            o.outcome.measured,
-            o.outcome.t_start,
-            o.outcome.t_end.max(o.outcome.t_start + 1),
-            1,
-            clock,
-        )?;
-        lines.push(ThreadLine {
-            thread: i,
-            cpu: o.worker.cpu,
-            qps: o.worker.qps.len(),
-            mpps: r.msg_rate,
-            bw: r.bw_avg,
-        });
-    }
+    let lines = thread_lines(p, size, outs, clock)?;
     // The peak: the sum of the threads' peaks, each perftest's formula over
     // its own QPs' stamps (perftest's multi-process runs are summed the same way).
     if outs
@@ -272,16 +254,7 @@ fn summarize(
             format!("thread {i} (its QPs {:?} of the run): {msg}", o.worker.qps)
         })
     });
-    let outcome = BwOutcome {
-        posted: outs.iter().map(|o| o.outcome.posted).sum(),
-        completed: outs.iter().map(|o| o.outcome.completed).sum(),
-        t_start: a.t_start,
-        t_end: a.t_end,
-        measured: a.measured,
-        error: outs.iter().find_map(|o| o.outcome.error),
-        post_ticks: outs.iter().map(|o| o.outcome.post_ticks).sum(),
-        post_calls: outs.iter().map(|o| o.outcome.post_calls).sum(),
-    };
+    let outcome = summed_outcome(outs, &a);
     Ok((
         SizeRun {
             outcome,
@@ -293,6 +266,50 @@ fn summarize(
         },
         lines,
     ))
+}
+
+/// Each thread's own row: its messages over its own span.
+fn thread_lines(
+    p: &Params,
+    size: u64,
+    outs: &[WorkerOutcome],
+    clock: &Clock,
+) -> Result<Vec<ThreadLine>, Fail> {
+    let mut lines = Vec::new();
+    for (i, o) in outs.iter().enumerate() {
+        let r = row(
+            p,
+            size,
+            o.outcome.measured,
+            o.outcome.t_start,
+            o.outcome.t_end.max(o.outcome.t_start + 1),
+            1,
+            clock,
+        )?;
+        lines.push(ThreadLine {
+            thread: i,
+            cpu: o.worker.cpu,
+            qps: o.worker.qps.len(),
+            mpps: r.msg_rate,
+            bw: r.bw_avg,
+        });
+    }
+    Ok(lines)
+}
+
+/// The threads' outcomes as one: counts and post costs summed, the span and
+/// measured messages from `aggregate`, the first error.
+fn summed_outcome(outs: &[WorkerOutcome], a: &Aggregate) -> BwOutcome {
+    BwOutcome {
+        posted: outs.iter().map(|o| o.outcome.posted).sum(),
+        completed: outs.iter().map(|o| o.outcome.completed).sum(),
+        t_start: a.t_start,
+        t_end: a.t_end,
+        measured: a.measured,
+        error: outs.iter().find_map(|o| o.outcome.error),
+        post_ticks: outs.iter().map(|o| o.outcome.post_ticks).sum(),
+        post_calls: outs.iter().map(|o| o.outcome.post_calls).sum(),
+    }
 }
 
 /// The per-thread lines printed under the table.

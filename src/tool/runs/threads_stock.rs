@@ -119,28 +119,9 @@ fn report(
     let mut lines_out = String::new();
     out.print(&text::bw_header(&info));
     for (k, first) in per_thread[0].iter().enumerate() {
-        let at = |t: &Vec<SizeSummary>| t.get(k).map(|s| s.result).unwrap_or_default();
-        let total = stats::BwResult {
-            size: first.size,
-            iters: per_thread.iter().map(|t| at(t).iters).sum(),
-            bw_peak: per_thread.iter().map(|t| at(t).bw_peak).sum(),
-            bw_avg: per_thread.iter().map(|t| at(t).bw_avg).sum(),
-            msg_rate: per_thread.iter().map(|t| at(t).msg_rate).sum(),
-            bw_peak_exact: 0.0,
-        };
+        let total = size_total(per_thread, k, first.size);
         out.print(&text::bw_row(&total, &info, 0.0));
-        let lines: Vec<ThreadLine> = per_thread
-            .iter()
-            .zip(workers)
-            .enumerate()
-            .map(|(i, (t, w))| ThreadLine {
-                thread: i,
-                cpu: w.cpu,
-                qps: w.qps.len(),
-                mpps: at(t).msg_rate,
-                bw: at(t).bw_avg,
-            })
-            .collect();
+        let lines = size_lines(per_thread, workers, k);
         lines_out.push_str(&format!(
             " {} B:\n{}",
             first.size,
@@ -151,27 +132,71 @@ fn report(
                 .with("threads", threads_bw::lines_json(&lines));
             j.push(rec).map_err(|e| Fail::new(e.to_string()))?;
         }
-        let n = per_thread.len() as f64;
-        sums.push(SizeSummary {
-            size: first.size,
-            result: total,
-            method: first.method,
-            ns_per_call: per_thread
-                .iter()
-                .map(|t| t.get(k).map_or(0.0, |s| s.ns_per_call))
-                .sum::<f64>()
-                / n,
-            ns_per_wr: per_thread
-                .iter()
-                .map(|t| t.get(k).map_or(0.0, |s| s.ns_per_wr))
-                .sum::<f64>()
-                / n,
-            recv_ns_per_msg: 0.0,
-        });
+        sums.push(size_summary(per_thread, k, first, total));
     }
     out.print(crate::tool::common::out::result_line(p));
     if p.output.is_none() {
         out.print(&lines_out);
     }
     Ok(sums)
+}
+
+/// Thread `t`'s row for size number `k` (zero when it has none).
+fn at(t: &[SizeSummary], k: usize) -> stats::BwResult {
+    t.get(k).map(|s| s.result).unwrap_or_default()
+}
+
+/// Size number `k` over all threads: their rows summed (no exact peak).
+fn size_total(per_thread: &[Vec<SizeSummary>], k: usize, size: u64) -> stats::BwResult {
+    stats::BwResult {
+        size,
+        iters: per_thread.iter().map(|t| at(t, k).iters).sum(),
+        bw_peak: per_thread.iter().map(|t| at(t, k).bw_peak).sum(),
+        bw_avg: per_thread.iter().map(|t| at(t, k).bw_avg).sum(),
+        msg_rate: per_thread.iter().map(|t| at(t, k).msg_rate).sum(),
+        bw_peak_exact: 0.0,
+    }
+}
+
+/// Each thread's line for size number `k`.
+fn size_lines(per_thread: &[Vec<SizeSummary>], workers: &[Worker], k: usize) -> Vec<ThreadLine> {
+    per_thread
+        .iter()
+        .zip(workers)
+        .enumerate()
+        .map(|(i, (t, w))| ThreadLine {
+            thread: i,
+            cpu: w.cpu,
+            qps: w.qps.len(),
+            mpps: at(t, k).msg_rate,
+            bw: at(t, k).bw_avg,
+        })
+        .collect()
+}
+
+/// What `compare` keeps of size number `k`: the summed row and the threads'
+/// mean post costs.
+fn size_summary(
+    per_thread: &[Vec<SizeSummary>],
+    k: usize,
+    first: &SizeSummary,
+    total: stats::BwResult,
+) -> SizeSummary {
+    let n = per_thread.len() as f64;
+    SizeSummary {
+        size: first.size,
+        result: total,
+        method: first.method,
+        ns_per_call: per_thread
+            .iter()
+            .map(|t| t.get(k).map_or(0.0, |s| s.ns_per_call))
+            .sum::<f64>()
+            / n,
+        ns_per_wr: per_thread
+            .iter()
+            .map(|t| t.get(k).map_or(0.0, |s| s.ns_per_wr))
+            .sum::<f64>()
+            / n,
+        recv_ns_per_msg: 0.0,
+    }
 }
