@@ -291,49 +291,7 @@ impl Qp {
         srq: Option<&Arc<super::srq::Srq>>,
     ) -> Result<Arc<Qp>> {
         let ctx = pd.context();
-        let own_rq = srq.is_none();
-        let cap = sys::ibv_qp_cap {
-            max_send_wr: init.max_send_wr,
-            max_recv_wr: if own_rq { init.max_recv_wr } else { 0 },
-            max_send_sge: init.max_send_sge,
-            max_recv_sge: if own_rq { init.max_recv_sge } else { 0 },
-            max_inline_data: init.max_inline_data,
-        };
-        let srq_raw = srq.map_or(std::ptr::null_mut(), |s| s.raw());
-        let (qp, got) = match init.send_ops_flags {
-            Some(flags) => {
-                let mut a = sys::ibv_qp_init_attr_ex {
-                    send_cq: send_cq.raw(),
-                    recv_cq: recv_cq.raw(),
-                    srq: srq_raw,
-                    cap,
-                    qp_type: init.qp_type.0,
-                    sq_sig_all: i32::from(init.sq_sig_all),
-                    comp_mask: sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-                    pd: pd.raw(),
-                    send_ops_flags: flags,
-                    ..Default::default()
-                };
-                // SAFETY: context, PD and CQs are live (Arcs held by the
-                // caller and, on success, by the Qp); `a` is initialised.
-                let qp = unsafe { sys::ibv_create_qp_ex(ctx.raw(), &mut a) };
-                (qp, a.cap)
-            }
-            None => {
-                let mut a = sys::ibv_qp_init_attr {
-                    send_cq: send_cq.raw(),
-                    recv_cq: recv_cq.raw(),
-                    srq: srq_raw,
-                    cap,
-                    qp_type: init.qp_type.0,
-                    sq_sig_all: i32::from(init.sq_sig_all),
-                    ..Default::default()
-                };
-                // SAFETY: as above.
-                let qp = unsafe { sys::ibv_create_qp(pd.raw(), &mut a) };
-                (qp, a.cap)
-            }
-        };
+        let (qp, got) = Self::create_raw(pd, (send_cq, recv_cq), init, srq);
         let Some(qp) = NonNull::new(qp) else {
             return Err(VerbsError::new(
                 if init.send_ops_flags.is_some() {
@@ -361,6 +319,55 @@ impl Qp {
             recv_cq: Arc::clone(recv_cq),
             _srq: srq.cloned(),
         }))
+    }
+
+    /// `ibv_create_qp`, or `ibv_create_qp_ex` when `init` asks for the WR
+    /// API's send ops: the QP (NULL on failure) and the capabilities the
+    /// provider granted.
+    fn create_raw(
+        pd: &Arc<Pd>,
+        (send_cq, recv_cq): (&Arc<Cq>, &Arc<Cq>),
+        init: &QpInit,
+        srq: Option<&Arc<super::srq::Srq>>,
+    ) -> (*mut sys::ibv_qp, sys::ibv_qp_cap) {
+        let own_rq = srq.is_none();
+        let cap = sys::ibv_qp_cap {
+            max_send_wr: init.max_send_wr,
+            max_recv_wr: if own_rq { init.max_recv_wr } else { 0 },
+            max_send_sge: init.max_send_sge,
+            max_recv_sge: if own_rq { init.max_recv_sge } else { 0 },
+            max_inline_data: init.max_inline_data,
+        };
+        let mut a = sys::ibv_qp_init_attr {
+            send_cq: send_cq.raw(),
+            recv_cq: recv_cq.raw(),
+            srq: srq.map_or(std::ptr::null_mut(), |s| s.raw()),
+            cap,
+            qp_type: init.qp_type.0,
+            sq_sig_all: i32::from(init.sq_sig_all),
+            ..Default::default()
+        };
+        let Some(flags) = init.send_ops_flags else {
+            // SAFETY: PD and CQs are live (Arcs held by the caller and, on
+            // success, by the Qp); `a` is initialised.
+            let qp = unsafe { sys::ibv_create_qp(pd.raw(), &mut a) };
+            return (qp, a.cap);
+        };
+        let mut ex = sys::ibv_qp_init_attr_ex {
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            cap: a.cap,
+            qp_type: a.qp_type,
+            sq_sig_all: a.sq_sig_all,
+            comp_mask: sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+            pd: pd.raw(),
+            send_ops_flags: flags,
+            ..Default::default()
+        };
+        // SAFETY: as above, and the context is the PD's, open while it lives.
+        let qp = unsafe { sys::ibv_create_qp_ex(pd.context().raw(), &mut ex) };
+        (qp, ex.cap)
     }
 
     fn modify(
