@@ -79,18 +79,33 @@ pub fn check_qp_layout(qp: &mlx5dv_qp) -> Result<(), DirectError> {
 /// At most this many address ranges may serve as inline sources.
 pub const MAX_INLINE_SOURCES: usize = 4;
 
+/// A 16-bit ring index (free-running) kept in a 32-bit field: with two
+/// adjacent u16 fields the compiler may read both with one 32-bit load,
+/// which the store buffer cannot forward from the two 16-bit stores of the
+/// previous post (a stall of tens of cycles per post).
+#[derive(Clone, Copy)]
+struct Idx16(u32);
+
+impl Idx16 {
+    #[inline(always)]
+    fn get(self) -> u16 {
+        self.0 as u16
+    }
+    #[inline(always)]
+    fn set(&mut self, v: u16) {
+        self.0 = v as u32;
+    }
+}
+
 /// A direct SQ. `M` is the MMIO seam: [`HwMmio`] on a device, the model's
 /// recorder in tests.
 pub struct DirectSq<M: Mmio = HwMmio> {
     ring: SqRing,
     /// Producer index in WQEBBs (free-running, 16 bits like the ctrl
-    /// field), kept in a 32-bit field like `ci_w`: with two adjacent u16
-    /// fields the compiler may read both with one 32-bit load, which the
-    /// store buffer cannot forward from the two 16-bit stores of the
-    /// previous post (a stall of tens of cycles per post).
-    pi_w: u32,
+    /// field).
+    pi: Idx16,
     /// Last consumer index read from `progress`.
-    ci_w: u32,
+    ci: Idx16,
     wqe_cnt: u32,
     qpn: u32,
     av: Option<[u8; 48]>,
@@ -107,25 +122,6 @@ impl<M: Mmio> DirectSq<M> {
     /// before posting.
     pub fn set_bf_policy(&mut self, p: BfPolicy) {
         self.db.set_policy(p);
-    }
-
-    /// The producer index (see `pi_w`).
-    #[inline(always)]
-    fn pi16(&self) -> u16 {
-        self.pi_w as u16
-    }
-    #[inline(always)]
-    fn set_pi(&mut self, pi: u16) {
-        self.pi_w = pi as u32;
-    }
-    /// The consumer index last read from `progress`.
-    #[inline(always)]
-    fn ci16(&self) -> u16 {
-        self.ci_w as u16
-    }
-    #[inline(always)]
-    fn set_ci(&mut self, ci: u16) {
-        self.ci_w = ci as u32;
     }
 
     /// Builds the SQ from what `mlx5dv_init_obj` returned for the QP.
@@ -167,8 +163,8 @@ impl<M: Mmio> DirectSq<M> {
         let db = unsafe { Doorbell::new(qp.dbrec.add(1), reg, bf, mmio) };
         Ok(Self {
             ring,
-            pi_w: 0,
-            ci_w: 0,
+            pi: Idx16(0),
+            ci: Idx16(0),
             wqe_cnt: n,
             qpn,
             av: match transport {
@@ -222,11 +218,11 @@ impl<M: Mmio> DirectSq<M> {
     }
     /// Producer index (WQEBBs, 16 bits).
     pub fn pi(&self) -> u16 {
-        self.pi16()
+        self.pi.get()
     }
     /// WQEBBs posted and not yet retired by a polled completion.
     pub fn outstanding(&self) -> u32 {
-        self.pi16().wrapping_sub(self.progress.ci()) as u32
+        self.pi.get().wrapping_sub(self.progress.ci()) as u32
     }
     /// WQEBBs free for posting now.
     pub fn free_wqebbs(&self) -> u32 {
@@ -249,17 +245,17 @@ impl<M: Mmio> DirectSq<M> {
         shape(op, wr, self.av.is_some())
     }
 
-    /// True when a WQE of `nbb` WQEBBs fits at `self.pi16()`; reloads the
+    /// True when a WQE of `nbb` WQEBBs fits at `self.pi.get()`; reloads the
     /// shared consumer index only when the cached one says no (one shared
     /// load per "looks full" event, io_uring style).
     #[inline(always)]
     fn has_room_for(&mut self, nbb: u16) -> bool {
-        let end = self.pi16().wrapping_add(nbb);
-        if end.wrapping_sub(self.ci16()) as u32 <= self.wqe_cnt {
+        let end = self.pi.get().wrapping_add(nbb);
+        if end.wrapping_sub(self.ci.get()) as u32 <= self.wqe_cnt {
             return true;
         }
-        self.set_ci(self.progress.ci());
-        end.wrapping_sub(self.ci16()) as u32 <= self.wqe_cnt
+        self.ci.set(self.progress.ci());
+        end.wrapping_sub(self.ci.get()) as u32 <= self.wqe_cnt
     }
 
     /// Posts one caller-built WQE (a multiple of 16 bytes, at most 1008),
@@ -278,7 +274,7 @@ impl<M: Mmio> DirectSq<M> {
         if !self.has_room_for(nbb) {
             return Err(PostError::QueueFull);
         }
-        let bb = self.pi16();
+        let bb = self.pi.get();
         self.progress.recorder().record(bb, wr_id, nbb);
         let ds = wqe.get(7).copied().unwrap_or(0) & 0x3f;
         // SAFETY: the nbb WQEBBs from bb are free (has_room) and owned by us;
@@ -294,11 +290,11 @@ impl<M: Mmio> DirectSq<M> {
                 c.put16(u);
             }
         }
-        self.set_pi(bb.wrapping_add(nbb));
+        self.pi.set(bb.wrapping_add(nbb));
         // SAFETY: the WQE is completely written; the ring is ours.
         // Not inline for the BlueFlame rule, as libmlx5's raw WQEs
         // (`mlx5_wr_raw_wqe` leaves `inl_wqe` 0).
-        unsafe { self.db.ring(&self.ring, self.pi16(), bb, ds, 1, false) };
+        unsafe { self.db.ring(&self.ring, self.pi.get(), bb, ds, 1, false) };
         Ok(())
     }
 }
@@ -1046,18 +1042,18 @@ impl<M: Mmio> DirectSq<M> {
             return r;
         }
         let x = self.ctx::<UD>();
-        let start = self.pi16();
-        let ci = self.ci16();
+        let start = self.pi.get();
+        let ci = self.ci.get();
         let mut room = Room {
             ci,
             free: x.free_at(start, ci),
         };
         let r = self.emit::<K, UD>(&x, wr, start, &mut room);
         let ring = x.ring;
-        self.set_ci(room.ci);
+        self.ci.set(room.ci);
         let (ds, nbb) = r?;
         let pi = start.wrapping_add(nbb);
-        self.set_pi(pi);
+        self.pi.set(pi);
         // SAFETY: the one WQE up to pi has been written just above.
         unsafe {
             self.db
@@ -1077,12 +1073,12 @@ impl<M: Mmio> DirectSq<M> {
         if !self.has_room_for(nbb) {
             return Err(PostError::QueueFull);
         }
-        let pi = self.pi16();
+        let pi = self.pi.get();
         // SAFETY: the WR's nbb WQEBBs from pi are free (checked above);
         // plain_ok (the caller's test), no inline data.
         let (ds, _) = unsafe { self.ctx::<UD>().put_plain::<K>(wr, pi) };
         let end = pi.wrapping_add(nbb);
-        self.set_pi(end);
+        self.pi.set(end);
         // SAFETY: the one WQE up to end has been written just above, at
         // WQEBB pi; on RC/UC it has one WQEBB, ds <= 4.
         unsafe {
@@ -1104,7 +1100,7 @@ impl<M: Mmio> DirectSq<M> {
         &mut self,
         wr: &WrDesc,
     ) -> Option<Result<(), PostError>> {
-        let pi = self.pi16();
+        let pi = self.pi.get();
         let s = self.ctx::<UD>().flat_inline_shape::<K>(wr, pi)?;
         if !self.has_room_for(s.nbb) {
             return Some(Err(PostError::QueueFull));
@@ -1113,7 +1109,7 @@ impl<M: Mmio> DirectSq<M> {
         // (checked above).
         unsafe { self.ctx::<UD>().put_inline::<K>(wr, pi, s) };
         let end = pi.wrapping_add(s.nbb);
-        self.set_pi(end);
+        self.pi.set(end);
         // SAFETY: the one WQE up to end has been written just above.
         unsafe { self.db.ring(&self.ring, end, pi, s.ds, 1, true) };
         Some(Ok(()))
@@ -1162,7 +1158,7 @@ impl<M: Mmio> DirectSq<M> {
     /// On any failure the list is not posted.
     #[inline(always)]
     fn post_many<const K: u8, const UD: bool>(&mut self, wrs: &[WrDesc]) -> Result<(), PostError> {
-        let start = self.pi16();
+        let start = self.pi.get();
         if ListCtx::<UD>::run_ok::<K>() && !wrs.is_empty() {
             // One room check for the whole list (the bulk path's worst
             // case), reloading the shared consumer index once if the cached
@@ -1171,17 +1167,17 @@ impl<M: Mmio> DirectSq<M> {
             // per-WR checks of the rest path decide.)
             let need = wrs.len() * ListCtx::<UD>::RUN_NBB as usize;
             let cnt = self.wqe_cnt as usize;
-            let mut used = start.wrapping_sub(self.ci16()) as usize;
+            let mut used = start.wrapping_sub(self.ci.get()) as usize;
             if used + need > cnt {
-                self.set_ci(self.progress.ci());
-                used = start.wrapping_sub(self.ci16()) as usize;
+                self.ci.set(self.progress.ci());
+                used = start.wrapping_sub(self.ci.get()) as usize;
             }
             if used + need <= cnt {
                 let (done, pi, last_bb) = self.ctx::<UD>().emit_run::<K>(wrs, start);
                 if done < wrs.len() {
                     return self.finish_list::<K, UD>(wrs, done, pi, last_bb);
                 }
-                self.set_pi(pi);
+                self.pi.set(pi);
                 // SAFETY: every WQE up to pi has been written just above.
                 // (The last ds only matters for BlueFlame, which a list of
                 // >= 2 never takes: single WRs go through `post_one`.)
@@ -1203,18 +1199,18 @@ impl<M: Mmio> DirectSq<M> {
         pi: u16,
         last_bb: u16,
     ) -> Result<(), PostError> {
-        let ci = self.ci16();
+        let ci = self.ci.get();
         let mut room = Room {
             ci,
             free: self.ctx::<UD>().free_at(pi, ci),
         };
         let rest = wrs.get(done..).unwrap_or_default();
         let (result, pi, last_bb) = self.post_rest::<K, UD>(rest, pi, last_bb, &mut room);
-        self.set_ci(room.ci);
+        self.ci.set(room.ci);
         if result.is_err() || wrs.is_empty() {
             return result;
         }
-        self.set_pi(pi);
+        self.pi.set(pi);
         // SAFETY: every WQE up to pi has been written (bulk path, then
         // post_rest). (A list of >= 2 never takes BlueFlame: last ds 0.)
         unsafe { self.db.ring(&self.ring, pi, last_bb, 0, wrs.len(), false) };
