@@ -9,6 +9,7 @@
 
 mod common;
 use common::vm;
+use common::vm_script::{cmd, pair, pairs, rr, Ends};
 use std::sync::OnceLock;
 
 const COMMON: &str = "-d rxe0 -x 0 -F";
@@ -37,12 +38,8 @@ fn script() -> String {
          f=$(awk '/HugePages_Free/{{print $2}}' /proc/meminfo); [ \"$f\" -lt $min ] && min=$f; sleep 0.1; done\n\
          wait $hp; echo $? > $RESULTS/huge_lb.rc; echo $min > $RESULTS/huge_min.txt\n"
     );
-    s += &format!(
-        "pair huge_rr '{r} {w} {COMMON} --use_hugepages -p $PORT' '{r} {w} {COMMON} --use_hugepages -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair huge_sr 'ib_write_bw -s 4096 -n 20 {COMMON} --use_hugepages -p $PORT' '{r} {w} {COMMON} --use_hugepages -p $PORT 127.0.0.1'\n"
-    );
+    let huge = format!("-s 4096 -n 20 {COMMON} --use_hugepages");
+    s += &pairs("huge", &[Ends::Rr, Ends::Sr], "write-bw", &huge, &huge);
     // --mmap at an offset on the server, the payload from the client: rdmaperf and stock
     // 4.5 servers. The file is 4 pages of 0xff; the buffer maps pages 1-2.
     let mkfile = |f: &str| {
@@ -51,25 +48,27 @@ fn script() -> String {
             4 * PAGE
         )
     };
-    s += &mkfile("/tmp/mm_rr");
-    s += &format!(
-        "pair mmap_rr '{r} {w} {COMMON} --mmap=/tmp/mm_rr --mmap-offset={PAGE} -p $PORT' \
-         '{r} {w} {COMMON} --payload_file_path={pay} -p $PORT 127.0.0.1'\n\
-         od -An -v -tx1 /tmp/mm_rr > $RESULTS/mm_rr.hex\n"
-    );
-    s += &mkfile("/tmp/mm_sr");
-    s += &format!(
-        "pair mmap_sr 'ib_write_bw -s 4096 -n 20 {COMMON} --mmap=/tmp/mm_sr --mmap-offset={PAGE} -p $PORT' \
-         '{r} {w} {COMMON} --payload_file_path={pay} -p $PORT 127.0.0.1'\n\
-         od -An -v -tx1 /tmp/mm_sr > $RESULTS/mm_sr.hex\n"
-    );
+    for e in [Ends::Rr, Ends::Sr] {
+        let f = format!("mm_{}", e.suffix());
+        let srv = format!("-s 4096 -n 20 {COMMON} --mmap=/tmp/{f} --mmap-offset={PAGE}");
+        let cli = format!("-s 4096 -n 20 {COMMON} --payload_file_path={pay}");
+        s += &mkfile(&format!("/tmp/{f}"));
+        s += &pairs("mmap", &[e], "write-bw", &srv, &cli);
+        s += &format!("od -An -v -tx1 /tmp/{f} > $RESULTS/{f}.hex\n");
+    }
     // read-bw: the server's buffer holds the payload, the client reads it into its file.
     s += &mkfile("/tmp/mm_rd");
-    s += &format!(
-        "pair mmap_rd '{r} read-bw -s 4096 -n 20 {COMMON} --payload_file_path={pay} -p $PORT' \
-         '{r} read-bw -s 4096 -n 20 {COMMON} --mmap=/tmp/mm_rd -p $PORT 127.0.0.1'\n\
-         od -An -v -tx1 /tmp/mm_rd > $RESULTS/mm_rd.hex\n"
+    let rd = format!("-s 4096 -n 20 {COMMON}");
+    let (srv, cli) = (
+        format!("{rd} --payload_file_path={pay}"),
+        format!("{rd} --mmap=/tmp/mm_rd"),
     );
+    s += &pair(
+        "mmap_rd",
+        &cmd(false, "read-bw", &srv),
+        &cmd(false, "read-bw", &cli),
+    );
+    s += "od -An -v -tx1 /tmp/mm_rd > $RESULTS/mm_rd.hex\n";
     // A file too short for the buffer: the refusal names the fix.
     s += "head -c 100 /dev/zero > /tmp/mm_short\n";
     s +=
@@ -87,27 +86,14 @@ fn script() -> String {
          pair srq_rr '{r} {sb} -D 4 {COMMON} --use-srq -p $PORT' '{r} {sb} -D 4 {COMMON} --use-srq -p $PORT 127.0.0.1'\n\
          unset PAIR_BEFORE_CLIENT\n"
     );
-    s += &format!(
-        "pair srq_sr 'ib_send_bw -s 64 -q 2 -n 200 {COMMON} --use-srq -p $PORT' '{r} {sb} -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair srq_rs '{r} {sb} -n 200 {COMMON} --use-srq -p $PORT' 'ib_send_bw -s 64 -q 2 -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair srq_bidir '{r} {sb} -b -n 200 {COMMON} --use-srq -p $PORT' '{r} {sb} -b -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair srq_ud '{r} send-bw -c UD -s 64 -n 200 {COMMON} --use-srq -p $PORT' '{r} send-bw -c UD -s 64 -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair srq_lat '{r} send-lat -n 200 {COMMON} --use-srq -p $PORT' '{r} send-lat -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair srq_lat_rs '{r} send-lat -n 200 {COMMON} --use-srq -p $PORT' 'ib_send_lat -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair srq_lat_sr 'ib_send_lat -n 200 {COMMON} --use-srq -p $PORT' '{r} send-lat -n 200 {COMMON} --use-srq -p $PORT 127.0.0.1'\n"
-    );
+    let srq = format!("-s 64 -q 2 -n 200 {COMMON} --use-srq");
+    s += &pairs("srq", &[Ends::Sr, Ends::Rs], "send-bw", &srq, &srq);
+    let bidir = format!("-b {srq}");
+    s += &rr("srq_bidir", "send-bw", &bidir);
+    let ud = format!("-c UD -s 64 -n 200 {COMMON} --use-srq");
+    s += &rr("srq_ud", "send-bw", &ud);
+    let lat = format!("-n 200 {COMMON} --use-srq");
+    s += &pairs("srq_lat", &Ends::ALL, "send-lat", &lat, &lat);
     s += "exit 0\n";
     s
 }
@@ -132,13 +118,8 @@ fn rc_of(b: &vm::BatchResult, name: &str) -> Option<i32> {
 #[test]
 fn hugepages_refused_without_reserved_pages_then_used() {
     let Some(b) = batch() else { return };
-    let none = b.single("huge_none");
-    assert_ne!(none.rc, Some(0), "{}", none.out);
-    assert!(
-        none.out.contains("/proc/sys/vm/nr_hugepages") && none.out.contains("--use_hugepages"),
-        "{}",
-        none.out
-    );
+    b.single("huge_none")
+        .assert_failed_with(&["/proc/sys/vm/nr_hugepages", "--use_hugepages"]);
     let nr: u64 = b.file("huge_nr.txt").unwrap().trim().parse().unwrap();
     assert_eq!(nr, 16, "the VM reserved the huge pages");
     let out = b.file("huge_lb.out").unwrap_or("");
@@ -150,8 +131,7 @@ fn hugepages_refused_without_reserved_pages_then_used() {
         "HugePages_Free never fell below {min} of {nr}: the buffers were not huge pages\n{out}"
     );
     for pair in ["huge_rr", "huge_sr"] {
-        let p = b.pair(pair);
-        p.assert_ok();
+        let p = b.ok_pair(pair);
         assert_eq!(
             vm::bw_result_rows(&p.client.out).len(),
             1,
@@ -189,20 +169,17 @@ fn check_landed(hex: &str, zero_send_half: bool) {
 #[test]
 fn mmap_file_receives_the_payload_file_pattern() {
     let Some(b) = batch() else { return };
-    let p = b.pair("mmap_rr");
-    p.assert_ok();
+    b.ok_pair("mmap_rr");
     check_landed(b.file("mm_rr.hex").expect("mm_rr.hex"), true);
     // Stock 4.5 server with --mmap, rdmaperf's payload on the wire.
-    let p = b.pair("mmap_sr");
-    p.assert_ok();
+    b.ok_pair("mmap_sr");
     check_landed(b.file("mm_sr.hex").expect("mm_sr.hex"), false);
 }
 
 #[test]
 fn read_test_reads_the_servers_payload_into_the_clients_file() {
     let Some(b) = batch() else { return };
-    let p = b.pair("mmap_rd");
-    p.assert_ok();
+    b.ok_pair("mmap_rd");
     let f = hex_bytes(b.file("mm_rd.hex").expect("mm_rd.hex"));
     // No offset: the client's send half (page 0) is where the reads land.
     for (k, &x) in f[..PAGE].iter().enumerate() {
@@ -217,9 +194,7 @@ fn read_test_reads_the_servers_payload_into_the_clients_file() {
 #[test]
 fn mmap_of_a_short_file_names_the_fix() {
     let Some(b) = batch() else { return };
-    let s = b.single("mmap_short");
-    assert_ne!(s.rc, Some(0), "{}", s.out);
-    assert!(s.out.contains("truncate -s"), "{}", s.out);
+    b.single("mmap_short").assert_failed_with(&["truncate -s"]);
 }
 
 #[test]
@@ -251,13 +226,7 @@ fn odp_follows_the_devices_odp_caps() {
         s.rc
     );
     if !general {
-        assert_ne!(s.rc, Some(0), "{}", s.out);
-        assert!(
-            s.out
-                .contains("--odp: rxe0 does not support On-Demand Paging"),
-            "{}",
-            s.out
-        );
+        s.assert_failed_with(&["--odp: rxe0 does not support On-Demand Paging"]);
     } else if s.rc != Some(0) {
         assert!(
             s.out.contains("--odp: rxe0 does not support ODP Write"),
@@ -273,8 +242,7 @@ fn odp_follows_the_devices_odp_caps() {
 fn srq_send_tools_against_rdmaperf_and_stock_both_ways() {
     let Some(b) = batch() else { return };
     for pair in ["srq_rr", "srq_sr", "srq_rs", "srq_bidir", "srq_ud"] {
-        let p = b.pair(pair);
-        p.assert_ok();
+        let p = b.ok_pair(pair);
         for (side, out) in [("server", &p.server.out), ("client", &p.client.out)] {
             assert!(out.contains("Using SRQ      : ON"), "{pair} {side}: {out}");
             assert_eq!(vm::bw_result_rows(out).len(), 1, "{pair} {side}: {out}");
@@ -293,9 +261,8 @@ fn srq_send_tools_against_rdmaperf_and_stock_both_ways() {
             panic!("no SRQ of rdmaperf with QPs in `rdma resource show srq`:\n{res}")
         });
     println!("srq: {line}");
-    for pair in ["srq_lat", "srq_lat_rs", "srq_lat_sr"] {
-        let p = b.pair(pair);
-        p.assert_ok();
+    for pair in ["srq_lat_rr", "srq_lat_rs", "srq_lat_sr"] {
+        let p = b.ok_pair(pair);
         for out in [&p.server.out, &p.client.out] {
             assert!(out.contains("Using SRQ      : ON"), "{pair}: {out}");
         }

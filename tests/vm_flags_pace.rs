@@ -12,6 +12,7 @@
 
 mod common;
 use common::vm;
+use common::vm_script::{cmd, pair, pairs, rr, Ends};
 use std::sync::OnceLock;
 
 const COMMON: &str = "-d rxe0 -x 0 -F";
@@ -27,50 +28,33 @@ fn script() -> String {
          row_field() {{ awk -v f=$2 '$1 ~ /^[0-9]+$/ && NF >= 5 {{ v = $f }} END {{ print v }}' \"$1\"; }}\n"
     );
     // The unlimited rate, then a quarter of it as the limit (MiB/s and messages/s).
-    let wb = "write-bw -s 4096 -n 2000";
-    s += &format!(
-        "pair rate_free '{r} {wb} {COMMON} -p $PORT' '{r} {wb} {COMMON} -p $PORT 127.0.0.1'\n"
-    );
+    let free = format!("-s 4096 -n 2000 {COMMON}");
+    let ours = |args: &str| cmd(false, "write-bw", args);
+    s += &rr("rate_free", "write-bw", &free);
     s += &format!(
         "export LIM=$(row_field $RESULTS/rate_free.client.out 4 | awk '{{ printf \"%.3f\", $1 / {SLOWER} }}')\n\
          export PPS=$(row_field $RESULTS/rate_free.client.out 5 | awk '{{ printf \"%.0f\", $1 * 1e6 / {SLOWER} }}')\n\
          printf '%s %s' \"$LIM\" \"$PPS\" > $RESULTS/limits.var\n"
     );
     let sw = "--rate_limit=$LIM --rate_units=M --rate_limit_type=SW --burst_size=16";
-    s += &format!(
-        "pair rate_rr '{r} {wb} {COMMON} -p $PORT' '{r} {wb} {COMMON} {sw} -p $PORT 127.0.0.1'\n"
+    s += &pairs(
+        "rate",
+        &Ends::ALL,
+        "write-bw",
+        &free,
+        &format!("{free} {sw}"),
     );
-    s += &format!(
-        "pair rate_sr 'ib_{} {COMMON} -p $PORT' '{r} {wb} {COMMON} {sw} -p $PORT 127.0.0.1'\n",
-        wb.replacen('-', "_", 1)
-    );
-    s += &format!(
-        "pair rate_rs '{r} {wb} {COMMON} -p $PORT' 'ib_{} {COMMON} {sw} -p $PORT 127.0.0.1'\n",
-        wb.replacen('-', "_", 1)
-    );
-    s += &format!(
-        "pair rate_pps '{r} {wb} {COMMON} -p $PORT' \
-         '{r} {wb} {COMMON} --rate_limit=$PPS --rate_units=p --rate_limit_type=SW --burst_size=16 -p $PORT 127.0.0.1'\n"
-    );
+    let pps = "--rate_limit=$PPS --rate_units=p --rate_limit_type=SW --burst_size=16";
+    s += &pair("rate_pps", &ours(&free), &ours(&format!("{free} {pps}")));
     // HW on RoCE: refused when asked for, SW (with perftest's notice) when not.
     let lb = "write-bw -s 64 -n 200 -d rxe0 -x 0 -F --loopback";
     s += &format!("single hw_refused '{r} {lb} --rate_limit=10 --rate_limit_type=HW -p 19411'\n");
     s += &format!("single hw_fallback '{r} {lb} --rate_limit=10 -p 19412'\n");
     // --latency_gap=5000 us on the client: read-lat without and with it; stock both ways.
-    let rl = "read-lat -n 100";
-    let gap = "--latency_gap=5000";
-    s += &format!(
-        "pair gap_plain '{r} {rl} {COMMON} -p $PORT' '{r} {rl} {COMMON} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair gap_rr '{r} {rl} {COMMON} -p $PORT' '{r} {rl} {COMMON} {gap} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair gap_sr 'ib_read_lat -n 100 {COMMON} -p $PORT' '{r} {rl} {COMMON} {gap} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair gap_rs '{r} {rl} {COMMON} -p $PORT' 'ib_read_lat -n 100 {COMMON} {gap} -p $PORT 127.0.0.1'\n"
-    );
+    let rl = format!("-n 100 {COMMON}");
+    let gap = format!("{rl} --latency_gap=5000");
+    s += &rr("gap_plain", "read-lat", &rl);
+    s += &pairs("gap", &Ends::ALL, "read-lat", &rl, &gap);
     // --perform_warm_up: the packets the port sent around the client's run.
     let counted = |cmd: &str| {
         format!(
@@ -102,32 +86,14 @@ fn script() -> String {
         s += &format!("pair {name} '{server} {COMMON} -p $PORT' '{c}'\n");
     }
     // --cqe_poll (4.5 lacks it): both ends rdmaperf.
-    s += &format!(
-        "pair cqe '{r} {w} {COMMON} --cqe_poll=1 -p $PORT' '{r} {w} {COMMON} --cqe_poll=1 -p $PORT 127.0.0.1'\n"
-    );
+    let cqe = format!("-s 64 -n 200 {COMMON} --cqe_poll=1");
+    s += &rr("cqe", "write-bw", &cqe);
     // --report-both with -b: rdmaperf both ends, stock both ways.
-    let b = "write-bw -b -s 64 -n 200 --report-both";
-    s += &format!(
-        "pair both_rr '{r} {b} {COMMON} -p $PORT' '{r} {b} {COMMON} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair both_sr 'ib_write_bw -b -s 64 -n 200 --report-both {COMMON} -p $PORT' '{r} {b} {COMMON} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair both_rs '{r} {b} {COMMON} -p $PORT' 'ib_write_bw -b -s 64 -n 200 --report-both {COMMON} -p $PORT 127.0.0.1'\n"
-    );
+    let both = format!("-b -s 64 -n 200 --report-both {COMMON}");
+    s += &pairs("both", &Ends::ALL, "write-bw", &both, &both);
     // --recv_post_list on the receiving server: rdmaperf both ends, stock both ways.
-    let sb = "send-bw -s 64 -n 200";
-    let rpl = "--recv_post_list=4";
-    s += &format!(
-        "pair rpl_rr '{r} {sb} {COMMON} {rpl} -p $PORT' '{r} {sb} {COMMON} {rpl} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair rpl_sr 'ib_send_bw -s 64 -n 200 {COMMON} {rpl} -p $PORT' '{r} {sb} {COMMON} {rpl} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair rpl_rs '{r} {sb} {COMMON} {rpl} -p $PORT' 'ib_send_bw -s 64 -n 200 {COMMON} {rpl} -p $PORT 127.0.0.1'\n"
-    );
+    let rpl = format!("-s 64 -n 200 {COMMON} --recv_post_list=4");
+    s += &pairs("rpl", &Ends::ALL, "send-bw", &rpl, &rpl);
     s += "exit 0\n";
     s
 }
@@ -139,22 +105,9 @@ fn batch() -> Option<&'static vm::BatchResult> {
 
 /// The last bw result row's numbers (#bytes #iterations peak avg msgrate).
 fn bw_row(out: &str) -> Vec<f64> {
-    rows(out, 5)
+    vm::number_rows(out, 5)
         .pop()
         .unwrap_or_else(|| panic!("no bw row in:\n{out}"))
-}
-
-/// Every line of exactly `n` numbers.
-fn rows(out: &str, n: usize) -> Vec<Vec<f64>> {
-    out.lines()
-        .filter_map(|l| {
-            let f: Vec<f64> = l
-                .split_whitespace()
-                .map(|x| x.parse().ok())
-                .collect::<Option<_>>()?;
-            (f.len() == n).then_some(f)
-        })
-        .collect()
 }
 
 fn limits(b: &vm::BatchResult) -> (f64, f64) {
@@ -189,13 +142,11 @@ fn check_paced(what: &str, measured: f64, limit: f64, free: f64) {
 #[test]
 fn sw_rate_limit_holds_the_rate() {
     let Some(b) = batch() else { return };
-    let free = b.pair("rate_free");
-    free.assert_ok();
+    let free = b.ok_pair("rate_free");
     let (lim, pps) = limits(b);
     let free_row = bw_row(&free.client.out);
     for name in ["rate_rr", "rate_sr"] {
-        let p = b.pair(name);
-        p.assert_ok();
+        let p = b.ok_pair(name);
         let row = bw_row(&p.client.out);
         assert_eq!(row[1], 2000.0, "{name}: iterations");
         check_paced(name, row[3], lim, free_row[3]);
@@ -206,8 +157,7 @@ fn sw_rate_limit_holds_the_rate() {
     }
     // Stock 4.5's SW limiter under an rdmaperf server: the server reports the
     // client's numbers, paced too.
-    let p = b.pair("rate_rs");
-    p.assert_ok();
+    let p = b.ok_pair("rate_rs");
     let stock = bw_row(&p.server.out)[3];
     // 4.5's limiter undershoots (its rate and gap are truncated to integers), so only
     // the limit and the slowdown are checked.
@@ -217,8 +167,7 @@ fn sw_rate_limit_holds_the_rate() {
     );
     println!("rate_rs: stock client paced to {stock:.2} MiB/s (limit {lim:.3})");
     // Messages per second.
-    let p = b.pair("rate_pps");
-    p.assert_ok();
+    let p = b.ok_pair("rate_pps");
     let mpps = bw_row(&p.client.out)[4];
     check_paced("rate_pps", mpps * 1e6, pps, free_row[4] * 1e6);
     println!(
@@ -230,15 +179,11 @@ fn sw_rate_limit_holds_the_rate() {
 #[test]
 fn hw_rate_limit_is_refused_on_roce_and_falls_back_without_a_type() {
     let Some(b) = batch() else { return };
-    let s = b.single("hw_refused");
-    assert_ne!(s.rc, Some(0), "{}", s.out);
-    assert!(
-        s.out.contains("failed to accept the HW rate limit")
-            && s.out.contains("rxe0 port 1 is Ethernet (RoCE)")
-            && s.out.contains("use --rate_limit_type=SW"),
-        "{}",
-        s.out
-    );
+    b.single("hw_refused").assert_failed_with(&[
+        "failed to accept the HW rate limit",
+        "rxe0 port 1 is Ethernet (RoCE)",
+        "use --rate_limit_type=SW",
+    ]);
     let s = b.single("hw_fallback");
     assert_eq!(s.rc, Some(0), "{}", s.out);
     assert!(
@@ -247,24 +192,22 @@ fn hw_rate_limit_is_refused_on_roce_and_falls_back_without_a_type() {
         "{}",
         s.out
     );
-    assert!(!rows(&s.out, 5).is_empty(), "{}", s.out);
+    assert!(!vm::number_rows(&s.out, 5).is_empty(), "{}", s.out);
 }
 
 #[test]
 fn latency_gap_waits_but_is_not_in_the_samples() {
     let Some(b) = batch() else { return };
     const GAP_US: f64 = 5000.0;
-    let plain = b.pair("gap_plain");
-    plain.assert_ok();
+    let plain = b.ok_pair("gap_plain");
     let typical = |out: &str| {
-        rows(out, 9)
+        vm::number_rows(out, 9)
             .pop()
             .unwrap_or_else(|| panic!("no latency row in:\n{out}"))[4]
     };
     let t0 = typical(&plain.client.out);
     for name in ["gap_rr", "gap_sr"] {
-        let p = b.pair(name);
-        p.assert_ok();
+        let p = b.ok_pair(name);
         let t = typical(&p.client.out);
         // 100 posts with a 5 ms wait before each: at least 0.5 s of waiting.
         assert!(p.time_s.unwrap_or(0.0) >= 0.5, "{name}: {:?} s", p.time_s);
@@ -275,8 +218,7 @@ fn latency_gap_waits_but_is_not_in_the_samples() {
         println!("{name}: typical {t} us with the gap, {t0} us without");
     }
     // Stock 4.5's samples span the gap (its stamps are consecutive posts).
-    let p = b.pair("gap_rs");
-    p.assert_ok();
+    let p = b.ok_pair("gap_rs");
     let t = typical(&p.client.out);
     assert!(t >= GAP_US, "stock client: typical {t} us");
 }
@@ -285,8 +227,7 @@ fn latency_gap_waits_but_is_not_in_the_samples() {
 fn warm_up_sends_one_tx_depth_more() {
     let Some(b) = batch() else { return };
     let delta = |name: &str| {
-        let p = b.pair(name);
-        p.assert_ok();
+        let p = b.ok_pair(name);
         p.client
             .out
             .lines()
@@ -310,8 +251,7 @@ fn warm_up_sends_one_tx_depth_more() {
 #[test]
 fn cqe_poll_reaches_the_banner() {
     let Some(b) = batch() else { return };
-    let p = b.pair("cqe");
-    p.assert_ok();
+    let p = b.ok_pair("cqe");
     for out in [&p.client.out, &p.server.out] {
         assert!(out.contains(" CQE Poll Batch  : 1\n"), "{out}");
     }
@@ -326,8 +266,7 @@ fn report_both_prints_each_side() {
         ("both_sr", vec![true]),
         ("both_rs", vec![false]),
     ] {
-        let p = b.pair(name);
-        p.assert_ok();
+        let p = b.ok_pair(name);
         for client in sides {
             let out = if client { &p.client.out } else { &p.server.out };
             let l = out
@@ -354,8 +293,7 @@ fn report_both_prints_each_side() {
 fn recv_post_list_runs_against_both() {
     let Some(b) = batch() else { return };
     for name in ["rpl_rr", "rpl_sr", "rpl_rs"] {
-        let p = b.pair(name);
-        p.assert_ok();
+        let p = b.ok_pair(name);
         for out in [&p.client.out, &p.server.out] {
             assert_eq!(bw_row(out)[1], 200.0, "{name}:\n{out}");
         }

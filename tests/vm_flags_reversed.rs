@@ -12,6 +12,7 @@
 
 mod common;
 use common::vm;
+use common::vm_script::{cmd, pair, pairs, rr, Ends};
 use std::sync::OnceLock;
 
 const COMMON: &str = "-d rxe0 -x 0 -F --reversed";
@@ -19,34 +20,34 @@ const ITERS: u64 = 300;
 const SIZE: u64 = 4096;
 
 fn script() -> String {
-    let r = r#""$RDMAPERF_BIN""#;
     let mut s = String::from("PAIR_TIMEOUT=120\n");
     let args = format!("-s {SIZE} -n {ITERS} {COMMON}");
-    for (tool, stock) in [
-        ("write-bw", "ib_write_bw"),
-        ("send-bw", "ib_send_bw"),
-        ("read-bw", "ib_read_bw"),
-    ] {
+    for tool in ["write-bw", "send-bw", "read-bw"] {
         let t = &tool[..1];
-        let ours = format!("{r} {tool} {args}");
-        let theirs = format!("{stock} {args}");
         // A connecting rdmaperf receives: it checks where a write landed.
         let check = if tool == "write-bw" {
             " --check-landing"
         } else {
             ""
         };
-        s += &format!("pair {t}_rr '{ours} -p $PORT' '{ours}{check} -p $PORT 127.0.0.1'\n");
-        s += &format!("pair {t}_sr '{theirs} -p $PORT' '{ours}{check} -p $PORT 127.0.0.1'\n");
-        s += &format!("pair {t}_rs '{ours} -p $PORT' '{theirs} -p $PORT 127.0.0.1'\n");
+        s += &pairs(
+            t,
+            &[Ends::Rr, Ends::Sr],
+            tool,
+            &args,
+            &format!("{args}{check}"),
+        );
+        s += &pairs(t, &[Ends::Rs], tool, &args, &args);
     }
-    let atomic = format!("{r} atomic-bw -n {ITERS} {COMMON}");
-    s += &format!("pair a_rr '{atomic} -p $PORT' '{atomic} -p $PORT 127.0.0.1'\n");
-    let duplex = format!("{r} write-bw -b {args}");
-    s += &format!("pair b_rr '{duplex} -p $PORT' '{duplex} -p $PORT 127.0.0.1'\n");
+    s += &rr("a_rr", "atomic-bw", &format!("-n {ITERS} {COMMON}"));
+    s += &rr("b_rr", "write-bw", &format!("-b {args}"));
     // The connecting side forgot the flag.
-    let plain = format!("{r} write-bw -s {SIZE} -n {ITERS} -d rxe0 -x 0 -F");
-    s += &format!("pair mismatch '{r} write-bw {args} -p $PORT' '{plain} -p $PORT 127.0.0.1'\n");
+    let plain = format!("-s {SIZE} -n {ITERS} -d rxe0 -x 0 -F");
+    s += &pair(
+        "mismatch",
+        &cmd(false, "write-bw", &args),
+        &cmd(false, "write-bw", &plain),
+    );
     s += "exit 0\n";
     s
 }
@@ -135,8 +136,7 @@ fn read_bw_reversed_every_way() {
 #[test]
 fn atomic_and_bidirectional_reversed() {
     let Some(b) = batch() else { return };
-    let a = b.pair("a_rr");
-    a.assert_ok();
+    let a = b.ok_pair("a_rr");
     for side in [&a.server, &a.client] {
         let rows = vm::bw_result_rows(&side.out);
         assert!(
@@ -145,8 +145,7 @@ fn atomic_and_bidirectional_reversed() {
             side.out
         );
     }
-    let d = b.pair("b_rr");
-    d.assert_ok();
+    let d = b.ok_pair("b_rr");
     assert!(
         !vm::bw_result_rows(&d.client.out).is_empty(),
         "{}",
@@ -162,11 +161,6 @@ fn one_side_without_the_flag_is_refused_on_both() {
         (&p.server, "we run with --reversed, the client without"),
         (&p.client, "the server runs with --reversed, we without"),
     ] {
-        assert_ne!(side.rc, Some(0), "{}", side.out);
-        assert!(
-            side.out.contains("traffic direction differs") && side.out.contains(who),
-            "{}",
-            side.out
-        );
+        side.assert_failed_with(&["traffic direction differs", who]);
     }
 }

@@ -8,18 +8,16 @@
 
 mod common;
 use common::vm;
+use common::vm_script::{cmd, pair, rr};
 use std::sync::OnceLock;
 
 const COMMON: &str = "-d rxe0 -x 0 -F";
 const V: &str = "--data_validation";
 
 fn script() -> String {
-    let r = r#""$RDMAPERF_BIN""#;
     let mut s = String::from("PAIR_TIMEOUT=120\n");
-    let both = |name: &str, tool: &str, flags: &str| {
-        let c = format!("{r} {tool} {flags} {COMMON} {V}");
-        format!("pair {name} '{c} -p $PORT' '{c} -p $PORT 127.0.0.1'\n")
-    };
+    let both =
+        |name: &str, tool: &str, flags: &str| rr(name, tool, &format!("{flags} {COMMON} {V}"));
     s += &both("w_small", "write-bw", "-s 64 -n 300");
     s += &both("w_large", "write-bw", "-s 1048576 -n 20");
     s += &both("w_q2", "write-bw", "-s 256 -n 300 -q 2");
@@ -27,23 +25,22 @@ fn script() -> String {
     s += &both("r_small", "read-bw", "-s 64 -n 300");
     s += &both("r_q2", "read-bw", "-s 4096 -n 50 -q 2");
     s += &both("r_dur", "read-bw", "-s 64 -D 2");
+    let plain = format!("-s 64 -n 300 {COMMON}");
+    let checked = format!("{plain} {V}");
     // The server expects 64-byte messages at a 64-byte step; 100-byte ones
     // arrive at a 128-byte step, so bytes 100..128 of every step stay zero.
-    s += &format!(
-        "pair w_misplaced '{r} write-bw -s 64 -n 300 {COMMON} {V} -p $PORT' \
-         '{r} write-bw -s 100 -n 300 {COMMON} {V} -p $PORT 127.0.0.1'\n"
+    let w = |args: &str| cmd(false, "write-bw", args);
+    s += &pair(
+        "w_misplaced",
+        &w(&checked),
+        &w(&format!("-s 100 -n 300 {COMMON} {V}")),
     );
-    s += &format!(
-        "pair one_sided '{r} write-bw -s 64 -n 300 {COMMON} {V} -p $PORT' \
-         '{r} write-bw -s 64 -n 300 {COMMON} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair stock_client '{r} write-bw -s 64 -n 300 {COMMON} {V} -p $PORT' \
-         'ib_write_bw -s 64 -n 300 {COMMON} -p $PORT 127.0.0.1'\n"
-    );
-    s += &format!(
-        "pair stock_server 'ib_read_bw -s 64 -n 300 {COMMON} -p $PORT' \
-         '{r} read-bw -s 64 -n 300 {COMMON} {V} -p $PORT 127.0.0.1'\n"
+    s += &pair("one_sided", &w(&checked), &w(&plain));
+    s += &pair("stock_client", &w(&checked), &cmd(true, "write-bw", &plain));
+    s += &pair(
+        "stock_server",
+        &cmd(true, "read-bw", &plain),
+        &cmd(false, "read-bw", &checked),
     );
     s += "exit 0\n";
     s
@@ -70,8 +67,7 @@ fn passed(out: &str, role: &str) -> Option<(u64, u64)> {
 /// per QP (`None`: any number of positions, as under -D).
 fn check(name: &str, checker_is_server: bool, per_qp: Option<u64>, size: u64, qps: u64) {
     let Some(b) = batch() else { return };
-    let p = b.pair(name);
-    p.assert_ok();
+    let p = b.ok_pair(name);
     let (side, role, other) = if checker_is_server {
         (&p.server, "server", &p.client)
     } else {
@@ -111,16 +107,11 @@ fn read_bw_client_checks_what_it_read() {
 fn bytes_out_of_place_fail_the_run() {
     let Some(b) = batch() else { return };
     let p = b.pair("w_misplaced");
-    assert_ne!(p.server.rc, Some(0), "{}", p.server.out);
-    assert!(
-        p.server.out.contains("VALIDATION: FAILED (server) - ")
-            && p.server
-                .out
-                .contains("first at QP 0, Offset 100 (expected 0xa9, got 0x00)")
-            && p.server.out.contains("data validation failed"),
-        "{}",
-        p.server.out
-    );
+    p.server.assert_failed_with(&[
+        "VALIDATION: FAILED (server) - ",
+        "first at QP 0, Offset 100 (expected 0xa9, got 0x00)",
+        "data validation failed",
+    ]);
 }
 
 #[test]
@@ -137,20 +128,16 @@ fn one_side_or_a_stock_peer_is_refused() {
             "the server runs with --data_validation, we without",
         ),
     ] {
-        assert_ne!(side.rc, Some(0), "{}", side.out);
-        assert!(side.out.contains(want), "{}", side.out);
+        side.assert_failed_with(&[want]);
     }
     for (name, ours) in [("stock_client", true), ("stock_server", false)] {
         let p = b.pair(name);
         let side = if ours { &p.server } else { &p.client };
-        assert_ne!(side.rc, Some(0), "{name}: {}", side.out);
-        assert!(
-            side.out
-                .contains("--data_validation: the peer is stock perftest")
-                && side.out.contains("validates against rdmaperf only"),
-            "{name}: {}",
-            side.out
-        );
+        println!("{name}");
+        side.assert_failed_with(&[
+            "--data_validation: the peer is stock perftest",
+            "validates against rdmaperf only",
+        ]);
         assert!(!side.out.contains("VALIDATION: PASSED"), "{}", side.out);
     }
 }

@@ -70,8 +70,7 @@ fn calls(r: &vm::BatchResult, name: &str) -> Vec<String> {
 }
 
 fn gpu_ok(r: &vm::BatchResult, case: &str) {
-    let p = r.pair(case);
-    p.assert_ok();
+    let p = r.ok_pair(case);
     for (side, out) in [("server", &p.server.out), ("client", &p.client.out)] {
         if out.contains("ib_write_bw") || !r.files.contains_key(&format!("{case}.{side}.cuda")) {
             continue;
@@ -198,44 +197,20 @@ fn gpu_memory_on_rxe_against_the_fake() {
         "--run_infinitely: period rows on GPU memory:\n{inf}"
     );
 
-    let d = r.pair("dmabuf");
-    assert_ne!(d.client.rc, Some(0));
-    for want in [
+    r.pair("dmabuf").client.assert_failed_with(&[
         "registering GPU memory through dma-buf (ibv_reg_dmabuf_mr) on rxe0 failed",
         "try without --use_cuda_dmabuf",
         "rxe0 refuses dma-buf MRs",
-    ] {
-        assert!(
-            d.client.out.contains(want),
-            "dmabuf: want {want:?}:\n{}",
-            d.client.out
-        );
-    }
-
-    let n = r.pair("nopeer");
-    assert_ne!(n.client.rc, Some(0));
-    for want in [
+    ]);
+    r.pair("nopeer").client.assert_failed_with(&[
         "registering GPU memory through peer memory (ibv_reg_mr) on rxe0 failed",
         "errno 14",
         "no peer-memory client",
         "nvidia_peermem is not loaded",
         "--use_cuda_dmabuf",
-    ] {
-        assert!(
-            n.client.out.contains(want),
-            "nopeer: want {want:?}:\n{}",
-            n.client.out
-        );
-    }
-
-    let l = r.pair("nolib");
-    assert_ne!(l.client.rc, Some(0));
-    assert!(
-        l.client
-            .out
-            .contains("cannot load the CUDA driver library libcuda.so.1")
-            && l.client.out.contains("install it, or drop the CUDA flags"),
-        "nolib:\n{}",
-        l.client.out
-    );
+    ]);
+    r.pair("nolib").client.assert_failed_with(&[
+        "cannot load the CUDA driver library libcuda.so.1",
+        "install it, or drop the CUDA flags",
+    ]);
 }

@@ -11,6 +11,7 @@
 
 mod common;
 use common::vm;
+use common::vm_script::{pair, Ends};
 use std::sync::OnceLock;
 
 /// Seconds each side of a pair may take (a 200-iteration pair needs 2-6 s under TCG).
@@ -18,34 +19,22 @@ const PAIR_TIMEOUT_S: u64 = 90;
 const ITERS: u64 = 200;
 const COMMON: &str = "-d rxe0 -x 0 -F";
 
-/// Which tools run the two sides.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Peers {
-    /// rdmaperf server, rdmaperf client.
-    Both,
-    /// stock server, rdmaperf client.
-    StockServer,
-    /// rdmaperf server, stock client.
-    StockClient,
-}
-
 /// One case: name, tool (rdmaperf subcommand), flags for both sides, peers, message size,
-/// duration mode, and the post method both rdmaperf sides must report (if forced).
+/// duration mode. A `--post` in the flags is the post method both rdmaperf sides must report.
 struct Case {
     name: &'static str,
     tool: &'static str,
     flags: &'static str,
-    peers: Peers,
+    peers: Ends,
     bytes: u64,
     duration: bool,
-    post: Option<&'static str>,
 }
 
 const fn case(
     name: &'static str,
     tool: &'static str,
     flags: &'static str,
-    peers: Peers,
+    peers: Ends,
     bytes: u64,
 ) -> Case {
     Case {
@@ -55,66 +44,34 @@ const fn case(
         peers,
         bytes,
         duration: false,
-        post: None,
     }
 }
 
-const fn with_post(c: Case, post: &'static str) -> Case {
-    Case {
-        post: Some(post),
-        ..c
-    }
-}
-
-use Peers::{Both, StockClient, StockServer};
+use Ends::{Rr, Rs, Sr};
 
 const CASES: [Case; 19] = [
-    with_post(
-        case(
-            "write_rr_ps",
-            "write-lat",
-            "-n 200 --post post-send",
-            Both,
-            2,
-        ),
-        "post-send",
-    ),
-    with_post(
-        case("write_rr_wr", "write-lat", "-n 200 --post wr-api", Both, 2),
-        "wr-api",
-    ),
-    case("write_sr", "write-lat", "-n 200", StockServer, 2),
-    case("write_rs", "write-lat", "-n 200", StockClient, 2),
+    case("write_rr_ps", "write-lat", "-n 200 --post post-send", Rr, 2),
+    case("write_rr_wr", "write-lat", "-n 200 --post wr-api", Rr, 2),
+    case("write_sr", "write-lat", "-n 200", Sr, 2),
+    case("write_rs", "write-lat", "-n 200", Rs, 2),
     Case {
         duration: true,
-        ..case("write_d3_rr", "write-lat", "-D 3", Both, 2)
+        ..case("write_d3_rr", "write-lat", "-D 3", Rr, 2)
     },
-    case("read_rr", "read-lat", "-n 200", Both, 2),
-    case("read_sr", "read-lat", "-n 200", StockServer, 2),
-    case("read_rs", "read-lat", "-n 200", StockClient, 2),
-    with_post(
-        case("send_rr_ps", "send-lat", "-n 200 --post post-send", Both, 2),
-        "post-send",
-    ),
-    with_post(
-        case("send_rr_wr", "send-lat", "-n 200 --post wr-api", Both, 2),
-        "wr-api",
-    ),
-    case("send_sr", "send-lat", "-n 200", StockServer, 2),
-    case("send_rs", "send-lat", "-n 200", StockClient, 2),
-    case("send_ud_sr", "send-lat", "-n 200 -c UD", StockServer, 2),
-    case("send_ud_rs", "send-lat", "-n 200 -c UD", StockClient, 2),
-    case("send_uc_sr", "send-lat", "-n 200 -c UC", StockServer, 2),
-    case("send_uc_rs", "send-lat", "-n 200 -c UC", StockClient, 2),
-    case(
-        "atomic_rr",
-        "atomic-lat",
-        "-n 200 --perftest-stats",
-        Both,
-        8,
-    ),
-    case("atomic_sr", "atomic-lat", "-n 200", StockServer, 8),
-    case("atomic_rs", "atomic-lat", "-n 200", StockClient, 8),
+    case("read_rr", "read-lat", "-n 200", Rr, 2),
+    case("read_sr", "read-lat", "-n 200", Sr, 2),
+    case("read_rs", "read-lat", "-n 200", Rs, 2),
+    case("send_rr_ps", "send-lat", "-n 200 --post post-send", Rr, 2),
+    case("send_rr_wr", "send-lat", "-n 200 --post wr-api", Rr, 2),
+    case("send_sr", "send-lat", "-n 200", Sr, 2),
+    case("send_rs", "send-lat", "-n 200", Rs, 2),
+    case("send_ud_sr", "send-lat", "-n 200 -c UD", Sr, 2),
+    case("send_ud_rs", "send-lat", "-n 200 -c UD", Rs, 2),
+    case("send_uc_sr", "send-lat", "-n 200 -c UC", Sr, 2),
+    case("send_uc_rs", "send-lat", "-n 200 -c UC", Rs, 2),
+    case("atomic_rr", "atomic-lat", "-n 200 --perftest-stats", Rr, 8),
+    case("atomic_sr", "atomic-lat", "-n 200", Sr, 8),
+    case("atomic_rs", "atomic-lat", "-n 200", Rs, 8),
 ];
 
 /// `--loopback` runs (both ends in one process): name, tool, port (apart from the pairs').
@@ -127,10 +84,6 @@ const LOOPBACK: [(&str, &str, u16); 3] = [
 /// The case whose rdmaperf client also writes `--out_json`.
 const JSON_CASE: &str = "write_rr_wr";
 
-fn stock(tool: &str) -> String {
-    format!("ib_{}", tool.replace('-', "_"))
-}
-
 /// Both sides of a read/atomic latency test print a table only on the client.
 fn server_prints_table(tool: &str) -> bool {
     matches!(tool, "write-lat" | "send-lat")
@@ -140,21 +93,17 @@ fn server_prints_table(tool: &str) -> bool {
 fn script() -> String {
     let mut s = format!("PAIR_TIMEOUT={PAIR_TIMEOUT_S}\n");
     for c in &CASES {
-        let r = format!(r#""$RDMAPERF_BIN" {}"#, c.tool);
-        let st = stock(c.tool);
-        let (server, client) = match c.peers {
-            Both => (r.clone(), r),
-            StockServer => (st, r),
-            StockClient => (r, st),
-        };
         let json = if c.name == JSON_CASE {
             format!(" --out_json --out_json_file=$RESULTS/{}.json", c.name)
         } else {
             String::new()
         };
-        s += &format!(
-            "pair {} '{server} {COMMON} {} -p $PORT' '{client} {COMMON} {}{json} -p $PORT 127.0.0.1'\n",
-            c.name, c.flags, c.flags
+        let args = format!("{COMMON} {}", c.flags);
+        let server = c.peers.server(c.tool, &args);
+        s += &pair(
+            c.name,
+            &server,
+            &c.peers.client(c.tool, &format!("{args}{json}")),
         );
     }
     for (name, tool, port) in LOOPBACK {
@@ -264,11 +213,7 @@ fn check(name: &str) {
     let Some(r) = batch() else { return };
     let c = CASES.iter().find(|c| c.name == name).unwrap();
     let p = r.pair(name);
-    let both = format!(
-        "pair {}: server rc {:?}, client rc {:?} (124 = killed by the {PAIR_TIMEOUT_S} s per-side timeout)\n\
-         --- server ---\n{}\n--- client ---\n{}",
-        p.name, p.server.rc, p.client.rc, p.server.out, p.client.out
-    );
+    let both = p.describe(PAIR_TIMEOUT_S);
     assert!(p.server.rc == Some(0) && p.client.rc == Some(0), "{both}");
 
     let width = if c.duration { 4 } else { 9 };
@@ -307,7 +252,7 @@ fn check(name: &str) {
     }
     if !c.duration {
         assert_eq!(cr.iters, ITERS, "client #iterations\n{both}");
-        if c.peers == StockClient && stock_clock_failed(&p.client.out) {
+        if c.peers == Rs && stock_clock_failed(&p.client.out) {
             // Stock perftest calibrates its clock by a linear fit; under
             // TCG on a busy host the fit misses its r^2 bound and every
             // figure it prints is inf/nan (its flaw, not ours).
@@ -317,17 +262,21 @@ fn check(name: &str) {
         }
     }
     // rdmaperf's own sides say which post method ran.
-    let rdmaperf_sides: Vec<&str> = match c.peers {
-        Both => vec![&p.server.out, &p.client.out],
-        StockServer => vec![&p.client.out],
-        StockClient => vec![&p.server.out],
-    };
-    for out in rdmaperf_sides {
+    let sides = [
+        (c.peers.stock_server(), &p.server.out),
+        (c.peers.stock_client(), &p.client.out),
+    ];
+    for (_, out) in sides.iter().filter(|(stock, _)| !stock) {
         let line = out
             .lines()
             .find(|l| l.starts_with(" Post method"))
             .unwrap_or_else(|| panic!("no ` Post method` line\n{both}"));
-        if let Some(m) = c.post {
+        if let Some(m) = c
+            .flags
+            .split("--post ")
+            .nth(1)
+            .and_then(|m| m.split(' ').next())
+        {
             assert!(line.ends_with(m), "want post method {m}: {line}\n{both}");
         }
     }

@@ -20,6 +20,7 @@
 
 mod common;
 use common::vm;
+use common::vm_script::{pair, Ends};
 
 const RUNS: usize = 5;
 const COMMON: &str = "-d rxe0 -x 0 -F -s 2 -n 300";
@@ -29,32 +30,14 @@ const COMMON: &str = "-d rxe0 -x 0 -F -s 2 -n 300";
 /// median was the peer's clock calibration, 99-222 ms: >= 10 x.
 const T_MAX_RATIO: f64 = 5.0;
 
-/// Who runs the two sides.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Pair {
-    /// stock server, rdmaperf client.
-    StockServer,
-    /// rdmaperf server, stock client.
-    StockClient,
-    /// stock both: the yardstick.
-    Stock,
-}
-
-fn tag(p: Pair) -> &'static str {
-    match p {
-        Pair::StockServer => "sr",
-        Pair::StockClient => "rs",
-        Pair::Stock => "ss",
-    }
-}
-
-/// (name, tool, pair), interleaved: every pair kind once per round.
-fn cases() -> Vec<(String, &'static str, Pair)> {
+/// (name, tool, who runs the two ends), interleaved: every kind once per round. Stock
+/// both ends is the yardstick.
+fn cases() -> Vec<(String, &'static str, Ends)> {
     let mut v = Vec::new();
     for i in 0..RUNS {
         for (tool, short) in [("send-lat", "send"), ("write-lat", "write")] {
-            for p in [Pair::StockServer, Pair::StockClient, Pair::Stock] {
-                v.push((format!("{short}_{}{i}", tag(p)), tool, p));
+            for e in [Ends::Sr, Ends::Rs, Ends::Ss] {
+                v.push((format!("{short}_{}{i}", e.suffix()), tool, e));
             }
         }
     }
@@ -63,15 +46,17 @@ fn cases() -> Vec<(String, &'static str, Pair)> {
 
 fn script() -> String {
     let mut s = String::from("PAIR_TIMEOUT=120\n");
-    for (name, tool, pair) in cases() {
-        let ours = format!(r#""$RDMAPERF_BIN" {tool} {COMMON} --samples-file=$RESULTS/{name}.csv"#);
-        let stock = format!("ib_{} {COMMON}", tool.replace('-', "_"));
-        let (srv, cli) = match pair {
-            Pair::StockServer => (stock, ours),
-            Pair::StockClient => (ours, stock),
-            Pair::Stock => (stock.clone(), stock),
+    for (name, tool, e) in cases() {
+        // rdmaperf's ends write their samples.
+        let args = |stock: bool| {
+            if stock {
+                COMMON.to_string()
+            } else {
+                format!("{COMMON} --samples-file=$RESULTS/{name}.csv")
+            }
         };
-        s += &format!("pair {name} '{srv} -p $PORT' '{cli} -p $PORT 127.0.0.1'\n");
+        let srv = e.server(tool, &args(e.stock_server()));
+        s += &pair(&name, &srv, &e.client(tool, &args(e.stock_client())));
     }
     s
 }
@@ -113,23 +98,17 @@ fn samples(csv: &str) -> Vec<(u64, f64)> {
 
 #[test]
 fn no_start_up_outlier_against_stock_peers() {
-    if let Err(why) = vm::available() {
-        println!("SKIPPED: {why}");
+    let Some(r) = vm::Batch::rdmaperf().timeout_s(900).run_or_skip(&script()) else {
         return;
-    }
-    let r = vm::Batch::new()
-        .bin(env!("CARGO_BIN_EXE_rdmaperf"))
-        .timeout_s(900)
-        .run(&script());
+    };
     let mut failures = Vec::new();
     let mut within = 0;
     // t_max per (tool, pair kind).
     let mut t_max_of: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
-    for (name, tool, pair) in cases() {
-        let p = r.pair(&name);
-        p.assert_ok();
+    for (name, tool, e) in cases() {
+        let p = r.ok_pair(&name);
         // The side that reports for the pair: rdmaperf's, or (stock both) the client.
-        let out = if pair == Pair::StockClient {
+        let out = if e == Ends::Rs {
             &p.server.out
         } else {
             &p.client.out
@@ -138,9 +117,9 @@ fn no_start_up_outlier_against_stock_peers() {
             failures.push(format!("{name}: no result row:\n{out}"));
             continue;
         };
-        t_max_of.entry((tool, tag(pair))).or_default().push(t_max);
+        t_max_of.entry((tool, e.suffix())).or_default().push(t_max);
         within += usize::from(t_max < 20.0 * t_typ);
-        if pair == Pair::Stock {
+        if e == Ends::Ss {
             println!("{name}: t_max {t_max} us, t_typical {t_typ} us (stock <-> stock)");
             continue;
         }

@@ -154,14 +154,19 @@ fn run_infinitely_stock_client_rdmaperf_server() {
     );
 }
 
-fn events_pair(name: &str, rdmaperf_client: bool) {
-    let Some(r) = batch() else { return };
-    let pr = r.pair(name);
+/// The pair `name` (both outputs printed): both sides exited 0.
+fn ok_pair(name: &str) -> Option<vm::Pair> {
+    let pr = batch()?.pair(name);
     println!(
         "--- server\n{}\n--- client\n{}",
         pr.server.out, pr.client.out
     );
     pr.assert_ok();
+    Some(pr)
+}
+
+fn events_pair(name: &str, rdmaperf_client: bool) {
+    let Some(pr) = ok_pair(name) else { return };
     let (ours, _) = if rdmaperf_client {
         (&pr.client.out, &pr.server.out)
     } else {
@@ -202,9 +207,9 @@ fn events_read_bw_stock_client_rdmaperf_server() {
 
 #[test]
 fn events_send_lat_rdmaperf_both_sides() {
-    let Some(r) = batch() else { return };
-    let pr = r.pair("e_slat_rr");
-    pr.assert_ok();
+    let Some(pr) = ok_pair("e_slat_rr") else {
+        return;
+    };
     assert!(pr
         .client
         .out
@@ -220,13 +225,7 @@ fn events_send_lat_rdmaperf_both_sides() {
 }
 
 fn atomic_duplex(name: &str) {
-    let Some(r) = batch() else { return };
-    let pr = r.pair(name);
-    println!(
-        "--- server\n{}\n--- client\n{}",
-        pr.server.out, pr.client.out
-    );
-    pr.assert_ok();
+    let Some(pr) = ok_pair(name) else { return };
     for (side, out) in [("server", &pr.server.out), ("client", &pr.client.out)] {
         assert!(
             out.contains("Bidirectional BW Test"),
@@ -258,8 +257,7 @@ fn atomic_bw_duplex_stock_client_rdmaperf_server() {
 /// (perftest counts both QPs' messages).
 fn mr_per_qp(name: &str) {
     let Some(r) = batch() else { return };
-    let pr = r.pair(name);
-    pr.assert_ok();
+    let pr = r.ok_pair(name);
     for (side, out) in [("server", &pr.server.out), ("client", &pr.client.out)] {
         assert_eq!(
             vm::bw_result_rows(out),

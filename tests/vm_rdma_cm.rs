@@ -9,109 +9,56 @@
 
 mod common;
 use common::vm;
+use common::vm_script::{pair_to, Ends, CM_ADDR};
 use std::sync::OnceLock;
 
-const ADDR: &str = "169.254.7.1";
 const COMMON: &str = "-d rxe0 -F -R";
 
 /// (case, tool, flags, size, iterations in the result rows — perftest counts
-/// every QP's, so `-q 2 -n 500` shows 1000 —, server is stock, client is stock)
-type Case = (
-    &'static str,
-    &'static str,
-    &'static str,
-    u64,
-    u64,
-    bool,
-    bool,
-);
+/// every QP's, so `-q 2 -n 500` shows 1000 —, who runs the two ends)
+type Case = (&'static str, &'static str, &'static str, u64, u64, Ends);
+
+use Ends::{Rr, Rs, Sr};
 
 const CASES: &[Case] = &[
-    ("wbw_rr", "write_bw", "-s 64 -n 500", 64, 500, false, false),
-    ("wbw_sr", "write_bw", "-s 64 -n 500", 64, 500, true, false),
-    ("wbw_rs", "write_bw", "-s 64 -n 500", 64, 500, false, true),
-    (
-        "wbw_q2_rr",
-        "write_bw",
-        "-s 64 -n 500 -q 2",
-        64,
-        1000,
-        false,
-        false,
-    ),
-    (
-        "wbw_q2_sr",
-        "write_bw",
-        "-s 64 -n 500 -q 2",
-        64,
-        1000,
-        true,
-        false,
-    ),
+    ("wbw_rr", "write-bw", "-s 64 -n 500", 64, 500, Rr),
+    ("wbw_sr", "write-bw", "-s 64 -n 500", 64, 500, Sr),
+    ("wbw_rs", "write-bw", "-s 64 -n 500", 64, 500, Rs),
+    ("wbw_q2_rr", "write-bw", "-s 64 -n 500 -q 2", 64, 1000, Rr),
+    ("wbw_q2_sr", "write-bw", "-s 64 -n 500 -q 2", 64, 1000, Sr),
     (
         "wbw_post_send_rr",
-        "write_bw",
+        "write-bw",
         "-s 4096 -n 300 --use_old_post_send",
         4096,
         300,
-        false,
-        false,
+        Rr,
     ),
-    ("rbw_rr", "read_bw", "-s 64 -n 500", 64, 500, false, false),
-    ("rbw_sr", "read_bw", "-s 64 -n 500", 64, 500, true, false),
-    ("sbw_rr", "send_bw", "-s 64 -n 500", 64, 500, false, false),
-    ("sbw_rs", "send_bw", "-s 64 -n 500", 64, 500, false, true),
-    (
-        "sbw_ud_rr",
-        "send_bw",
-        "-s 64 -n 500 -c UD",
-        64,
-        500,
-        false,
-        false,
-    ),
-    (
-        "sbw_ud_sr",
-        "send_bw",
-        "-s 64 -n 500 -c UD",
-        64,
-        500,
-        true,
-        false,
-    ),
-    (
-        "sbw_ud_rs",
-        "send_bw",
-        "-s 64 -n 500 -c UD",
-        64,
-        500,
-        false,
-        true,
-    ),
-    ("abw_rr", "atomic_bw", "-n 500", 8, 500, false, false),
-    ("wlat_rr", "write_lat", "-s 8 -n 300", 8, 300, false, false),
-    ("slat_sr", "send_lat", "-s 8 -n 300", 8, 300, true, false),
-    ("rlat_rs", "read_lat", "-s 8 -n 300", 8, 300, false, true),
+    ("rbw_rr", "read-bw", "-s 64 -n 500", 64, 500, Rr),
+    ("rbw_sr", "read-bw", "-s 64 -n 500", 64, 500, Sr),
+    ("sbw_rr", "send-bw", "-s 64 -n 500", 64, 500, Rr),
+    ("sbw_rs", "send-bw", "-s 64 -n 500", 64, 500, Rs),
+    ("sbw_ud_rr", "send-bw", "-s 64 -n 500 -c UD", 64, 500, Rr),
+    ("sbw_ud_sr", "send-bw", "-s 64 -n 500 -c UD", 64, 500, Sr),
+    ("sbw_ud_rs", "send-bw", "-s 64 -n 500 -c UD", 64, 500, Rs),
+    ("abw_rr", "atomic-bw", "-n 500", 8, 500, Rr),
+    ("wlat_rr", "write-lat", "-s 8 -n 300", 8, 300, Rr),
+    ("slat_sr", "send-lat", "-s 8 -n 300", 8, 300, Sr),
+    ("rlat_rs", "read-lat", "-s 8 -n 300", 8, 300, Rs),
 ];
-
-fn rdmaperf(tool: &str) -> String {
-    format!(r#""$RDMAPERF_BIN" {}"#, tool.replace('_', "-"))
-}
-
-fn stock(tool: &str) -> String {
-    format!("ib_{tool}")
-}
 
 fn script() -> String {
     let mut s = String::from("PAIR_TIMEOUT=90\n");
-    for &(name, tool, flags, _, _, ss, cs) in CASES {
-        let server = if ss { stock(tool) } else { rdmaperf(tool) };
-        let client = if cs { stock(tool) } else { rdmaperf(tool) };
-        let line = format!(
-            "pair {name} '{server} {COMMON} {flags} -p $PORT' \
-             '{client} {COMMON} {flags} -p $PORT {ADDR}'"
+    for &(name, tool, flags, _, _, e) in CASES {
+        let args = format!("{COMMON} {flags}");
+        let line = pair_to(
+            name,
+            &e.server(tool, &args),
+            &e.client(tool, &args),
+            CM_ADDR,
         );
-        if cs {
+        if e.stock_client() {
+            let line = line.trim_end();
             // Stock perftest's -R client never retries its connect; under
             // TCG its request is now and then refused or lost while our
             // server waits in accept. Such a pair runs once more on a new
@@ -123,7 +70,6 @@ fn script() -> String {
             );
         } else {
             s += &line;
-            s += "\n";
         }
     }
     s += BAD_CASES;
@@ -152,21 +98,21 @@ fn batch() -> Option<&'static vm::BatchResult> {
 
 fn check(name: &str) {
     let Some(b) = batch() else { return };
-    let &(_, tool, _, size, iters, ss, cs) = CASES.iter().find(|c| c.0 == name).unwrap();
+    let &(_, tool, _, size, iters, e) = CASES.iter().find(|c| c.0 == name).unwrap();
     let pair = b.pair(name);
     if b.file("retries").unwrap_or("").lines().any(|l| l == name) {
         println!("{name}: the stock client's first connect was refused; passed on the rerun");
     }
     pair.assert_ok();
     for (who, out, stock) in [
-        ("server", &pair.server.out, ss),
-        ("client", &pair.client.out, cs),
+        ("server", &pair.server.out, e.stock_server()),
+        ("client", &pair.client.out, e.stock_client()),
     ] {
         // perftest prints its table on both sides for bw; for lat on the
         // client, and on the write/send-lat server (read/atomic-lat servers
         // close at once); rdmaperf does the same.
-        let lat_server_table = tool == "write_lat" || tool == "send_lat";
-        if tool.ends_with("_bw") {
+        let lat_server_table = tool == "write-lat" || tool == "send-lat";
+        if tool.ends_with("-bw") {
             let rows = vm::bw_result_rows(out);
             assert_eq!(
                 rows,

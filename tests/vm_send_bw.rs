@@ -10,6 +10,7 @@
 
 mod common;
 use common::vm;
+use common::vm_script::{cmd, pair, pairs, Ends, RDMAPERF};
 use std::sync::OnceLock;
 
 /// Seconds each side of a pair may take.
@@ -17,31 +18,10 @@ const PAIR_TIMEOUT_S: u64 = 90;
 /// The RC `-a` sweep moves ~320 MiB through rxe under TCG.
 const SWEEP_TIMEOUT_S: u64 = 300;
 
-const RDMAPERF: &str = r#""$RDMAPERF_BIN" send-bw"#;
-const STOCK: &str = "ib_send_bw";
 const COMMON: &str = "-d rxe0 -x 0 -F";
 
-/// Which tools run the two sides.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Peers {
-    /// rdmaperf server, rdmaperf client.
-    Both,
-    /// stock server, rdmaperf client.
-    StockServer,
-    /// rdmaperf server, stock client.
-    StockClient,
-}
-
-const ALL_PEERS: &[Peers] = &[Peers::Both, Peers::StockServer, Peers::StockClient];
-const SELF_ONLY: &[Peers] = &[Peers::Both];
-
-fn tag(p: Peers) -> &'static str {
-    match p {
-        Peers::Both => "rr",
-        Peers::StockServer => "sr",
-        Peers::StockClient => "rs",
-    }
-}
+const ALL_PEERS: &[Ends] = &Ends::ALL;
+const SELF_ONLY: &[Ends] = &[Ends::Rr];
 
 /// What the client's rows must be.
 #[derive(Clone, Copy, Debug)]
@@ -57,7 +37,7 @@ enum Want {
 struct Case {
     name: &'static str,
     flags: &'static str,
-    peers: &'static [Peers],
+    peers: &'static [Ends],
     want: Want,
     timeout_s: u64,
 }
@@ -139,8 +119,8 @@ const CASES: &[Case] = &[
     },
 ];
 
-fn pair_name(c: &Case, p: Peers) -> String {
-    format!("{}_{}", c.name, tag(p))
+fn pair_name(c: &Case, p: Ends) -> String {
+    format!("{}_{}", c.name, p.suffix())
 }
 
 /// The guest script: every pair, and one run that must be refused.
@@ -148,26 +128,23 @@ fn script() -> String {
     let mut s = String::new();
     for c in CASES {
         s += &format!("PAIR_TIMEOUT={}\n", c.timeout_s);
-        for &p in c.peers {
-            let (server, client) = match p {
-                Peers::Both => (RDMAPERF, RDMAPERF),
-                Peers::StockServer => (STOCK, RDMAPERF),
-                Peers::StockClient => (RDMAPERF, STOCK),
-            };
-            let f = c.flags;
-            s += &format!(
-                "pair {} '{server} {COMMON} {f} -p $PORT' '{client} {COMMON} {f} -p $PORT 127.0.0.1'\n",
-                pair_name(c, p)
-            );
-        }
+        let args = format!("{COMMON} {}", c.flags);
+        s += &pairs(c.name, c.peers, "send-bw", &args, &args);
     }
     s += "PAIR_TIMEOUT=20\n";
     // The client sends 128 B into 64 B receives: both sides must stop and say why.
-    s += r#"pair size_mismatch '"$RDMAPERF_BIN" send-bw -d rxe0 -x 0 -F -n 200 -s 64 --timeout 5 -p $PORT' '"$RDMAPERF_BIN" send-bw -d rxe0 -x 0 -F -n 200 -s 128 --timeout 5 -p $PORT 127.0.0.1'
-"#;
+    let size = |s: u64| {
+        cmd(
+            false,
+            "send-bw",
+            &format!("{COMMON} -n 200 -s {s} --timeout 5"),
+        )
+    };
+    s += &pair("size_mismatch", &size(64), &size(128));
     // Not wired for send-bw: refused before any connection, naming the flag.
-    s += r#"single threads_refused '"$RDMAPERF_BIN" send-bw -d rxe0 -x 0 -F --threads 2 --timeout 5 -p 19001 127.0.0.1'
-"#;
+    s += &format!(
+        "single threads_refused '{RDMAPERF} send-bw {COMMON} --threads 2 --timeout 5 -p 19001 127.0.0.1'\n"
+    );
     s += "exit 0\n";
     s
 }
@@ -210,11 +187,7 @@ fn check(name: &str) {
     let c = CASES.iter().find(|c| c.name == name).unwrap();
     for &peers in c.peers {
         let p = r.pair(&pair_name(c, peers));
-        let both = format!(
-            "pair {}: server rc {:?}, client rc {:?} (124 = killed by the {} s per-side timeout)\n\
-             --- server ---\n{}\n--- client ---\n{}",
-            p.name, p.server.rc, p.client.rc, c.timeout_s, p.server.out, p.client.out
-        );
+        let both = p.describe(c.timeout_s);
         assert!(p.server.rc == Some(0) && p.client.rc == Some(0), "{both}");
         let server = result_rows(&p.server.out);
         let client = result_rows(&p.client.out);
@@ -237,7 +210,7 @@ fn check(name: &str) {
             }
         }
         // rdmaperf says which post method ran.
-        let ours = if peers == Peers::StockClient {
+        let ours = if peers.stock_client() {
             &p.server.out
         } else {
             &p.client.out
@@ -306,22 +279,15 @@ fn ud_sweep_stops_at_the_mtu() {
 fn threads_are_refused_with_a_reason() {
     let Some(r) = batch() else { return };
     let s = r.single("threads_refused");
+    s.assert_failed_with(&["--threads", "-q"]);
     assert_eq!(s.rc, Some(1), "{}", s.out);
-    assert!(
-        s.out.contains("--threads") && s.out.contains("-q"),
-        "{}",
-        s.out
-    );
 }
 
 #[test]
 fn larger_messages_than_the_receives_fail_on_both_sides() {
     let Some(r) = batch() else { return };
     let p = r.pair("size_mismatch");
-    let both = format!(
-        "--- server ---\n{}\n--- client ---\n{}",
-        p.server.out, p.client.out
-    );
+    let both = p.describe(20);
     assert_eq!((p.server.rc, p.client.rc), (Some(1), Some(1)), "{both}");
     assert!(
         p.server.out.contains("receive completion with error"),
