@@ -235,7 +235,8 @@ fn same_sum(a: &Row, b: &Row) -> bool {
 
 fn check(name: &str) {
     let Some(r) = batch() else { return };
-    let (_, _, _, _, _, sizes, expect) = CASES.iter().find(|c| c.0 == name).copied().unwrap();
+    let (_, _, _, _, stock_client, sizes, expect) =
+        CASES.iter().find(|c| c.0 == name).copied().unwrap();
     let p = r.pair(name);
     let both = format!(
         "pair {name}: server rc {:?}, client rc {:?} (124 = killed by the {PAIR_TIMEOUT_S} s timeout)\n\
@@ -262,7 +263,14 @@ fn check(name: &str) {
             }
             Expect::OwnRows => {
                 assert!(s.iters > 0 && c.iters > 0, "#iterations\n{both}");
-                assert!(s.avg > 0.0 && c.avg > 0.0, "empty result\n{both}");
+                assert!(s.avg > 0.0, "empty server result\n{both}");
+                if stock_client && vm::stock_clock_failed(&p.client.out) {
+                    println!(
+                        "{name}: the stock client's clock fit failed; its figures are not checked"
+                    );
+                } else {
+                    assert!(c.avg > 0.0, "empty client result\n{both}");
+                }
             }
         }
     }

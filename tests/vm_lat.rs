@@ -202,13 +202,6 @@ fn assert_sane(r: &Row, who: &str, both: &str) {
     assert!(v[5] <= v[6] && v[6] <= max, "{who}: percentiles\n{both}");
 }
 
-/// Stock perftest's "Correlation coefficient r^2: … < 0.9": its cycles
-/// per microsecond are unknown and its table is inf/nan.
-fn stock_clock_failed(out: &str) -> bool {
-    out.lines()
-        .any(|l| l.starts_with("Correlation coefficient r^2") && l.contains("< 0.9"))
-}
-
 fn check(name: &str) {
     let Some(r) = batch() else { return };
     let c = CASES.iter().find(|c| c.name == name).unwrap();
@@ -241,7 +234,13 @@ fn check(name: &str) {
                 (cr.bytes, cr.iters),
                 "server and client differ in #bytes/#iterations\n{both}"
             );
-            assert_sane(sr, "server", &both);
+            if c.peers == Sr && vm::stock_clock_failed(&p.server.out) {
+                println!(
+                    "{name}: the stock server's clock fit failed; its figures are not checked"
+                );
+            } else {
+                assert_sane(sr, "server", &both);
+            }
         }
     } else {
         assert!(
@@ -252,7 +251,7 @@ fn check(name: &str) {
     }
     if !c.duration {
         assert_eq!(cr.iters, ITERS, "client #iterations\n{both}");
-        if c.peers == Rs && stock_clock_failed(&p.client.out) {
+        if c.peers == Rs && vm::stock_clock_failed(&p.client.out) {
             // Stock perftest calibrates its clock by a linear fit; under
             // TCG on a busy host the fit misses its r^2 bound and every
             // figure it prints is inf/nan (its flaw, not ours).

@@ -460,3 +460,13 @@ pub fn outcomes(rc_txt: &str) -> BTreeMap<String, (i32, f64)> {
         })
         .collect()
 }
+
+/// Stock perftest's "Correlation coefficient r^2: … < 0.9": it calibrates
+/// its cycle clock by a linear fit, which under TCG on a busy host misses
+/// its bound; its cycles per microsecond are then unknown and every figure
+/// it prints is inf/nan or 0 (its flaw, not ours). Tests leave those
+/// figures unchecked and say so.
+pub fn stock_clock_failed(out: &str) -> bool {
+    out.lines()
+        .any(|l| l.starts_with("Correlation coefficient r^2") && l.contains("< 0.9"))
+}
