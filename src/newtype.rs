@@ -9,7 +9,7 @@
 //! a second time); the macro writes them from one list, so a constant and its
 //! name cannot drift apart.
 //!
-//! ```ignore
+//! ```text
 //! value_newtype! {
 //!     /// `enum ibv_port_state` as a newtype.
 //!     #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
