@@ -4,6 +4,7 @@
 //! Values read back from the device (CQE opcode, syndromes) are newtypes so
 //! that an unknown value stays representable.
 
+use crate::newtype::value_newtype;
 use crate::post::WcStatus;
 
 /// One WQE basic block (`MLX5_SEND_WQE_BB`): every WQE starts on one.
@@ -29,36 +30,21 @@ pub const CQ_CI_MASK: u32 = 0x00ff_ffff;
 /// Largest SQ the 16-bit WQE counter can track unambiguously.
 pub const MAX_SQ_WQEBBS: u32 = 1 << 15;
 
-/// Send WQE opcode (`MLX5_OPCODE_*`), the low byte of `opmod_idx_opcode`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
-#[repr(transparent)]
-pub struct Opcode(pub u8);
-
-impl Opcode {
-    pub const NOP: Self = Self(0x00);
-    pub const SEND_INVAL: Self = Self(0x01);
-    pub const RDMA_WRITE: Self = Self(0x08);
-    pub const RDMA_WRITE_IMM: Self = Self(0x09);
-    pub const SEND: Self = Self(0x0a);
-    pub const SEND_IMM: Self = Self(0x0b);
-    pub const RDMA_READ: Self = Self(0x10);
-    pub const ATOMIC_CS: Self = Self(0x11);
-    pub const ATOMIC_FA: Self = Self(0x12);
-
-    /// The rdma-core constant name, or "UNKNOWN".
-    pub const fn name(self) -> &'static str {
-        match self.0 {
-            0x00 => "MLX5_OPCODE_NOP",
-            0x01 => "MLX5_OPCODE_SEND_INVAL",
-            0x08 => "MLX5_OPCODE_RDMA_WRITE",
-            0x09 => "MLX5_OPCODE_RDMA_WRITE_IMM",
-            0x0a => "MLX5_OPCODE_SEND",
-            0x0b => "MLX5_OPCODE_SEND_IMM",
-            0x10 => "MLX5_OPCODE_RDMA_READ",
-            0x11 => "MLX5_OPCODE_ATOMIC_CS",
-            0x12 => "MLX5_OPCODE_ATOMIC_FA",
-            _ => "UNKNOWN",
-        }
+value_newtype! {
+    /// Send WQE opcode (`MLX5_OPCODE_*`), the low byte of `opmod_idx_opcode`.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+    pub struct Opcode(u8);
+    /// The rdma-core constant name.
+    name or "UNKNOWN" {
+        NOP = 0x00 => "MLX5_OPCODE_NOP",
+        SEND_INVAL = 0x01 => "MLX5_OPCODE_SEND_INVAL",
+        RDMA_WRITE = 0x08 => "MLX5_OPCODE_RDMA_WRITE",
+        RDMA_WRITE_IMM = 0x09 => "MLX5_OPCODE_RDMA_WRITE_IMM",
+        SEND = 0x0a => "MLX5_OPCODE_SEND",
+        SEND_IMM = 0x0b => "MLX5_OPCODE_SEND_IMM",
+        RDMA_READ = 0x10 => "MLX5_OPCODE_RDMA_READ",
+        ATOMIC_CS = 0x11 => "MLX5_OPCODE_ATOMIC_CS",
+        ATOMIC_FA = 0x12 => "MLX5_OPCODE_ATOMIC_FA",
     }
 }
 
@@ -78,24 +64,24 @@ pub mod fm_ce_se {
     pub const INITIATOR_SMALL_FENCE: u8 = 1 << 5;
 }
 
-/// CQE opcode: the high nibble of `op_own`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
-#[repr(transparent)]
-pub struct CqeOpcode(pub u8);
-
-impl CqeOpcode {
-    pub const REQ: Self = Self(0);
-    pub const RESP_WR_IMM: Self = Self(1);
-    pub const RESP_SEND: Self = Self(2);
-    pub const RESP_SEND_IMM: Self = Self(3);
-    pub const RESP_SEND_INV: Self = Self(4);
-    pub const RESIZE_CQ: Self = Self(5);
-    pub const NO_PACKET: Self = Self(6);
-    pub const SIG_ERR: Self = Self(12);
-    pub const REQ_ERR: Self = Self(13);
-    pub const RESP_ERR: Self = Self(14);
-    /// Software-initialised, never written by hardware.
-    pub const INVALID: Self = Self(15);
+value_newtype! {
+    /// CQE opcode: the high nibble of `op_own`.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+    pub struct CqeOpcode(u8);
+    consts {
+        REQ = 0,
+        RESP_WR_IMM = 1,
+        RESP_SEND = 2,
+        RESP_SEND_IMM = 3,
+        RESP_SEND_INV = 4,
+        RESIZE_CQ = 5,
+        NO_PACKET = 6,
+        SIG_ERR = 12,
+        REQ_ERR = 13,
+        RESP_ERR = 14,
+        /// Software-initialised, never written by hardware.
+        INVALID = 15,
+    }
 }
 
 /// Masks of the CQE `op_own` byte.
@@ -118,46 +104,29 @@ pub mod cqe_format {
     pub const COMPRESSED: u8 = 3;
 }
 
-/// Error-CQE syndrome (`MLX5_CQE_SYNDROME_*`).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
-#[repr(transparent)]
-pub struct Syndrome(pub u8);
+value_newtype! {
+    /// Error-CQE syndrome (`MLX5_CQE_SYNDROME_*`).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+    pub struct Syndrome(u8);
+    /// The rdma-core constant name.
+    name or "UNKNOWN" {
+        LOCAL_LENGTH_ERR = 0x01 => "MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR",
+        LOCAL_QP_OP_ERR = 0x02 => "MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR",
+        LOCAL_PROT_ERR = 0x04 => "MLX5_CQE_SYNDROME_LOCAL_PROT_ERR",
+        WR_FLUSH_ERR = 0x05 => "MLX5_CQE_SYNDROME_WR_FLUSH_ERR",
+        MW_BIND_ERR = 0x06 => "MLX5_CQE_SYNDROME_MW_BIND_ERR",
+        BAD_RESP_ERR = 0x10 => "MLX5_CQE_SYNDROME_BAD_RESP_ERR",
+        LOCAL_ACCESS_ERR = 0x11 => "MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR",
+        REMOTE_INVAL_REQ_ERR = 0x12 => "MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR",
+        REMOTE_ACCESS_ERR = 0x13 => "MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR",
+        REMOTE_OP_ERR = 0x14 => "MLX5_CQE_SYNDROME_REMOTE_OP_ERR",
+        TRANSPORT_RETRY_EXC_ERR = 0x15 => "MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR",
+        RNR_RETRY_EXC_ERR = 0x16 => "MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR",
+        REMOTE_ABORTED_ERR = 0x22 => "MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR",
+    }
+}
 
 impl Syndrome {
-    pub const LOCAL_LENGTH_ERR: Self = Self(0x01);
-    pub const LOCAL_QP_OP_ERR: Self = Self(0x02);
-    pub const LOCAL_PROT_ERR: Self = Self(0x04);
-    pub const WR_FLUSH_ERR: Self = Self(0x05);
-    pub const MW_BIND_ERR: Self = Self(0x06);
-    pub const BAD_RESP_ERR: Self = Self(0x10);
-    pub const LOCAL_ACCESS_ERR: Self = Self(0x11);
-    pub const REMOTE_INVAL_REQ_ERR: Self = Self(0x12);
-    pub const REMOTE_ACCESS_ERR: Self = Self(0x13);
-    pub const REMOTE_OP_ERR: Self = Self(0x14);
-    pub const TRANSPORT_RETRY_EXC_ERR: Self = Self(0x15);
-    pub const RNR_RETRY_EXC_ERR: Self = Self(0x16);
-    pub const REMOTE_ABORTED_ERR: Self = Self(0x22);
-
-    /// The rdma-core constant name, or "UNKNOWN".
-    pub const fn name(self) -> &'static str {
-        match self.0 {
-            0x01 => "MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR",
-            0x02 => "MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR",
-            0x04 => "MLX5_CQE_SYNDROME_LOCAL_PROT_ERR",
-            0x05 => "MLX5_CQE_SYNDROME_WR_FLUSH_ERR",
-            0x06 => "MLX5_CQE_SYNDROME_MW_BIND_ERR",
-            0x10 => "MLX5_CQE_SYNDROME_BAD_RESP_ERR",
-            0x11 => "MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR",
-            0x12 => "MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR",
-            0x13 => "MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR",
-            0x14 => "MLX5_CQE_SYNDROME_REMOTE_OP_ERR",
-            0x15 => "MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR",
-            0x16 => "MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR",
-            0x22 => "MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR",
-            _ => "UNKNOWN",
-        }
-    }
-
     /// The `ibv_wc_status` libmlx5 reports for this syndrome
     /// (`mlx5_handle_error_cqe`): unknown syndromes are `GENERAL_ERR`.
     pub const fn wc_status(self) -> WcStatus {
@@ -267,6 +236,29 @@ mod tests {
         assert_eq!(EXTENDED_UD_AV, crate::sys::MLX5_EXTENDED_UD_AV);
         assert_eq!(WQEBB, crate::sys::MLX5_SEND_WQE_BB as usize);
         assert_eq!(WQEBB_SHIFT, crate::sys::MLX5_SEND_WQE_SHIFT);
+    }
+
+    /// The names error messages print: rdma-core's and libibverbs'
+    /// constant names, "UNKNOWN" for a value this build does not know.
+    #[test]
+    fn names_are_the_library_constants() {
+        assert_eq!(Opcode::RDMA_WRITE_IMM.name(), "MLX5_OPCODE_RDMA_WRITE_IMM");
+        assert_eq!(Opcode(0x7f).name(), "UNKNOWN");
+        assert_eq!(
+            Syndrome::REMOTE_ACCESS_ERR.name(),
+            "MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR"
+        );
+        assert_eq!(Syndrome(0x99).name(), "UNKNOWN");
+        assert_eq!(WcStatus::SUCCESS.name(), "IBV_WC_SUCCESS");
+        assert_eq!(
+            WcStatus::TM_RNDV_INCOMPLETE.name(),
+            "IBV_WC_TM_RNDV_INCOMPLETE"
+        );
+        assert_eq!(WcStatus(24).name(), "UNKNOWN");
+        assert_eq!(
+            format!("{:?}", WcStatus::WR_FLUSH_ERR),
+            "IBV_WC_WR_FLUSH_ERR(5)"
+        );
     }
 
     #[test]

@@ -3,70 +3,38 @@
 //! Values read back from the device are newtypes, never Rust enums: an unknown
 //! value must stay representable.
 
-/// `enum ibv_wc_status` as a newtype.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[repr(transparent)]
-pub struct WcStatus(pub u32);
+use crate::newtype::value_newtype;
 
-impl WcStatus {
-    pub const SUCCESS: Self = Self(0);
-    pub const LOC_LEN_ERR: Self = Self(1);
-    pub const LOC_QP_OP_ERR: Self = Self(2);
-    pub const LOC_EEC_OP_ERR: Self = Self(3);
-    pub const LOC_PROT_ERR: Self = Self(4);
-    pub const WR_FLUSH_ERR: Self = Self(5);
-    pub const MW_BIND_ERR: Self = Self(6);
-    pub const BAD_RESP_ERR: Self = Self(7);
-    pub const LOC_ACCESS_ERR: Self = Self(8);
-    pub const REM_INV_REQ_ERR: Self = Self(9);
-    pub const REM_ACCESS_ERR: Self = Self(10);
-    pub const REM_OP_ERR: Self = Self(11);
-    pub const RETRY_EXC_ERR: Self = Self(12);
-    pub const RNR_RETRY_EXC_ERR: Self = Self(13);
-    pub const LOC_RDD_VIOL_ERR: Self = Self(14);
-    pub const REM_INV_RD_REQ_ERR: Self = Self(15);
-    pub const REM_ABORT_ERR: Self = Self(16);
-    pub const INV_EECN_ERR: Self = Self(17);
-    pub const INV_EEC_STATE_ERR: Self = Self(18);
-    pub const FATAL_ERR: Self = Self(19);
-    pub const RESP_TIMEOUT_ERR: Self = Self(20);
-    pub const GENERAL_ERR: Self = Self(21);
-    pub const TM_ERR: Self = Self(22);
-    pub const TM_RNDV_INCOMPLETE: Self = Self(23);
-
-    /// The libibverbs constant name (`IBV_WC_…`), or "UNKNOWN".
-    pub const fn name(self) -> &'static str {
-        const NAMES: [&str; 24] = [
-            "IBV_WC_SUCCESS",
-            "IBV_WC_LOC_LEN_ERR",
-            "IBV_WC_LOC_QP_OP_ERR",
-            "IBV_WC_LOC_EEC_OP_ERR",
-            "IBV_WC_LOC_PROT_ERR",
-            "IBV_WC_WR_FLUSH_ERR",
-            "IBV_WC_MW_BIND_ERR",
-            "IBV_WC_BAD_RESP_ERR",
-            "IBV_WC_LOC_ACCESS_ERR",
-            "IBV_WC_REM_INV_REQ_ERR",
-            "IBV_WC_REM_ACCESS_ERR",
-            "IBV_WC_REM_OP_ERR",
-            "IBV_WC_RETRY_EXC_ERR",
-            "IBV_WC_RNR_RETRY_EXC_ERR",
-            "IBV_WC_LOC_RDD_VIOL_ERR",
-            "IBV_WC_REM_INV_RD_REQ_ERR",
-            "IBV_WC_REM_ABORT_ERR",
-            "IBV_WC_INV_EECN_ERR",
-            "IBV_WC_INV_EEC_STATE_ERR",
-            "IBV_WC_FATAL_ERR",
-            "IBV_WC_RESP_TIMEOUT_ERR",
-            "IBV_WC_GENERAL_ERR",
-            "IBV_WC_TM_ERR",
-            "IBV_WC_TM_RNDV_INCOMPLETE",
-        ];
-        if (self.0 as usize) < NAMES.len() {
-            NAMES[self.0 as usize]
-        } else {
-            "UNKNOWN"
-        }
+value_newtype! {
+    /// `enum ibv_wc_status` as a newtype.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct WcStatus(u32);
+    /// The libibverbs constant name (`IBV_WC_…`).
+    name or "UNKNOWN" {
+        SUCCESS = 0 => "IBV_WC_SUCCESS",
+        LOC_LEN_ERR = 1 => "IBV_WC_LOC_LEN_ERR",
+        LOC_QP_OP_ERR = 2 => "IBV_WC_LOC_QP_OP_ERR",
+        LOC_EEC_OP_ERR = 3 => "IBV_WC_LOC_EEC_OP_ERR",
+        LOC_PROT_ERR = 4 => "IBV_WC_LOC_PROT_ERR",
+        WR_FLUSH_ERR = 5 => "IBV_WC_WR_FLUSH_ERR",
+        MW_BIND_ERR = 6 => "IBV_WC_MW_BIND_ERR",
+        BAD_RESP_ERR = 7 => "IBV_WC_BAD_RESP_ERR",
+        LOC_ACCESS_ERR = 8 => "IBV_WC_LOC_ACCESS_ERR",
+        REM_INV_REQ_ERR = 9 => "IBV_WC_REM_INV_REQ_ERR",
+        REM_ACCESS_ERR = 10 => "IBV_WC_REM_ACCESS_ERR",
+        REM_OP_ERR = 11 => "IBV_WC_REM_OP_ERR",
+        RETRY_EXC_ERR = 12 => "IBV_WC_RETRY_EXC_ERR",
+        RNR_RETRY_EXC_ERR = 13 => "IBV_WC_RNR_RETRY_EXC_ERR",
+        LOC_RDD_VIOL_ERR = 14 => "IBV_WC_LOC_RDD_VIOL_ERR",
+        REM_INV_RD_REQ_ERR = 15 => "IBV_WC_REM_INV_RD_REQ_ERR",
+        REM_ABORT_ERR = 16 => "IBV_WC_REM_ABORT_ERR",
+        INV_EECN_ERR = 17 => "IBV_WC_INV_EECN_ERR",
+        INV_EEC_STATE_ERR = 18 => "IBV_WC_INV_EEC_STATE_ERR",
+        FATAL_ERR = 19 => "IBV_WC_FATAL_ERR",
+        RESP_TIMEOUT_ERR = 20 => "IBV_WC_RESP_TIMEOUT_ERR",
+        GENERAL_ERR = 21 => "IBV_WC_GENERAL_ERR",
+        TM_ERR = 22 => "IBV_WC_TM_ERR",
+        TM_RNDV_INCOMPLETE = 23 => "IBV_WC_TM_RNDV_INCOMPLETE",
     }
 }
 
@@ -76,22 +44,22 @@ impl core::fmt::Debug for WcStatus {
     }
 }
 
-/// `enum ibv_wc_opcode` as a newtype.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
-#[repr(transparent)]
-pub struct WcOpcode(pub u32);
-
-impl WcOpcode {
-    pub const SEND: Self = Self(0);
-    pub const RDMA_WRITE: Self = Self(1);
-    pub const RDMA_READ: Self = Self(2);
-    pub const COMP_SWAP: Self = Self(3);
-    pub const FETCH_ADD: Self = Self(4);
-    pub const BIND_MW: Self = Self(5);
-    pub const LOCAL_INV: Self = Self(6);
-    pub const TSO: Self = Self(7);
-    pub const RECV: Self = Self(128);
-    pub const RECV_RDMA_WITH_IMM: Self = Self(129);
+value_newtype! {
+    /// `enum ibv_wc_opcode` as a newtype.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+    pub struct WcOpcode(u32);
+    consts {
+        SEND = 0,
+        RDMA_WRITE = 1,
+        RDMA_READ = 2,
+        COMP_SWAP = 3,
+        FETCH_ADD = 4,
+        BIND_MW = 5,
+        LOCAL_INV = 6,
+        TSO = 7,
+        RECV = 128,
+        RECV_RDMA_WITH_IMM = 129,
+    }
 }
 
 /// One completion. `vendor_err` is the provider's vendor syndrome (on mlx5,
