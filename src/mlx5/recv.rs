@@ -17,6 +17,10 @@
 
 use core::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::error::DirectError;
+use super::keepalive::KeepAlive;
 
 use super::mmio::Mmio;
 use super::prm::INVALID_LKEY;
@@ -39,11 +43,62 @@ const NEXT_WQE_INDEX: usize = 2;
 /// # Safety
 /// `dbrec` must be the queue's valid, 4-byte aligned doorbell record.
 #[inline(always)]
-pub(crate) unsafe fn ring_record<M: Mmio>(mmio: &M, dbrec: NonNull<u32>, posted: u32) {
+unsafe fn ring_record<M: Mmio>(mmio: &M, dbrec: NonNull<u32>, posted: u32) {
     mmio.store_fence_dma();
     let raw = u32::from_ne_bytes((posted & 0xffff).to_be_bytes());
     // SAFETY: the caller's contract.
     unsafe { mmio.write_dbrec(dbrec.as_ptr(), raw) };
+}
+
+/// What an RQ and an SRQ both post through: the ring record the CQ poller
+/// completes from, and the receive doorbell record, stored through `M`.
+pub(super) struct RecvDoor<M: Mmio> {
+    pub(super) ring: Arc<RecvRing>,
+    dbrec: NonNull<u32>,
+    mmio: M,
+    _keepalive: KeepAlive,
+}
+
+// SAFETY: the queue owns its ring's producer side and its record; moving it
+// to another thread moves that ownership (the shared record is Sync).
+unsafe impl<M: Mmio + Send> Send for RecvDoor<M> {}
+
+impl<M: Mmio> RecvDoor<M> {
+    /// The ring `ring` builds over `buf`, and the record at `dbrec`. The
+    /// layout checks refuse a null `buf` or `dbrec` first; `null` names them
+    /// for the internal error should one get here.
+    ///
+    /// # Safety
+    /// `dbrec` must be the queue's valid, 4-byte aligned record, valid while
+    /// the queue lives (`keepalive` may own it) and stored by nothing else.
+    pub(super) unsafe fn new(
+        (buf, dbrec): (*mut core::ffi::c_void, *mut u32),
+        null: &'static str,
+        ring: impl FnOnce(NonNull<u8>) -> RecvRing,
+        keepalive: KeepAlive,
+        mmio: M,
+    ) -> Result<Self, DirectError> {
+        let (Some(buf), Some(dbrec)) = (NonNull::new(buf.cast::<u8>()), NonNull::new(dbrec)) else {
+            return Err(DirectError::Config {
+                problem: null,
+                fix: "report this",
+            });
+        };
+        Ok(Self {
+            ring: Arc::new(ring(buf)),
+            dbrec,
+            mmio,
+            _keepalive: keepalive,
+        })
+    }
+
+    /// Stores `posted` (16 bits) into the record, after the WQEs.
+    #[inline(always)]
+    pub(super) fn ring_at(&self, posted: u32) {
+        // SAFETY: this queue's record, valid and aligned (constructor
+        // contract).
+        unsafe { ring_record(&self.mmio, self.dbrec, posted) };
+    }
 }
 
 /// A receive queue's layout refused, with the fix both kinds give.

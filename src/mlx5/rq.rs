@@ -9,13 +9,12 @@
 //! `udma_to_device_barrier` ([`super::barrier::store_fence_dma`]), then the record,
 //! so the NIC never sees a count that covers a WQE it cannot yet read.
 
-use core::ptr::NonNull;
 use std::sync::Arc;
 
 use super::error::DirectError;
 use super::keepalive::KeepAlive;
 use super::mmio::{HwMmio, Mmio};
-use super::recv::{layout_error, ring_record, RecvKind, RecvRing, DATA_SEG};
+use super::recv::{layout_error, RecvDoor, RecvKind, RecvRing, DATA_SEG};
 use crate::post::{PostError, RecvList, RecvQueue};
 use crate::sys::mlx5dv_qp;
 
@@ -35,57 +34,6 @@ pub struct DirectRq<M: Mmio = HwMmio> {
     /// WQEs posted (free-running).
     head: u32,
     qpn: u32,
-}
-
-/// What an RQ and an SRQ both post through: the ring record the CQ poller
-/// completes from, and the receive doorbell record, stored through `M`.
-pub(super) struct RecvDoor<M: Mmio> {
-    pub(super) ring: Arc<RecvRing>,
-    dbrec: NonNull<u32>,
-    mmio: M,
-    _keepalive: KeepAlive,
-}
-
-// SAFETY: the queue owns its ring's producer side and its record; moving it
-// to another thread moves that ownership (the shared record is Sync).
-unsafe impl<M: Mmio + Send> Send for RecvDoor<M> {}
-
-impl<M: Mmio> RecvDoor<M> {
-    /// The ring `ring` builds over `buf`, and the record at `dbrec`. The
-    /// layout checks refuse a null `buf` or `dbrec` first; `null` names them
-    /// for the internal error should one get here.
-    ///
-    /// # Safety
-    /// `dbrec` must be the queue's valid, 4-byte aligned record, valid while
-    /// the queue lives (`keepalive` may own it) and stored by nothing else.
-    pub(super) unsafe fn new(
-        (buf, dbrec): (*mut core::ffi::c_void, *mut u32),
-        null: &'static str,
-        ring: impl FnOnce(NonNull<u8>) -> RecvRing,
-        keepalive: KeepAlive,
-        mmio: M,
-    ) -> Result<Self, DirectError> {
-        let (Some(buf), Some(dbrec)) = (NonNull::new(buf.cast::<u8>()), NonNull::new(dbrec)) else {
-            return Err(DirectError::Config {
-                problem: null,
-                fix: "report this",
-            });
-        };
-        Ok(Self {
-            ring: Arc::new(ring(buf)),
-            dbrec,
-            mmio,
-            _keepalive: keepalive,
-        })
-    }
-
-    /// Stores `posted` (16 bits) into the record, after the WQEs.
-    #[inline(always)]
-    pub(super) fn ring_at(&self, posted: u32) {
-        // SAFETY: this queue's record, valid and aligned (constructor
-        // contract).
-        unsafe { ring_record(&self.mmio, self.dbrec, posted) };
-    }
 }
 
 /// The RQ layout checks alone: [`super::setup::set_up`] runs them on every

@@ -19,8 +19,7 @@ use std::sync::Arc;
 use super::error::DirectError;
 use super::keepalive::KeepAlive;
 use super::mmio::{HwMmio, Mmio};
-use super::recv::{layout_error, RecvKind, RecvRing, DATA_SEG, SRQ_NEXT_SEG};
-use super::rq::RecvDoor;
+use super::recv::{layout_error, RecvDoor, RecvKind, RecvRing, DATA_SEG, SRQ_NEXT_SEG};
 use crate::post::{PostError, RecvList, RecvQueue};
 use crate::sys::mlx5dv_srq;
 
