@@ -11,7 +11,8 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use rdmaperf::explain::gpu_topo::{findings_for, Topo};
+use rdmaperf::explain::gpu_findings::findings_for;
+use rdmaperf::explain::gpu_topo::Topo;
 use rdmaperf::explain::pci_topo::Class;
 use rdmaperf::explain::sysfs::SysRoot;
 

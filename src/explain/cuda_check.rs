@@ -4,7 +4,7 @@
 //! and free it. Each step that fails is a finding naming the call and the fix (the loader's own
 //! sentence). `scripts/gpu-check.sh` runs it on a GPU host.
 
-use super::doctor::Check;
+use super::rules::Check;
 use crate::gpu::cuda::{device_count, Cuda};
 use crate::gpu::GpuSelect;
 use crate::verbs::DeviceMemory;

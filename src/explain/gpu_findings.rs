@@ -5,10 +5,50 @@
 //! translates the GPU's or the NIC's DMA.
 
 use std::fmt::Write;
+use std::path::Path;
 
-use super::gpu_topo::{Gpu, Nic, Topo};
-use super::pci_topo::Class;
+use super::gpu_topo::{dmabuf, Gpu, Nic, Topo};
+use super::pci_topo::{normalize_bdf, Class};
 use super::rules::Finding;
+use super::sysfs::SysRoot;
+
+/// The findings for one GPU (PCI bus id in any usual spelling) and one
+/// RDMA device, read from sysfs under `root` (`/` on a host), with the
+/// NIC's dma-buf support probed there. For `--explain` after a GPU run:
+/// the findings rank with the counter findings by their `score`.
+/// `Err` names what is not there (a bus id that is no NVIDIA GPU under
+/// `root`, a device that is not in `sys/class/infiniband`).
+pub fn findings_for(root: &Path, gpu_bdf: &str, nic: &str) -> Result<Vec<Finding>, String> {
+    let root = SysRoot(root.to_path_buf());
+    let topo = Topo::read(&root);
+    let bdf = normalize_bdf(gpu_bdf)
+        .ok_or_else(|| format!("'{gpu_bdf}' is not a PCI bus id (expected like 0000:05:00.0)"))?;
+    let gpu = topo.gpu(&bdf).ok_or_else(|| {
+        format!(
+            "no NVIDIA GPU {bdf} under {}: GPUs there: {}",
+            root.0.join("sys/bus/pci/devices").display(),
+            list_or_none(topo.gpus.iter().map(|g| g.bdf.as_str()))
+        )
+    })?;
+    let nic = topo.nic(nic).ok_or_else(|| {
+        format!(
+            "no RDMA device '{nic}' under {}: devices there: {}",
+            root.0.join("sys/class/infiniband").display(),
+            list_or_none(topo.nics.iter().map(|n| n.name.as_str()))
+        )
+    })?;
+    let dmabuf = dmabuf(&root, &nic.name);
+    Ok(pair(&topo, gpu, nic, &dmabuf))
+}
+
+fn list_or_none<'a>(v: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = v.collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
 
 /// The findings of one GPU and one NIC (what `--explain` ranks after a
 /// GPU run); `dmabuf` is the NIC's probe answer.
