@@ -48,6 +48,9 @@ impl GpuMem {
                 cuda.describe()
             )));
         }
+        if opts.pcie_mapping {
+            cuda.check_pcie_mapping().map_err(Fail::new)?;
+        }
         if let Ok(mut o) = OPENED.lock() {
             *o = Some(cuda.bus_id.clone());
         }
