@@ -71,8 +71,13 @@ pub struct Topo {
     pub nics: Vec<Nic>,
     /// `nvidia_peermem` loaded (`/sys/module/nvidia_peermem`).
     pub peermem: bool,
-    /// MLNX_OFED's legacy `nv_peer_mem` (`/sys/kernel/mm/memory_peers/nv_mem/version`).
+    /// MLNX_OFED's legacy `nv_peer_mem` (`/sys/kernel/mm/memory_peers/nv_mem/version`,
+    /// or its non-contiguous twin `nv_mem_nc`, which NCCL reads too).
     pub nv_mem: bool,
+    /// Whether the loaded NVIDIA kernel modules are the open ones, which
+    /// GPU dma-buf export needs (`/proc/driver/nvidia/version` names "Open
+    /// Kernel Module"); `None` where no NVIDIA driver is loaded.
+    pub nvidia_open: Option<bool>,
     /// IOMMU units (`/sys/class/iommu/*`): empty when the IOMMU is off.
     pub iommu_units: Vec<String>,
 }
@@ -111,7 +116,12 @@ impl Topo {
             gpus,
             nics,
             peermem: root.exists("sys/module/nvidia_peermem"),
-            nv_mem: root.exists("sys/kernel/mm/memory_peers/nv_mem/version"),
+            nv_mem: ["nv_mem", "nv_mem_nc"]
+                .iter()
+                .any(|c| root.exists(&format!("sys/kernel/mm/memory_peers/{c}/version"))),
+            nvidia_open: root
+                .read("proc/driver/nvidia/version")
+                .map(|v| v.contains("Open Kernel Module")),
             iommu_units: root.list("sys/class/iommu"),
         }
     }
@@ -124,6 +134,18 @@ impl Topo {
             (false, false) => {
                 "none (no /sys/module/nvidia_peermem, no /sys/kernel/mm/memory_peers/nv_mem)"
             }
+        }
+    }
+
+    /// Whether the GPUs can export dma-buf, as a report says it.
+    pub fn gpu_export_text(&self) -> &'static str {
+        match self.nvidia_open {
+            Some(true) => "possible (NVIDIA open kernel modules)",
+            Some(false) => {
+                "impossible: the NVIDIA kernel modules are the proprietary ones \
+                 (/proc/driver/nvidia/version names no Open Kernel Module)"
+            }
+            None => "unknown (no /proc/driver/nvidia/version)",
         }
     }
 
