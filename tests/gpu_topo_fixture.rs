@@ -188,7 +188,9 @@ fn gpu_check(root: &str) -> (i32, String) {
 
 /// scripts/gpu-check.sh: without an NVIDIA GPU in the tree it skips with
 /// the reason and exit 0; with one it lists the GPUs and their classes
-/// against every RDMA device (doctor on the same tree).
+/// against every RDMA device (doctor on the same tree), skips the loopback
+/// runs (no real device under a copied tree) with that reason, and ends
+/// with what it checked.
 #[test]
 fn gpu_check_skips_without_a_gpu_and_reports_with_one() {
     let (rc, out) = gpu_check("mlx5-gen3x8");
@@ -201,6 +203,11 @@ fn gpu_check_skips_without_a_gpu_and_reports_with_one() {
         "mlx5_0     PIX  (0000:06:00.0",
         "mlx5_0     PXB  (0000:06:00.0",
         "dma-buf MRs on mlx5_0: supported",
+        // No loopback runs on a copied tree: said, with the reason, and in the summary.
+        "SKIPPED: the runs: ",
+        "is a copied sysfs tree (RDMAPERF_SYSFS_ROOT), with no device to run on",
+        "== checked\n",
+        "gpu-check: GPU memory registration and traffic: not run",
     ] {
         assert!(out.contains(want), "no '{want}' in:\n{out}");
     }

@@ -60,12 +60,20 @@ pair nolib "$(srv nolib "write-bw -s 4096 $N")" "$R write-bw -s 4096 $N --use_cu
 exit 0 # the batch status says only whether the VM itself worked
 "#;
 
-/// The fake's call log of one side, call names only.
+/// The fake's call log of one side, call names only; the fake's own
+/// `fake_cuda_loaded` / `fake_cuda_unloaded` lines (the library mapped, and
+/// unmapped at exit) left out after checking it was mapped once.
 fn calls(r: &vm::BatchResult, name: &str) -> Vec<String> {
-    r.file(name)
+    let all: Vec<String> = r
+        .file(name)
         .unwrap_or_else(|| panic!("no CUDA log {name}"))
         .lines()
         .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    let loads = all.iter().filter(|c| *c == "fake_cuda_loaded").count();
+    assert_eq!(loads, 1, "{name}: libcuda loaded once: {all:?}");
+    all.into_iter()
+        .filter(|c| !c.starts_with("fake_cuda_"))
         .collect()
 }
 
