@@ -39,8 +39,8 @@ pub fn gpu_opts(g: &GpuArgs) -> Result<Option<GpuOpts>, String> {
             let what = if t == 1 { "managed" } else { "malloc" };
             return Err(format!(
                 "--cuda_mem_type={t} ({what}) needs --odp (perftest's rule): that memory is paged \
-                 in by On-Demand Paging, which rdmaperf does not run with GPU memory (and rxe has \
-                 no ODP); use --cuda_mem_type=0 (device memory)"
+                 in by On-Demand Paging, which rdmaperf does not run with GPU memory on any \
+                 device; use --cuda_mem_type=0 (device memory)"
             ));
         }
         Some(t @ (2 | 3)) => {
