@@ -453,6 +453,30 @@ fn mlx5_cli_and_model_files_form_no_circle() {
     );
 }
 
+/// Device memory's types (`verbs/devmem`) sit below the MRs (`verbs/mr`,
+/// which registers it): `mr` imports `devmem`, never the reverse.
+#[test]
+fn verbs_mr_and_devmem_form_no_circle() {
+    let g = crate_graph();
+    let c: Vec<_> = circles(&subgraph(&g, "verbs/"))
+        .into_iter()
+        .filter(|c| {
+            c.iter()
+                .any(|f| f == "verbs/mr.rs" || f == "verbs/devmem.rs")
+        })
+        .collect();
+    assert!(
+        c.is_empty(),
+        "import circles through verbs/mr.rs or verbs/devmem.rs: {c:?}; devmem holds the \
+         types, mr the registration"
+    );
+    assert!(
+        g["verbs/mr.rs"].contains("verbs/devmem.rs"),
+        "{:?}",
+        g["verbs/mr.rs"]
+    );
+}
+
 #[test]
 fn no_circle_in_the_crate_passes_through_tool() {
     let g = crate_graph();
