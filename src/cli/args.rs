@@ -282,6 +282,11 @@ pub struct PerfArgs {
     /// device's odp_caps must allow this transport and verb.
     #[arg(long = "odp")]
     pub odp: bool,
+    /// Register the buffers without IBV_ACCESS_RELAXED_ORDERING (perftest
+    /// registers with it by default; a device without PCIe relaxed ordering
+    /// ignores it).
+    #[arg(long = "disable_pcie_relaxed")]
+    pub disable_pcie_relaxed: bool,
     /// send tests: the receiving side's QPs share one receive queue (SRQ).
     #[arg(long = "use-srq")]
     pub use_srq: bool,

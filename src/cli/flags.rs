@@ -201,7 +201,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(None, "data_enc_key_app_path", true, CRYPTO),
     no(None, "log_dci_streams", true, DC),
     no(None, "log_active_dci_streams", true, DC),
-    no(None, "disable_pcie_relaxed", false, "not implemented yet in rdmaperf: MRs are registered without IBV_ACCESS_RELAXED_ORDERING already - drop it"),
+    imp(None, "disable_pcie_relaxed", false),
     no(None, "use_ooo", false, "needs out-of-order data placement (a QP attribute the NIC and its driver must offer), which rdmaperf does not set on any device - drop it, or use stock perftest"),
     no(None, "congest_type", true, "needs the HNS (HiSilicon) direct-verbs congestion control interface, which rdmaperf does not use - drop it"),
     imp(None, "bind_source_ip", true),

@@ -59,6 +59,12 @@ pub(crate) fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
         out.print(crate::report::text::RESULT_LINE);
         out.print(&format!("{n}\n"));
     }
+    if p.gpu.as_ref().is_some_and(|g| g.no_scatter_to_cqe) {
+        // perftest's disable_mlx5_scatter_to_cqe, after its line (a notice
+        // above). libmlx5 reads the variable at each QP's creation, which
+        // comes later, before any thread of this run exists.
+        std::env::set_var("MLX5_SCATTER_TO_CQE", "0");
+    }
     if p.threads > 1 && !p.is_server() && p.tool.verb == Verb::Send {
         return Err(Fail::refused(
             "send-bw --threads: the multi-threaded client is wired for write/read/atomic-bw only; use -q without --threads",

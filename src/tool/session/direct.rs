@@ -165,7 +165,8 @@ fn open_sq(res: &Resources, i: usize, transport: Transport) -> Result<DirectSq<H
     // Inline payload comes from this QP's own buffer (its MR with
     // --mr_per_qp, else the shared one).
     let (mr, _) = res.qp_mem(i);
-    // Device memory is never an inline source (GPU runs force inline 0).
+    // Device memory is never an inline source (GPU runs inline nothing:
+    // inline 0, or an explicit -I below every size).
     if let Some(ptr) = mr.host_ptr() {
         // SAFETY: the MR's buffer is owned by `res` and outlives the SQ.
         unsafe { allow_buffer(&mut sq, ptr, mr.len())? };
