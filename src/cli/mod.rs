@@ -31,11 +31,12 @@ pub fn multicall_argv(argv: Vec<String>) -> Vec<String> {
         .file_name()
         .and_then(|s| s.to_str())
         .unwrap_or("");
-    match Tool::ALL.iter().find(|t| t.1 == base) {
+    let raw = crate::raw::tools::RawTool::from_name(base).map(|t| t.name());
+    match Tool::ALL.iter().find(|t| t.1 == base).map(|t| t.0).or(raw) {
         Some(t) => {
             let mut v = Vec::with_capacity(argv.len() + 1);
             v.push("rdmaperf".to_string());
-            v.push(t.0.to_string());
+            v.push(t.to_string());
             v.extend(argv.into_iter().skip(1));
             v
         }
@@ -127,6 +128,10 @@ pub fn main() -> i32 {
     // `doctor` too (crate::explain::doctor).
     if argv.get(1).map(String::as_str) == Some("doctor") {
         return crate::explain::doctor::main(&argv[2..]);
+    }
+    // The raw Ethernet tools have their own flag table (crate::raw::cli).
+    if let Some(t) = argv.get(1).and_then(|s| crate::raw::cli::tool_of(s)) {
+        return crate::raw::cli::main(t, &argv[2..]);
     }
     match parse(argv) {
         Parsed::Print {
