@@ -28,15 +28,16 @@ pub fn main(tool: RawTool, argv: &[String]) -> i32 {
             return 2;
         }
     };
-    for n in &p.notes {
-        println!(" {n}");
-    }
     match before_open(&p) {
         Err(e) => {
             eprintln!("{e}");
             2
         }
         Ok(dev) => {
+            // perftest prints these once the device is open (check_link_and_mtu).
+            for n in &p.notes {
+                println!(" {n}");
+            }
             eprintln!(
                 "rdmaperf {name}: the command line and {dev} pass every check, but rdmaperf cannot \
                  run raw Ethernet traffic yet (its frames, rules and pre-checks are in place: \
