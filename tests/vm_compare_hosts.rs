@@ -3,6 +3,7 @@
 //! SERVER` client, two processes on rxe0 standing in for two hosts, for
 //! every tool compare takes (write-bw, read-bw, atomic-bw, send-bw) and both
 //! verbs methods (rxe has no direct path: it is listed with its reason).
+//! The server gets the test's flags (`-s`, `-n`), as a perftest server does.
 //! The server knows no methods beforehand and stops after the client's last
 //! run; the client's table carries each method's post cost and its ratio to
 //! post-send with the spread over the repetitions. `--methods` picks and
@@ -20,34 +21,37 @@ const O: &str = "-d rxe0 -x 0 -F --timeout 30";
 fn script() -> String {
     let r = RDMAPERF;
     let mut s = String::new();
+    // The server takes the test's flags (a send-bw receiver counts -n
+    // messages, as in perftest), never the methods or repetitions.
     for t in TOOLS {
         let size = if t == "atomic-bw" { 8 } else { 64 };
-        let server = format!("{r} compare {t} {O}");
+        let server = format!("{r} compare {t} {O} -s {size} -n 300");
         let json = format!("--out_json_file=$RESULTS/{t}.json");
         let client = format!("{r} compare {t} {O} -s {size} -n 300 --reps 2 {json}");
         s += &pair(&t.replace('-', "_"), &server, &client);
     }
-    // --methods: post-send first, wr-api left out.
+    let w = "-s 64 -n 300";
+    // --methods: post-send alone, three repetitions.
     s += &pair(
         "methods",
-        &format!("{r} compare write-bw {O}"),
-        &format!("{r} compare write-bw {O} -s 64 -n 300 --reps 3 --methods post-send"),
+        &format!("{r} compare write-bw {O} {w}"),
+        &format!("{r} compare write-bw {O} {w} --reps 3 --methods post-send"),
     );
     // Peers that cannot take part, each refused with its reason.
     s += &pair(
         "stock_server",
-        "ib_write_bw -d rxe0 -x 0 -F",
-        &format!("{r} compare write-bw {O} -s 64 -n 300 --reps 1"),
+        &format!("ib_write_bw -d rxe0 -x 0 -F {w}"),
+        &format!("{r} compare write-bw {O} {w} --reps 1"),
     );
     s += &pair(
         "stock_client",
-        &format!("{r} compare write-bw {O}"),
-        "ib_write_bw -d rxe0 -x 0 -F -s 64 -n 300",
+        &format!("{r} compare write-bw {O} {w}"),
+        &format!("ib_write_bw -d rxe0 -x 0 -F {w}"),
     );
     s += &pair(
         "plain_server",
-        &format!("{r} write-bw {O}"),
-        &format!("{r} compare write-bw {O} -s 64 -n 300 --reps 1"),
+        &format!("{r} write-bw {O} {w}"),
+        &format!("{r} compare write-bw {O} {w} --reps 1"),
     );
     s += &format!(
         "single reversed \"$RDMAPERF_BIN compare write-bw {O} -s 64 --reversed 127.0.0.1\"\n"

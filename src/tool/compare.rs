@@ -240,7 +240,10 @@ fn serve(p: &Params, own: &str, device: &str) -> Result<(), Fail> {
         });
         let res = run_side(&sp, Out { quiet: true });
         let note = compare_ext::take();
-        res.map_err(|f| Fail::new(format!("run {run}: {}", f.msg)))?;
+        res.map_err(|f| Fail {
+            msg: format!("run {run}: {}", f.msg),
+            ..f
+        })?;
         let n = match note {
             Some(Ok(n)) => n,
             Some(Err(why)) => {
