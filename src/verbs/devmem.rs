@@ -9,6 +9,7 @@
 use super::error::{last_errno, Result, VerbsError};
 use super::mr::{Access, Mr};
 use super::pd::Pd;
+use super::rdma_core::reg_dmabuf_mr;
 use crate::sys;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -61,14 +62,14 @@ impl Mr {
     pub fn device(pd: &Arc<Pd>, mem: Box<dyn DeviceMemory>, access: Access) -> Result<Mr> {
         let (va, len) = (mem.va(), mem.len());
         let (p, how) = match mem.dmabuf() {
-            // SAFETY: the PD is live; the fd and range come from the owner,
-            // which lives in the Mr until after deregistration.
-            Some(d) => (
-                unsafe {
-                    sys::ibv_reg_dmabuf_mr(pd.raw(), d.offset, len, va, d.fd, access.0 as i32)
-                },
-                DevReg::DmaBuf,
-            ),
+            Some(d) => {
+                let reg =
+                    reg_dmabuf_mr().map_err(|e| VerbsError::new("ibv_reg_dmabuf_mr", 0, e))?;
+                // SAFETY: the PD is live; the fd and range come from the owner,
+                // which lives in the Mr until after deregistration.
+                let p = unsafe { reg(pd.raw(), d.offset, len, va, d.fd, access.0 as i32) };
+                (p, DevReg::DmaBuf)
+            }
             // SAFETY: as above; the kernel (or a peer-memory client) pins
             // the range, the CPU never dereferences it here.
             None => (
@@ -93,10 +94,12 @@ impl Mr {
 /// The NCCL-style probe: does this PD's device (provider and kernel) take
 /// dma-buf MRs? `ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0)` fails with EBADF
 /// where it does and EOPNOTSUPP/EPROTONOSUPPORT where it does not.
+/// A libibverbs older than rdma-core 34 has no such verb: EOPNOTSUPP.
 pub fn dmabuf_probe(pd: &Pd) -> std::result::Result<(), i32> {
+    let reg = reg_dmabuf_mr().map_err(|_| libc::EOPNOTSUPP)?;
     // SAFETY: a zero-length registration of fd -1 never maps anything; a
     // success (not expected) is deregistered at once.
-    let p = unsafe { sys::ibv_reg_dmabuf_mr(pd.raw(), 0, 0, 0, -1, 0) };
+    let p = unsafe { reg(pd.raw(), 0, 0, 0, -1, 0) };
     if !p.is_null() {
         // SAFETY: `p` is the MR just made.
         unsafe { sys::ibv_dereg_mr(p) };
