@@ -122,7 +122,7 @@ pub fn command() -> clap::Command {
     for &(name, _, t) in Tool::ALL.iter() {
         cmd = cmd.mut_subcommand(name, |sc| tool_command(sc, t));
     }
-    cmd.after_help(DOCS)
+    cmd.after_help(DOCS).long_version(super::version::long())
 }
 
 fn tool_command(mut sc: clap::Command, t: Tool) -> clap::Command {
