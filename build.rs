@@ -32,6 +32,22 @@ fn header_cfgs(bindings: &str) {
     }
 }
 
+/// The text of `name` as the C compiler finds it: in pkg-config's include paths, then in
+/// /usr/include (pkg-config leaves system directories out). Empty when not found.
+fn header_text(include_paths: &[PathBuf], name: &str) -> String {
+    let system = [PathBuf::from("/usr/include")];
+    include_paths
+        .iter()
+        .chain(system.iter())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .and_then(|p| {
+            println!("cargo:rerun-if-changed={}", p.display());
+            std::fs::read_to_string(p).ok()
+        })
+        .unwrap_or_default()
+}
+
 /// The commit this build is from, for `rdmaperf --version`: `git rev-parse` at build
 /// time, "unknown" outside a git checkout (a source tarball) or without git.
 fn git_commit() -> String {
@@ -144,6 +160,13 @@ fn main() {
             .includes(&verbs.include_paths)
             .opt_level(2)
             .warnings(true);
+        // mlx5dv.h of rdma-core 37 and later names the control segment's bytes 9-10
+        // dci_stream_channel_id; older ones call them rsvd[2] (the oracle's layout table).
+        if header_text(&verbs.include_paths, "infiniband/mlx5dv.h")
+            .contains("dci_stream_channel_id")
+        {
+            g.define("RDMAPERF_CTRL_DCI_STREAM", None);
+        }
         if env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64") {
             g.flag("-msse3");
         }
