@@ -110,7 +110,7 @@ if [ "${RC_SKIP_VM:-0}" != 1 ]; then
     if bash "$REPO/scripts/setup.sh" --check --vm >/dev/null 2>&1; then
         echo "== write-bw --loopback on rxe0 in the VM, against $TAG"
         RDMAPERF_VM_TIMEOUT=${RDMAPERF_VM_TIMEOUT:-900} bash "$REPO/scripts/rxe-vm.sh" \
-            "LD_LIBRARY_PATH=$LIBDIR $BIN --version | grep runs-on; \
+            "LD_LIBRARY_PATH=$LIBDIR $BIN --version | grep 'rdma-core runs on'; \
              LD_LIBRARY_PATH=$LIBDIR $BIN write-bw --loopback -d rxe0 -x 1 -s 64 -n 1000"
     else
         echo "SKIPPED: VM run (soft-RoCE VM not ready: scripts/setup.sh --check --vm)"
