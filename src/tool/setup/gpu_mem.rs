@@ -41,7 +41,7 @@ impl GpuMem {
         };
         if opts.dmabuf {
             // rdma-core older than 34 has no ibv_reg_dmabuf_mr: refuse before the GPU opens.
-            reg_dmabuf_mr().map_err(|e| Fail::new(format!("--use_cuda_dmabuf: {e}")))?;
+            reg_dmabuf_mr().map_err(|e| Fail::refused(format!("--use_cuda_dmabuf: {e}")))?;
         }
         let cuda = Cuda::open(LIBCUDA, &opts.select).map_err(Fail::new)?;
         if opts.dmabuf && cuda.dmabuf_supported == Some(false) {
