@@ -59,12 +59,25 @@ pub enum Command {
     /// Check every post method on a device in loopback, byte by byte.
     #[command(disable_help_flag = true)]
     Selfcheck(OwnParser),
+    /// Raw Ethernet packet rate (raw_ethernet_bw; ConnectX, CAP_NET_RAW): flags and frames only so far.
+    #[command(name = "raw-eth-bw", disable_help_flag = true)]
+    RawEthBw(OwnParser),
+    /// Raw Ethernet ping-pong latency (raw_ethernet_lat): flags and frames only so far.
+    #[command(name = "raw-eth-lat", disable_help_flag = true)]
+    RawEthLat(OwnParser),
+    /// Raw Ethernet latency under bursts (raw_ethernet_burst_lat): flags and frames only so far.
+    #[command(name = "raw-eth-burst-lat", disable_help_flag = true)]
+    RawEthBurstLat(OwnParser),
+    /// Flow-rule insertion rate (raw_ethernet_fs_rate): flags only so far.
+    #[command(name = "raw-eth-fs-rate", disable_help_flag = true)]
+    RawEthFsRate(OwnParser),
     /// List RDMA devices, ports and GID tables.
     Devices,
 }
 
 /// The arguments of a command with its own parser (`fabric`, `doctor`,
-/// `selfcheck`: dispatched before clap, listed here for `--help`).
+/// `selfcheck`, the raw Ethernet tools: dispatched before clap, listed here
+/// for `--help`).
 #[derive(Args, Debug, Clone)]
 pub struct OwnParser {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
