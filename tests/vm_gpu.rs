@@ -53,7 +53,7 @@ both rlat "read-lat -s 64 -n 100 --timeout 60"
 # --explain after a GPU run: the GPU-NIC path is read (the VM's sysfs has no such GPU: said).
 both wbw_exp "write-bw -s 4096 $N --explain"
 # compare (every post method, both ends in one process) and --run_infinitely on GPU memory.
-single cmp "env $G FAKE_CUDA_LOG=$RESULTS/cmp.cuda $R compare write-bw -d rxe0 -x 0 -F -s 4096 -n 200 --reps 1 --use_cuda=0"
+single cmp "env $G FAKE_CUDA_LOG=$RESULTS/cmp.cuda $R compare write-bw --loopback -d rxe0 -x 0 -F -s 4096 -n 200 --reps 1 --use_cuda=0"
 ( eval "exec timeout 60 $(srv inf 'write-bw -s 4096 --run_infinitely -D 1')" ) > $RESULTS/inf.srv 2>&1 & S=$!
 wait_port $PORT $S
 ( eval "exec $(cli inf 'write-bw -s 4096 --run_infinitely -D 1')" ) > $RESULTS/inf.cli 2>&1 & C=$!

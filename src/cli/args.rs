@@ -48,7 +48,9 @@ pub enum Command {
     #[command(name = "atomic-lat")]
     AtomicLat(PerfArgs),
     /// Run a bw test under every post method the device supports, interleaved
-    /// (A B C A B C …), and print them side by side.
+    /// (A B C A B C …), and print them side by side: `--loopback` on this
+    /// host, or between two hosts (`rdmaperf compare write-bw` serves,
+    /// `rdmaperf compare write-bw ... SERVER` chooses the methods and prints).
     Compare(CompareArgs),
     /// Every NIC pair of a cluster under mpirun/srun, with a heatmap (`rdmaperf fabric --help`).
     #[command(disable_help_flag = true)]
@@ -84,7 +86,7 @@ pub struct OwnParser {
     pub args: Vec<String>,
 }
 
-/// `rdmaperf compare <bw-test> [flags]`.
+/// `rdmaperf compare <bw-test> [flags] [--loopback | SERVER]`.
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
     /// The bw test: write-bw, read-bw, atomic-bw, send-bw (or its ib_* name);
@@ -93,6 +95,10 @@ pub struct CompareArgs {
     /// Repetitions of each method.
     #[arg(long = "reps", default_value_t = 3)]
     pub reps: u32,
+    /// Only these post methods, in this order (comma list of direct, wr-api,
+    /// post-send; default: every one the device supports).
+    #[arg(long = "methods", value_delimiter = ',')]
+    pub methods: Vec<String>,
     #[command(flatten)]
     pub perf: PerfArgs,
 }
