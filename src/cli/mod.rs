@@ -18,6 +18,7 @@ pub mod params;
 pub mod rate;
 pub mod rules;
 pub mod values;
+pub mod version;
 
 use args::{Cli, Command};
 use clap::FromArgMatches;
