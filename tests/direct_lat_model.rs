@@ -19,10 +19,11 @@ mod common;
 mod with_model {
     use crate::common::cli::params;
     use crate::common::mlx5::libmlx5_av;
+    use crate::common::model_env::register_pair;
     use rdmaperf::clock::{self, Clock};
     use rdmaperf::mlx5::device::ud_av;
     use rdmaperf::mlx5::Transport;
-    use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport, PeerCompletion};
+    use rdmaperf::model::{Model, ModelConfig, ModelTransport, PeerCompletion};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, RecvQueue, WcStatus};
     use rdmaperf::report::stats::LatUnits;
     use rdmaperf::run::lat::{send_lat, LatTarget};
@@ -108,12 +109,7 @@ mod with_model {
             unsafe { allow_buffer(&mut sq, local.as_ptr(), local.len()) }
                 .unwrap_or_else(|f| panic!("{}", f.msg));
             // SAFETY: both buffers outlive the model (stopped and dropped first).
-            let (lk, rxk) = unsafe {
-                (
-                    model.register(local.as_mut_ptr(), local.len(), Access::ALL),
-                    model.register(rx.as_mut_ptr(), rx.len(), Access::ALL),
-                )
-            };
+            let (lk, rxk) = unsafe { register_pair(&model, &mut local, &mut rx) };
             for s in 0..n {
                 let at = rx.as_mut_ptr().wrapping_add(s * sz);
                 model.post_peer_recv(s as u64, at, sz as u32, rxk.lkey);

@@ -14,14 +14,19 @@ fn direct_recv_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use crate::common::mlx5::NoDmaFence;
+    use crate::common::model_env::register_pair;
     use rdmaperf::mlx5::recv::RecvRing;
     use rdmaperf::mlx5::rq::DirectRq;
     use rdmaperf::mlx5::srq::DirectSrq;
     use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio};
     use rdmaperf::model::recv::GRH_BYTES;
     use rdmaperf::model::{
-        Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelRecvMmio, ModelTransport, RecvSpec,
+        MmioEvent, Model, ModelConfig, ModelMmio, ModelRecvMmio, ModelTransport, RecvSpec,
     };
     use rdmaperf::post::wc::{WC_GRH, WC_WITH_IMM};
     use rdmaperf::post::{
@@ -60,12 +65,7 @@ mod with_model {
         let model = Model::new(cfg).unwrap();
         let (sqs, cq) = model.queues().unwrap();
         // SAFETY: the buffers outlive the model (declared before it).
-        let (l, r) = unsafe {
-            (
-                model.register(b.tx.as_mut_ptr(), b.tx.len(), Access::ALL),
-                model.register(b.rx.as_mut_ptr(), b.rx.len(), Access::ALL),
-            )
-        };
+        let (l, r) = unsafe { register_pair(&model, &mut b.tx, &mut b.rx) };
         Rig {
             sqs,
             cq,
@@ -1431,27 +1431,10 @@ mod with_model {
         );
 
         // The check can fail: a recorder whose barrier does nothing.
-        struct NoFence(ModelRecvMmio);
-        impl Mmio for NoFence {
-            fn store_fence_dma(&self) {}
-            fn store_fence_wc(&self) {}
-            unsafe fn write_dbrec(&self, dbrec: *mut u32, raw: u32) {
-                // SAFETY: forwarded.
-                unsafe { self.0.write_dbrec(dbrec, raw) }
-            }
-            unsafe fn write_db64(&self, reg: *mut u64, raw: u64) {
-                // SAFETY: forwarded.
-                unsafe { self.0.write_db64(reg, raw) }
-            }
-            unsafe fn write_bf64(&self, reg: *mut u64, src: *const [u64; 8]) {
-                // SAFETY: forwarded.
-                unsafe { self.0.write_bf64(reg, src) }
-            }
-        }
         let mut b = Bufs::new(1);
         let r = rig(&mut b, cfg(RecvSpec::default()));
         let dv = r.model.recv_dv_qp(0).unwrap();
-        let mmio = NoFence(r.model.recv_mmio(0));
+        let mmio = NoDmaFence(r.model.recv_mmio(0));
         // SAFETY: as rq_of.
         let mut rq = unsafe { DirectRq::from_dv(&dv, 0x456, None, mmio) }.unwrap();
         rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)

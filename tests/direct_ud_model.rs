@@ -19,11 +19,12 @@ mod common;
 mod with_model {
     use crate::common::cli::params;
     use crate::common::mlx5::libmlx5_av;
+    use crate::common::model_env::{register_pair, signaled_wr};
     use rdmaperf::clock::Clock;
     use rdmaperf::ctrl::Dest;
     use rdmaperf::mlx5::device::ud_av;
     use rdmaperf::mlx5::Transport;
-    use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport};
+    use rdmaperf::model::{Model, ModelConfig, ModelTransport};
     use rdmaperf::post::{Op, SendQueue, WrDesc};
     use rdmaperf::run::geometry::Geometry;
     use rdmaperf::tool::common::landing;
@@ -63,12 +64,7 @@ mod with_model {
         let transport = Transport::Ud(ud_av(libmlx5_av(), PEER_QPN, QKEY));
         let (sq, mut cq) = model.pair_with_transport(model.mmio(), transport).unwrap();
         // SAFETY: both buffers outlive the model (stopped and dropped first).
-        let (lk, rxk) = unsafe {
-            (
-                model.register(local.as_mut_ptr(), local.len(), Access::ALL),
-                model.register(rx.as_mut_ptr(), rx.len(), Access::ALL),
-            )
-        };
+        let (lk, rxk) = unsafe { register_pair(&model, &mut local, &mut rx) };
         let at = |s: u64| rx.as_ptr() as usize + s as usize * size;
         for s in 0..p.iters {
             model.post_peer_recv(s, at(s) as *mut u8, size as u32, rxk.lkey);
@@ -116,12 +112,7 @@ mod with_model {
         let (mut sq, _cq) = model.pair_with_transport(model.mmio(), transport).unwrap();
         let (mut src, mut dst) = (vec![1u8; 64], vec![0u8; 64]);
         // SAFETY: both buffers outlive the model.
-        let (l, d) = unsafe {
-            (
-                model.register(src.as_mut_ptr(), 64, Access::ALL),
-                model.register(dst.as_mut_ptr(), 64, Access::ALL),
-            )
-        };
+        let (l, d) = unsafe { register_pair(&model, &mut src, &mut dst) };
         model.post_peer_recv(1, dst.as_mut_ptr(), 64, d.lkey);
         let wr = WrDesc {
             wr_id: 1,
@@ -157,23 +148,10 @@ mod with_model {
         // SAFETY: QP 1 is built once, and pair() built only QP 0.
         let mut stranger = unsafe { model.extra_sq(1) }.unwrap();
         // SAFETY: both buffers outlive the model.
-        let (lk, rk) = unsafe {
-            (
-                model.register(local.as_mut_ptr(), local.len(), Access::ALL),
-                model.register(remote.as_mut_ptr(), remote.len(), Access::ALL),
-            )
-        };
+        let (lk, rk) = unsafe { register_pair(&model, &mut local, &mut remote) };
         for i in 0..3u64 {
-            let wr = WrDesc {
-                wr_id: i,
-                laddr: local.as_ptr() as u64,
-                lkey: lk.lkey,
-                len: 8,
-                raddr: remote.as_ptr() as u64,
-                rkey: rk.rkey,
-                signaled: true,
-                ..WrDesc::default()
-            };
+            let (laddr, raddr) = (local.as_ptr() as u64, remote.as_ptr() as u64);
+            let wr = signaled_wr(i, (laddr, lk.lkey), (raddr, rk.rkey), 8);
             stranger.post(Op::Write, &[wr]).unwrap();
         }
         assert_eq!(model.step(), 3);
