@@ -18,12 +18,9 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use crate::common::cli::params;
-    use crate::common::mlx5::libmlx5_av;
-    use crate::common::model_env::register_pair;
+    use crate::common::model_env::{register_pair, ud_model};
     use rdmaperf::clock::{self, Clock};
-    use rdmaperf::mlx5::device::ud_av;
-    use rdmaperf::mlx5::Transport;
-    use rdmaperf::model::{Model, ModelConfig, ModelTransport, PeerCompletion};
+    use rdmaperf::model::{Model, ModelConfig, PeerCompletion};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, RecvQueue, WcStatus};
     use rdmaperf::report::stats::LatUnits;
     use rdmaperf::run::lat::{send_lat, LatTarget};
@@ -91,20 +88,14 @@ mod with_model {
             let mut local: Box<[u8]> = vec![0u8; 4096].into();
             landing::fill_pattern(&mut local);
             let mut rx = vec![0u8; n * sz];
-            let mut model = Model::new(ModelConfig {
+            let cfg = ModelConfig {
                 // -t is 1 for the latency tools: one WQE (several BBs) at a time.
                 wqe_cnt: 64,
                 cqe_cnt: 64,
                 record_history: false,
-                transport: ModelTransport::Ud {
-                    peer_qpn: PEER_QPN,
-                    qkey: QKEY,
-                },
                 ..ModelConfig::default()
-            })
-            .unwrap();
-            let transport = Transport::Ud(ud_av(libmlx5_av(), PEER_QPN, QKEY));
-            let (mut sq, mut cq) = model.pair_with_transport(model.mmio(), transport).unwrap();
+            };
+            let (mut model, mut sq, mut cq) = ud_model(cfg, PEER_QPN, QKEY, QKEY);
             // SAFETY: `local` outlives the SQ (dropped at the end of the scope first).
             unsafe { allow_buffer(&mut sq, local.as_ptr(), local.len()) }
                 .unwrap_or_else(|f| panic!("{}", f.msg));

@@ -75,6 +75,38 @@ mod with_model {
         }
     }
 
+    /// A rig of two QPs with `recv`, the NIC retrying RNR forever
+    /// (`rnr_retry` 7), completing in `cqe_size`-byte CQEs.
+    fn rig2(b: &mut Bufs, recv: RecvSpec, cqe_size: u32) -> Rig {
+        rig(
+            b,
+            ModelConfig {
+                qps: 2,
+                rnr_retry: 7,
+                cqe_size,
+                ..cfg(recv)
+            },
+        )
+    }
+
+    /// QP 0's RQ with receive `wr_id` posted into slot 0, then one SEND of
+    /// `len` bytes from slot 0 posted and the NIC stepped.
+    fn one_send(r: &mut Rig, b: &Bufs, wr_id: u64, len: u32) -> DirectRq<ModelRecvMmio> {
+        let mut rq = rq_of(r, 0);
+        rq.post_recv(wr_id, rx_at(b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        r.sqs[0]
+            .post(Op::Send, &[send(b, r.lkey, 0, len, 1)])
+            .unwrap();
+        r.model.step();
+        rq
+    }
+
+    /// The model saw no violation (every receive record stored in order).
+    fn assert_no_violations(model: &Model) {
+        assert!(model.violations().is_empty(), "{:?}", model.violations());
+    }
+
     /// QP `q`'s peer RQ, its record stored through the model's recorder
     /// (every test's `violations()` then checks the store order).
     fn rq_of(r: &mut Rig, q: usize) -> DirectRq<ModelRecvMmio> {
@@ -200,11 +232,7 @@ mod with_model {
             assert_eq!(rq.ring().done(), 8);
         }
         assert_eq!(b.rx, b.tx, "every message in its receive buffer");
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// Scatter-to-CQE at both CQE sizes, on both sides of each limit: a
@@ -413,7 +441,7 @@ mod with_model {
             seq += 3;
         }
         assert_eq!(srq.posted(), 36);
-        assert!(r.model.violations().is_empty());
+        assert_no_violations(&r.model);
     }
 
     /// Ports of one SRQ post through shared references: a post list on
@@ -466,11 +494,7 @@ mod with_model {
         let ids: Vec<u64> = recvs.iter().map(|c| c.wr_id).collect();
         assert_eq!(ids, [200, 100, 201, 100, 202, 100, 203, 100]);
         assert!(recvs.iter().all(|c| c.status == WcStatus::SUCCESS));
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// No receive posted: RC answers RNR; with rnr_retry 0 the sender's
@@ -549,13 +573,7 @@ mod with_model {
                 })
             },
         );
-        let mut rq = rq_of(&mut r, 0);
-        rq.post_recv(4, rx_at(&b, 0), r.rx_lkey, MSG as u32)
-            .unwrap();
-        r.sqs[0]
-            .post(Op::Send, &[send(&b, r.lkey, 0, 16, 1)])
-            .unwrap();
-        r.model.step();
+        let _rq = one_send(&mut r, &b, 4, 16);
         let rc = poll_all(&mut r.cq, 2)
             .into_iter()
             .find(is_recv)
@@ -659,14 +677,7 @@ mod with_model {
         for (k, x) in b.tx.iter_mut().enumerate() {
             *x = (k / MSG) as u8 * 0x40 + (k % 61) as u8;
         }
-        let mut r = rig(
-            &mut b,
-            ModelConfig {
-                qps: 2,
-                rnr_retry: 7,
-                ..cfg(RecvSpec::default())
-            },
-        );
+        let mut r = rig2(&mut b, RecvSpec::default(), 64);
         let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
         let (o, counts) = loop_over(&mut r, &b, &mut rqs, cost);
         RecvRun {
@@ -680,15 +691,12 @@ mod with_model {
 
     /// The receive loop over `rqs` (one per QP): receives preposted, every
     /// SEND posted up front, the NIC started, the loop run, the NIC stopped.
-    fn loop_over<R: RecvQueue>(
-        r: &mut Rig,
-        b: &Bufs,
-        rqs: &mut [R],
-        cost: bool,
-    ) -> (
-        rdmaperf::run::recv::RecvOutcome,
-        [rdmaperf::run::recv::RxCount; 2],
-    ) {
+    fn loop_over<R: RecvQueue>(r: &mut Rig, b: &Bufs, rqs: &mut [R], cost: bool) -> Looped {
+        loop_with(r, b, rqs, (cost, MSG as u32, &|_| {}))
+    }
+
+    /// [`loop_over`] as `run` says (see [`loop_on`]).
+    fn loop_with<R: RecvQueue>(r: &mut Rig, b: &Bufs, rqs: &mut [R], run: Run<'_>) -> Looped {
         let Rig {
             sqs,
             cq,
@@ -697,8 +705,14 @@ mod with_model {
             model,
         } = r;
         let keys = (*lkey, *rx_lkey);
-        loop_on(sqs, model, keys, cq, b, rqs, (cost, MSG as u32, &|_| {}))
+        loop_on(sqs, model, keys, cq, b, rqs, run)
     }
+
+    /// What the receive loop returned, and its per-QP counts.
+    type Looped = (
+        rdmaperf::run::recv::RecvOutcome,
+        [rdmaperf::run::recv::RxCount; 2],
+    );
 
     /// How [`loop_on`] runs: `cost`, the SENDs' length, the hook.
     type Run<'h> = (bool, u32, &'h dyn Fn(&Model));
@@ -714,10 +728,7 @@ mod with_model {
         b: &Bufs,
         rqs: &mut [R],
         (cost, len, hook): Run<'_>,
-    ) -> (
-        rdmaperf::run::recv::RecvOutcome,
-        [rdmaperf::run::recv::RxCount; 2],
-    ) {
+    ) -> Looped {
         use rdmaperf::clock;
         use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount};
         let bufs = [0, 1].map(|k| RecvBuf {
@@ -871,14 +882,7 @@ mod with_model {
         use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RxCount};
         const PER_QP: u64 = 200;
         let mut b = Bufs::new(2);
-        let mut r = rig(
-            &mut b,
-            ModelConfig {
-                qps: 2,
-                rnr_retry: 7,
-                ..cfg(RecvSpec::default())
-            },
-        );
+        let mut r = rig2(&mut b, RecvSpec::default(), 64);
         let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
         let bufs = [0, 1].map(|k| RecvBuf {
             addr: rx_at(&b, k),
@@ -966,7 +970,7 @@ mod with_model {
             assert_eq!(rx_counts[q].received, PER_QP, "QP {q} in");
         }
         assert_eq!(b.rx, b.tx, "each peer's buffer holds its sender's bytes");
-        assert!(model.violations().is_empty(), "{:?}", model.violations());
+        assert_no_violations(&model);
     }
 
     /// The same loop with `--use-srq`'s shape: both QPs receive from one
@@ -977,18 +981,15 @@ mod with_model {
     fn the_send_bw_receive_loop_runs_on_srq_ports() {
         use rdmaperf::mlx5::srq::SrqPort;
         let mut b = Bufs::new(2);
-        let mut r = rig(
+        let mut r = rig2(
             &mut b,
-            ModelConfig {
-                qps: 2,
-                rnr_retry: 7,
-                ..cfg(RecvSpec {
-                    srq: true,
-                    slots: 32,
-                    stride: 32,
-                    ..RecvSpec::default()
-                })
+            RecvSpec {
+                srq: true,
+                slots: 32,
+                stride: 32,
+                ..RecvSpec::default()
             },
+            64,
         );
         let srq = srq_for_all(&mut r);
         let ring = Arc::clone(srq.ring());
@@ -999,11 +1000,7 @@ mod with_model {
         assert_eq!(o.received, 2 * PER_QP);
         assert_eq!(counts[0].posted + counts[1].posted, 2 * PER_QP);
         assert_eq!(ring.done(), 2 * PER_QP as u32, "one SRQ WQE per message");
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// An ODP page fault on an SRQ receive (RESP_ERR, REMOTE_ABORTED,
@@ -1016,18 +1013,15 @@ mod with_model {
         use rdmaperf::mlx5::recv_cq::RecvCq;
         use rdmaperf::mlx5::srq::SrqPort;
         let mut b = Bufs::new(2);
-        let r = rig(
+        let r = rig2(
             &mut b,
-            ModelConfig {
-                qps: 2,
-                rnr_retry: 7,
-                ..cfg(RecvSpec {
-                    srq: true,
-                    slots: 32,
-                    stride: 32,
-                    ..RecvSpec::default()
-                })
+            RecvSpec {
+                srq: true,
+                slots: 32,
+                stride: 32,
+                ..RecvSpec::default()
             },
+            64,
         );
         let Rig {
             mut sqs,
@@ -1066,20 +1060,7 @@ mod with_model {
         );
         assert!(rcq.direct().reposts().is_empty());
         assert!(model.stats().rnr_naks >= 5, "{:?}", model.stats());
-        assert!(model.violations().is_empty(), "{:?}", model.violations());
-    }
-
-    /// A rig of two QPs with `recv`, the NIC retrying RNR forever.
-    fn rig2(b: &mut Bufs, recv: RecvSpec, cqe_size: u32) -> Rig {
-        rig(
-            b,
-            ModelConfig {
-                qps: 2,
-                rnr_retry: 7,
-                cqe_size,
-                ..cfg(recv)
-            },
-        )
+        assert_no_violations(&model);
     }
 
     /// As the tools create their direct QPs (scatter-to-CQE disabled), the
@@ -1089,13 +1070,7 @@ mod with_model {
         assert!(!RecvSpec::default().scatter_to_cqe);
         let mut b = Bufs::new(1);
         let mut r = rig(&mut b, cfg(RecvSpec::default()));
-        let mut rq = rq_of(&mut r, 0);
-        rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
-            .unwrap();
-        r.sqs[0]
-            .post(Op::Send, &[send(&b, r.lkey, 0, 16, 1)])
-            .unwrap();
-        r.model.step();
+        let _rq = one_send(&mut r, &b, 1, 16);
         assert_eq!(b.rx[..16], b.tx[..16], "the NIC wrote the buffer");
     }
 
@@ -1113,15 +1088,7 @@ mod with_model {
         let mut r = rig2(&mut b, spec, 128);
         let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
         b.rx.fill(0);
-        let Rig {
-            sqs,
-            cq,
-            lkey,
-            rx_lkey,
-            model,
-        } = &mut r;
-        let keys = (*lkey, *rx_lkey);
-        let (o, _) = loop_on(sqs, model, keys, cq, &b, &mut rqs, (false, 24, &|_| {}));
+        let (o, _) = loop_with(&mut r, &b, &mut rqs, (false, 24, &|_| {}));
         assert_eq!(o.error, None, "{o:?}");
         assert_eq!(o.received, 2 * PER_QP);
         for q in 0..2 {
@@ -1129,11 +1096,7 @@ mod with_model {
             assert_eq!(b.rx[at..at + 24], b.tx[at..at + 24], "QP {q}");
             assert!(b.rx[at + 24..at + MSG].iter().all(|&x| x == 0), "QP {q}");
         }
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// An SRQ whose WQEs complete out of order (1, 0, 3, 2, ...: the poller
@@ -1177,11 +1140,7 @@ mod with_model {
             }
             seq += 2;
         }
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// The receive loop over SRQ ports whose WQEs complete out of order.
@@ -1203,11 +1162,7 @@ mod with_model {
         assert_eq!(o.error, None, "{o:?}");
         assert_eq!(o.received, 2 * PER_QP);
         assert_eq!(counts[0].received + counts[1].received, 2 * PER_QP);
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// A peer QP moved to the error state with receives posted: each
@@ -1256,26 +1211,10 @@ mod with_model {
         let mut b = Bufs::new(2);
         let mut r = rig2(&mut b, RecvSpec::default(), 64);
         let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
-        let Rig {
-            sqs,
-            cq,
-            lkey,
-            rx_lkey,
-            model,
-        } = &mut r;
-        let keys = (*lkey, *rx_lkey);
         let hook = |m: &Model| {
             assert_eq!(m.recv_to_error(1), 8);
         };
-        let (o, _) = loop_on(
-            sqs,
-            model,
-            keys,
-            cq,
-            &b,
-            &mut rqs,
-            (false, MSG as u32, &hook),
-        );
+        let (o, _) = loop_with(&mut r, &b, &mut rqs, (false, MSG as u32, &hook));
         match o.error {
             Some(RunError::Completion { qp, wc, .. }) => {
                 assert_eq!((qp, wc.status), (1, WcStatus::WR_FLUSH_ERR), "{o:?}");
@@ -1334,11 +1273,7 @@ mod with_model {
         assert_eq!(poll_all(&mut r.cq, 2).len(), 2);
         r.model.stop();
         assert_eq!(r.cq.arm_sn(), 2);
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// The arm sequence number is compared: an arm after a delivered event
@@ -1402,11 +1337,7 @@ mod with_model {
         rq.post_recv_list(&msgs(3, 2, r.rx_lkey, |k| base + (k * MSG) as u64))
             .unwrap();
         assert_eq!(r.model.recv_history(0), [fence, rec(1), fence, rec(4)]);
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
 
         let mut b = Bufs::new(4);
         let mut r = rig(
@@ -1424,11 +1355,7 @@ mod with_model {
         srq.post_recv_list(&msgs(2, 2, r.rx_lkey, |k| base + (k * MSG) as u64))
             .unwrap();
         assert_eq!(r.model.recv_history(0), [fence, rec(1), fence, rec(3)]);
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
 
         // The check can fail: a recorder whose barrier does nothing.
         let mut b = Bufs::new(1);
@@ -1491,13 +1418,7 @@ mod with_model {
         }
         let mut b = Bufs::new(1);
         let mut r = rig(&mut b, cfg(RecvSpec::default()));
-        let mut rq = rq_of(&mut r, 0);
-        rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
-            .unwrap();
-        r.sqs[0]
-            .post(Op::Send, &[send(&b, r.lkey, 0, 64, 1)])
-            .unwrap();
-        r.model.step();
+        let _rq = one_send(&mut r, &b, 1, 64);
         assert_eq!(poll_all(&mut r.cq, 2).len(), 2);
         let rec = Rec::default();
         r.cq.arm(&rec, false).unwrap();

@@ -1,8 +1,10 @@
 //! The queue model with its direct queues and two registered buffers: the
 //! rig the model tests post through (feature `model`).
 
-use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio};
-use rdmaperf::model::{Access, Model, ModelMmio, MrKeys};
+use super::mlx5::libmlx5_av;
+use rdmaperf::mlx5::device::ud_av;
+use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio, Transport};
+use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport, MrKeys};
 use rdmaperf::post::WrDesc;
 
 /// Bytes in each buffer.
@@ -93,4 +95,23 @@ pub fn signaled_wr(
         signaled: true,
         ..WrDesc::default()
     }
+}
+
+/// A model whose QP is UD to `peer_qpn` with `qkey` (the rest from `cfg`),
+/// and its direct SQ/CQ, the SQ sending with the AV libmlx5 builds for an AH
+/// to `peer_qpn` and `av_qkey` (the peer's `qkey`, or another to be dropped).
+pub fn ud_model(
+    cfg: ModelConfig,
+    peer_qpn: u32,
+    qkey: u32,
+    av_qkey: u32,
+) -> (Model, DirectSq<ModelMmio>, DirectCq) {
+    let model = Model::new(ModelConfig {
+        transport: ModelTransport::Ud { peer_qpn, qkey },
+        ..cfg
+    })
+    .unwrap();
+    let transport = Transport::Ud(ud_av(libmlx5_av(), peer_qpn, av_qkey));
+    let (sq, cq) = model.pair_with_transport(model.mmio(), transport).unwrap();
+    (model, sq, cq)
 }
