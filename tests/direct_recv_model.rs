@@ -102,6 +102,29 @@ mod with_model {
         rq
     }
 
+    /// A one-QP rig over `b`, QP 0's RQ holding a receive for each of `b`'s
+    /// slots (receive k into slot k).
+    fn rq_on_all_slots(b: &mut Bufs) -> (Rig, DirectRq<ModelRecvMmio>) {
+        let mut r = rig(b, cfg(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        for k in 0..b.rx.len() / MSG {
+            rq.post_recv(k as u64, rx_at(b, k), r.rx_lkey, MSG as u32)
+                .unwrap();
+        }
+        (r, rq)
+    }
+
+    /// Two QPs sharing one SRQ of `slots` WQEs whose WQEs complete out of order.
+    fn out_of_order_srq(b: &mut Bufs, slots: u32) -> (Rig, DirectSrq<ModelRecvMmio>) {
+        let spec = RecvSpec {
+            out_of_order: true,
+            ..srq_spec(slots)
+        };
+        let mut r = rig2(b, spec, 64);
+        let srq = srq_for_all(&mut r);
+        (r, srq)
+    }
+
     /// The model saw no violation (every receive record stored in order).
     fn assert_no_violations(model: &Model) {
         assert!(model.violations().is_empty(), "{:?}", model.violations());
@@ -136,6 +159,16 @@ mod with_model {
             record_history: false,
             recv: Some(recv),
             ..ModelConfig::default()
+        }
+    }
+
+    /// An SRQ of `slots` WQEs of 32 bytes (the least SRQ stride).
+    fn srq_spec(slots: u32) -> RecvSpec {
+        RecvSpec {
+            srq: true,
+            slots,
+            stride: 32,
+            ..RecvSpec::default()
         }
     }
 
@@ -393,12 +426,7 @@ mod with_model {
             &mut b,
             ModelConfig {
                 qps: 2,
-                ..cfg(RecvSpec {
-                    srq: true,
-                    slots: 4,
-                    stride: 32,
-                    ..RecvSpec::default()
-                })
+                ..cfg(srq_spec(4))
             },
         );
         let mut srq = srq_for_all(&mut r);
@@ -453,15 +481,7 @@ mod with_model {
         use rdmaperf::mlx5::srq::SrqPort;
         use std::cell::RefCell;
         let mut b = Bufs::new(8);
-        let mut r = rig(
-            &mut b,
-            cfg(RecvSpec {
-                srq: true,
-                slots: 16,
-                stride: 32,
-                ..RecvSpec::default()
-            }),
-        );
+        let mut r = rig(&mut b, cfg(srq_spec(16)));
         let srq = srq_for_all(&mut r);
         let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
         let other = RefCell::new(ports.pop().unwrap());
@@ -981,16 +1001,7 @@ mod with_model {
     fn the_send_bw_receive_loop_runs_on_srq_ports() {
         use rdmaperf::mlx5::srq::SrqPort;
         let mut b = Bufs::new(2);
-        let mut r = rig2(
-            &mut b,
-            RecvSpec {
-                srq: true,
-                slots: 32,
-                stride: 32,
-                ..RecvSpec::default()
-            },
-            64,
-        );
+        let mut r = rig2(&mut b, srq_spec(32), 64);
         let srq = srq_for_all(&mut r);
         let ring = Arc::clone(srq.ring());
         let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
@@ -1013,16 +1024,7 @@ mod with_model {
         use rdmaperf::mlx5::recv_cq::RecvCq;
         use rdmaperf::mlx5::srq::SrqPort;
         let mut b = Bufs::new(2);
-        let r = rig2(
-            &mut b,
-            RecvSpec {
-                srq: true,
-                slots: 32,
-                stride: 32,
-                ..RecvSpec::default()
-            },
-            64,
-        );
+        let r = rig2(&mut b, srq_spec(32), 64);
         let Rig {
             mut sqs,
             mut cq,
@@ -1106,15 +1108,7 @@ mod with_model {
     #[test]
     fn out_of_order_srq_frees_keep_the_free_list_whole() {
         let mut b = Bufs::new(3);
-        let spec = RecvSpec {
-            srq: true,
-            slots: 4,
-            stride: 32,
-            out_of_order: true,
-            ..RecvSpec::default()
-        };
-        let mut r = rig2(&mut b, spec, 64);
-        let mut srq = srq_for_all(&mut r);
+        let (mut r, mut srq) = out_of_order_srq(&mut b, 4);
         let mut seq = 0u64;
         for round in 0..16 {
             for k in 0..2 {
@@ -1148,15 +1142,7 @@ mod with_model {
     fn the_receive_loop_runs_on_out_of_order_srq_frees() {
         use rdmaperf::mlx5::srq::SrqPort;
         let mut b = Bufs::new(2);
-        let spec = RecvSpec {
-            srq: true,
-            slots: 32,
-            stride: 32,
-            out_of_order: true,
-            ..RecvSpec::default()
-        };
-        let mut r = rig2(&mut b, spec, 64);
-        let srq = srq_for_all(&mut r);
+        let (mut r, srq) = out_of_order_srq(&mut b, 32);
         let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
         let (o, counts) = loop_over(&mut r, &b, &mut ports, false);
         assert_eq!(o.error, None, "{o:?}");
@@ -1231,12 +1217,7 @@ mod with_model {
     fn an_armed_direct_cq_wakes_on_its_next_completion() {
         use std::time::Duration;
         let mut b = Bufs::new(4);
-        let mut r = rig(&mut b, cfg(RecvSpec::default()));
-        let mut rq = rq_of(&mut r, 0);
-        for k in 0..4 {
-            rq.post_recv(k as u64, rx_at(&b, k), r.rx_lkey, MSG as u32)
-                .unwrap();
-        }
+        let (mut r, _rq) = rq_on_all_slots(&mut b);
         let arm_mmio = r.model.cq_mmio();
         r.model.start();
         assert!(poll_all(&mut r.cq, 0).is_empty());
@@ -1284,12 +1265,7 @@ mod with_model {
         use std::time::Duration;
         for bump in [true, false] {
             let mut b = Bufs::new(2);
-            let mut r = rig(&mut b, cfg(RecvSpec::default()));
-            let mut rq = rq_of(&mut r, 0);
-            for k in 0..2 {
-                rq.post_recv(k as u64, rx_at(&b, k), r.rx_lkey, MSG as u32)
-                    .unwrap();
-            }
+            let (mut r, _rq) = rq_on_all_slots(&mut b);
             let arm_mmio = r.model.cq_mmio();
             r.cq.arm(&arm_mmio, false).unwrap();
             r.sqs[0]
@@ -1340,15 +1316,7 @@ mod with_model {
         assert_no_violations(&r.model);
 
         let mut b = Bufs::new(4);
-        let mut r = rig(
-            &mut b,
-            with_history(RecvSpec {
-                srq: true,
-                slots: 8,
-                stride: 32,
-                ..RecvSpec::default()
-            }),
-        );
+        let mut r = rig(&mut b, with_history(srq_spec(8)));
         let mut srq = srq_for_all(&mut r);
         srq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
             .unwrap();
