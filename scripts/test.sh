@@ -120,7 +120,12 @@ if ! { cargo fmt --version && cargo clippy --version; } >/dev/null 2>&1 && comma
 fi
 
 # ---- build, lint, test ----------------------------------------------------------------------
-step build cargo build --all-targets
+# One debug build for everything after it: the test step, the fuzz step and the disasm test all
+# take --all-features, so building with it here leaves them nothing to compile but the test
+# step's own link. The default-feature build is checked (not linked) beside it: the release
+# binary of the main step is default-feature too.
+step build cargo build --all-targets --all-features
+step check-default cargo check --all-targets
 step fmt cargo fmt --check
 # The two unsafe lints are denied in src/lib.rs; naming them here extends them to the other
 # crate roots (main.rs, tests, benches, build.rs).
