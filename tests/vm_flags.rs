@@ -15,6 +15,15 @@ const PAIR_TIMEOUT_S: u64 = 240;
 const BANNER: &str =
     "************************************\n* Waiting for client to connect... *\n************************************\n";
 
+/// A pair whose client's one `--output` number is captured into the shell variable `var`,
+/// as a script would, then written to `$RESULTS/{name}.var`.
+fn captured(name: &str, server: &str, var: &str, client: &str) -> String {
+    format!(
+        "pair {name} '{server} -p $PORT' \
+         '{var}=$({client} -p $PORT 127.0.0.1) && printf %s \"${var}\" > $RESULTS/{name}.var'\n"
+    )
+}
+
 fn script() -> String {
     let r = r#""$RDMAPERF_BIN""#;
     let mut s = format!(
@@ -43,18 +52,14 @@ fn script() -> String {
         &format!("{lat} -U -C"),
     );
     // --output: the number alone, as BW=$(...) captures it.
-    s += &format!(
-        "pair out_bw '{r} write-bw {COMMON} -s 64 -n 200 --output=bandwidth -p $PORT' \
-         'BW=$({r} write-bw {COMMON} -s 64 -n 200 --output=bandwidth -p $PORT 127.0.0.1) && printf %s \"$BW\" > $RESULTS/out_bw.var'\n"
-    );
-    s += &format!(
-        "pair out_bw_sr 'ib_write_bw {COMMON} -s 64 -n 200 --output=bandwidth -p $PORT' \
-         'BW=$({r} write-bw {COMMON} -s 64 -n 200 --output=message_rate -p $PORT 127.0.0.1) && printf %s \"$BW\" > $RESULTS/out_bw_sr.var'\n"
-    );
-    s += &format!(
-        "pair out_lat '{r} write-lat {COMMON} -n 200 --output=latency -p $PORT' \
-         'LAT=$({r} write-lat {COMMON} -n 200 --output=latency -p $PORT 127.0.0.1) && printf %s \"$LAT\" > $RESULTS/out_lat.var'\n"
-    );
+    let out_bw = format!("write-bw {COMMON} -s 64 -n 200");
+    let bandwidth = format!("{r} {out_bw} --output=bandwidth");
+    s += &captured("out_bw", &bandwidth, "BW", &bandwidth);
+    let rate = format!("{r} {out_bw} --output=message_rate");
+    let stock = format!("ib_write_bw {COMMON} -s 64 -n 200 --output=bandwidth");
+    s += &captured("out_bw_sr", &stock, "BW", &rate);
+    let latency = format!("{r} write-lat {COMMON} -n 200 --output=latency");
+    s += &captured("out_lat", &latency, "LAT", &latency);
     // -a on a terminal: stdout and stderr are the pty.
     s += &format!(
         "pair pty_sweep '{r} write-bw {COMMON} -a -n 5 --cq-timeout 120 -p $PORT' \
