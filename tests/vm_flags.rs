@@ -408,23 +408,22 @@ fn cpu_util_column_under_duration() {
             "{pair}: {}",
             p.client.out
         );
-        let cpu = last_column(&p.client.out, 6);
-        assert_eq!(cpu.len(), 1, "{pair}: {}", p.client.out);
-        // Both sides of the pair spin on this 2-CPU guest: busy, but not over 100 %.
-        assert!(
-            cpu[0] > 0.0 && cpu[0] <= 100.0,
-            "{pair}: CPU_Util {}",
-            cpu[0]
-        );
+        assert_one_cpu_util(&p.client.out, 6, pair);
     }
     let p = b.ok_pair("cpu_rs");
     assert!(p.server.out.contains("CPU_Util[%]"), "{}", p.server.out);
     let p = b.ok_pair("cpu_lat");
-    let cpu = last_column(&p.client.out, 5);
-    assert_eq!(cpu.len(), 1, "{}", p.client.out);
+    assert_one_cpu_util(&p.client.out, 5, "write-lat");
+}
+
+/// `out` has one result row of `width` columns whose last, CPU_Util, is a busy share:
+/// both sides of the pair spin on this 2-CPU guest, but it is not over 100 %.
+fn assert_one_cpu_util(out: &str, width: usize, what: &str) {
+    let cpu = last_column(out, width);
+    assert_eq!(cpu.len(), 1, "{what}: {out}");
     assert!(
         cpu[0] > 0.0 && cpu[0] <= 100.0,
-        "write-lat CPU_Util {}",
+        "{what}: CPU_Util {}",
         cpu[0]
     );
 }
