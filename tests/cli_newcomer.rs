@@ -27,6 +27,10 @@ fn help_lists_every_command_and_help_sub_works() {
         "selfcheck",
         "devices",
         "write-bw",
+        "raw-eth-bw",
+        "raw-eth-lat",
+        "raw-eth-burst-lat",
+        "raw-eth-fs-rate",
     ] {
         assert!(
             out.lines().any(|l| l.trim_start().starts_with(sub)),
@@ -43,6 +47,7 @@ fn help_lists_every_command_and_help_sub_works() {
         ("fabric", "--worst N"),
         ("write-bw", "--report_gbits"),
         ("ib_send_lat", "--samples-file"),
+        ("raw-eth-bw", "Usage: rdmaperf raw-eth-bw"),
     ] {
         let (rc, out, err) = run(&["help", sub]);
         assert_eq!(rc, 0, "help {sub}: {err}");
@@ -64,18 +69,20 @@ fn perftest_names_as_commands_and_links() {
     );
     let dir = std::env::temp_dir().join(format!("rdmaperf-names-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let link = dir.join("raw_ethernet_bw");
+    // raw_ethernet_bw is provided (raw-eth-bw); perftest's source-file name is not a tool.
+    let link = dir.join("raw_ethernet_send_bw");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_rdmaperf"), &link).unwrap();
     let o = outcome(Command::new(&link).arg("-h").output().unwrap());
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(o.0, 2);
     assert!(
-        o.2.contains("raw_ethernet_bw is not a tool rdmaperf provides"),
+        o.2.contains("raw_ethernet_send_bw is not a tool rdmaperf provides"),
         "{}",
         o.2
     );
     assert!(o.2.contains("ib_write_bw, ib_read_bw"), "{}", o.2);
+    assert!(o.2.contains("raw_ethernet_bw, raw_ethernet_lat"), "{}", o.2);
 }
 
 #[test]

@@ -498,6 +498,39 @@ fn a_re_export_closes_a_circle() {
     assert!(r.contains(&"verbs::context::Context".to_string()), "{r:?}");
 }
 
+/// `raw/` (the raw Ethernet tools) forms no import circle, and its frame
+/// builder, pcap writer and line-rate arithmetic stay pure: they import
+/// nothing from the crate, so the model, the tests and a later post path
+/// can all sit on them.
+#[test]
+fn raw_files_form_no_circle_and_its_frame_layer_is_pure() {
+    let g = crate_graph();
+    let sub = subgraph(&g, "raw/");
+    assert!(sub.len() > 5, "found only {} files in src/raw/", sub.len());
+    let c = circles(&sub);
+    assert!(c.is_empty(), "import circles in src/raw/: {c:?}");
+    for f in ["raw/frame.rs", "raw/pcap.rs", "raw/line_rate.rs"] {
+        let d = g
+            .get(f)
+            .unwrap_or_else(|| panic!("{f} is gone: update this guard"));
+        assert!(
+            d.is_empty(),
+            "{f} imports {d:?}: keep the frame layer free of the crate"
+        );
+    }
+    // Sanity: the reader sees raw's own imports.
+    assert!(
+        g["raw/params.rs"].contains("raw/frame.rs"),
+        "{:?}",
+        g["raw/params.rs"]
+    );
+    assert!(
+        g["raw/cli.rs"].contains("raw/preflight.rs"),
+        "{:?}",
+        g["raw/cli.rs"]
+    );
+}
+
 #[test]
 fn no_circle_in_the_crate_passes_through_tool() {
     let g = crate_graph();
@@ -559,4 +592,33 @@ fn the_reader_finds_a_circle() {
     g.insert("b".to_string(), BTreeSet::from(["a".to_string()]));
     g.insert("c".to_string(), BTreeSet::from(["a".to_string()]));
     assert_eq!(circles(&g), vec![vec!["a".to_string(), "b".to_string()]]);
+}
+
+/// `explain/` has no two files that import each other: what two of them
+/// share (doctor's `Check`, the GPU run's findings) lives in one of them or
+/// below both (`rules`, `gpu_findings`).
+#[test]
+fn explain_has_no_two_file_circle() {
+    let g = subgraph(&crate_graph(), "explain/");
+    assert!(g.len() > 8, "found only {} files in src/explain", g.len());
+    let pairs: Vec<(String, String)> = g
+        .iter()
+        .flat_map(|(a, deps)| {
+            deps.iter()
+                .filter(|b| a < *b && g.get(*b).is_some_and(|d| d.contains(a)))
+                .map(|b| (a.clone(), b.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        pairs.is_empty(),
+        "files in src/explain that import each other: {pairs:?}; move the shared piece into \
+         the one that uses it or below both"
+    );
+    // Sanity: the reader sees explain's edges.
+    assert!(
+        g["explain/gpu_findings.rs"].contains("explain/gpu_topo.rs"),
+        "{:?}",
+        g["explain/gpu_findings.rs"]
+    );
 }
