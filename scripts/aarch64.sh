@@ -9,7 +9,7 @@
 #    and run once under qemu-aarch64 (`-V`);
 # 2. the BlueFlame copy read back from both release binaries (tests/disasm_bf.rs);
 # 3. under qemu-aarch64: the library's unit tests, the model tests (every direct test the x86
-#    suite runs on the queue model), selfcheck on the model, and the benches in --test mode.
+#    suite runs on the queue model), selfcheck on the model, and the benches in test mode (one run each, debug build).
 # The `mpi` feature is left out: Open MPI is installed for the host architecture only.
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,10 +49,13 @@ if [ -x "$bin" ]; then
     readelf -h "$bin" 2>/dev/null | grep -q 'Machine:.*AArch64' || { echo "aarch64.sh: $bin is not an aarch64 ELF" >&2; rc=1; }
     run qemu-aarch64 "$bin" -V
 fi
-run env RDMAPERF_REQUIRE_DISASM=1 cargo test --test disasm_bf -- --nocapture
+# --all-features: the debug build test.sh's build step left (nothing to compile but this file).
+run env RDMAPERF_REQUIRE_DISASM=1 cargo test --all-features --test disasm_bf -- --nocapture
 
 tests=()
 for t in "${MODEL_TESTS[@]}"; do tests+=(--test "$t"); done
-run cargo test --target "$TARGET" --features "$FEATURES" --lib "${tests[@]}"
-run cargo bench --target "$TARGET" --features "$FEATURES" -- --test
+# The benches run once each as tests (criterion's test mode under `cargo test --benches`), in
+# the same debug build as the tests: an optimised aarch64 build of the crate and criterion
+# would cost minutes and check nothing the x86 bench step (optimised) does not.
+run cargo test --target "$TARGET" --features "$FEATURES" --lib "${tests[@]}" --benches
 exit $rc

@@ -28,18 +28,18 @@ names=()
 results=()
 failed=0
 banner() { printf '\n==== %s ====\n' "$*"; }
-record() { # NAME STATUS-TEXT FAILED(0/1)
+record() { # NAME STATUS-TEXT FAILED(0/1) [SECONDS]
     names+=("$1")
-    results+=("$2")
+    results+=("$2${4:+ (${4} s)}")
     [ "$3" = 0 ] || failed=1
 }
 # step NAME CMD... : runs CMD, records ok / FAILED (exit N)
 step() {
-    local name=$1 rc=0
+    local name=$1 rc=0 t0=$SECONDS
     shift
     banner "$name: $*"
     "$@" || rc=$?
-    if [ $rc = 0 ]; then record "$name" ok 0; else record "$name" "FAILED (exit $rc)" 1; fi
+    if [ $rc = 0 ]; then record "$name" ok 0 $((SECONDS - t0)); else record "$name" "FAILED (exit $rc)" 1 $((SECONDS - t0)); fi
     return $rc
 }
 
@@ -59,12 +59,21 @@ summary() {
         if [ $failed = 0 ]; then echo "all steps passed"; else echo "SOME STEPS FAILED"; fi
         awk '/^test result: /{for(i=1;i<=NF;i++){if($i~/^(passed|failed|ignored);?$/){k=$i;sub(/;/,"",k);n[k]+=$(i-1)}}}
              END{printf "tests: %d passed, %d failed, %d ignored\n", n["passed"], n["failed"], n["ignored"]}' "$LOG_DIR/test.log"
+        echo "time per test file (slowest first; a VM file's time includes its boot):"
+        time_table "$LOG_DIR/test.log"
         echo "cargo test results:"
         grep -E '^test result: ' "$LOG_DIR/test.log" \
             || echo "test result: none (cargo test ran no test binary; see the errors above)"
     else
         if [ $failed = 0 ]; then echo "all steps passed"; else echo "SOME STEPS FAILED"; fi
     fi
+}
+
+# time_table LOG: each test binary's own "finished in S s", slowest first, and the total.
+time_table() {
+    awk '/^ *Running /{f=($2=="unittests") ? $2 " " $3 : $2} /^ *Doc-tests /{f="doc-tests " $2}
+         /^test result: /{for(i=1;i<=NF;i++) if($i=="in"){t=$(i+1); sub(/s$/,"",t); print t, f}}' "$1" \
+        | sort -rn | awk '{printf "  %8.1f s  %s\n", $1, $2 " " $3; s+=$1} END{printf "  %8.1f s  all test files\n", s}'
 }
 
 fatal() { # the remaining steps cannot run
@@ -111,7 +120,12 @@ if ! { cargo fmt --version && cargo clippy --version; } >/dev/null 2>&1 && comma
 fi
 
 # ---- build, lint, test ----------------------------------------------------------------------
-step build cargo build --all-targets
+# One debug build for everything after it: the test step, the fuzz step and the disasm test all
+# take --all-features, so building with it here leaves them nothing to compile but the test
+# step's own link. The default-feature build is checked (not linked) beside it: the release
+# binary of the main step is default-feature too.
+step build cargo build --all-targets --all-features
+step check-default cargo check --all-targets
 step fmt cargo fmt --check
 # The two unsafe lints are denied in src/lib.rs; naming them here extends them to the other
 # crate roots (main.rs, tests, benches, build.rs).
@@ -139,9 +153,9 @@ fi
 step main bash scripts/main.sh
 
 banner "test: cargo test --all-features ${TEST_ARGS[*]}"
-rc=0
+rc=0 t0=$SECONDS
 cargo test --all-features "${TEST_ARGS[@]}" 2>&1 | tee "$LOG_DIR/test.log" || rc=$?
-if [ $rc = 0 ]; then record test ok 0; else record test "FAILED (exit $rc)" 1; fi
+if [ $rc = 0 ]; then record test ok 0 $((SECONDS - t0)); else record test "FAILED (exit $rc)" 1 $((SECONDS - t0)); fi
 
 # ---- robustness: 60 s of fuzzing the ctrl decoders (a new seed each run; the test prints it),
 # then the pure/unsafe-heavy tests under valgrind memcheck (fuzz/README.md, scripts/sanitize.sh)

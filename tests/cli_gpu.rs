@@ -80,10 +80,6 @@ fn refusals_name_the_flag_and_the_reason() {
             "--use_cuda_pcie_mapping needs --use_cuda_dmabuf",
         ),
         (
-            "write-bw --use_cuda=0 --use_cuda_bus_id=0000:1b:00.0",
-            "give one",
-        ),
-        (
             "write-bw --use_cuda=0 --cuda_mem_type=1",
             "(managed) needs --odp",
         ),
@@ -101,8 +97,16 @@ fn refusals_name_the_flag_and_the_reason() {
             "polls the buffer's last byte with the CPU",
         ),
         (
-            "send-bw --use_cuda=0 -I 64",
-            "-I: inline sends copy the payload",
+            "send-bw --use_cuda=0 -I 64 -s 64",
+            "-I: a message no larger than the inline size is copied out",
+        ),
+        (
+            "send-bw --use_cuda=0 -I 32 -s 16",
+            "-I: a message no larger than the inline size is copied out",
+        ),
+        (
+            "write-bw --use_cuda=0 -I 64 -a",
+            "give a size (-s, not -a) above it",
         ),
         (
             "write-bw --use_cuda=0 --use_hugepages",
@@ -125,4 +129,73 @@ fn refusals_name_the_flag_and_the_reason() {
     }
     // An explicit -I 0 is fine (nothing is inlined).
     assert!(resolve("send-bw --use_cuda=0 -I 0").is_ok());
+}
+
+/// perftest master refuses -I on device memory only where a message would
+/// be inlined (size <= inline size); above that it keeps the -I value.
+#[test]
+fn explicit_inline_below_the_size_is_kept() {
+    let p = resolve("send-bw --use_cuda=0 -I 64 -s 65").unwrap();
+    assert_eq!(p.inline_size, 64);
+    assert!(
+        p.notices
+            .iter()
+            .all(|n| !n.contains("inline size set to 0")),
+        "{:?}",
+        p.notices
+    );
+    // Without -I the default inline size is forced to 0, as before.
+    assert_eq!(
+        resolve("send-bw --use_cuda=0 -s 65").unwrap().inline_size,
+        0
+    );
+}
+
+/// perftest keeps both flags and looks the GPU up by its bus id.
+#[test]
+fn use_cuda_bus_id_wins_over_use_cuda() {
+    let p = resolve("write-bw --use_cuda=1 --use_cuda_bus_id=0000:1b:00.0").unwrap();
+    assert_eq!(
+        p.gpu.unwrap().select,
+        GpuSelect::BusId("0000:1b:00.0".into())
+    );
+    assert!(
+        p.notices
+            .iter()
+            .any(|n| n.contains("--use_cuda=1 is ignored (as in perftest)")),
+        "{:?}",
+        p.notices
+    );
+}
+
+/// perftest master's force_dependecies: device memory, SEND, size <= 64 or -a.
+#[test]
+fn scatter_to_cqe_goes_off_for_small_gpu_sends_only() {
+    let line = "Scatter2CQE (size <= 64) is not supported with device memory send tests: \
+                setting MLX5_SCATTER_TO_CQE=0";
+    for (cmd, off) in [
+        ("send-bw --use_cuda=0 -s 64", true),
+        ("send-bw --use_cuda=0 -s 2", true),
+        ("send-lat --use_cuda=0 -s 32", true),
+        ("send-bw --use_cuda=0 -a", true),
+        ("send-bw --use_cuda=0 -s 65", false),
+        ("send-bw --use_cuda=0", false),
+        ("write-bw --use_cuda=0 -s 32", false),
+        ("read-bw --use_cuda=0 -s 32", false),
+        ("send-bw -s 32", false),
+    ] {
+        let p = resolve(cmd).unwrap();
+        let got = p.gpu.as_ref().is_some_and(|g| g.no_scatter_to_cqe);
+        assert_eq!(got, off, "{cmd}");
+        assert_eq!(
+            p.notices.iter().any(|n| n == line),
+            off,
+            "{cmd}: {:?}",
+            p.notices
+        );
+    }
+    // perftest prints it before the inline notice (force_dependecies runs first).
+    let p = resolve("send-lat --use_cuda=0 -s 32").unwrap();
+    assert_eq!(p.notices.len(), 2, "{:?}", p.notices);
+    assert_eq!(p.notices[0], line);
 }

@@ -20,8 +20,8 @@ echo "rc=$?" > $RESULTS/sc_rc.txt
     let [rc, out] = r.shown_files(["rc.txt", "direct.out"]);
     let rc = rc.trim();
     assert_eq!(
-        rc, "rc=1",
-        "--post direct on rxe must fail with status 1:\n{out}"
+        rc, "rc=2",
+        "--post direct on rxe is refused before any run (status 2):\n{out}"
     );
     for want in ["--post direct", "rxe0", "EOPNOTSUPP", "--post wr-api"] {
         assert!(out.contains(want), "message must mention {want:?}:\n{out}");

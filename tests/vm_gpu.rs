@@ -28,6 +28,16 @@ both wbw "write-bw -s 65536 $N" "--out_json --out_json_file=$RESULTS/wbw.json"
 both wbw_val "write-bw -s 4096 $N --data_validation"
 both rbw_val "read-bw -s 4096 $N --data_validation"
 both sbw "send-bw -s 4096 $N"
+# A SEND of at most 64 bytes: MLX5_SCATTER_TO_CQE=0 as perftest sets it (rxe has no
+# scatter-to-CQE, so only the setting and the line show here, not the fault it avoids).
+both s32 "send-bw -s 32 $N"
+both w32 "write-bw -s 32 $N"
+both wbw_noro "write-bw -s 4096 $N --disable_pcie_relaxed"
+# Host memory through the same shim: its MRs get RELAXED_ORDERING too, or not.
+H="env LD_PRELOAD=$LOGV"
+HS="write-bw -s 4096 $N -d rxe0 -x 0 -F -p \$PORT"
+pair host_ro "$H FAKE_CUDA_LOG=$RESULTS/host_ro.server.cuda $R $HS" "$H FAKE_CUDA_LOG=$RESULTS/host_ro.client.cuda $R $HS 127.0.0.1"
+pair host_noro "$H FAKE_CUDA_LOG=$RESULTS/host_noro.server.cuda $R $HS --disable_pcie_relaxed" "$H FAKE_CUDA_LOG=$RESULTS/host_noro.client.cuda $R $HS --disable_pcie_relaxed 127.0.0.1"
 both wbw_b "write-bw -s 4096 $N -b"
 both wbw_q "write-bw -s 4096 $N -q 2"
 both wbw_wr "write-bw -s 4096 $N --post wr-api"
@@ -121,8 +131,9 @@ fn gpu_memory_on_rxe_against_the_fake() {
     assert_eq!(r.status, 0, "VM batch failed:\n{}", r.console);
 
     for case in [
-        "wbw", "wbw_val", "rbw_val", "sbw", "wbw_b", "wbw_q", "wbw_wr", "wbw_ps", "wbw_cm",
-        "wbw_rev", "wbw_thr", "wbw_a", "slat", "rlat", "st_srv", "st_cli", "wbw_exp",
+        "wbw", "wbw_val", "rbw_val", "sbw", "s32", "w32", "wbw_noro", "wbw_b", "wbw_q", "wbw_wr",
+        "wbw_ps", "wbw_cm", "wbw_rev", "wbw_thr", "wbw_a", "slat", "rlat", "st_srv", "st_cli",
+        "wbw_exp",
     ] {
         gpu_ok(&r, case);
     }
@@ -160,6 +171,8 @@ fn gpu_memory_on_rxe_against_the_fake() {
             "{case}: validation copies out: {log}"
         );
     }
+
+    relaxed_ordering_and_scatter_to_cqe(&r);
 
     let e = r.pair("wbw_exp");
     assert!(
@@ -213,4 +226,76 @@ fn gpu_memory_on_rxe_against_the_fake() {
         "cannot load the CUDA driver library libcuda.so.1",
         "install it, or drop the CUDA flags",
     ]);
+}
+
+/// Each buffer registration of `case`'s sides as the shim logged it:
+/// (access flags, MLX5_SCATTER_TO_CQE then).
+fn registrations(r: &vm::BatchResult, case: &str) -> Vec<(u32, String)> {
+    let mut regs = Vec::new();
+    for side in ["server", "client"] {
+        let log = r.file(&format!("{case}.{side}.cuda")).unwrap_or_default();
+        for l in log.lines().filter(|l| l.starts_with("ibv_reg_mr_iova2 ")) {
+            let field = |k: &str| {
+                l.split(' ')
+                    .find_map(|w| w.strip_prefix(k))
+                    .unwrap_or_else(|| panic!("{case}: no {k} in {l:?}"))
+            };
+            let access = u32::from_str_radix(field("access=0x"), 16).unwrap();
+            regs.push((access, field("scatter_to_cqe=").to_string()));
+        }
+    }
+    assert!(regs.len() >= 2, "{case}: both sides register: {regs:?}");
+    regs
+}
+
+/// IBV_ACCESS_RELAXED_ORDERING (IBV_ACCESS_OPTIONAL_FIRST).
+const RELAXED: u32 = 1 << 20;
+
+/// What libibverbs was handed: RELAXED_ORDERING on every buffer's MR (GPU
+/// and host) unless --disable_pcie_relaxed, and MLX5_SCATTER_TO_CQE=0 for a
+/// GPU SEND of at most 64 bytes only, with perftest's line.
+fn relaxed_ordering_and_scatter_to_cqe(r: &vm::BatchResult) {
+    for (case, ro) in [
+        ("wbw", true),
+        ("sbw", true),
+        ("host_ro", true),
+        ("wbw_noro", false),
+        ("host_noro", false),
+    ] {
+        let p = r.ok_pair(case);
+        for (access, _) in registrations(r, case) {
+            assert_eq!(access & RELAXED != 0, ro, "{case}: access {access:#x}");
+        }
+        let word = if ro { "ON" } else { "OFF" };
+        assert!(
+            p.client.out.contains(&format!("PCIe relax order: {word}"))
+                && p.client.out.contains("MR access")
+                && p.client.out.contains("REMOTE_WRITE"),
+            "{case}:\n{}",
+            p.client.out
+        );
+        assert_eq!(
+            p.client.out.contains("RELAXED_ORDERING"),
+            ro,
+            "{case}:\n{}",
+            p.client.out
+        );
+    }
+    let line = "Scatter2CQE (size <= 64) is not supported with device memory send tests: \
+                setting MLX5_SCATTER_TO_CQE=0";
+    for (case, off) in [
+        ("s32", true),
+        ("sbw", false),
+        ("w32", false),
+        ("wbw", false),
+    ] {
+        let want = if off { "0" } else { "unset" };
+        for (_, s2c) in registrations(r, case) {
+            assert_eq!(s2c, want, "{case}");
+        }
+        let p = r.pair(case);
+        for out in [&p.client.out, &p.server.out] {
+            assert_eq!(out.contains(line), off, "{case}:\n{out}");
+        }
+    }
 }

@@ -14,9 +14,7 @@ use std::path::PathBuf;
 (write-bw = ib_write_bw) with perftest's flags, wire protocol and output. Invoked through a link named \
 ib_write_bw (etc.) rdmaperf behaves as that tool.\n\nLatency statistics are computed correctly (true \
 maximum, floating-point stdev, nearest-rank percentiles); --perftest-stats reproduces perftest's own \
-formulas for comparison.",
-    after_help = "Also: `rdmaperf selfcheck [-d DEV]` (every post method checked on a device), \
-`rdmaperf doctor [-d DEV]` (what caps a number on this host: port, MTU, PCIe, NUMA, limits)."
+formulas for comparison."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -52,8 +50,25 @@ pub enum Command {
     /// Run a bw test under every post method the device supports, interleaved
     /// (A B C A B C …), and print them side by side.
     Compare(CompareArgs),
+    /// Every NIC pair of a cluster under mpirun/srun, with a heatmap (`rdmaperf fabric --help`).
+    #[command(disable_help_flag = true)]
+    Fabric(OwnParser),
+    /// Check this host's RDMA set-up for what caps a number: port, MTU, PCIe, NUMA, limits.
+    #[command(disable_help_flag = true)]
+    Doctor(OwnParser),
+    /// Check every post method on a device in loopback, byte by byte.
+    #[command(disable_help_flag = true)]
+    Selfcheck(OwnParser),
     /// List RDMA devices, ports and GID tables.
     Devices,
+}
+
+/// The arguments of a command with its own parser (`fabric`, `doctor`,
+/// `selfcheck`: dispatched before clap, listed here for `--help`).
+#[derive(Args, Debug, Clone)]
+pub struct OwnParser {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
 }
 
 /// `rdmaperf compare <bw-test> [flags]`.
@@ -168,7 +183,8 @@ pub struct PerfArgs {
     /// Print a single number: bandwidth, message_rate or latency.
     #[arg(long = "output")]
     pub output: Option<String>,
-    /// Fail if the average bandwidth is below this.
+    /// Fail if the average bandwidth is below this, in the report's unit: MB/sec (perftest's,
+    /// 2^20 bytes/s) by default, Gb/sec with --report_gbits.
     #[arg(short = 'w', long = "limit_bw")]
     pub limit_bw: Option<f64>,
     /// Fail if the message rate (Mpps) is below this.
@@ -266,6 +282,11 @@ pub struct PerfArgs {
     /// device's odp_caps must allow this transport and verb.
     #[arg(long = "odp")]
     pub odp: bool,
+    /// Register the buffers without IBV_ACCESS_RELAXED_ORDERING (perftest
+    /// registers with it by default; a device without PCIe relaxed ordering
+    /// ignores it).
+    #[arg(long = "disable_pcie_relaxed")]
+    pub disable_pcie_relaxed: bool,
     /// send tests: the receiving side's QPs share one receive queue (SRQ).
     #[arg(long = "use-srq")]
     pub use_srq: bool,
@@ -324,7 +345,8 @@ pub struct PerfArgs {
     pub version: bool,
 
     // ---- rdmaperf's own options ----
-    /// Latency tools: write every raw sample (index, TSC cycles, usec) to this CSV file.
+    /// Latency tools: write every raw sample to this CSV file (header `size,index,cycles,usec`:
+    /// the message size, the sample's index, TSC cycles, microseconds).
     #[arg(long = "samples-file")]
     pub samples_file: Option<PathBuf>,
     /// Post method: post-send, wr-api, direct (mlx5) or auto.
@@ -352,7 +374,9 @@ pub struct PerfArgs {
     /// Worker threads (bw tests): each owns its QPs and CQ and is pinned to a core.
     #[arg(long = "threads")]
     pub threads: Option<u32>,
-    /// Cores for the worker threads (e.g. 0-3,8); default: NUMA-local to the device.
+    /// Cores (e.g. 0-3,8): with --threads, one worker per core from this list (default:
+    /// NUMA-local to the device); without, the run itself may use only these cores
+    /// (as under `taskset -c`).
     #[arg(long = "cpus")]
     pub cpus: Option<String>,
     /// Don't time each post call (the tool reports ns per post by default).

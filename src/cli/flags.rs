@@ -39,8 +39,8 @@ does not provide - use stock raw_ethernet_bw/raw_ethernet_lat";
 const DUAL_PORT: &str =
     "needs a second port (perftest's dual-port mode); rdmaperf drives one port \
 (-i) - run one rdmaperf per port instead";
-const TPH: &str = "needs PCIe TPH steering tags (ibv_reg_mr_ex), hardware and a kernel rxe and \
-rdmaperf lack - drop it";
+const TPH: &str = "needs PCIe TPH steering tags on the MRs (ibv_reg_mr_ex with TPH hints: a NIC, \
+PCIe path and kernel that support them), which rdmaperf does not set on any device - drop it";
 
 const fn imp(short: Option<char>, long: &'static str, arg: bool) -> Flag {
     Flag {
@@ -166,7 +166,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(None, "use_mlu_dmabuf", false, GPU),
     no(None, "use_opencl", true, GPU),
     no(None, "opencl_platform_id", true, GPU),
-    no(None, "use_ib_dm_dmabuf", true, "needs on-device memory (ibv_alloc_dm exported as dma-buf), ConnectX hardware rxe lacks and rdmaperf does not use - drop it"),
+    no(None, "use_ib_dm_dmabuf", true, "needs on-device memory (ibv_alloc_dm on a NIC that has it, exported as a dma-buf), which rdmaperf does not allocate on any device - drop it, or use stock perftest"),
     no(None, "gpu_touch", true, "needs a CUDA kernel touching the buffer under --odp (perftest's nvcc-built libperftest_kernels.so); rdmaperf launches no GPU kernels and runs no ODP on GPU memory - drop it"),
     imp(None, "mmap", true),
     imp(None, "mmap-offset", true),
@@ -201,13 +201,13 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(None, "data_enc_key_app_path", true, CRYPTO),
     no(None, "log_dci_streams", true, DC),
     no(None, "log_active_dci_streams", true, DC),
-    no(None, "disable_pcie_relaxed", false, "not implemented yet in rdmaperf: MRs are registered without IBV_ACCESS_RELAXED_ORDERING already - drop it"),
-    no(None, "use_ooo", false, "needs out-of-order data placement (a ConnectX QP attribute rxe lacks), which rdmaperf does not set - drop it"),
+    imp(None, "disable_pcie_relaxed", false),
+    no(None, "use_ooo", false, "needs out-of-order data placement (a QP attribute the NIC and its driver must offer), which rdmaperf does not set on any device - drop it, or use stock perftest"),
     no(None, "congest_type", true, "needs the HNS (HiSilicon) direct-verbs congestion control interface, which rdmaperf does not use - drop it"),
     imp(None, "bind_source_ip", true),
     imp(None, "write_with_imm", false),
     imp(None, "send_with_imm", false),
-    no(None, "no_enhanced_reorder", false, "needs out-of-order receive WRs (a ConnectX capability rxe lacks), which rdmaperf never enables, so there is nothing to disable - drop it"),
+    no(None, "no_enhanced_reorder", false, "needs out-of-order receive WRs (a receive capability the NIC must offer), which rdmaperf never enables on any device, so there is nothing to disable - drop it"),
     no(None, "unsolicited_write", false, "needs EFA SRD unsolicited write-with-immediate receive, and rdmaperf has no SRD (-c SRD is refused too) - drop it"),
     no(None, "connectionless", false, "not implemented yet in rdmaperf: a connectionless multicast server (part of -g multicast) - use stock ib_send_bw"),
     imp(None, "cqe_poll", true),
@@ -218,7 +218,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     no(None, "sig_offload", false, CRYPTO),
     imp(None, "data_validation", false),
     no(None, "data_validation_debug", false, "is refused: it is the debug log of perftest master's validator threads (marker scans, races, retries), which rdmaperf's after-the-run check does not have - drop it; --data_validation prints its one VALIDATION line"),
-    no(None, "pin_cores", true, "not implemented yet in rdmaperf: pinning the whole process - run under `taskset -c LIST`, or give --threads N --cpus LIST for pinned worker threads"),
+    no(None, "pin_cores", true, "not implemented yet in rdmaperf under this name: give --cpus LIST, which keeps the run on those cores (with --threads N, one pinned worker per core)"),
     no(None, "numa_node", true, "not implemented yet in rdmaperf: NUMA binding - run under `numactl -N NODE -m NODE`; --threads pins workers to the device's NUMA-local cores by default"),
     no(None, "disable_numa", false, "not implemented yet in rdmaperf: rdmaperf does no NUMA binding unless --threads is given, so there is nothing to disable - drop it"),
     // perftest 4.5 only (removed from master).

@@ -26,7 +26,7 @@ pub fn applies(t: Tool, id: &str) -> bool {
         | "perftest_stats" => !bw,
         "bidirectional" | "post_list" | "no_peak" | "qps" | "cq_mod" | "tx_depth" | "limit_bw"
         | "limit_msgrate" | "mr_per_qp" | "report_gbits" | "run_infinitely" | "threads"
-        | "cpus" | "no_cost" | "wait_destroy" | "rate_limit" | "rate_units" | "rate_limit_type"
+        | "no_cost" | "wait_destroy" | "rate_limit" | "rate_units" | "rate_limit_type"
         | "burst_size" | "cqe_poll" | "report_both" | "reversed" => bw,
         "latency_gap" => !bw,
         "data_validation" => bw && matches!(v, Verb::Write | Verb::Read),
@@ -102,7 +102,8 @@ pub fn default_of(t: Tool, id: &str) -> Option<String> {
 const LAT_AFTER: &str =
     "rdmaperf keeps every latency sample: -U prints them in the order measured \
 (perftest's format), -H a histogram with counts and cumulative %, --samples-file writes them raw \
-(CSV: index, TSC cycles, usec). Statistics are exact (true maximum, floating-point stdev, \
+(CSV with the header size,index,cycles,usec: message size, sample index, TSC cycles, \
+microseconds). Statistics are exact (true maximum, floating-point stdev, \
 nearest-rank percentiles); --perftest-stats reproduces perftest's formulas.";
 
 const ALL_AFTER: &str = "perftest flags rdmaperf does not implement are refused with the reason \
@@ -113,8 +114,22 @@ in the source tree lists every flag and what differs from perftest.";
 /// What `--help` cannot say fits in the source tree's docs/ pages, one a topic.
 const DOCS: &str = "More in the source tree's docs/: flags.md (every flag, what differs from \
 perftest), direct-path.md (the driver-bypass path, first run on a ConnectX), benchmarks.md, \
-fabric.md, gpu.md (--use_cuda), explain.md (--explain, doctor), aarch64.md, architecture.md, \
+fabric.md, gpu.md (--use_cuda), output.md (reading the results, what to send with a bug \
+report), explain.md (--explain, doctor), aarch64.md, architecture.md, \
 tests.md.";
+
+/// The exit statuses, the same for every command (docs/output.md).
+pub const EXIT_STATUS: &str = "Exit status: 0 done; 1 a run that failed (or a check that found \
+a problem); 2 refused before any run (a flag, a value, a combination or a device that cannot do \
+it, with the fix).";
+
+/// `fabric`'s line in the command list: what it does, or that this build lacks it.
+const FABRIC_ABOUT: &str = if cfg!(feature = "mpi") {
+    "Every NIC pair of a cluster under mpirun/srun, with a heatmap (`rdmaperf fabric --help`)"
+} else {
+    "Every NIC pair of a cluster under mpirun/srun; this build has no MPI (`rdmaperf fabric \
+     --help` says how to get one)"
+};
 
 /// The clap command with every tool's help narrowed and annotated.
 pub fn command() -> clap::Command {
@@ -122,7 +137,11 @@ pub fn command() -> clap::Command {
     for &(name, _, t) in Tool::ALL.iter() {
         cmd = cmd.mut_subcommand(name, |sc| tool_command(sc, t));
     }
-    cmd.after_help(DOCS)
+    cmd = cmd.mut_subcommand("fabric", |sc| sc.about(FABRIC_ABOUT));
+    cmd.after_help(format!(
+        "`rdmaperf help <command>` or `rdmaperf <command> --help`: that command's flags; \
+         perftest's names work as commands too (`rdmaperf ib_write_bw`).\n\n{EXIT_STATUS}\n\n{DOCS}"
+    ))
 }
 
 fn tool_command(mut sc: clap::Command, t: Tool) -> clap::Command {

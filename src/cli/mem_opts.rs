@@ -22,6 +22,9 @@ pub struct MemOpts {
     pub odp: bool,
     /// `--use-srq`: the receiving side's QPs share one receive queue.
     pub srq: bool,
+    /// `--disable_pcie_relaxed`: the MRs go without IBV_ACCESS_RELAXED_ORDERING
+    /// (perftest's `disable_pcir`; by default they have it).
+    pub no_relaxed_ordering: bool,
 }
 
 /// The options and their rules; `size` is the largest message of the run
@@ -84,6 +87,7 @@ pub fn mem_opts(tool: Tool, a: &PerfArgs, conn: Conn, size: u64) -> Result<MemOp
         null_mr: a.use_null_mr,
         odp: a.odp,
         srq: a.use_srq,
+        no_relaxed_ordering: a.disable_pcie_relaxed,
     })
 }
 

@@ -12,6 +12,8 @@ pub mod kinds;
 pub mod lists;
 pub mod mcast_rules;
 pub mod mem_opts;
+pub mod names;
+pub mod near_miss;
 pub mod params;
 pub mod rate;
 pub mod rules;
@@ -22,25 +24,10 @@ use clap::FromArgMatches;
 use params::{Kind, Tool, Verb};
 
 /// If invoked through a link named after a perftest tool, rewrite argv so that
-/// `ib_write_bw -s 64 host` parses as `rdmaperf write-bw -s 64 host`.
+/// `ib_write_bw -s 64 host` parses as `rdmaperf write-bw -s 64 host`
+/// (`names::command_line`, whose refusal of a name rdmaperf lacks is dropped here).
 pub fn multicall_argv(argv: Vec<String>) -> Vec<String> {
-    let Some(first) = argv.first() else {
-        return argv;
-    };
-    let base = std::path::Path::new(first)
-        .file_name()
-        .and_then(|s| s.to_str())
-        .unwrap_or("");
-    match Tool::ALL.iter().find(|t| t.1 == base) {
-        Some(t) => {
-            let mut v = Vec::with_capacity(argv.len() + 1);
-            v.push("rdmaperf".to_string());
-            v.push(t.0.to_string());
-            v.extend(argv.into_iter().skip(1));
-            v
-        }
-        None => argv,
-    }
+    names::command_line(argv.clone()).unwrap_or(argv)
 }
 
 /// What a command line asks for, after the perftest flag table and clap.
@@ -64,7 +51,8 @@ pub enum Parsed {
 /// perftest flags rdmaperf lacks with their reason, then lets clap parse.
 pub fn parse(argv: Vec<String>) -> Parsed {
     let cmd = help::command();
-    let sub = argv.get(1).map(String::as_str).unwrap_or("");
+    let sub_name = argv.get(1).cloned().unwrap_or_default();
+    let sub = sub_name.as_str();
     let tool = Tool::ALL.iter().find(|t| t.0 == sub).map(|t| t.2);
     if tool.is_some() || sub == "compare" {
         let sc = cmd.find_subcommand(sub);
@@ -80,12 +68,18 @@ pub fn parse(argv: Vec<String>) -> Parsed {
             };
         }
     }
+    let own: Vec<String> = cmd
+        .find_subcommand(sub)
+        .unwrap_or(&cmd)
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(String::from))
+        .collect();
     let cli = match cmd
         .try_get_matches_from(argv)
         .and_then(|m| Cli::from_arg_matches(&m))
     {
         Ok(c) => c,
-        Err(e) => return Parsed::Clap(e),
+        Err(e) => return clap_error(e, sub, &own),
     };
     let (tool, a) = match tool_args(cli.cmd) {
         Ok(t) => t,
@@ -99,6 +93,26 @@ pub fn parse(argv: Vec<String>) -> Parsed {
         };
     }
     Parsed::Tool(tool, a)
+}
+
+/// clap's error, except an unknown flag: one sentence naming the flag meant
+/// (`near_miss`) instead of clap's tip and a usage line that is not the command's.
+fn clap_error(e: clap::Error, sub: &str, own: &[String]) -> Parsed {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let given = match (e.kind(), e.get(ContextKind::InvalidArg)) {
+        (ErrorKind::UnknownArgument, Some(ContextValue::String(s))) => s.clone(),
+        _ => return Parsed::Clap(e),
+    };
+    let sub = if help::command().find_subcommand(sub).is_some() {
+        sub
+    } else {
+        ""
+    };
+    Parsed::Print {
+        text: near_miss::sentence(sub, &given, own),
+        status: 2,
+        stderr: true,
+    }
 }
 
 /// A tool's subcommand as its tool and flags (another command as it is).
@@ -117,9 +131,9 @@ fn tool_args(cmd: Command) -> Result<(Tool, args::PerfArgs), Box<Command>> {
     Ok((Tool { verb, kind }, a))
 }
 
-/// Runs the command line; returns the process exit status.
-pub fn main() -> i32 {
-    let argv = multicall_argv(std::env::args().collect());
+/// Runs the command line (`names::command_line` already applied: `src/main.rs`
+/// needs it before dispatching `fabric`); returns the process exit status.
+pub fn main(argv: Vec<String>) -> i32 {
     // `selfcheck` has its own flags too (crate::selfcheck::cli).
     if argv.get(1).map(String::as_str) == Some("selfcheck") {
         return crate::selfcheck::cli::main(&argv[2..]);
@@ -157,7 +171,14 @@ pub fn main() -> i32 {
             }
         },
         Parsed::Other(Command::Compare(c)) => compare(c),
-        Parsed::Other(_) => crate::tool::common::devices::list(),
+        Parsed::Other(Command::Devices) => crate::tool::common::devices::list(),
+        Parsed::Other(_) => {
+            // doctor, selfcheck and fabric are dispatched before clap (their own parsers);
+            // clap lists them only for --help, so this is reached only by a caller of `main`
+            // that skipped `src/main.rs`.
+            eprintln!("rdmaperf: run doctor, selfcheck and fabric through the rdmaperf binary");
+            2
+        }
     }
 }
 

@@ -148,8 +148,12 @@ pub fn resolve(tool: Tool, a: &PerfArgs) -> Result<Params, String> {
     rules::check(&c)?;
     let mut p = build(c)?;
     // GPU memory's rules need the resolved inline size and memory options (`cli::gpu_opts`).
+    let sizes = super::gpu_opts::RunSizes {
+        min: p.sizes.iter().copied().min().unwrap_or(0),
+        all: p.all_sizes,
+    };
     let inline = (p.inline_given, &mut p.inline_size);
-    p.gpu = super::gpu_opts::apply(&a.gpu, tool, inline, &p.mem, &mut p.notices)?;
+    p.gpu = super::gpu_opts::apply(&a.gpu, tool, inline, sizes, &p.mem, &mut p.notices)?;
     Ok(p)
 }
 

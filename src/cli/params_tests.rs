@@ -385,3 +385,18 @@ fn tx_depth_clamped_to_iters() {
     assert_eq!(p.tx_depth, 10);
     assert_eq!(p.cq_mod, 10);
 }
+
+/// perftest's parser: `-o` only on the READ and atomic verbs.
+#[test]
+fn outs_only_for_read_and_atomic() {
+    let e = with(WRITE_BW, |a| a.outs = Some(4)).unwrap_err();
+    assert!(e.starts_with("-o: setting outstanding reads"), "{e}");
+    let e = with(SEND_BW, |a| a.outs = Some(4)).unwrap_err();
+    assert!(e.contains("use read-bw"), "{e}");
+    assert_eq!(with(READ_LAT, |a| a.outs = Some(4)).unwrap().outs, Some(4));
+    let atomic = Tool {
+        verb: Verb::Atomic,
+        kind: Kind::Bw,
+    };
+    assert!(with(atomic, |a| a.outs = Some(4)).is_ok());
+}

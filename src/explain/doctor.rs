@@ -288,7 +288,10 @@ fn numa_check(root: &SysRoot, d: &DeviceFacts, host: &HostFacts) -> Option<Check
             d.name,
             cpulist(&host.cpus)
         ),
-        fix: format!("run on the NIC's node: --cpus {list}, or `numactl -N {node} -m {node}`"),
+        fix: format!(
+            "run on the NIC's node: add `--cpus {list}` to the rdmaperf command line (or start \
+             it under `numactl -N {node} -m {node}`)"
+        ),
     })
 }
 

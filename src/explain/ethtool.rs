@@ -128,11 +128,10 @@ impl Ethtool {
             data,
             _pad: [0; 16],
         };
-        // SAFETY: `ifr` is a valid ifreq naming the netdev; `data` points
-        // to a command block the caller keeps alive over the call, sized
-        // with room for the set to have grown since it was counted (see
-        // `room`; `check_written` stops the process if even that was not
-        // enough).
+        // The command block has room for the set to have grown since it was counted (see
+        // `room`; `check_written` stops the process if even that was not enough).
+        // SAFETY: `ifr` is a valid ifreq naming the netdev; `data` points to a command
+        // block the caller keeps alive over the call, sized as said above.
         let rc = unsafe { libc::ioctl(self.fd, SIOCETHTOOL as _, &mut ifr as *mut IfReq) };
         if rc < 0 {
             let e = std::io::Error::last_os_error();

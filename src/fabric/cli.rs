@@ -11,6 +11,37 @@ install an MPI library (Debian: apt-get install openmpi-bin libopenmpi-dev, or r
 `cargo build --release --features mpi`, and start it under your launcher, one rank per NIC: \
 `mpirun -np N target/release/rdmaperf fabric write-bw -d auto ...` or `srun -n N ...`";
 
+/// What `--help` adds to the usage line: each fabric flag's meaning and unit.
+const FLAGS_HELP: &str =
+    "  --pattern P       pairs (default: every pair once), bisection, incast K, alltoall
+  --pairs-file F    explicit steps, one line per step of CLIENT:SERVER rank pairs
+  --serial          a step's pairs one at a time (default: all at once)
+  --direction D     uni (default), bi (both ways at once), both (A->B, then B->A)
+  --tolerance P     outliers: pairs below P % of the median (latency: above); default 90
+  --expect-bw X     fail (exit 1) the pairs below X, in the report's bandwidth unit: MB/sec
+                    (perftest's, 2^20 bytes/s) by default, Gb/sec with --report_gbits; a
+                    400 Gb/s line rate is ~47684 MB/sec; 90 % of it: --report_gbits --expect-bw 360
+  --expect-msgrate X  fail the pairs below X million messages/s (Mpps)
+  --expect-lat X    fail the pairs whose typical latency (t_typical) is above X microseconds
+  --worst N         the worst N pairs in the summary (default 5)
+  --out_json_file=F, --csv F, --heatmap F.svg   the reports
+  --timeout S       bounds every wait, in seconds (default 30)
+  --netns NAME      enter network namespace NAME after MPI start-up
+  --use_cuda auto|I,J,...   each rank's GPU
+The tool's perftest flags (-d auto, -s, -n/-D, -q, --post, ...) go through its own parser.
+More: docs/fabric.md in the source tree.";
+
+/// `rdmaperf fabric --help`: the usage, the flags with their units, and
+/// whether this build can run it.
+pub fn help() -> String {
+    let build = if cfg!(feature = "mpi") {
+        String::new()
+    } else {
+        format!("\n\n{NO_MPI}")
+    };
+    format!("{}\n\n{FLAGS_HELP}{build}", opts::USAGE)
+}
+
 /// The fabric options and the tool's parameters from `args` (after `fabric`).
 pub fn parse(args: &[String]) -> Result<(FabricOpts, Params), String> {
     let o = opts::parse(args, |f| {
@@ -83,9 +114,13 @@ fn refuse(p: &Params, o: &FabricOpts) -> Result<(), String> {
 
 /// Entry from `rdmaperf fabric ...`; returns the exit status.
 pub fn main(args: &[String]) -> i32 {
-    if args.first().map(String::as_str) == Some("--help") || args.is_empty() {
-        println!("{}", opts::USAGE);
-        return if args.is_empty() { 2 } else { 0 };
+    if args.is_empty() {
+        eprintln!("{}", help());
+        return 2;
+    }
+    if matches!(args[0].as_str(), "--help" | "-h") {
+        println!("{}", help());
+        return 0;
     }
     if !cfg!(feature = "mpi") {
         eprintln!("{NO_MPI}");

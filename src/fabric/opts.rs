@@ -52,7 +52,7 @@ fn number(flag: &str, v: &str, min: f64) -> Result<f64, String> {
     }
 }
 
-pub const USAGE: &str = "usage: mpirun -np N rdmaperf fabric <write-bw|read-bw|send-bw|atomic-bw|write-lat|read-lat|send-lat|atomic-lat> [perftest flags] [--pattern pairs|bisection|incast K|alltoall] [--pairs-file F] [--serial] [--direction uni|bi|both] [--tolerance P] [--expect-bw X] [--expect-msgrate X] [--expect-lat X] [--out_json_file=F] [--csv F] [--heatmap F.svg] [--timeout S] [--netns NAME] [--use_cuda auto|I,J,...]";
+pub const USAGE: &str = "usage: mpirun -np N rdmaperf fabric <write-bw|read-bw|send-bw|atomic-bw|write-lat|read-lat|send-lat|atomic-lat> [perftest flags] [--pattern pairs|bisection|incast K|alltoall] [--pairs-file F] [--serial] [--direction uni|bi|both] [--tolerance P] [--expect-bw X] [--expect-msgrate X] [--expect-lat X] [--worst N] [--out_json_file=F] [--csv F] [--heatmap F.svg] [--timeout S] [--netns NAME] [--use_cuda auto|I,J,...]";
 
 /// Splits `args` (after `fabric`) into the fabric options and the tool's flags.
 /// `read` loads a `--pairs-file`.

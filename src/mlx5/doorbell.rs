@@ -115,11 +115,9 @@ impl<M: Mmio> Doorbell<M> {
                 let mut i = 0;
                 while i * WQEBB < bytes {
                     let src = ring.bb_ptr(last_bb.wrapping_add(i as u16));
-                    // SAFETY: `src` is a 64-byte aligned WQEBB of the ring
-                    // (written by the caller); `dst + 64 i` stays inside this
-                    // half of the register: i · 64 < bytes <= bf_size, so the
-                    // chunk ends at or before the half's end (bf_size is a
-                    // multiple of 64).
+                    // SAFETY: `src` is a 64-byte aligned WQEBB of the ring (written by the
+                    // caller); `dst + 64 i` stays inside this half of the register: i · 64 <
+                    // bytes <= bf_size, a multiple of 64, so the chunk ends by the half's end.
                     unsafe {
                         self.mmio.write_bf64(
                             dst.add(i * WQEBB).cast::<u64>(),

@@ -103,10 +103,9 @@ pub unsafe fn bf_copy64(reg: *mut u64, src: *const [u64; 8]) {
         let (s, d) = (src.cast::<__m128i>(), reg.cast::<__m128i>());
         let mut i = 0;
         while i < 4 {
-            // SAFETY: the caller guarantees 64 readable bytes at `src`
-            // and 64 bytes of room at `reg`, both 64-byte aligned (so
-            // each 16-byte access is aligned); volatile keeps each store
-            // whole and in order.
+            // SAFETY: the caller guarantees 64 readable bytes at `src` and 64 bytes of room
+            // at `reg`, both 64-byte aligned (so each 16-byte access is aligned); volatile
+            // keeps each store whole and in order.
             unsafe { d.add(i).write_volatile(s.add(i).read()) };
             i += 1;
         }
@@ -114,11 +113,10 @@ pub unsafe fn bf_copy64(reg: *mut u64, src: *const [u64; 8]) {
     #[cfg(target_arch = "aarch64")]
     {
         use core::arch::aarch64::{vld4q_u64, vst4q_u64};
-        // SAFETY: NEON is part of the aarch64 baseline (the target enables
-        // it); the caller guarantees 64 readable bytes at `src` and 64 bytes
-        // of room at `reg`. `st4` is one instruction, so the chunk cannot be
-        // split or reordered by the compiler; the surrounding barriers
-        // (`store_fence_wc`, asm without `nomem`) keep it between them.
+        // `st4` is one instruction, so the compiler cannot split or reorder the chunk; the
+        // surrounding barriers (`store_fence_wc`, asm without `nomem`) keep it between them.
+        // SAFETY: NEON is part of the aarch64 baseline (the target enables it); the caller
+        // guarantees 64 readable bytes at `src` and 64 bytes of room at `reg`.
         unsafe { vst4q_u64(reg, vld4q_u64(src.cast::<u64>())) }
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]

@@ -255,11 +255,10 @@ mod ssse3 {
             return unsafe { crate::mlx5::segwr::scalar::inline(dst, hdr, src, len) };
         }
         let u = |p: *const u8| p.cast::<__m128i>();
-        // SAFETY: SSE2/SSSE3 are enabled for the whole build; every load
-        // reads 16 bytes inside src..src + len (len >= 16: the first at
-        // src, the middle ones end at or before len, the tail one is
-        // src + len - 16); every store is one aligned unit below
-        // dst + (4 + len).div_ceil(16) * 16 (caller contract).
+        // Loads: the first at src, the middle ones end by len, the tail one at src + len - 16.
+        // SAFETY: SSE2/SSSE3 are enabled for the whole build; every load reads 16 bytes in
+        // src..src + len (len >= 16); every store is one aligned unit below dst +
+        // (4 + len).div_ceil(16) * 16 (caller contract).
         unsafe {
             // Unit 0: the header, then payload bytes 0..12.
             let first = _mm_slli_si128::<4>(_mm_loadu_si128(u(src)));

@@ -417,10 +417,9 @@ unsafe fn write_inline_flat(
     let w0 = ctrl_w0(ctrl_hi(opcode, qpn), bb, s.ds);
     let hdr = u32::from_ne_bytes(InlineHdr::new(wr.len).to_bytes());
     let p = ring.bb_ptr(bb);
-    // SAFETY: the caller owns the s.ds units from p, contiguous up to the
-    // ring end; ctrl, the AV or raddr segment and the inline units are
-    // exactly those units; the payload source is readable and not ring
-    // memory.
+    // SAFETY: the caller owns the s.ds units from p, contiguous up to the ring end; ctrl,
+    // the AV or raddr segment and the inline units are exactly those units; the payload
+    // source is readable and not ring memory.
     unsafe {
         // Whole 16-byte stores: a single WQE goes out by BlueFlame, whose
         // copy reads these units back (see `segwr`).
@@ -676,11 +675,10 @@ impl<const UD: bool> ListCtx<'_, UD> {
             // above), and the progress tables have wqe_cnt entries (both
             // built from the same `sq.wqe_cnt` in `from_dv`).
             unsafe { self.recorder.record_at(idx, wr.wr_id, nbb as u16) };
-            // SAFETY: idx < wqe_cnt, so p is WQEBB pi of the ring, and the
-            // next WQEBB is p + 64 when straight (idx + 1 < wqe_cnt there)
-            // or wherever the mask puts it; the caller reserved two WQEBBs
-            // per WR of the list from its start, so both are free; no
-            // inline data; op is a SEND (run_ok).
+            // The next WQEBB is p + 64 when straight (idx + 1 < wqe_cnt there), else masked.
+            // SAFETY: idx < wqe_cnt, so p is WQEBB pi of the ring; the caller reserved two
+            // WQEBBs per WR of the list from its start, so both are free; no inline data; op
+            // is a SEND (run_ok).
             unsafe {
                 let p = base.add(idx << WQEBB_SHIFT);
                 let next = if STRAIGHT {
@@ -918,10 +916,9 @@ impl<const UD: bool> ListCtx<'_, UD> {
     unsafe fn put_inline<const K: u8>(&self, wr: &WrDesc, pi: u16, s: WqeShape) {
         self.recorder.record(pi, wr.wr_id, s.nbb);
         let av = if UD { Some(self.av) } else { None };
-        // SAFETY: s is shape(op, wr, UD) (flat_inline_shape computes it the
-        // same way), its WQEBBs from pi are free (caller) and end before the
-        // ring end (fits_flat), and the inline source lies in a declared
-        // range (inline_ok).
+        // SAFETY: s is shape(op, wr, UD) (flat_inline_shape computes it the same way), its
+        // WQEBBs from pi are free (caller) and end before the ring end (fits_flat), and the
+        // inline source lies in a declared range (inline_ok).
         unsafe { write_inline_flat(&self.ring, pi, self.qpn, av, op_of(K), wr, s) };
     }
 
@@ -960,10 +957,9 @@ impl<const UD: bool> ListCtx<'_, UD> {
         }
         self.recorder.record(pi, wr.wr_id, s.nbb);
         let av = if UD { Some(self.av) } else { None };
-        // SAFETY: s is the shape of this WR on this SQ (checked above), its
-        // WQEBBs from pi are free (reserved above), a FlatCursor is used only
-        // when they end before the ring end, and an inline source lies in a
-        // declared readable range.
+        // SAFETY: s is the shape of this WR on this SQ (checked above), its WQEBBs from pi
+        // are free (reserved above), a FlatCursor is used only when they end before the
+        // ring end, and an inline source lies in a declared readable range.
         unsafe {
             if self.ring.fits_flat(pi, s.nbb) {
                 let c = FlatCursor::new(&self.ring, pi);

@@ -238,10 +238,9 @@ impl WqeCursor {
     #[inline(always)]
     pub unsafe fn put_inline(&mut self, src: *const u8, len: usize) {
         self.wrap();
-        // SAFETY: pos is 16-aligned in the ring (see put16);
-        // `room` is the distance to the ring end (>= 12 after the header); the
-        // payload is copied in at most two pieces that stay inside the ring
-        // and inside the caller's owned units; `src` is readable for `len`.
+        // SAFETY: pos is 16-aligned in the ring (see put16); `room` is the distance to the
+        // ring end (>= 12 after the header); the payload is copied in at most two pieces that
+        // stay inside the ring and the caller's owned units; `src` is readable for `len`.
         unsafe {
             self.pos
                 .cast::<[u8; 4]>()

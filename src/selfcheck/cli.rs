@@ -43,8 +43,10 @@ pub fn main(args: &[String]) -> i32 {
     let dev = match Dev::open(a.dev.as_deref()) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("rdmaperf selfcheck: {e}; give the device with -d (see `rdmaperf devices`)");
-            return 2;
+            // Not a refusal of the command line: the device did not open (status 1, as
+            // the tools give for it).
+            eprintln!("rdmaperf selfcheck: {e}{}", open_hint(a.dev.as_deref()));
+            return 1;
         }
     };
     let env = Mlx5Env::from_process();
@@ -99,6 +101,14 @@ pub fn main(args: &[String]) -> i32 {
         0
     } else {
         1
+    }
+}
+
+/// What to do when the device did not open: name one with -d, unless one was named.
+fn open_hint(dev: Option<&str>) -> String {
+    match dev {
+        None => "; give the device with -d (see `rdmaperf devices`)".into(),
+        Some(d) => format!(" (-d {d}: `rdmaperf devices` lists this host's devices)"),
     }
 }
 

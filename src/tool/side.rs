@@ -46,7 +46,12 @@ fn not_implemented(p: &Params) -> Option<&'static str> {
 /// One side of one pair (the fabric mode runs each pair through this).
 pub(crate) fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
     if let Some(m) = not_implemented(p) {
-        return Err(Fail::new(m));
+        return Err(Fail::refused(m));
+    }
+    if p.threads <= 1 {
+        if let Some(list) = &p.cpus {
+            super::common::cpus::restrict_current(list).map_err(Fail::refused)?;
+        }
     }
     let p = &device_rules::apply(p, out)?;
     for n in &p.notices {
@@ -54,8 +59,14 @@ pub(crate) fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
         out.print(crate::report::text::RESULT_LINE);
         out.print(&format!("{n}\n"));
     }
+    if p.gpu.as_ref().is_some_and(|g| g.no_scatter_to_cqe) {
+        // perftest's disable_mlx5_scatter_to_cqe, after its line (a notice
+        // above). libmlx5 reads the variable at each QP's creation, which
+        // comes later, before any thread of this run exists.
+        std::env::set_var("MLX5_SCATTER_TO_CQE", "0");
+    }
     if p.threads > 1 && !p.is_server() && p.tool.verb == Verb::Send {
-        return Err(Fail::new(
+        return Err(Fail::refused(
             "send-bw --threads: the multi-threaded client is wired for write/read/atomic-bw only; use -q without --threads",
         ));
     }
@@ -67,7 +78,7 @@ pub(crate) fn run_side(p: &Params, out: Out) -> Result<(), Fail> {
         (Kind::Bw, Verb::Send) if !p.duplex => send_bw::run(p, out).map(|_| None),
         (Kind::Bw, _) if p.duplex => duplex::run(p, out).map(|_| None),
         (Kind::Lat, _) => lat::run(p, out).map(|_| None),
-        _ => Err(Fail::new(format!(
+        _ => Err(Fail::refused(format!(
             "{}{}: not implemented yet in rdmaperf; use stock perftest's {} for now",
             p.tool.name(),
             if p.duplex { " -b" } else { "" },

@@ -125,9 +125,6 @@ pub(crate) fn names(list: &[DeviceInfo]) -> String {
         .join(", ")
 }
 
-pub use super::context::{AtomicCap, Context, DeviceAttr};
-pub use super::port::{LinkLayer, Mtu, PortAttr, PortState};
-
 #[cfg(test)]
 mod tests {
     use super::*;

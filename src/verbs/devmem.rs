@@ -3,15 +3,13 @@
 //! and copies in and out through its owner's runtime. There is no slice of
 //! it anywhere, by construction: filling, validation and payloads go
 //! through [`DeviceMemory::copy_from_host`] / [`DeviceMemory::copy_to_host`].
-//! Registration ([`Mr::device`]) takes ownership, so the memory is freed
-//! only after the MR is deregistered.
+//! Registration (`Mr::device`, in `mr`, which imports this file and never
+//! the reverse) takes ownership, so the memory is freed only after the MR
+//! is deregistered.
 
-use super::error::{last_errno, Result, VerbsError};
-use super::mr::{Access, Mr};
+use super::error::last_errno;
 use super::pd::Pd;
 use crate::sys;
-use std::ptr::NonNull;
-use std::sync::Arc;
 
 /// A dma-buf export of a device range: the fd and where the range starts in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,42 +48,6 @@ impl DevReg {
         match self {
             DevReg::PeerMemory => "peer memory (ibv_reg_mr)",
             DevReg::DmaBuf => "dma-buf (ibv_reg_dmabuf_mr)",
-        }
-    }
-}
-
-impl Mr {
-    /// Registers device memory, taking ownership: with a dma-buf export via
-    /// `ibv_reg_dmabuf_mr` (iova = the device address, since that MR's
-    /// `addr` is the fd offset), otherwise via `ibv_reg_mr` on the address.
-    pub fn device(pd: &Arc<Pd>, mem: Box<dyn DeviceMemory>, access: Access) -> Result<Mr> {
-        let (va, len) = (mem.va(), mem.len());
-        let (p, how) = match mem.dmabuf() {
-            // SAFETY: the PD is live; the fd and range come from the owner,
-            // which lives in the Mr until after deregistration.
-            Some(d) => (
-                unsafe {
-                    sys::ibv_reg_dmabuf_mr(pd.raw(), d.offset, len, va, d.fd, access.0 as i32)
-                },
-                DevReg::DmaBuf,
-            ),
-            // SAFETY: as above; the kernel (or a peer-memory client) pins
-            // the range, the CPU never dereferences it here.
-            None => (
-                unsafe { sys::ibv_reg_mr_iova2(pd.raw(), va as *mut _, len, va, access.0) },
-                DevReg::PeerMemory,
-            ),
-        };
-        match NonNull::new(p) {
-            // SAFETY: a live MR of `pd` just made, owned by nobody else.
-            Some(mr) => Ok(unsafe { Mr::from_device(pd, mr, access, mem, how, va) }),
-            None => {
-                let verb = match how {
-                    DevReg::DmaBuf => "ibv_reg_dmabuf_mr",
-                    DevReg::PeerMemory => "ibv_reg_mr",
-                };
-                Err(VerbsError::new(verb, last_errno(), String::new()))
-            }
         }
     }
 }

@@ -25,16 +25,15 @@ pub mod srq;
 pub mod values;
 
 pub use ah::{Ah, AhAttr, Grh, UdDest};
+pub use context::{AtomicCap, Context, DeviceAttr};
 pub use cq::Cq;
-pub use device::{
-    devices, AtomicCap, Context, DeviceAttr, DeviceInfo, LinkLayer, Mtu, NodeType, PortAttr,
-    PortState, TransportType,
-};
+pub use device::{devices, DeviceInfo, NodeType, TransportType};
 pub use devmem::{DevReg, DeviceMemory, DmaBuf};
 pub use error::{Result, VerbsError};
 pub use gid::{Gid, GidEntry, GidTable, GidType};
 pub use mr::{Access, AlignedBuf, Backing, Mr};
 pub use pd::Pd;
+pub use port::{LinkLayer, Mtu, PortAttr, PortState};
 pub use psn::{random_psn, PsnRng};
 pub use qp::{CmQp, InitAttr, Qp, QpCaps, QpInit, QpType, RtrAttr, RtsAttr, UD_QKEY};
 pub use srq::Srq;

@@ -365,11 +365,45 @@ impl Mr {
         }
     }
 
+    /// Registers device memory, taking ownership: with a dma-buf export via
+    /// `ibv_reg_dmabuf_mr` (iova = the device address, since that MR's
+    /// `addr` is the fd offset), otherwise via `ibv_reg_mr` on the address.
+    pub fn device(pd: &Arc<Pd>, mem: Box<dyn DeviceMemory>, access: Access) -> Result<Mr> {
+        let (va, len) = (mem.va(), mem.len());
+        let (p, how) = match mem.dmabuf() {
+            // SAFETY: the PD is live; the fd and range come from the owner,
+            // which lives in the Mr until after deregistration.
+            Some(d) => (
+                unsafe {
+                    sys::ibv_reg_dmabuf_mr(pd.raw(), d.offset, len, va, d.fd, access.0 as i32)
+                },
+                DevReg::DmaBuf,
+            ),
+            // SAFETY: as above; the kernel (or a peer-memory client) pins
+            // the range, the CPU never dereferences it here.
+            None => (
+                unsafe { sys::ibv_reg_mr_iova2(pd.raw(), va as *mut _, len, va, access.0) },
+                DevReg::PeerMemory,
+            ),
+        };
+        match NonNull::new(p) {
+            // SAFETY: a live MR of `pd` just made, owned by nobody else.
+            Some(mr) => Ok(unsafe { Mr::from_device(pd, mr, access, mem, how, va) }),
+            None => {
+                let verb = match how {
+                    DevReg::DmaBuf => "ibv_reg_dmabuf_mr",
+                    DevReg::PeerMemory => "ibv_reg_mr",
+                };
+                Err(VerbsError::new(verb, last_errno(), String::new()))
+            }
+        }
+    }
+
     /// Wraps an MR of `pd` over device memory (see `devmem`).
     ///
     /// # Safety
     /// `mr` must be a live MR of `pd` over `mem`'s range, deregistered by nobody else.
-    pub(super) unsafe fn from_device(
+    unsafe fn from_device(
         pd: &Arc<Pd>,
         mr: NonNull<sys::ibv_mr>,
         access: Access,

@@ -70,7 +70,7 @@ struct Depths {
 impl<'a> Ctx<'a> {
     pub fn of(tool: Tool, a: &'a PerfArgs) -> Ctx<'a> {
         let (bw, verb) = (tool.is_bw(), tool.verb);
-        let conn_given = parse::conn(a);
+        let conn_given = parse::conn(a, verb);
         let mcast = mcast_rules::mcast(a, verb);
         // -g: perftest runs multicast on UD whatever -c says.
         let conn = match mcast {

@@ -2,11 +2,23 @@
 //! answers the value or the refusal with the spellings that work.
 
 use crate::cli::args::PerfArgs;
-use crate::cli::kinds::{AtomicType, Conn};
+use crate::cli::kinds::{AtomicType, Conn, Verb};
 use crate::cli::values::OutputKind;
 
-/// `-c`: RC, UC or UD (perftest's XRC, DC and SRD are refused by name).
-pub fn conn(a: &PerfArgs) -> Result<Conn, String> {
+/// The connection types `verb`'s tools take here, as a refusal suggests
+/// them (perftest's rules: UC has no READ or atomics, UD only SENDs).
+fn conns_for(verb: Verb) -> &'static str {
+    match verb {
+        Verb::Send => "-c RC, UC or UD",
+        Verb::Write => "-c RC or UC",
+        Verb::Read | Verb::Atomic => "-c RC",
+    }
+}
+
+/// `-c`: RC, UC or UD (perftest's XRC, DC and SRD are refused by name); a
+/// refusal suggests only the types `verb`'s tools take.
+pub fn conn(a: &PerfArgs, verb: Verb) -> Result<Conn, String> {
+    let ok = conns_for(verb);
     match a
         .connection
         .as_deref()
@@ -17,9 +29,9 @@ pub fn conn(a: &PerfArgs) -> Result<Conn, String> {
         Some("UC") => Ok(Conn::Uc),
         Some("UD") => Ok(Conn::Ud),
         Some(o @ ("XRC" | "DC" | "SRD")) => Err(format!(
-            "-c {o}: {o} QPs are not supported by rdmaperf; use -c RC, UC or UD"
+            "-c {o}: {o} QPs are not supported by rdmaperf; use {ok}"
         )),
-        Some(o) => Err(format!("-c {o}: unknown connection type; use RC, UC or UD")),
+        Some(o) => Err(format!("-c {o}: unknown connection type; use {ok}")),
     }
 }
 

@@ -8,6 +8,17 @@ use crate::cli::kinds::Verb;
 
 pub const RULES: &[Rule] = &[
     Rule {
+        name: "outs_read_atomic_only",
+        mirrors: "parser: -o, Setting Outstanding reads only available on READ verb",
+        check: |c| {
+            refuse(
+                c.a.outs.is_some() && !matches!(c.verb, Verb::Read | Verb::Atomic),
+                "-o: setting outstanding reads is only available on the READ and atomic verbs \
+                 (as in perftest); drop -o, or use read-bw, read-lat or atomic-bw",
+            )
+        },
+    },
+    Rule {
         name: "qps_bw_only",
         mirrors: "force_dependecies: multiple QPs only available on bw tests (master 2026-01)",
         check: |c| {

@@ -37,6 +37,37 @@ pub fn pick(
     Ok(from[..threads].to_vec())
 }
 
+/// `--cpus LIST` without `--threads`: the calling thread (the run's, or a
+/// loopback side's) may run only on LIST's cores, as under `taskset -c LIST`;
+/// threads it starts afterwards inherit that.
+pub fn restrict_current(list: &[usize]) -> Result<(), String> {
+    // The kernel's CPU mask: bit c of word c / BITS, as in a cpu_set_t.
+    const BITS: usize = libc::c_ulong::BITS as usize;
+    let mut mask = [0 as libc::c_ulong; libc::CPU_SETSIZE as usize / BITS];
+    let max = mask.len() * BITS;
+    if let Some(c) = list.iter().find(|&&c| c >= max) {
+        return Err(format!(
+            "--cpus: core {c} is past the {max} cores a CPU set holds"
+        ));
+    }
+    for &c in list {
+        mask[c / BITS] |= 1 << (c % BITS);
+    }
+    let size = std::mem::size_of_val(&mask);
+    // SAFETY: the kernel reads `size` bytes of a CPU mask from the pointer, which
+    // points at `mask`, live and exactly that long; pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, size, mask.as_ptr().cast()) };
+    if rc != 0 {
+        return Err(format!(
+            "--cpus {}: the run cannot be pinned there ({}); give cores that are online and \
+             allowed to this process (`taskset -cp $$` lists them)",
+            crate::explain::doctor::cpulist(list),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
 /// QP indices of thread `t` when `qps` QPs are spread over `threads` threads
 /// (round-robin, so every thread gets ⌊qps/threads⌋ or one more).
 pub fn qps_of(t: usize, threads: usize, qps: usize) -> Vec<usize> {
@@ -46,6 +77,29 @@ pub fn qps_of(t: usize, threads: usize, qps: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restricting_the_run_to_a_list() {
+        let allowed = core_affinity::get_core_ids().unwrap_or_default();
+        let Some(first) = allowed.first().map(|c| c.id) else {
+            println!("SKIPPED: no core list readable on this host");
+            return;
+        };
+        // In a thread of its own, so the test harness's thread keeps its mask.
+        std::thread::spawn(move || {
+            restrict_current(&[first]).unwrap();
+            let now: Vec<usize> = core_affinity::get_core_ids()
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c.id)
+                .collect();
+            assert_eq!(now, vec![first]);
+            let e = restrict_current(&[100_000]).unwrap_err();
+            assert!(e.contains("core 100000"), "{e}");
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn picking_cores() {

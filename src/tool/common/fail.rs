@@ -7,7 +7,8 @@ use std::fmt;
 #[derive(Debug)]
 pub struct Fail {
     pub msg: String,
-    /// Exit status to use (1 unless interrupted).
+    /// Exit status to use: 1 for a failed run, 2 for a refusal before any
+    /// run ([`Fail::refused`]), 128 + the signal when interrupted.
     pub status: i32,
 }
 
@@ -16,6 +17,14 @@ impl Fail {
         Fail {
             msg: msg.into(),
             status: 1,
+        }
+    }
+    /// A refusal before any run (an option this build, tool or device cannot
+    /// run, with the fix): exit status 2, as the CLI's own refusals.
+    pub fn refused(msg: impl Into<String>) -> Fail {
+        Fail {
+            msg: msg.into(),
+            status: 2,
         }
     }
     pub fn verbs(e: crate::verbs::VerbsError) -> Fail {

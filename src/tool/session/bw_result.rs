@@ -127,8 +127,9 @@ pub(crate) fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
     if let Some(l) = p.limit_bw {
         if r.bw_avg < l {
             return Err(Fail::new(format!(
-                "average bandwidth {:.2} is below --limit_bw {l:.2}",
-                r.bw_avg
+                "average bandwidth {:.2} {u} is below --limit_bw {l:.2} {u}",
+                r.bw_avg,
+                u = if p.report_gbits { "Gb/sec" } else { "MB/sec" }
             )));
         }
     }

@@ -156,17 +156,17 @@ fn transport_of(res: &Resources, i: usize, uds: &[Option<UdDest>]) -> Result<Tra
 /// caller has claimed the QP's SQ (`opened`).
 fn open_sq(res: &Resources, i: usize, transport: Transport) -> Result<DirectSq<HwMmio>, Fail> {
     let h = &res.direct_qps[i];
-    // SAFETY: the QP lives as long as `res`, which the caller's borrow
-    // keeps for the SQ's life; nothing was posted on it (fresh; claimed
-    // once, see `opened`), the handle has no libmlx5 post path, and it sits
-    // on its own thread-domain UAR.
-    let mut sq =
-        unsafe { sq_from_ibv_qp(h.qp.qp(), transport) }.map_err(|e| Fail::new(e.to_string()))?;
+    // SAFETY: the QP lives as long as `res`, which the caller's borrow keeps for the SQ's
+    // life; nothing was posted on it (fresh; claimed once, see `opened`), the handle has
+    // no libmlx5 post path, and it sits on its own thread-domain UAR.
+    let sq = unsafe { sq_from_ibv_qp(h.qp.qp(), transport) };
+    let mut sq = sq.map_err(|e| Fail::new(e.to_string()))?;
     sq.set_bf_policy(h.bf_policy);
     // Inline payload comes from this QP's own buffer (its MR with
     // --mr_per_qp, else the shared one).
     let (mr, _) = res.qp_mem(i);
-    // Device memory is never an inline source (GPU runs force inline 0).
+    // Device memory is never an inline source (GPU runs inline nothing:
+    // inline 0, or an explicit -I below every size).
     if let Some(ptr) = mr.host_ptr() {
         // SAFETY: the MR's buffer is owned by `res` and outlives the SQ.
         unsafe { allow_buffer(&mut sq, ptr, mr.len())? };
@@ -215,12 +215,11 @@ pub fn open_recv(res: &Resources, events: bool) -> Result<DirectRx<'_>, Fail> {
                     "--post direct: the SRQ was already opened (internal); use --post wr-api",
                 ));
             }
-            // SAFETY: the SRQ lives in `res` (and each handle keeps it) as
-            // long as the ports the borrow of `res` bounds; nothing was
-            // posted to it (no receive side was claimed, checked above) and
-            // rdmaperf posts to a direct test's SRQ only through these ports.
-            let direct =
-                unsafe { srq_from_ibv_srq(srq.raw()) }.map_err(|e| Fail::new(e.to_string()))?;
+            // SAFETY: the SRQ lives in `res` (and each handle keeps it) as long as the
+            // ports the borrow of `res` bounds; nothing was posted to it (no receive side
+            // was claimed, checked above); rdmaperf posts to it only through these ports.
+            let direct = unsafe { srq_from_ibv_srq(srq.raw()) };
+            let direct = direct.map_err(|e| Fail::new(e.to_string()))?;
             // One port per QP, and one for the CQ's ODP reposts.
             let mut ports = direct.share(res.direct_qps.len() + 1);
             let repost = ports.pop();
@@ -233,10 +232,9 @@ pub fn open_recv(res: &Resources, events: bool) -> Result<DirectRx<'_>, Fail> {
             (rqs, repost)
         }
     };
-    // SAFETY: res.rcq is live while the borrow of `res` in the RQs is; it
-    // is fresh: only this function builds a poller on it (the RQs above
-    // were opened once, so a second call fails before here) and the tools
-    // build no verbs poller on it when the method is direct.
+    // SAFETY: res.rcq is live while the borrow of `res` in the RQs is; it is fresh: only
+    // this function builds a poller on it (the RQs above were opened once, so a second
+    // call fails before here) and the tools build no verbs poller on it under direct.
     let mut cq = unsafe { cq_from_ibv_cq(res.rcq.raw()) }.map_err(|e| Fail::new(e.to_string()))?;
     for rq in &rqs {
         let (qpn, ring) = rq.binding();

@@ -3,12 +3,13 @@
 use crate::cli::params::{AtomicType, Conn, Kind, Mode, OutputKind, Params, Verb as PVerb};
 use crate::clock::Clock;
 use crate::report::info::{
-    AtomicOp, Connection, CqePoll, LinkLayer, OutputMode, Role, TestInfo, TestKind, Transport, Verb,
+    AtomicOp, Connection, CqePoll, LinkLayer, OutputMode, Role, Support, TestInfo, TestKind,
+    Transport, Verb,
 };
 use crate::report::stats::BwUnits;
 use crate::tool::setup::method::{Chosen, Method};
 use crate::tool::setup::resources::{Endpoint, Resources};
-use crate::verbs::LinkLayer as VLink;
+use crate::verbs::{Access, LinkLayer as VLink};
 
 pub fn test_info(
     p: &Params,
@@ -43,6 +44,11 @@ pub fn test_info(
     if let Some(g) = &res.gpu {
         extra.push(("GPU memory".into(), g.clone()));
     }
+    let mr_access = res.mr.access();
+    extra.push((
+        "MR access".into(),
+        mr_access_line(mr_access, res.gpu.is_some()),
+    ));
     if p.qos.pkey_index != 0 {
         extra.push((
             "P_Key index".into(),
@@ -62,6 +68,7 @@ pub fn test_info(
         },
         gid_index: ep.gid.map(|g| g.0 as i32),
         out_reads: res.out_reads,
+        pcie_relaxed: relaxed(mr_access.contains(Access::RELAXED_ORDERING)),
         extra,
         json_extra,
         ..params_info(p)
@@ -117,8 +124,32 @@ pub fn params_info(p: &Params) -> TestInfo {
         mcast: p.mcast.is_some(),
         // perftest: " Test with events. Using <dev>_comp<eq_num>", eq_num 0 without -X.
         events: p.use_event.then_some(0),
+        pcie_relaxed: relaxed(!p.mem.no_relaxed_ordering),
         ..TestInfo::default()
     }
+}
+
+/// perftest's "PCIe relax order" word for MRs with (or without) the flag.
+fn relaxed(on: bool) -> Support {
+    if on {
+        Support::On
+    } else {
+        Support::Off
+    }
+}
+
+/// The access flags the buffers' MRs were registered with (every MR of a
+/// side gets the same), and the memory they cover. RELAXED_ORDERING is an
+/// optional flag: libibverbs drops it on a kernel without optional access
+/// flags and a device without PCIe relaxed ordering ignores it, so this is
+/// what was asked of the device.
+fn mr_access_line(a: Access, gpu: bool) -> String {
+    let mem = if gpu { "GPU memory" } else { "host memory" };
+    let mut line = format!("{} ({mem})", a.describe());
+    if a.contains(Access::RELAXED_ORDERING) {
+        line.push_str("; relaxed ordering applies where the device has it");
+    }
+    line
 }
 
 /// The report's verb: `--write_with_imm`/`--send_with_imm` have their own.
@@ -148,5 +179,43 @@ fn output_mode(o: Option<OutputKind>) -> OutputMode {
         Some(OutputKind::Bandwidth) => OutputMode::Bandwidth,
         Some(OutputKind::MessageRate) => OutputMode::MessageRate,
         Some(OutputKind::Latency) => OutputMode::Latency,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(disable: bool) -> Params {
+        let a = crate::cli::args::PerfArgs {
+            post: "auto".into(),
+            timeout: 30,
+            cq_timeout: 10,
+            disable_pcie_relaxed: disable,
+            ..Default::default()
+        };
+        let tool = crate::cli::kinds::Tool {
+            verb: PVerb::Write,
+            kind: Kind::Bw,
+        };
+        crate::cli::params::resolve(tool, &a).unwrap()
+    }
+
+    #[test]
+    fn relax_order_follows_disable_pcie_relaxed() {
+        assert_eq!(params_info(&params(false)).pcie_relaxed, Support::On);
+        assert_eq!(params_info(&params(true)).pcie_relaxed, Support::Off);
+    }
+
+    #[test]
+    fn mr_access_line_names_the_flags_and_the_memory() {
+        let ro = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::RELAXED_ORDERING;
+        let l = mr_access_line(ro, true);
+        assert!(
+            l.starts_with("LOCAL_WRITE|REMOTE_WRITE|RELAXED_ORDERING (GPU memory);"),
+            "{l}"
+        );
+        let l = mr_access_line(Access::LOCAL_WRITE | Access::REMOTE_READ, false);
+        assert_eq!(l, "LOCAL_WRITE|REMOTE_READ (host memory)");
     }
 }

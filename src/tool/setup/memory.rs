@@ -57,13 +57,20 @@ pub fn fill(p: &Params, buf: &mut [u8], slot: usize, slots: usize) {
     }
 }
 
-/// The MR access of this test: the verb's, plus ON_DEMAND with `--odp`.
+/// The MR access of this test (host and GPU buffers alike): the verb's,
+/// plus ON_DEMAND with `--odp`, plus RELAXED_ORDERING unless
+/// `--disable_pcie_relaxed` (perftest's `setup_mr_flags`). That flag is
+/// optional: libibverbs drops it where the kernel cannot take optional
+/// access flags, and a device without PCIe relaxed ordering ignores it.
 pub fn access(p: &Params, base: Access) -> Access {
+    let mut a = base;
     if p.mem.odp {
-        base | Access::ON_DEMAND
-    } else {
-        base
+        a |= Access::ON_DEMAND;
     }
+    if !p.mem.no_relaxed_ordering {
+        a |= Access::RELAXED_ORDERING;
+    }
+    a
 }
 
 /// `--odp`: the device must report ODP and, for this transport, the
@@ -141,6 +148,37 @@ mod tests {
             rc,
             ..Default::default()
         }
+    }
+
+    fn params(f: impl FnOnce(&mut crate::cli::args::PerfArgs)) -> Params {
+        let mut a = crate::cli::args::PerfArgs {
+            post: "auto".into(),
+            timeout: 30,
+            cq_timeout: 10,
+            ..Default::default()
+        };
+        f(&mut a);
+        let tool = crate::cli::kinds::Tool {
+            verb: Verb::Write,
+            kind: crate::cli::kinds::Kind::Bw,
+        };
+        crate::cli::params::resolve(tool, &a).unwrap()
+    }
+
+    #[test]
+    fn mrs_get_relaxed_ordering_unless_disabled_as_in_perftest() {
+        let base = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let on = access(&params(|_| {}), base);
+        assert_eq!(on, base | Access::RELAXED_ORDERING, "{}", on.describe());
+        let off = access(&params(|a| a.disable_pcie_relaxed = true), base);
+        assert_eq!(off, base, "{}", off.describe());
+        let odp = access(&params(|a| a.odp = true), base);
+        assert_eq!(
+            odp,
+            base | Access::ON_DEMAND | Access::RELAXED_ORDERING,
+            "{}",
+            odp.describe()
+        );
     }
 
     #[test]

@@ -108,7 +108,7 @@ pub fn after_direct_failure(
     wr_api_ok: impl FnOnce() -> Result<(), String>,
 ) -> Result<Chosen, Fail> {
     if choice != PostChoice::Auto {
-        return Err(Fail::new(format!(
+        return Err(Fail::refused(format!(
             "--post direct: the direct path cannot be set up on {device}: {why}; use --post \
              wr-api or --post post-send (--post auto falls back by itself)"
         )));
@@ -174,17 +174,17 @@ pub fn decide(
         PostChoice::PostSend => Ok(Method::PostSend),
         PostChoice::WrApi => match wr_api_ok() {
             Ok(()) => Ok(Method::WrApi),
-            Err(e) => Err(Fail::new(format!(
+            Err(e) => Err(Fail::refused(format!(
                 "--post wr-api: device {} does not accept the WR API for this test ({e}); use --post post-send",
                 f.device
             ))),
         },
-        PostChoice::Direct if !f.mlx5 => Err(Fail::new(format!(
+        PostChoice::Direct if !f.mlx5 => Err(Fail::refused(format!(
             "--post direct: device {} is not an mlx5 (ConnectX) device — mlx5dv_is_supported() is false and \
              mlx5dv_init_obj() returns EOPNOTSUPP for its queues; use --post wr-api or --post post-send",
             f.device
         ))),
-        PostChoice::Direct if !f.unwired.is_empty() => Err(Fail::new(format!(
+        PostChoice::Direct if !f.unwired.is_empty() => Err(Fail::refused(format!(
             "--post direct: {} cannot run the direct path with {}; drop that option, or use \
              --post wr-api on {}",
             f.tool,
