@@ -32,7 +32,9 @@ BUILD_PACKAGES=(libibverbs-dev librdmacm-dev rdma-core ibverbs-providers libclan
 # The test suite's tools.
 TEST_PACKAGES=(ibverbs-utils rdmacm-utils strace python3 valgrind
           # Open MPI: builds the `mpi` feature (rdmaperf fabric) and runs its VM tests (mpirun).
-          openmpi-bin libopenmpi-dev binutils)
+          openmpi-bin libopenmpi-dev binutils
+          # tcpdump: reads back the raw Ethernet frames' pcap (tests/raw_frames.rs).
+          tcpdump)
 # aarch64 (Grace, BlueField): the cross compiler, qemu-user to run the tests, the aarch64
 # objdump for the BlueFlame disassembly check, and arm64 rdma-core through Debian multiarch
 # (scripts/aarch64.sh). RDMAPERF_NO_AARCH64=1 leaves them out.

@@ -17,6 +17,7 @@ pub mod mlx5;
 #[cfg(feature = "model")]
 pub mod model;
 pub mod post;
+pub mod raw;
 pub mod report;
 pub mod run;
 pub mod selfcheck;

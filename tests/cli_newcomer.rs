@@ -64,18 +64,20 @@ fn perftest_names_as_commands_and_links() {
     );
     let dir = std::env::temp_dir().join(format!("rdmaperf-names-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let link = dir.join("raw_ethernet_bw");
+    // raw_ethernet_bw is provided (raw-eth-bw); perftest's source-file name is not a tool.
+    let link = dir.join("raw_ethernet_send_bw");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_rdmaperf"), &link).unwrap();
     let o = outcome(Command::new(&link).arg("-h").output().unwrap());
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(o.0, 2);
     assert!(
-        o.2.contains("raw_ethernet_bw is not a tool rdmaperf provides"),
+        o.2.contains("raw_ethernet_send_bw is not a tool rdmaperf provides"),
         "{}",
         o.2
     );
     assert!(o.2.contains("ib_write_bw, ib_read_bw"), "{}", o.2);
+    assert!(o.2.contains("raw_ethernet_bw, raw_ethernet_lat"), "{}", o.2);
 }
 
 #[test]

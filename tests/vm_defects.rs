@@ -26,12 +26,13 @@ O="-d rxe0 -x 0 -F -s 64"
 T="timeout -k 5 60"
 # qcase (vm_cases::PRELUDE): both sides killed after 40 s.
 QCASE_GUARD=40
-qcase rc_uc "$B send-bw $O -n 1000" "ib_send_bw $O -n 1000 -c UC" 18950
-qcase rc_ud "$B send-bw $O -n 1000" "ib_send_bw $O -n 1000 -c UD" 18951
-qcase uc_rc "ib_send_bw $O -n 1000" "$B send-bw $O -n 1000 -c UC --cq-timeout 3" 18952
-qcase ud_rc "ib_send_bw $O -n 1000" "$B send-bw $O -n 1000 -c UD --cq-timeout 3" 18953
-qcase n_more "ib_send_bw $O -n 2000" "$B send-bw $O -n 1000 --cq-timeout 3" 18954
-qcase n_less "ib_send_bw $O -n 1000" "$B send-bw $O -n 2000 --cq-timeout 3" 18955
+# Only rdmaperf's side is under test: a stock peer left hanging is killed 2 s after it ends.
+QCASE_UNDER=srv qcase rc_uc "$B send-bw $O -n 1000" "ib_send_bw $O -n 1000 -c UC" 18950
+QCASE_UNDER=srv qcase rc_ud "$B send-bw $O -n 1000" "ib_send_bw $O -n 1000 -c UD" 18951
+QCASE_UNDER=cli qcase uc_rc "ib_send_bw $O -n 1000" "$B send-bw $O -n 1000 -c UC --cq-timeout 3" 18952
+QCASE_UNDER=cli qcase ud_rc "ib_send_bw $O -n 1000" "$B send-bw $O -n 1000 -c UD --cq-timeout 3" 18953
+QCASE_UNDER=cli qcase n_more "ib_send_bw $O -n 2000" "$B send-bw $O -n 1000 --cq-timeout 3" 18954
+QCASE_UNDER=cli qcase n_less "ib_send_bw $O -n 1000" "$B send-bw $O -n 2000 --cq-timeout 3" 18955
 "#;
 
 #[test]

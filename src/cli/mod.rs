@@ -142,6 +142,10 @@ pub fn main(argv: Vec<String>) -> i32 {
     if argv.get(1).map(String::as_str) == Some("doctor") {
         return crate::explain::doctor::main(&argv[2..]);
     }
+    // The raw Ethernet tools have their own flag table (crate::raw::cli).
+    if let Some(t) = argv.get(1).and_then(|s| crate::raw::cli::tool_of(s)) {
+        return crate::raw::cli::main(t, &argv[2..]);
+    }
     match parse(argv) {
         Parsed::Print {
             text,

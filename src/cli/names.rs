@@ -6,9 +6,11 @@
 use super::kinds::Tool;
 
 /// perftest's tool names rdmaperf answers to, each with the subcommand it
-/// runs. A new tool is a row here (and its subcommand in `args`).
+/// runs. A new tool is a row here (and its subcommand in `args`); the raw
+/// Ethernet tools come from `raw::tools::RawTool::ALL`.
 pub fn multicall_names() -> impl Iterator<Item = (&'static str, &'static str)> {
-    Tool::ALL.iter().map(|t| (t.1, t.0))
+    let raw = crate::raw::tools::RawTool::ALL.iter().map(|t| (t.1, t.0));
+    Tool::ALL.iter().map(|t| (t.1, t.0)).chain(raw)
 }
 
 /// How perftest's tool names begin: a name with one of these prefixes that
@@ -101,7 +103,7 @@ mod tests {
     fn names_not_provided_are_named() {
         for argv in [
             &["/opt/ib_write_bw_postlist", "-s", "64"][..],
-            &["raw_ethernet_bw"],
+            &["raw_ethernet_send_bw"],
             &["rdmaperf", "ib_write_bw_postlist"],
         ] {
             let e = cl(argv).unwrap_err();

@@ -29,6 +29,7 @@ pub mod device;
 pub mod doorbell;
 pub mod env;
 pub mod error;
+pub mod eth_seg;
 pub mod keepalive;
 pub mod mmio;
 pub mod prm;

@@ -22,12 +22,19 @@ done_case() { # NAME PID T0: PID's exit status and the seconds since T0, as NAME
 reap() { kill "$@" 2>/dev/null; wait "$@" 2>/dev/null; }
 # NAME SERVER-CMD CLIENT-CMD PORT: both sides' output in NAME.srv/.cli, their status and
 # seconds since the client started as NAME.cli and NAME.srv.
+# With QCASE_UNDER=srv (or cli) only that side is under test: once it has ended, the other
+# (a stock peer left hanging by the mismatch) gets 2 s, then is killed, rather than the guard.
 qcase() {
     $T $2 -p $4 > $RESULTS/$1.srv 2>&1 & S=$!
     wait_port $4 $S; t0=$(now)
     $T $3 -p $4 127.0.0.1 > $RESULTS/$1.cli 2>&1 & C=$!
     ( sleep ${QCASE_GUARD:-20}; kill $S $C 2>/dev/null ) & W=$!
-    done_case $1.cli $C $t0; done_case $1.srv $S $t0; reap $W
+    case ${QCASE_UNDER:-} in
+    srv) done_case $1.srv $S $t0; (sleep 2; kill $C 2>/dev/null) & done_case $1.cli $C $t0 ;;
+    cli) done_case $1.cli $C $t0; (sleep 2; kill $S 2>/dev/null) & done_case $1.srv $S $t0 ;;
+    *) done_case $1.cli $C $t0; done_case $1.srv $S $t0 ;;
+    esac
+    reap $W
 }
 "#;
 

@@ -1,0 +1,379 @@
+//! The raw Ethernet tools' command line: their names (subcommands and
+//! multicall), perftest master's flags for them, and perftest's rules and
+//! refusals (perftest_parameters.c: `force_dependecies`' raw block,
+//! `set_raw_eth_parameters`, `flow_rules_force_dependecies`,
+//! `check_link_and_mtu`), then the binary on a host without RDMA devices.
+
+use rdmaperf::cli;
+use rdmaperf::raw::params::{self, RawParams, Side};
+use rdmaperf::raw::{args, tools::RawTool};
+
+const M: &str = "-B 02:00:00:00:00:01 -E 02:00:00:00:00:02";
+const L3: &str = "-j 10.0.0.1 -J 10.0.0.2";
+const L4: &str = "-j 10.0.0.1 -J 10.0.0.2 -k 5000 -K 6000";
+
+fn resolve(tool: RawTool, cmd: &str) -> Result<RawParams, String> {
+    let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+    args::parse(&argv).and_then(|a| params::resolve(tool, &a))
+}
+
+fn ok(tool: RawTool, cmd: &str) -> RawParams {
+    resolve(tool, cmd).unwrap_or_else(|e| panic!("{cmd}: {e}"))
+}
+
+/// Refused, with every `want` in the message.
+fn refused(tool: RawTool, cmd: &str, want: &[&str]) {
+    let e = resolve(tool, cmd)
+        .err()
+        .unwrap_or_else(|| panic!("{cmd}: accepted"));
+    for w in want {
+        assert!(e.contains(w), "{cmd}: wanted '{w}' in: {e}");
+    }
+}
+
+#[test]
+fn multicall_and_subcommand_names() {
+    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for (ours, theirs, _) in RawTool::ALL {
+        assert_eq!(
+            cli::multicall_argv(v(&[&format!("/usr/bin/{theirs}"), "-Z"])),
+            v(&["rdmaperf", ours, "-Z"])
+        );
+    }
+    assert_eq!(
+        RawTool::from_name("raw-eth-burst-lat"),
+        Some(RawTool::BurstLat)
+    );
+    assert_eq!(
+        RawTool::from_name("raw_ethernet_fs_rate"),
+        Some(RawTool::FsRate)
+    );
+}
+
+#[test]
+fn perftests_defaults_per_tool() {
+    let bw = ok(RawTool::Bw, &format!("--server {M}"));
+    assert_eq!(
+        (bw.size, bw.mtu, bw.inline_size, bw.raw.duplex),
+        (1518, 1518, 0, false)
+    );
+    assert_eq!(bw.raw.side, Some(Side::Server));
+    assert!(
+        bw.notes[0].contains("Max msg size in RawEth is MTU 1518"),
+        "{:?}",
+        bw.notes
+    );
+    let lat = ok(RawTool::Lat, &format!("-Z {M}"));
+    assert_eq!((lat.size, lat.inline_size, lat.raw.duplex), (64, 236, true));
+    assert!(
+        lat.notes[0].contains("Min msg size for RawEth is 64B"),
+        "{:?}",
+        lat.notes
+    );
+    let burst = ok(RawTool::BurstLat, &format!("-P {M}"));
+    assert_eq!(
+        (burst.inline_size, burst.raw.duplex, burst.raw.tx_depth),
+        (0, true, 128)
+    );
+    let fs = ok(RawTool::FsRate, &format!("--server {M}"));
+    assert_eq!(fs.inline_size, 0);
+    assert_eq!(ok(RawTool::Lat, &format!("-Z {M} -I 0")).inline_size, 0);
+    assert_eq!(
+        ok(RawTool::Bw, &format!("-Z {M} -s 9000 -m 9600")).size,
+        9000
+    );
+    assert_eq!(ok(RawTool::Bw, &format!("-Z {M} -s 32")).size, 64);
+    assert_eq!(ok(RawTool::Bw, &format!("-Z {M} -s 1K -m 512")).size, 512);
+}
+
+#[test]
+fn required_side_and_macs() {
+    refused(
+        RawTool::Bw,
+        "-B 02:00:00:00:00:01",
+        &["--client or --server"],
+    );
+    refused(RawTool::Bw, "--server", &["source mac", "-B XX:XX"]);
+    // -E: on the client, and in lat on both sides; a bw server does without.
+    refused(
+        RawTool::Bw,
+        "--client -B 02:00:00:00:00:01",
+        &["dest mac", "-E XX:XX"],
+    );
+    refused(RawTool::Lat, "--server -B 02:00:00:00:00:01", &["dest mac"]);
+    ok(RawTool::Bw, "--server -B 02:00:00:00:00:01");
+    ok(RawTool::BurstLat, "--server -B 02:00:00:00:00:01");
+    // --raw_mcast: the destination is the group's MAC.
+    let m = ok(
+        RawTool::Bw,
+        "--client -B 02:00:00:00:00:01 --raw_mcast -J 239.1.1.1",
+    );
+    assert_eq!(m.dst_mac(), [1, 0, 0x5e, 1, 1, 1]);
+    refused(
+        RawTool::Bw,
+        &format!("-Z {M} host"),
+        &["take no server name", "--client"],
+    );
+    refused(
+        RawTool::Bw,
+        "-Z -B 02:00:00:00:00 -E x",
+        &["-B '02:00:00:00:00'", "six hex bytes"],
+    );
+}
+
+#[test]
+fn perftests_refused_flags_for_raw() {
+    for (flag, want) in [
+        ("-a", "do not support -a"),
+        ("--all", "do not support -a"),
+        ("-R", "RDMA CM isn't supported"),
+        ("-z", "RDMA CM isn't supported"),
+        ("-x 3", "GID index isn't supported"),
+        ("--mmap=/tmp/f", "mmaped files aren't supported"),
+        ("--pin_cores 1", "--pin_cores is not supported"),
+        ("--numa_node 0", "--numa_node is not supported"),
+        ("-G", "RSS isn't supported"),
+        (
+            "--no_such_flag",
+            "not a flag of perftest's raw Ethernet tools",
+        ),
+    ] {
+        refused(RawTool::Bw, &format!("-Z {M} {flag}"), &[want]);
+    }
+}
+
+#[test]
+fn old_and_new_address_names_do_not_mix() {
+    refused(
+        RawTool::Bw,
+        "-Z -B 02:00:00:00:00:01 --remote_mac 02:00:00:00:00:02",
+        &[
+            "Mix of source with local|remote",
+            "--local_mac/--remote_mac",
+        ],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} --local_ip 10.0.0.1"),
+        &["Mix of"],
+    );
+    let p = ok(RawTool::Lat, "-P --local_mac 02:00:00:00:00:01 --remote_mac 02:00:00:00:00:02 --local_ip 10.0.0.1 --remote_ip 10.0.0.2 --local_port 1 --remote_port 2");
+    // A client's local address is perftest's client_ip, its remote the server_ip.
+    assert_eq!(p.raw.client_port, Some(1));
+    assert_eq!(p.raw.server_port, Some(2));
+    let s = ok(RawTool::Lat, "-Z --local_mac 02:00:00:00:00:01 --remote_mac 02:00:00:00:00:02 --local_port 1 --remote_port 2 --local_ip 10.0.0.1 --remote_ip 10.0.0.2");
+    assert_eq!((s.raw.server_port, s.raw.client_port), (Some(1), Some(2)));
+}
+
+#[test]
+fn header_rules() {
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} -K 6000 {L3}"),
+        &["both ports", "-k"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} -k 5000 -K 6000"),
+        &["source_ip and dest_ip", "-J"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} -k 5000 -K 6000 -J 10.0.0.2"),
+        &["source_ip and dest_ip"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} --tcp {L3}"),
+        &["in order to use TCP"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} -J fd00::1"),
+        &["not an IPv4 address", "--raw_ipv6"],
+    );
+    ok(
+        RawTool::Bw,
+        &format!("-P {M} --raw_ipv6 -J fd00::1 -j fd00::2"),
+    );
+    refused(RawTool::Bw, &format!("-P {M} -Y 0"), &["Invalid ethertype"]);
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} --vlan_pcp 9"),
+        &["VLAN PCP", "0 to 8"],
+    );
+    assert_eq!(
+        ok(RawTool::Bw, &format!("-P {M} --vlan_pcp 8")).vlan_pcp,
+        Some(8)
+    );
+    assert_eq!(
+        ok(RawTool::Bw, &format!("-P {M} --vlan_en")).vlan_pcp,
+        Some(1)
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} -L 256"),
+        &["Hop Limit", "0 to 255"],
+    );
+    refused(RawTool::Bw, &format!("-P {M} -T 300"), &["TOS"]);
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} -m 10000"),
+        &["MTU", "64 to 9600"],
+    );
+    // rdmaperf's own: the headers must fit in -s (perftest writes past the frame).
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} --raw_ipv6 -j fd00::1 -J fd00::2 -k 1 -K 2 --tcp --vlan_en -s 64"),
+        &["need 82 bytes", "-s 82"],
+    );
+    ok(
+        RawTool::Bw,
+        &format!("-P {M} --raw_ipv6 -j fd00::1 -J fd00::2 -k 1 -K 2 --tcp --vlan_en -s 82"),
+    );
+}
+
+#[test]
+fn flows_rules() {
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} --flows 2"),
+        &["UDP/TCP packets only"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} {L4} --flows 0"),
+        &["--flows '0'"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} {L4} --flows 4 --flows_burst 2 -n 5"),
+        &["full cycle on all flows", "multiple of 8"],
+    );
+    ok(
+        RawTool::Bw,
+        &format!("-P {M} {L4} --flows 4 --flows_burst 2 -n 8"),
+    );
+    ok(
+        RawTool::Bw,
+        &format!("-P {M} {L4} --flows 4 --flows_burst 2 -n 5 -D 2"),
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} {L4} --flows 2 -b"),
+        &["unidir tests only"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} {L4} --flows 2 -v"),
+        &["unidir tests only"],
+    );
+    refused(
+        RawTool::FsRate,
+        &format!("-Z {M} {L4} --flows 2"),
+        &["FS rate test not requiring flows"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} {L4} --flows_burst 2"),
+        &["more then single flow", "--flows N"],
+    );
+}
+
+#[test]
+fn mode_rules() {
+    let v = ok(RawTool::Bw, &format!("-P {M} -v"));
+    assert!(
+        v.raw.duplex
+            && v.notes
+                .iter()
+                .any(|n| n.contains("changing to duplex mode")),
+        "{:?}",
+        v.notes
+    );
+    let q = ok(RawTool::Bw, &format!("-P {M} -v -r 64 -Q 100"));
+    assert_eq!(q.raw.cq_mod, 64);
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} --raw_mcast -b"),
+        &["unidirectional traffic only"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("-P {M} --raw_mcast -v"),
+        &["unidirectional traffic only"],
+    );
+    refused(
+        RawTool::Lat,
+        &format!("-P {M} -q 2"),
+        &["Multiple QPs only available on bw tests"],
+    );
+    refused(
+        RawTool::Lat,
+        &format!("-P {M} -b"),
+        &["Bidirectional is only available in BW test"],
+    );
+    ok(RawTool::BurstLat, &format!("-P {M} -b"));
+    assert_eq!(ok(RawTool::Bw, &format!("-P {M} -q 4")).raw.qps, 4);
+    let r = ok(
+        RawTool::Lat,
+        &format!("-P {M} --reply_every 4 --promiscuous --sniffer --flow_label 1,2"),
+    );
+    assert_eq!((r.reply_every, r.promiscuous, r.sniffer), (4, true, true));
+    assert_eq!(r.flow_labels, [1, 2]);
+    let p = ok(
+        RawTool::BurstLat,
+        &format!("-P {M} --burst_size 10 --rate_limit 5 --rate_units p --rate_limit_type PP"),
+    );
+    assert_eq!(p.pacing.len(), 4);
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_binary_refuses_before_opening_anything() {
+    let (rc, _, err) = run(&["raw-eth-bw", "--client", "-B", "02:00:00:00:00:01"]);
+    assert_eq!(rc, 2);
+    assert!(
+        err.starts_with("rdmaperf raw-eth-bw: you must enter dest mac"),
+        "{err}"
+    );
+    let (rc, out, _) = run(&["raw-eth-lat", "--help"]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.contains("raw_ethernet_lat") && out.contains("-B, --source_mac <value>"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Refused for raw Ethernet") && out.contains("--mmap"),
+        "{out}"
+    );
+}
+
+#[test]
+fn without_a_device_the_tool_says_so() {
+    if let Ok(list) = rdmaperf::verbs::devices() {
+        let names: Vec<String> = list.into_iter().map(|d| d.name).collect();
+        println!("SKIPPED: this host has RDMA devices ({})", names.join(", "));
+        return;
+    }
+    let (rc, out, err) = run(&["raw-eth-bw", "--server", "-B", "02:00:00:00:00:01"]);
+    assert_eq!(rc, 2, "{err}");
+    // perftest's size note (65536 → MTU) comes once the device is open, not before a refusal.
+    assert_eq!(out, "", "{out}");
+    assert!(
+        err.contains("rdmaperf raw-eth-bw: ") && err.contains("no RDMA devices"),
+        "{err}"
+    );
+    assert!(err.contains("rdma link add"), "{err}");
+}
