@@ -332,9 +332,9 @@ fn exit(status: Exit, mpi: comm::Mpi, me: usize, bound: Duration) -> i32 {
                      (--timeout): a rank is gone; ending with status 1"
                 );
                 let _ = std::io::stdout().flush();
+                // _exit, not exit: MPI's exit handlers may be what is stuck.
                 // SAFETY: _exit(2) ends the process at once; nothing of ours
-                // needs unwinding (the report is printed and flushed), and
-                // MPI's exit handlers may be what is stuck.
+                // needs unwinding (the report is printed and flushed).
                 unsafe { libc::_exit(1) }
             };
             alive::within(bound, || drop(mpi), late);
