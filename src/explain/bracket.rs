@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use super::ceiling::{payload_fraction, pcie_gbps, roce_mtu, IB_OVERHEAD, ROCE_V2_OVERHEAD};
 use super::counters::{deltas, Delta, Snapshot};
 use super::direction;
-use super::doctor::{fact_checks, Check, HostFacts};
-use super::rules::{evaluate, Finding};
+use super::doctor::{fact_checks, HostFacts};
+use super::rules::{evaluate, Check, Finding};
 use super::sysfs::{DeviceFacts, SysRoot};
 
 /// How long the packet counters must stand still to count as settled, and
@@ -313,7 +313,7 @@ impl Explanation {
     }
 
     /// With more findings ranked among the counter findings by score:
-    /// after a GPU run, `super::gpu_topo::findings_for(root, gpu_bdf, dev)`'s
+    /// after a GPU run, `super::gpu_findings::findings_for(root, gpu_bdf, dev)`'s
     /// (GPU far from the NIC, no GPUDirect path, IOMMU translating).
     pub fn with_findings(mut self, more: Vec<Finding>) -> Explanation {
         self.findings.extend(more);
