@@ -6,26 +6,17 @@
 //! peer ran without; a peer that sends no parameters (stock perftest): the
 //! side that asked is told so. The close handshake still happens after.
 
-use std::net::TcpListener;
 use std::thread;
-use std::time::Duration;
 
 use rdmaperf::ctrl::after_run::{self, PeerExplain};
 use rdmaperf::ctrl::wire::PeerParams;
 use rdmaperf::ctrl::{Channel, Dest, Listener, Session};
 
-const CONNECT: Duration = Duration::from_secs(10);
+mod common;
+use common::ctrl::{free_port, peer_params, CONNECT};
 
 fn params(explain: bool) -> PeerParams {
-    PeerParams {
-        conn: b'R',
-        num_qps: 1,
-        iters: 1000,
-        reversed: false,
-        data_validation: false,
-        explain,
-        compare: false,
-    }
+    peer_params(explain, false)
 }
 
 /// One side's set-up: its parameters (`None`: a stock peer, which sends
@@ -45,11 +36,7 @@ fn run(
     client: Option<PeerParams>,
     payloads: (Vec<u8>, Vec<u8>),
 ) -> (Option<PeerExplain>, Option<PeerExplain>) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let l = Listener::bind(Some("127.0.0.1"), port).unwrap();
     let (sp, cp) = payloads;
     let h = thread::spawn(move || {

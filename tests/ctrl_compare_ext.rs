@@ -5,26 +5,17 @@
 //! and still ends with the close handshake. Without compare on both sides
 //! (a plain rdmaperf, stock perftest's empty padding) no frame crosses.
 
-use std::net::TcpListener;
 use std::thread;
-use std::time::Duration;
 
 use rdmaperf::ctrl::compare_ext::{self, Note};
 use rdmaperf::ctrl::wire::PeerParams;
 use rdmaperf::ctrl::{Channel, Dest, Listener, Session};
 
-const CONNECT: Duration = Duration::from_secs(10);
+mod common;
+use common::ctrl::{free_port, peer_params, CONNECT};
 
 fn params(compare: bool) -> PeerParams {
-    PeerParams {
-        conn: b'R',
-        num_qps: 1,
-        iters: 1000,
-        reversed: false,
-        data_validation: false,
-        explain: false,
-        compare,
-    }
+    peer_params(false, compare)
 }
 
 fn note(method: &str, run: u32, last: bool, cost: f64) -> Note {
@@ -34,11 +25,6 @@ fn note(method: &str, run: u32, last: bool, cost: f64) -> Note {
         run,
         recv_ns_per_msg: cost,
     }
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 /// One session on an accepted or connected channel: parameters (None: a

@@ -10,7 +10,9 @@ use rdmaperf::ctrl::{Channel, CtrlError, Listener, Session};
 
 /// Bounds every test: a bug shows up as a timeout error, not a hung test.
 const STEP: Duration = Duration::from_secs(10);
-const CONNECT: Duration = Duration::from_secs(10);
+
+mod common;
+use common::ctrl::{free_port, CONNECT};
 
 /// A raw TCP peer on 127.0.0.1 running `script` on its one connection.
 fn fake_server<F>(script: F) -> (u16, thread::JoinHandle<()>)
@@ -25,6 +27,17 @@ where
         script(s);
     });
     (port, h)
+}
+
+/// A raw TCP client of 127.0.0.1:`port` that sends `first` and then reads
+/// until the server closes.
+fn raw_client(port: u16, first: &'static [u8]) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(first).unwrap();
+        s.set_read_timeout(Some(STEP)).unwrap();
+        read_to_eof(&mut s);
+    })
 }
 
 fn client(port: u16) -> Session {
@@ -94,13 +107,7 @@ fn http_server_is_not_perftest() {
 fn http_client_is_not_perftest() {
     let listener = Listener::bind(Some("127.0.0.1"), 0).unwrap();
     let port = listener.port();
-    let h = thread::spawn(move || {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            .unwrap();
-        s.set_read_timeout(Some(STEP)).unwrap();
-        read_to_eof(&mut s);
-    });
+    let h = raw_client(port, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
     let mut ch = listener.accept(Some(CONNECT)).unwrap();
     ch.set_step_timeout(Some(STEP));
     let e = Session::new(ch).exchange_versions().unwrap_err();
@@ -211,12 +218,6 @@ fn old_perftest_is_refused() {
     h.join().unwrap();
 }
 
-/// A port nobody listens on (bound, then released).
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 #[test]
 fn no_server_listening() {
     let port = free_port();
@@ -313,11 +314,7 @@ fn server_port_is_reusable_right_after_a_session() {
     // SO_REUSEADDR the next bind would fail for a minute.
     let l = Listener::bind(Some("127.0.0.1"), 0).unwrap();
     let port = l.port();
-    let h = thread::spawn(move || {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(STEP)).unwrap();
-        read_to_eof(&mut s);
-    });
+    let h = raw_client(port, b"");
     let ch = l.accept(Some(CONNECT)).unwrap();
     drop(ch);
     h.join().unwrap();

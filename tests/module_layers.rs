@@ -10,21 +10,13 @@
 //! comments are left out: a unit test may reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod common;
+use common::source::rust_files;
 
 /// A module path below the crate root (`["tool", "setup"]`).
 type ModPath = Vec<String>;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())) {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// The module a file under `src/` holds (`tool/mod.rs` → `tool`).
 fn module_of(rel: &Path) -> ModPath {
@@ -304,6 +296,16 @@ fn crate_graph() -> BTreeMap<String, BTreeSet<String>> {
     edges
 }
 
+/// A sanity check under a guard: the reader saw `from` import `to` (a
+/// reader that saw nothing would pass every guard).
+fn assert_sees(g: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) {
+    assert!(
+        g[from].contains(to),
+        "{from} imports {:?}, not {to}",
+        g[from]
+    );
+}
+
 #[test]
 fn tool_modules_form_no_circle() {
     let g = crate_graph();
@@ -460,26 +462,11 @@ fn no_file_circle_anywhere_in_the_crate() {
          move what they share into a module below both"
     );
     // Sanity: the reader sees the CQ's imports, the NIC's, and a re-export.
-    assert!(
-        g["mlx5/cq.rs"].contains("mlx5/recv.rs"),
-        "{:?}",
-        g["mlx5/cq.rs"]
-    );
-    assert!(
-        g["model/nic.rs"].contains("model/recv.rs") && g["model/mod.rs"].contains("model/nic.rs"),
-        "{:?}",
-        g["model/nic.rs"]
-    );
-    assert!(
-        g["verbs/mr.rs"].contains("verbs/devmem.rs"),
-        "{:?}",
-        g["verbs/mr.rs"]
-    );
-    assert!(
-        g["verbs/mod.rs"].contains("verbs/context.rs"),
-        "{:?}",
-        g["verbs/mod.rs"]
-    );
+    assert_sees(&g, "mlx5/cq.rs", "mlx5/recv.rs");
+    assert_sees(&g, "model/nic.rs", "model/recv.rs");
+    assert_sees(&g, "model/mod.rs", "model/nic.rs");
+    assert_sees(&g, "verbs/mr.rs", "verbs/devmem.rs");
+    assert_sees(&g, "verbs/mod.rs", "verbs/context.rs");
 }
 
 /// A re-export is an import too: `device.rs` re-exporting `context.rs`'s
@@ -519,16 +506,8 @@ fn raw_files_form_no_circle_and_its_frame_layer_is_pure() {
         );
     }
     // Sanity: the reader sees raw's own imports.
-    assert!(
-        g["raw/params.rs"].contains("raw/frame.rs"),
-        "{:?}",
-        g["raw/params.rs"]
-    );
-    assert!(
-        g["raw/cli.rs"].contains("raw/preflight.rs"),
-        "{:?}",
-        g["raw/cli.rs"]
-    );
+    assert_sees(&g, "raw/params.rs", "raw/frame.rs");
+    assert_sees(&g, "raw/cli.rs", "raw/preflight.rs");
 }
 
 #[test]
@@ -616,9 +595,5 @@ fn explain_has_no_two_file_circle() {
          the one that uses it or below both"
     );
     // Sanity: the reader sees explain's edges.
-    assert!(
-        g["explain/gpu_findings.rs"].contains("explain/gpu_topo.rs"),
-        "{:?}",
-        g["explain/gpu_findings.rs"]
-    );
+    assert_sees(&g, "explain/gpu_findings.rs", "explain/gpu_topo.rs");
 }

@@ -4,21 +4,13 @@
 //! reader finds the reason at the block. clippy's `undocumented_unsafe_blocks`
 //! only asks that a comment exists somewhere in the comment run above.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod common;
+use common::source::rust_files;
 
 /// How far above the `unsafe {` line its SAFETY line may start.
 const NEAR: usize = 3;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 fn opens_unsafe_block(line: &str) -> bool {
     let code = line.split("//").next().unwrap_or("");

@@ -3,10 +3,12 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod ctrl;
 pub mod fake_cuda;
 pub mod mlx5;
 #[cfg(feature = "model")]
 pub mod model_env;
+pub mod source;
 pub mod vm;
 pub mod vm_cases;
 pub mod vm_script;
