@@ -12,12 +12,16 @@ fn direct_env_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use crate::common::model_env::doorbell_kinds;
     use rdmaperf::cli::params::PostChoice;
     use rdmaperf::mlx5::env::Mlx5Env;
     use rdmaperf::mlx5::setup::{set_up, DirectQpAttr, QpKind, SetupStep};
     use rdmaperf::mlx5::{DirectCq, DirectSq};
-    use rdmaperf::model::{Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelSteps};
+    use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelSteps};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WrDesc};
     use rdmaperf::tool::setup::method::{after_direct_failure, Chosen, Method};
 
@@ -89,14 +93,7 @@ mod with_model {
             for (c, w) in wc[..n].iter().zip(wrs) {
                 assert_eq!((c.wr_id, c.status.0), (w.wr_id, 0), "{c:?}");
             }
-            let bf = h
-                .iter()
-                .filter(|e| matches!(e, MmioEvent::Bf64 { .. }))
-                .count();
-            let db = h
-                .iter()
-                .filter(|e| matches!(e, MmioEvent::Db64 { .. }))
-                .count();
+            let (db, bf) = doorbell_kinds(&h);
             (bf, db)
         }
     }

@@ -18,10 +18,11 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use crate::common::cli::params;
+    use crate::common::model_env::register_pair;
     use rdmaperf::cli::params::Params;
     use rdmaperf::clock::Clock;
     use rdmaperf::ctrl::Dest;
-    use rdmaperf::model::{Access, Model, ModelConfig, NicStats};
+    use rdmaperf::model::{Model, ModelConfig, NicStats};
     use rdmaperf::run::geometry::Geometry;
     use rdmaperf::tool::common::landing;
     use rdmaperf::tool::session::bw_measure::qp_targets_shared;
@@ -77,12 +78,7 @@ mod with_model {
         let (mut sq, mut cq) = model.pair().unwrap();
         // SAFETY: both buffers outlive the model: it is stopped and the
         // queues dropped before they are returned.
-        let (lk, rk) = unsafe {
-            (
-                model.register(local.as_mut_ptr(), local.len(), Access::ALL),
-                model.register(remote.as_mut_ptr(), remote.len(), Access::ALL),
-            )
-        };
+        let (lk, rk) = unsafe { register_pair(&model, &mut local, &mut remote) };
         // SAFETY: the local buffer outlives the SQ (dropped below).
         unsafe { direct::allow_buffer(&mut sq, local.as_ptr(), local.len()) }.unwrap();
         let peer = Dest {
@@ -125,6 +121,14 @@ mod with_model {
         }
     }
 
+    /// `p`'s run with nothing done between sizes; its first size completed
+    /// every iteration.
+    fn run_complete(p: &Params) -> Ran {
+        let ran = run(p, false, |_, _, _, _| {}, |_, _, _, _, _| {});
+        assert_complete(p, &ran.runs[0]);
+        ran
+    }
+
     fn assert_complete(p: &Params, r: &SizeRun) {
         assert_eq!(r.error, None);
         assert_eq!(r.outcome.error, None);
@@ -142,9 +146,8 @@ mod with_model {
     fn write_bw_lands_every_slot_with_cq_mod_completions_and_blueflame() {
         let p = params("write-bw --post direct -n 1000 -s 64");
         assert_eq!((p.cq_mod, p.post_list, p.tx_depth), (100, 1, 128));
-        let ran = run(&p, false, |_, _, _, _| {}, |_, _, _, _, _| {});
+        let ran = run_complete(&p);
         assert_eq!(ran.runs.len(), 1);
-        assert_complete(&p, &ran.runs[0]);
         let g = Geometry::new(64, PAGE, CACHE_LINE, 1);
         let l = landing::check(recv_region(&ran.remote, &ran.base), &g, p.iters);
         assert!(l.ok() && l.pattern == l.slots && l.slots == 64, "{l:?}");
@@ -162,8 +165,7 @@ mod with_model {
     fn write_bw_post_lists_ring_once_per_list() {
         let p = params("write-bw --post direct -n 800 -s 256 -l 8 -Q 4");
         assert_eq!((p.cq_mod, p.post_list), (4, 8));
-        let ran = run(&p, false, |_, _, _, _| {}, |_, _, _, _, _| {});
-        assert_complete(&p, &ran.runs[0]);
+        let ran = run_complete(&p);
         // perftest posts a list at one address (no cycling with -l).
         let region = recv_region(&ran.remote, &ran.base);
         assert_eq!(&region[..256], &ran.local[..256]);
@@ -178,8 +180,7 @@ mod with_model {
     fn write_bw_inline_copies_from_the_registered_buffer() {
         let p = params("write-bw --post direct -n 300 -s 100 -I 128 -Q 7");
         assert_eq!((p.inline_size, p.cq_mod), (128, 7));
-        let ran = run(&p, false, |_, _, _, _| {}, |_, _, _, _, _| {});
-        assert_complete(&p, &ran.runs[0]);
+        let ran = run_complete(&p);
         let g = Geometry::new(100, PAGE, CACHE_LINE, 1);
         let l = landing::check(recv_region(&ran.remote, &ran.base), &g, p.iters);
         assert!(l.ok() && l.pattern == l.slots, "{l:?}");
@@ -296,8 +297,7 @@ mod with_model {
     #[test]
     fn atomic_bw_fetch_add_post_lists_hit_one_address() {
         let p = params("atomic-bw --post direct -n 400 -l 4 -Q 2");
-        let ran = run(&p, false, |_, _, _, _| {}, |_, _, _, _, _| {});
-        assert_complete(&p, &ran.runs[0]);
+        let ran = run_complete(&p);
         let region = recv_region(&ran.remote, &ran.base);
         assert_eq!(counter(&region[..8]), 400);
         assert!(region[8..].iter().all(|&b| b == 0));
@@ -413,12 +413,7 @@ mod with_model {
         let (mut sq, mut cq) = model.pair().unwrap();
         // SAFETY: both buffers outlive the model: it is stopped and the
         // queues dropped before they are read or dropped.
-        let (lk, rxk) = unsafe {
-            (
-                model.register(local.as_mut_ptr(), local.len(), Access::ALL),
-                model.register(rx.as_mut_ptr(), rx.len(), Access::ALL),
-            )
-        };
+        let (lk, rxk) = unsafe { register_pair(&model, &mut local, &mut rx) };
         // SAFETY: the local buffer outlives the SQ (dropped below).
         unsafe { direct::allow_buffer(&mut sq, local.as_ptr(), local.len()) }.unwrap();
         let targets = qp_targets_shared(&base, local.as_ptr() as u64, lk.lkey, &[Dest::default()]);

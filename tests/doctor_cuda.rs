@@ -8,7 +8,10 @@ mod common;
 
 use std::process::{Command, Output};
 
-fn doctor(env: &[(&str, &str)], lib_dir: Option<&std::path::Path>) -> Output {
+/// `rdmaperf doctor --cuda` with `env`, the fake libcuda on the library
+/// path where `fake_lib` (else no libcuda at all): its output and stdout.
+fn doctor(env: &[(&str, &str)], fake_lib: bool) -> (Output, String) {
+    let lib_dir = fake_lib.then(|| common::fake_cuda::fake_cuda_dir(false));
     let mut c = Command::new(env!("CARGO_BIN_EXE_rdmaperf"));
     c.args(["doctor", "--cuda"]);
     for v in [
@@ -25,22 +28,30 @@ fn doctor(env: &[(&str, &str)], lib_dir: Option<&std::path::Path>) -> Output {
         Some(d) => c.env("LD_LIBRARY_PATH", d),
         None => c.env("LD_LIBRARY_PATH", "/nonexistent"),
     };
-    c.output().unwrap()
+    let out = c.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out, text)
+}
+
+/// doctor's stdout with `gpus` fake GPUs, and the fake's call log (kept in
+/// `log_name` under the target's tmp dir, emptied first).
+fn doctor_on_gpus(gpus: u32, log_name: &str) -> (String, String) {
+    let log = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(log_name);
+    let _ = std::fs::remove_file(&log);
+    let (_, text) = doctor(
+        &[
+            ("FAKE_CUDA_DEVICES", &gpus.to_string()),
+            ("FAKE_CUDA_LOG", log.to_str().unwrap()),
+        ],
+        true,
+    );
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    (text, calls)
 }
 
 #[test]
 fn allocates_exports_and_frees_on_every_gpu() {
-    let dir = common::fake_cuda::fake_cuda_dir(false);
-    let log = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("doctor_cuda.log");
-    let _ = std::fs::remove_file(&log);
-    let out = doctor(
-        &[
-            ("FAKE_CUDA_DEVICES", "2"),
-            ("FAKE_CUDA_LOG", log.to_str().unwrap()),
-        ],
-        Some(&dir),
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (text, calls) = doctor_on_gpus(2, "doctor_cuda.log");
     assert!(text.contains("2 CUDA device(s)"), "{text}");
     for i in 0..2 {
         assert!(text.contains(&format!("GPU {i}: ")), "{text}");
@@ -48,7 +59,6 @@ fn allocates_exports_and_frees_on_every_gpu() {
     assert!(text.contains("cuMemAlloc_v2: 2097152 bytes"), "{text}");
     assert!(text.contains("(dma-buf): fd "), "the export ran:\n{text}");
     assert!(!text.contains("WARN cuda_"), "{text}");
-    let calls = std::fs::read_to_string(&log).unwrap_or_default();
     let allocs = calls
         .lines()
         .filter(|l| l.starts_with("cuMemAlloc_v2"))
@@ -63,27 +73,22 @@ fn allocates_exports_and_frees_on_every_gpu() {
 
 #[test]
 fn a_gpu_without_dma_buf_is_not_exported() {
-    let dir = common::fake_cuda::fake_cuda_dir(false);
-    let out = doctor(&[("FAKE_CUDA_DMABUF", "0")], Some(&dir));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (_, text) = doctor(&[("FAKE_CUDA_DMABUF", "0")], true);
     assert!(text.contains("dma-buf no"), "{text}");
     assert!(!text.contains("(dma-buf): fd"), "{text}");
 }
 
 #[test]
 fn failures_are_findings_with_their_sentence() {
-    let dir = common::fake_cuda::fake_cuda_dir(false);
     // CUDA_ERROR_OUT_OF_MEMORY (2) on the allocation.
-    let out = doctor(&[("FAKE_CUDA_FAIL", "cuMemAlloc_v2:2")], Some(&dir));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (out, text) = doctor(&[("FAKE_CUDA_FAIL", "cuMemAlloc_v2:2")], true);
     assert!(
         text.contains("WARN cuda_device") && text.contains("cuMemAlloc_v2"),
         "{text}"
     );
     assert_eq!(out.status.code(), Some(1), "{text}");
     // No driver library at all.
-    let out = doctor(&[], None);
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (_, text) = doctor(&[], false);
     assert!(
         text.contains("WARN cuda_init") && text.contains("libcuda.so.1"),
         "{text}"
@@ -92,19 +97,8 @@ fn failures_are_findings_with_their_sentence() {
 
 #[test]
 fn one_load_and_one_init_for_every_gpu() {
-    let dir = common::fake_cuda::fake_cuda_dir(false);
-    let log = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("doctor_cuda_once.log");
-    let _ = std::fs::remove_file(&log);
-    let out = doctor(
-        &[
-            ("FAKE_CUDA_DEVICES", "3"),
-            ("FAKE_CUDA_LOG", log.to_str().unwrap()),
-        ],
-        Some(&dir),
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (text, calls) = doctor_on_gpus(3, "doctor_cuda_once.log");
     assert!(text.contains("GPU 2: "), "{text}");
-    let calls = std::fs::read_to_string(&log).unwrap_or_default();
     let n = |name: &str| {
         calls
             .lines()
@@ -122,16 +116,13 @@ fn one_load_and_one_init_for_every_gpu() {
 
 #[test]
 fn an_init_error_says_cuda_once_and_an_integrated_gpu_is_a_finding() {
-    let dir = common::fake_cuda::fake_cuda_dir(false);
-    let out = doctor(&[("FAKE_CUDA_FAIL", "cuInit:100")], Some(&dir));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (_, text) = doctor(&[("FAKE_CUDA_FAIL", "cuInit:100")], true);
     assert!(
         text.contains("CUDA driver: cuInit failed with CUDA_ERROR_NO_DEVICE"),
         "{text}"
     );
     assert!(!text.contains("CUDA CUDA"), "{text}");
-    let out = doctor(&[("FAKE_CUDA_INTEGRATED", "1")], Some(&dir));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (_, text) = doctor(&[("FAKE_CUDA_INTEGRATED", "1")], true);
     assert!(
         text.contains("WARN cuda_device") && text.contains("integrated GPU"),
         "{text}"

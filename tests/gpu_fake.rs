@@ -64,6 +64,14 @@ impl Fake {
     fn open(&self, sel: GpuSelect) -> Result<Arc<Cuda>, String> {
         Cuda::open(&self.lib, &sel)
     }
+
+    /// A plain 4 KiB buffer (no dma-buf, no PCIe mapping) on GPU 0.
+    fn page(&self) -> CudaBuf {
+        self.open(GpuSelect::Index(0))
+            .unwrap()
+            .alloc(4096, false, false)
+            .unwrap()
+    }
 }
 
 fn pos(calls: &[String], name: &str) -> usize {
@@ -191,11 +199,7 @@ fn every_injected_error_gives_its_sentence() {
     for (sym, out) in [("cuMemcpyHtoD_v2", true), ("cuMemcpyDtoH_v2", false)] {
         let fail = format!("{sym}:999");
         let f = Fake::new("inject_copy", &[("FAKE_CUDA_FAIL", &fail)]);
-        let buf = f
-            .open(GpuSelect::Index(0))
-            .unwrap()
-            .alloc(4096, false, false)
-            .unwrap();
+        let buf = f.page();
         let e = if out {
             buf.copy_from_host(0, &[1, 2, 3]).unwrap_err()
         } else {
@@ -295,11 +299,7 @@ fn cpu_can_read(va: u64, len: usize) -> bool {
 #[test]
 fn protect_mode_makes_device_memory_unreadable_by_the_cpu() {
     let f = Fake::new("protect", &[("FAKE_CUDA_PROTECT", "1")]);
-    let buf = f
-        .open(GpuSelect::Index(0))
-        .unwrap()
-        .alloc(4096, false, false)
-        .unwrap();
+    let buf = f.page();
     assert!(
         cpu_can_read(buf.va(), 64),
         "open until the first copy (registration pins it)"
@@ -387,11 +387,7 @@ fn an_integrated_gpu_is_refused_with_the_reason() {
 #[test]
 fn no_flush_where_the_gpu_has_no_flush_option() {
     let f = Fake::new("noflush", &[("FAKE_CUDA_FLUSH", "0")]);
-    let buf = f
-        .open(GpuSelect::Index(0))
-        .unwrap()
-        .alloc(4096, false, false)
-        .unwrap();
+    let buf = f.page();
     buf.copy_to_host(0, &mut [0; 16]).unwrap();
     let c = f.calls();
     assert!(c.iter().any(|c| c == "cuMemcpyDtoH_v2"), "{c:?}");

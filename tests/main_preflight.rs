@@ -138,17 +138,27 @@ fn skipped_on_rdma_host() -> bool {
     has
 }
 
+/// main.sh's pre-flight on a stand-in machine with `installed` and `uid`:
+/// the machine, whether main.sh succeeded, and its stderr. None (SKIPPED
+/// printed) on a host with an RDMA device.
+fn preflight(tag: &str, installed: &[String], uid: Option<u32>) -> Option<(Machine, bool, String)> {
+    if skipped_on_rdma_host() {
+        return None;
+    }
+    let m = Machine::new(tag, installed, uid);
+    let out = m.main_sh();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    Some((m, out.status.success(), err))
+}
+
 #[test]
 fn main_job_packages_are_enough_for_the_preflight() {
-    if skipped_on_rdma_host() {
-        return;
-    }
     let main = scope("--main");
-    let m = Machine::new("main-only", &main, None);
-    let out = m.main_sh();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let Some((m, ok, err)) = preflight("main-only", &main, None) else {
+        return;
+    };
     assert!(
-        out.status.success(),
+        ok,
         "main.sh pre-flight failed with the main job's packages only:\n{err}"
     );
     assert!(
@@ -194,16 +204,10 @@ fn main_job_scope_leaves_out_tests_and_cross_build() {
 
 #[test]
 fn fresh_machine_not_root_gets_one_sentence() {
-    if skipped_on_rdma_host() {
+    let Some((m, ok, err)) = preflight("bare-user", &[], Some(1000)) else {
         return;
-    }
-    let m = Machine::new("bare-user", &[], Some(1000));
-    let out = m.main_sh();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "main.sh went on with nothing installed:\n{err}"
-    );
+    };
+    assert!(!ok, "main.sh went on with nothing installed:\n{err}");
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "expected one sentence, got:\n{err}");
     let l = lines[0];
@@ -225,14 +229,11 @@ fn fresh_machine_not_root_gets_one_sentence() {
 
 #[test]
 fn fresh_machine_as_root_installs_the_main_job_packages_only() {
-    if skipped_on_rdma_host() {
+    let Some((m, ok, err)) = preflight("bare-root", &[], Some(0)) else {
         return;
-    }
-    let m = Machine::new("bare-root", &[], Some(0));
-    let out = m.main_sh();
-    let err = String::from_utf8_lossy(&out.stderr);
+    };
     // The apt-get stand-in fails, so the job stops there, naming the failed step.
-    assert!(!out.status.success(), "{err}");
+    assert!(!ok, "{err}");
     let calls = m.apt_calls();
     let install = calls.lines().find(|l| l.contains("install")).unwrap_or_else(|| {
         panic!("as root on a bare machine main.sh did not install anything:\n{err}\napt-get: {calls}")

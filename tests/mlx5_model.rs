@@ -14,7 +14,7 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use crate::common::mlx5::NoDmaFence;
-    use crate::common::model_env::{finish, with_bufs, Env, BUF};
+    use crate::common::model_env::{doorbell_kinds, finish, with_bufs, Env, BUF};
     use rdmaperf::mlx5::{CompletionError, DirectSq, HwMmio, Mmio};
     use rdmaperf::model::{MmioEvent, Model, ModelConfig, ModelMmio, ModelTransport};
     use rdmaperf::post::{
@@ -126,18 +126,6 @@ mod with_model {
         e.assert_clean();
     }
 
-    fn kinds(h: &[MmioEvent]) -> (usize, usize) {
-        let db = h
-            .iter()
-            .filter(|x| matches!(x, MmioEvent::Db64 { .. }))
-            .count();
-        let bf = h
-            .iter()
-            .filter(|x| matches!(x, MmioEvent::Bf64 { .. }))
-            .count();
-        (db, bf)
-    }
-
     #[test]
     fn blueflame_only_for_wqes_that_fit_bf_size() {
         let mut e = env(ModelConfig::default());
@@ -150,7 +138,7 @@ mod with_model {
             }],
         )
         .unwrap();
-        assert_eq!(kinds(&e.model.history()), (0, 4));
+        assert_eq!(doorbell_kinds(&e.model.history()), (0, 4));
         e.complete(1);
         // 221 bytes: ds 17 → 272 B > bf.size → an 8-byte doorbell.
         e.model.clear_history();
@@ -162,7 +150,7 @@ mod with_model {
             }],
         )
         .unwrap();
-        assert_eq!(kinds(&e.model.history()), (1, 0));
+        assert_eq!(doorbell_kinds(&e.model.history()), (1, 0));
         e.complete(1);
         assert_eq!(&e.remote[..221], &e.local[..221]);
         e.assert_clean();
@@ -175,7 +163,7 @@ mod with_model {
             e.model.clear_history();
             e.sq.post(Op::Write, &[e.wr(i, 0, 0, 8)]).unwrap();
             let h = e.model.history();
-            assert_eq!(kinds(&h), (1, 0));
+            assert_eq!(doorbell_kinds(&h), (1, 0));
             assert!(matches!(h[3], MmioEvent::Db64 { offset: 0, .. }), "{h:?}");
             e.complete(1);
         }
@@ -220,7 +208,7 @@ mod with_model {
                 ]
             );
             assert_eq!(h.last(), Some(&MmioEvent::FenceWc));
-            let (dbs, bfs) = kinds(&h);
+            let (dbs, bfs) = doorbell_kinds(&h);
             if n == 1 {
                 assert_eq!((dbs, bfs, h.len()), (0, 1, 5), "{h:?}");
             } else {

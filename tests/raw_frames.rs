@@ -42,73 +42,46 @@ const PORTS: &str = "-k 5000 -K 6000";
 
 /// (name, tool, command line, flows to build).
 fn variants() -> Vec<(String, RawTool, String, u16)> {
+    let bw = RawTool::Bw;
+    // (name, tool, flags after the MACs and size, flows)
+    let table = [
+        ("l2", bw, String::new(), 1),
+        ("l2-vlan", bw, "--vlan_en".to_string(), 1),
+        ("l2-ethertype", bw, "-Y 0x88b5".to_string(), 1),
+        ("ipv4", bw, format!("{V4} -T 184 -L 9"), 1),
+        ("ipv4-udp", bw, format!("{V4} {PORTS}"), 1),
+        ("ipv4-tcp", bw, format!("{V4} {PORTS} --tcp"), 1),
+        (
+            "ipv4-udp-vlan8",
+            bw,
+            format!("{V4} {PORTS} --vlan_pcp 8"),
+            1,
+        ),
+        (
+            "ipv4-udp-flows",
+            bw,
+            format!("{V4} {PORTS} --flows 4 --flows_burst 2 -n 16"),
+            4,
+        ),
+        ("ipv6", bw, format!("{V6} -L 3"), 1),
+        ("lat-ipv4-udp", RawTool::Lat, format!("{V4} {PORTS}"), 1),
+        ("ipv6-udp", bw, format!("{V6} {PORTS}"), 1),
+        (
+            "ipv6-tcp-vlan",
+            bw,
+            format!("{V6} {PORTS} --tcp --vlan_pcp 5"),
+            1,
+        ),
+    ];
     let mut v = Vec::new();
     for size in ["64", "128", "1518"] {
-        let c = |extra: &str| format!("--client {MACS} -s {size} {extra}");
-        v.push((format!("l2/{size}"), RawTool::Bw, c(""), 1));
-        v.push((format!("l2-vlan/{size}"), RawTool::Bw, c("--vlan_en"), 1));
-        v.push((
-            format!("l2-ethertype/{size}"),
-            RawTool::Bw,
-            c("-Y 0x88b5"),
-            1,
-        ));
-        v.push((
-            format!("ipv4/{size}"),
-            RawTool::Bw,
-            c(&format!("{V4} -T 184 -L 9")),
-            1,
-        ));
-        v.push((
-            format!("ipv4-udp/{size}"),
-            RawTool::Bw,
-            c(&format!("{V4} {PORTS}")),
-            1,
-        ));
-        v.push((
-            format!("ipv4-tcp/{size}"),
-            RawTool::Bw,
-            c(&format!("{V4} {PORTS} --tcp")),
-            1,
-        ));
-        v.push((
-            format!("ipv4-udp-vlan8/{size}"),
-            RawTool::Bw,
-            c(&format!("{V4} {PORTS} --vlan_pcp 8")),
-            1,
-        ));
-        v.push((
-            format!("ipv4-udp-flows/{size}"),
-            RawTool::Bw,
-            c(&format!("{V4} {PORTS} --flows 4 --flows_burst 2 -n 16")),
-            4,
-        ));
-        v.push((
-            format!("ipv6/{size}"),
-            RawTool::Bw,
-            c(&format!("{V6} -L 3")),
-            1,
-        ));
-        v.push((
-            format!("lat-ipv4-udp/{size}"),
-            RawTool::Lat,
-            c(&format!("{V4} {PORTS}")),
-            1,
-        ));
-        if size != "64" {
+        for (name, tool, extra, flows) in &table {
             // IPv6 with L4 needs 66 (UDP) or 78 (TCP) bytes: refused at 64.
-            v.push((
-                format!("ipv6-udp/{size}"),
-                RawTool::Bw,
-                c(&format!("{V6} {PORTS}")),
-                1,
-            ));
-            v.push((
-                format!("ipv6-tcp-vlan/{size}"),
-                RawTool::Bw,
-                c(&format!("{V6} {PORTS} --tcp --vlan_pcp 5")),
-                1,
-            ));
+            if size == "64" && name.starts_with("ipv6-") {
+                continue;
+            }
+            let cmd = format!("--client {MACS} -s {size} {extra}");
+            v.push((format!("{name}/{size}"), *tool, cmd, *flows));
         }
     }
     v

@@ -160,12 +160,17 @@ fn device_port_gid_queries() {
     assert!(e2.contains(e.ctx.name()), "{e2}");
 }
 
+/// RC WRITEs through `ibv_post_send`, their data inline or not.
+fn rc_writes_post_send(inline: bool) {
+    let Some(e) = env() else { return };
+    let (mut a, _b) = pair(&e, QpType::RC, None, if inline { 64 } else { 0 });
+    let mut q = PostSendQueue::new(&a.qp, 8, None).unwrap();
+    check_write(&e, &mut q, &mut a, inline);
+}
+
 #[test]
 fn rc_write_post_send() {
-    let Some(e) = env() else { return };
-    let (mut a, _b) = pair(&e, QpType::RC, None, 0);
-    let mut q = PostSendQueue::new(&a.qp, 8, None).unwrap();
-    check_write(&e, &mut q, &mut a, false);
+    rc_writes_post_send(false);
 }
 
 #[test]
@@ -190,22 +195,40 @@ fn rc_write_wr_api_and_inline() {
 
 #[test]
 fn rc_inline_post_send() {
-    let Some(e) = env() else { return };
-    let (mut a, _b) = pair(&e, QpType::RC, None, 64);
-    let mut q = PostSendQueue::new(&a.qp, 8, None).unwrap();
-    check_write(&e, &mut q, &mut a, true);
+    rc_writes_post_send(true);
+}
+
+/// Posts `wr` as one `op`, waits for its completion on `cq` and checks it
+/// succeeded as `want`.
+fn post_one(q: &mut dyn SendQueue, cq: &mut VerbsCq, op: Op, wr: WrDesc, want: WcOpcode) {
+    q.post(op, &[wr]).unwrap();
+    let c = wait(cq, 1);
+    assert_eq!(
+        (c[0].status, c[0].opcode),
+        (WcStatus::SUCCESS, want),
+        "{c:?}"
+    );
+}
+
+/// The u64 at byte `off` of `m`'s host buffer.
+///
+/// # Safety
+/// `off` is 8-byte aligned and inside the buffer, and no RDMA is in flight
+/// on those bytes.
+unsafe fn u64_at(m: &Mr, off: usize) -> u64 {
+    // SAFETY: the caller's promise.
+    unsafe { (m.host_ptr().unwrap().add(off) as *const u64).read_volatile() }
 }
 
 fn check_read_atomics(e: &Env, q: &mut dyn SendQueue, a: &mut Side) {
     let local = mr(e, 4096, 0);
     let remote = mr(e, 4096, 0x5a);
-    q.post(Op::Read, &[desc(1, &local, 0, &remote, 0, 256, true)])
-        .unwrap();
-    let c = wait(&mut a.cq, 1);
-    assert_eq!(
-        (c[0].status, c[0].opcode),
-        (WcStatus::SUCCESS, WcOpcode::RDMA_READ),
-        "{c:?}"
+    post_one(
+        q,
+        &mut a.cq,
+        Op::Read,
+        desc(1, &local, 0, &remote, 0, 256, true),
+        WcOpcode::RDMA_READ,
     );
     assert!(local.buf().unwrap().as_slice()[..256]
         .iter()
@@ -217,20 +240,9 @@ fn check_read_atomics(e: &Env, q: &mut dyn SendQueue, a: &mut Side) {
         swap_add: 5,
         ..desc(2, &local, 512, &remote, 1024, 8, true)
     };
-    q.post(Op::FetchAdd, &[fa]).unwrap();
-    let c = wait(&mut a.cq, 1);
-    assert_eq!(
-        (c[0].status, c[0].opcode),
-        (WcStatus::SUCCESS, WcOpcode::FETCH_ADD),
-        "{c:?}"
-    );
+    post_one(q, &mut a.cq, Op::FetchAdd, fa, WcOpcode::FETCH_ADD);
     // SAFETY: the atomic completed; aligned test-owned u64s.
-    let (old, new) = unsafe {
-        (
-            (local.host_ptr().unwrap().add(512) as *const u64).read_volatile(),
-            (remote.host_ptr().unwrap().add(1024) as *const u64).read_volatile(),
-        )
-    };
+    let (old, new) = unsafe { (u64_at(&local, 512), u64_at(&remote, 1024)) };
     assert_eq!((old, new), (10, 15));
 
     let cs = WrDesc {
@@ -238,20 +250,9 @@ fn check_read_atomics(e: &Env, q: &mut dyn SendQueue, a: &mut Side) {
         swap_add: 99,
         ..desc(3, &local, 520, &remote, 1024, 8, true)
     };
-    q.post(Op::CmpSwap, &[cs]).unwrap();
-    let c = wait(&mut a.cq, 1);
-    assert_eq!(
-        (c[0].status, c[0].opcode),
-        (WcStatus::SUCCESS, WcOpcode::COMP_SWAP),
-        "{c:?}"
-    );
+    post_one(q, &mut a.cq, Op::CmpSwap, cs, WcOpcode::COMP_SWAP);
     // SAFETY: as above.
-    let (old, new) = unsafe {
-        (
-            (local.host_ptr().unwrap().add(520) as *const u64).read_volatile(),
-            (remote.host_ptr().unwrap().add(1024) as *const u64).read_volatile(),
-        )
-    };
+    let (old, new) = unsafe { (u64_at(&local, 520), u64_at(&remote, 1024)) };
     assert_eq!((old, new), (15, 99));
 }
 
@@ -287,13 +288,7 @@ fn rc_send_imm_and_recv() {
         imm: 0xabcd_0123,
         ..desc(7, &src, 0, &src, 0, 100, true)
     };
-    q.post(Op::SendImm, &[d]).unwrap();
-    let c = wait(&mut a.cq, 1);
-    assert_eq!(
-        (c[0].status, c[0].opcode),
-        (WcStatus::SUCCESS, WcOpcode::SEND),
-        "{c:?}"
-    );
+    post_one(&mut q, &mut a.cq, Op::SendImm, d, WcOpcode::SEND);
     let r = wait(&mut b.cq, 1);
     assert_eq!(r[0].status, WcStatus::SUCCESS, "{r:?}");
     assert_eq!(

@@ -4,7 +4,7 @@
 use super::mlx5::libmlx5_av;
 use rdmaperf::mlx5::device::ud_av;
 use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio, Transport};
-use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport, MrKeys};
+use rdmaperf::model::{Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelTransport, MrKeys};
 use rdmaperf::post::WrDesc;
 
 /// Bytes in each buffer.
@@ -114,4 +114,14 @@ pub fn ud_model(
     let transport = Transport::Ud(ud_av(libmlx5_av(), peer_qpn, av_qkey));
     let (sq, cq) = model.pair_with_transport(model.mmio(), transport).unwrap();
     (model, sq, cq)
+}
+
+/// The doorbell stores in a model's MMIO record `h`: (8-byte doorbells,
+/// BlueFlame chunks).
+pub fn doorbell_kinds(h: &[MmioEvent]) -> (usize, usize) {
+    let count = |kind: fn(&MmioEvent) -> bool| h.iter().filter(|e| kind(e)).count();
+    (
+        count(|e| matches!(e, MmioEvent::Db64 { .. })),
+        count(|e| matches!(e, MmioEvent::Bf64 { .. })),
+    )
 }
