@@ -4,17 +4,8 @@
 //! suggests, the exit statuses, selfcheck's hint, `--samples-file`'s columns.
 
 mod common;
-use common::cli::outcome;
+use common::cli::{outcome, run_rdmaperf as run};
 use std::process::Command;
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    outcome(
-        Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
-            .args(args)
-            .output()
-            .expect("run rdmaperf"),
-    )
-}
 
 #[test]
 fn help_lists_every_command_and_help_sub_works() {

@@ -18,7 +18,7 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use crate::common::cli::params;
-    use crate::common::model_env::{register_pair, ud_model};
+    use crate::common::model_env::{register_pair, ud_model, QKEY};
     use rdmaperf::clock::{self, Clock};
     use rdmaperf::model::{Model, ModelConfig, PeerCompletion};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, RecvQueue, WcStatus};
@@ -30,7 +30,6 @@ mod with_model {
     use rdmaperf::tool::setup::method::direct_wired;
 
     const PEER_QPN: u32 = 0x0d0e0f;
-    const QKEY: u32 = 0x1111_1111;
 
     /// Our receives (reposted by the loop): counted; the loop decides how many.
     struct Reposts(u64);

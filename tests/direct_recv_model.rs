@@ -19,7 +19,7 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use crate::common::mlx5::NoDmaFence;
-    use crate::common::model_env::register_pair;
+    use crate::common::model_env::{register_pair, QKEY};
     use rdmaperf::mlx5::recv::RecvRing;
     use rdmaperf::mlx5::rq::DirectRq;
     use rdmaperf::mlx5::srq::DirectSrq;
@@ -585,7 +585,7 @@ mod with_model {
             ModelConfig {
                 transport: ModelTransport::Ud {
                     peer_qpn: 0x000456,
-                    qkey: 0x1111_1111,
+                    qkey: QKEY,
                 },
                 ..cfg(RecvSpec {
                     grh: true,

@@ -18,7 +18,7 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use crate::common::cli::params;
-    use crate::common::model_env::{register_pair, signaled_wr, ud_model};
+    use crate::common::model_env::{register_pair, signaled_wr, ud_model, QKEY};
     use rdmaperf::clock::Clock;
     use rdmaperf::ctrl::Dest;
     use rdmaperf::model::{Model, ModelConfig};
@@ -30,7 +30,6 @@ mod with_model {
     use rdmaperf::tool::setup::method::direct_wired;
 
     const PEER_QPN: u32 = 0x0a0b0c;
-    const QKEY: u32 = 0x1111_1111;
 
     #[test]
     fn ud_send_bw_is_wired_for_direct() {

@@ -8,6 +8,9 @@ use rdmaperf::cli;
 use rdmaperf::raw::params::{self, RawParams, Side};
 use rdmaperf::raw::{args, tools::RawTool};
 
+mod common;
+use common::cli::run_rdmaperf as run;
+
 const M: &str = "-B 02:00:00:00:00:01 -E 02:00:00:00:00:02";
 const L3: &str = "-j 10.0.0.1 -J 10.0.0.2";
 const L4: &str = "-j 10.0.0.1 -J 10.0.0.2 -k 5000 -K 6000";
@@ -326,18 +329,6 @@ fn mode_rules() {
         &format!("-P {M} --burst_size 10 --rate_limit 5 --rate_units p --rate_limit_type PP"),
     );
     assert_eq!(p.pacing.len(), 4);
-}
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 #[test]

@@ -28,13 +28,17 @@ pub fn outcome(o: std::process::Output) -> (i32, String, String) {
     )
 }
 
-/// `rdmaperf doctor <args>` on this host (or the `--sysfs-root` given).
-pub fn doctor(args: &[&str]) -> (i32, String, String) {
+/// The `rdmaperf` binary run with `args`, as [`outcome`] reads it.
+pub fn run_rdmaperf(args: &[&str]) -> (i32, String, String) {
     outcome(
         std::process::Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
-            .arg("doctor")
             .args(args)
             .output()
-            .expect("run rdmaperf doctor"),
+            .expect("run rdmaperf"),
     )
+}
+
+/// `rdmaperf doctor <args>` on this host (or the `--sysfs-root` given).
+pub fn doctor(args: &[&str]) -> (i32, String, String) {
+    run_rdmaperf(&[&["doctor"], args].concat())
 }

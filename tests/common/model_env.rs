@@ -97,6 +97,9 @@ pub fn signaled_wr(
     }
 }
 
+/// The Q_Key of the UD tests' queue pairs (perftest's `DEF_QKEY`).
+pub const QKEY: u32 = 0x1111_1111;
+
 /// A model whose QP is UD to `peer_qpn` with `qkey` (the rest from `cfg`),
 /// and its direct SQ/CQ, the SQ sending with the AV libmlx5 builds for an AH
 /// to `peer_qpn` and `av_qkey` (the peer's `qkey`, or another to be dropped).
