@@ -6,11 +6,11 @@ use rdmaperf::cli::params::{self, Params};
 use rdmaperf::cli::{self, Parsed};
 use rdmaperf::gpu::GpuSelect;
 
+mod common;
+use common::cli::client_argv;
+
 fn resolve(cmdline: &str) -> Result<Params, String> {
-    let mut argv = vec!["rdmaperf".to_string()];
-    argv.extend(cmdline.split_whitespace().map(String::from));
-    argv.push("127.0.0.1".into());
-    match cli::parse(argv) {
+    match cli::parse(client_argv(cmdline)) {
         Parsed::Tool(tool, a) => params::resolve(tool, &a),
         Parsed::Print { text, .. } => Err(text),
         Parsed::Clap(e) => Err(format!("clap: {e}")),

@@ -3,14 +3,19 @@
 use rdmaperf::cli::params::{self, Params};
 use rdmaperf::cli::{self, Parsed};
 
+/// `rdmaperf <cmdline> 127.0.0.1`, split as a shell would: a client's argv.
+pub fn client_argv(cmdline: &str) -> Vec<String> {
+    let mut argv = vec!["rdmaperf".to_string()];
+    argv.extend(cmdline.split_whitespace().map(String::from));
+    argv.push("127.0.0.1".into());
+    argv
+}
+
 /// `rdmaperf <cmdline> 127.0.0.1` (a client) as the binary resolves it:
 /// `cli::parse` (flag table, clap) then perftest's rules. Panics naming the
 /// command line when it is not one of the eight tools or is refused.
 pub fn params(cmdline: &str) -> Params {
-    let mut argv = vec!["rdmaperf".to_string()];
-    argv.extend(cmdline.split_whitespace().map(String::from));
-    argv.push("127.0.0.1".into());
-    match cli::parse(argv) {
+    match cli::parse(client_argv(cmdline)) {
         Parsed::Tool(tool, a) => {
             params::resolve(tool, &a).unwrap_or_else(|e| panic!("{cmdline}: {e}"))
         }
