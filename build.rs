@@ -18,6 +18,63 @@ fn probe(lib: &str) -> pkg_config::Library {
     }
 }
 
+/// Optional verbs the headers may lack (rdma-core 28's do): each becomes a `cfg` when
+/// bindgen saw its declaration, so the code that needs it compiles only where it exists.
+/// (What the host's library exports is a run-time question: `verbs::rdma_core`.)
+fn header_cfgs(bindings: &str) {
+    // (cfg, what bindgen emits for it): struct ibv_gid_entry and _ibv_query_gid_ex, rdma-core 32.
+    const OPTIONAL: &[(&str, &str)] = &[("rdmaperf_gid_ex", "pub struct ibv_gid_entry")];
+    for (cfg, decl) in OPTIONAL {
+        println!("cargo::rustc-check-cfg=cfg({cfg})");
+        if bindings.contains(decl) {
+            println!("cargo:rustc-cfg={cfg}");
+        }
+    }
+}
+
+/// The text of `name` as the C compiler finds it: in pkg-config's include paths, then in
+/// /usr/include (pkg-config leaves system directories out). Empty when not found.
+fn header_text(include_paths: &[PathBuf], name: &str) -> String {
+    let system = [PathBuf::from("/usr/include")];
+    include_paths
+        .iter()
+        .chain(system.iter())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .and_then(|p| {
+            println!("cargo:rerun-if-changed={}", p.display());
+            std::fs::read_to_string(p).ok()
+        })
+        .unwrap_or_default()
+}
+
+/// The commit this build is from, for `rdmaperf --version`: `git rev-parse` at build
+/// time, "unknown" outside a git checkout (a source tarball) or without git.
+fn git_commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(commit) = git(&["rev-parse", "--short=12", "HEAD"]) else {
+        return "unknown".to_string();
+    };
+    // Rebuild when HEAD moves: HEAD itself (a checkout) and the ref it names (a commit).
+    if let Some(head) = git(&["rev-parse", "--git-path", "HEAD"]) {
+        println!("cargo:rerun-if-changed={head}");
+    }
+    if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        if let Some(p) = git(&["rev-parse", "--git-path", &r]).filter(|p| PathBuf::from(p).exists())
+        {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    }
+    commit
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=vendor/wrapper.h");
     println!("cargo:rerun-if-changed=build.rs");
@@ -69,6 +126,12 @@ fn main() {
     bindings
         .write_to_file(out.join("bindings.rs"))
         .expect("write bindings.rs");
+    header_cfgs(&bindings.to_string());
+    println!(
+        "cargo:rustc-env=RDMAPERF_LIBIBVERBS_VERSION={}",
+        verbs.version
+    );
+    println!("cargo:rustc-env=RDMAPERF_GIT_COMMIT={}", git_commit());
 
     // Compile the generated wrappers of static-inline functions.
     let mut cc = cc::Build::new();
@@ -97,6 +160,13 @@ fn main() {
             .includes(&verbs.include_paths)
             .opt_level(2)
             .warnings(true);
+        // mlx5dv.h of rdma-core 37 and later names the control segment's bytes 9-10
+        // dci_stream_channel_id; older ones call them rsvd[2] (the oracle's layout table).
+        if header_text(&verbs.include_paths, "infiniband/mlx5dv.h")
+            .contains("dci_stream_channel_id")
+        {
+            g.define("RDMAPERF_CTRL_DCI_STREAM", None);
+        }
         if env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64") {
             g.flag("-msse3");
         }

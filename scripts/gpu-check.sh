@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check (issue 24 §8): on a host with an NVIDIA GPU, prints the GPUs with their PCI bus ids and
+# GPU check: on a host with an NVIDIA GPU, prints the GPUs with their PCI bus ids and
 # each GPU's PCIe topology class (PIX/PXB/PHB/NODE/SYS) against every RDMA device, with what the host
 # offers for GPUDirect (peer memory, dma-buf MRs, IOMMU mode) — `rdmaperf doctor --probe-dmabuf`,
 # read from sysfs, no CUDA needed — and nvidia-smi's own `topo -m` beside it when present.
@@ -12,7 +12,13 @@
 # Exit status: 0 when it printed its report or skipped (doctor's findings are printed, not fatal);
 # 1 when no rdmaperf binary could be found or built, or it refused the doctor command.
 # Then, where libcuda.so.1 loads, `rdmaperf doctor --cuda`: CUDA init, each GPU's name and bus id,
-# an allocation, a dma-buf export where the GPU can, and the frees.
+# an allocation, a dma-buf export where the GPU can, and the frees. Last, on each RDMA device, GPU
+# 0's memory registered and a short loopback write-bw and send-bw at 2 and 64 bytes (2 bytes is
+# where a receive can land in the CQE, the scatter-to-CQE case); it ends with what it checked.
+# Exit status 1 also when one of those runs failed. Under RDMAPERF_SYSFS_ROOT (a copied tree, no
+# real device) the runs print SKIPPED with that reason.
+#
+#   RDMAPERF_GPU_CHECK_ITERS   iterations per run (default 2000)
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -82,5 +88,48 @@ if command -v nvidia-smi > /dev/null 2>&1; then
     echo "== nvidia-smi topo -m (for comparison)"
     nvidia-smi topo -m 2>&1
 fi
-say "not checked yet: CUDA init, allocation and dma-buf export"
-exit 0
+
+# GPU memory on each RDMA device: registered by a loopback run (both ends in one process).
+checked=()
+failed=0
+run_on() {
+    local dev=$1 tool=$2 size=$3 log rc
+    log=$(mktemp)
+    timeout 120 "$BIN" "$tool" --loopback -d "$dev" --use_cuda=0 -s "$size" \
+        -n "${RDMAPERF_GPU_CHECK_ITERS:-2000}" > "$log" 2>&1
+    rc=$?
+    cat "$log"
+    if [ "$rc" = 0 ]; then
+        checked+=("$tool -s $size on $dev, GPU 0 memory: ok")
+    else
+        checked+=("$tool -s $size on $dev, GPU 0 memory: FAILED (exit $rc: $(grep -m1 -i 'error\|refus\|fail' "$log" || tail -n1 "$log"))")
+        failed=1
+    fi
+    rm -f "$log"
+}
+echo "== GPU memory on each RDMA device: loopback write-bw and send-bw, 2 and 64 bytes"
+DEVS=$(ls "$ROOT/sys/class/infiniband" 2> /dev/null)
+if [ "$ROOT" != / ]; then
+    echo "SKIPPED: the runs: $ROOT is a copied sysfs tree (RDMAPERF_SYSFS_ROOT), with no device to run on"
+elif [ -z "$DEVS" ]; then
+    echo "SKIPPED: the runs: no RDMA device (/sys/class/infiniband is empty or absent)"
+elif ! "$BIN" doctor --cuda 2> /dev/null | grep -q '^  GPU 0: '; then
+    echo "SKIPPED: the runs: CUDA could not open GPU 0 (see the doctor --cuda lines above)"
+else
+    for dev in $DEVS; do
+        for tool in write-bw send-bw; do
+            for size in 2 64; do
+                echo "-- $BIN $tool --loopback -d $dev --use_cuda=0 -s $size"
+                run_on "$dev" "$tool" "$size"
+            done
+        done
+    done
+fi
+echo "== checked"
+say "GPUs in sysfs: $(echo $GPUS); topology, peer memory, dma-buf and IOMMU (doctor --probe-dmabuf, exit $rc)"
+say "CUDA init, allocation, dma-buf export, free on each GPU: doctor --cuda above (a WARN cuda_* line is a failure)"
+if [ ${#checked[@]} -eq 0 ]; then
+    say "GPU memory registration and traffic: not run (the SKIPPED line above says why)"
+fi
+for c in "${checked[@]}"; do say "$c"; done
+exit "$failed"

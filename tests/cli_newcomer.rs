@@ -27,6 +27,10 @@ fn help_lists_every_command_and_help_sub_works() {
         "selfcheck",
         "devices",
         "write-bw",
+        "raw-eth-bw",
+        "raw-eth-lat",
+        "raw-eth-burst-lat",
+        "raw-eth-fs-rate",
     ] {
         assert!(
             out.lines().any(|l| l.trim_start().starts_with(sub)),
@@ -43,6 +47,7 @@ fn help_lists_every_command_and_help_sub_works() {
         ("fabric", "--worst N"),
         ("write-bw", "--report_gbits"),
         ("ib_send_lat", "--samples-file"),
+        ("raw-eth-bw", "Usage: rdmaperf raw-eth-bw"),
     ] {
         let (rc, out, err) = run(&["help", sub]);
         assert_eq!(rc, 0, "help {sub}: {err}");

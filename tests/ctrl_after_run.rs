@@ -24,6 +24,7 @@ fn params(explain: bool) -> PeerParams {
         reversed: false,
         data_validation: false,
         explain,
+        compare: false,
     }
 }
 

@@ -91,18 +91,8 @@ mod with_model {
         model: Model,
     }
 
-    fn run(
-        op: Op,
-        size: u32,
-        iters: u64,
-        post_list: u32,
-        cq_mod: u32,
-        positions: u64,
-    ) -> (Box<[u8]>, Box<[u8]>, Model) {
-        let mut r = run_case(Case {
-            positions,
-            ..Case::new(op, size, iters, post_list, cq_mod)
-        });
+    fn run(c: Case) -> (Box<[u8]>, Box<[u8]>, Model) {
+        let mut r = run_case(c);
         (r.local.remove(0), r.remote.remove(0), r.model)
     }
 
@@ -253,6 +243,13 @@ mod with_model {
         }
     }
 
+    /// [`run_case`] and then [`assert_per_qp`].
+    fn run_checked(c: Case) -> Ran {
+        let r = run_case(c);
+        assert_per_qp(&r, &c);
+        r
+    }
+
     /// Per-QP checks every multi-QP case makes: each QP posted and completed
     /// its own `iters`, its SQ saw exactly its WQEs and the CQ carried
     /// exactly the CQEs its signalling asked for.
@@ -275,7 +272,10 @@ mod with_model {
 
     #[test]
     fn write_bw_with_address_cycling_lands_every_slot() {
-        let (local, remote, _m) = run(Op::Write, 64, 1000, 1, 10, 64);
+        let (local, remote, _m) = run(Case {
+            positions: 64,
+            ..Case::new(Op::Write, 64, 1000, 1, 10)
+        });
         for k in 0..64 {
             assert_eq!(
                 &remote[k * 64..k * 64 + 64],
@@ -289,20 +289,20 @@ mod with_model {
 
     #[test]
     fn write_bw_post_lists_of_8_with_cq_mod_4() {
-        let (local, remote, _m) = run(Op::Write, 256, 800, 8, 4, 1);
+        let (local, remote, _m) = run(Case::new(Op::Write, 256, 800, 8, 4));
         assert_eq!(&remote[..256], &local[..256]);
     }
 
     #[test]
     fn read_bw_brings_remote_data_home() {
-        let (local, remote, _m) = run(Op::Read, 4096, 200, 1, 1, 1);
+        let (local, remote, _m) = run(Case::new(Op::Read, 4096, 200, 1, 1));
         assert_eq!(&local[..4096], &remote[..4096]);
     }
 
     #[test]
     fn atomic_bw_fetch_add_counts_every_message() {
         // Every fetch-add adds 1 at the same remote address (no cycling).
-        let (_l, remote, _m) = run(Op::FetchAdd, 8, 500, 1, 10, 1);
+        let (_l, remote, _m) = run(Case::new(Op::FetchAdd, 8, 500, 1, 10));
         let v = u64::from_be_bytes(remote[..8].try_into().unwrap());
         let v_le = u64::from_le_bytes(remote[..8].try_into().unwrap());
         assert!(
@@ -315,49 +315,41 @@ mod with_model {
     fn send_bw_post_lists_of_8_with_cq_mod_4_under_rnr_back_pressure() {
         // 4 receives per peer, lists of 8: every list runs into RNR NAKs and
         // waits for the peer to repost (rnr_retry 7), never an error.
-        let c = Case {
+        let r = run_checked(Case {
             rx_depth: 4,
             ..Case::new(Op::Send, 256, 800, 8, 4)
-        };
-        let r = run_case(c);
+        });
         assert_eq!(r.received, vec![800]);
-        assert_per_qp(&r, &c);
         assert!(r.model.stats().rnr_naks > 0, "{:?}", r.model.stats());
     }
 
     #[test]
     fn send_bw_cycles_sources_and_arrives_in_order() {
         // Post list 1 cycles 16 source slots: the peer checks message k's data.
-        let c = Case {
+        let r = run_checked(Case {
             positions: 16,
             rx_depth: 32,
             ..Case::new(Op::Send, 128, 600, 1, 16)
-        };
-        let r = run_case(c);
+        });
         assert_eq!(r.received, vec![600]);
-        assert_per_qp(&r, &c);
     }
 
     #[test]
     fn send_bw_two_qps_each_into_its_own_peer() {
-        let c = Case {
+        let r = run_checked(Case {
             qps: 2,
             positions: 8,
             rx_depth: 8,
             ..Case::new(Op::Send, 64, 400, 1, 4)
-        };
-        let r = run_case(c);
+        });
         assert_eq!(r.received, vec![400, 400]);
-        assert_per_qp(&r, &c);
     }
 
     fn write_bw_qps(qps: u32) {
-        let c = Case {
+        let r = run_checked(Case {
             qps,
             ..Case::new(Op::Write, 512, 640, 8, 4)
-        };
-        let r = run_case(c);
-        assert_per_qp(&r, &c);
+        });
         for q in 0..qps as usize {
             // Lists write at offset 0: each QP's own source, in its own target.
             assert_eq!(&r.remote[q][..512], &r.local[q][..512], "QP {q}");
@@ -382,13 +374,11 @@ mod with_model {
     #[test]
     fn write_bw_four_qps_cycling_with_cq_mod() {
         // Post list 1: every QP cycles 32 slots of its own target.
-        let c = Case {
+        let r = run_checked(Case {
             qps: 4,
             positions: 32,
             ..Case::new(Op::Write, 64, 500, 1, 8)
-        };
-        let r = run_case(c);
-        assert_per_qp(&r, &c);
+        });
         for q in 0..4 {
             assert_eq!(&r.remote[q][..32 * 64], &r.local[q][..32 * 64], "QP {q}");
             assert_eq!(
@@ -400,21 +390,17 @@ mod with_model {
 
     #[test]
     fn read_and_atomic_bw_over_three_qps() {
-        let c = Case {
+        let r = run_checked(Case {
             qps: 3,
             ..Case::new(Op::Read, 1024, 300, 4, 2)
-        };
-        let r = run_case(c);
-        assert_per_qp(&r, &c);
+        });
         for q in 0..3 {
             assert_eq!(&r.local[q][..1024], &r.remote[q][..1024], "QP {q}");
         }
-        let c = Case {
+        let r = run_checked(Case {
             qps: 3,
             ..Case::new(Op::FetchAdd, 8, 250, 1, 5)
-        };
-        let r = run_case(c);
-        assert_per_qp(&r, &c);
+        });
         for q in 0..3 {
             let v = u64::from_le_bytes(r.remote[q][..8].try_into().unwrap());
             let v_be = u64::from_be_bytes(r.remote[q][..8].try_into().unwrap());

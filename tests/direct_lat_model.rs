@@ -18,11 +18,9 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use crate::common::cli::params;
-    use crate::common::mlx5::libmlx5_av;
+    use crate::common::model_env::{register_pair, ud_model};
     use rdmaperf::clock::{self, Clock};
-    use rdmaperf::mlx5::device::ud_av;
-    use rdmaperf::mlx5::Transport;
-    use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport, PeerCompletion};
+    use rdmaperf::model::{Model, ModelConfig, PeerCompletion};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, RecvQueue, WcStatus};
     use rdmaperf::report::stats::LatUnits;
     use rdmaperf::run::lat::{send_lat, LatTarget};
@@ -90,30 +88,19 @@ mod with_model {
             let mut local: Box<[u8]> = vec![0u8; 4096].into();
             landing::fill_pattern(&mut local);
             let mut rx = vec![0u8; n * sz];
-            let mut model = Model::new(ModelConfig {
+            let cfg = ModelConfig {
                 // -t is 1 for the latency tools: one WQE (several BBs) at a time.
                 wqe_cnt: 64,
                 cqe_cnt: 64,
                 record_history: false,
-                transport: ModelTransport::Ud {
-                    peer_qpn: PEER_QPN,
-                    qkey: QKEY,
-                },
                 ..ModelConfig::default()
-            })
-            .unwrap();
-            let transport = Transport::Ud(ud_av(libmlx5_av(), PEER_QPN, QKEY));
-            let (mut sq, mut cq) = model.pair_with_transport(model.mmio(), transport).unwrap();
+            };
+            let (mut model, mut sq, mut cq) = ud_model(cfg, PEER_QPN, QKEY, QKEY);
             // SAFETY: `local` outlives the SQ (dropped at the end of the scope first).
             unsafe { allow_buffer(&mut sq, local.as_ptr(), local.len()) }
                 .unwrap_or_else(|f| panic!("{}", f.msg));
             // SAFETY: both buffers outlive the model (stopped and dropped first).
-            let (lk, rxk) = unsafe {
-                (
-                    model.register(local.as_mut_ptr(), local.len(), Access::ALL),
-                    model.register(rx.as_mut_ptr(), rx.len(), Access::ALL),
-                )
-            };
+            let (lk, rxk) = unsafe { register_pair(&model, &mut local, &mut rx) };
             for s in 0..n {
                 let at = rx.as_mut_ptr().wrapping_add(s * sz);
                 model.post_peer_recv(s as u64, at, sz as u32, rxk.lkey);

@@ -14,14 +14,19 @@ fn direct_recv_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use crate::common::mlx5::NoDmaFence;
+    use crate::common::model_env::register_pair;
     use rdmaperf::mlx5::recv::RecvRing;
     use rdmaperf::mlx5::rq::DirectRq;
     use rdmaperf::mlx5::srq::DirectSrq;
     use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio};
     use rdmaperf::model::recv::GRH_BYTES;
     use rdmaperf::model::{
-        Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelRecvMmio, ModelTransport, RecvSpec,
+        MmioEvent, Model, ModelConfig, ModelMmio, ModelRecvMmio, ModelTransport, RecvSpec,
     };
     use rdmaperf::post::wc::{WC_GRH, WC_WITH_IMM};
     use rdmaperf::post::{
@@ -60,12 +65,7 @@ mod with_model {
         let model = Model::new(cfg).unwrap();
         let (sqs, cq) = model.queues().unwrap();
         // SAFETY: the buffers outlive the model (declared before it).
-        let (l, r) = unsafe {
-            (
-                model.register(b.tx.as_mut_ptr(), b.tx.len(), Access::ALL),
-                model.register(b.rx.as_mut_ptr(), b.rx.len(), Access::ALL),
-            )
-        };
+        let (l, r) = unsafe { register_pair(&model, &mut b.tx, &mut b.rx) };
         Rig {
             sqs,
             cq,
@@ -73,6 +73,61 @@ mod with_model {
             rx_lkey: r.lkey,
             model,
         }
+    }
+
+    /// A rig of two QPs with `recv`, the NIC retrying RNR forever
+    /// (`rnr_retry` 7), completing in `cqe_size`-byte CQEs.
+    fn rig2(b: &mut Bufs, recv: RecvSpec, cqe_size: u32) -> Rig {
+        rig(
+            b,
+            ModelConfig {
+                qps: 2,
+                rnr_retry: 7,
+                cqe_size,
+                ..cfg(recv)
+            },
+        )
+    }
+
+    /// QP 0's RQ with receive `wr_id` posted into slot 0, then one SEND of
+    /// `len` bytes from slot 0 posted and the NIC stepped.
+    fn one_send(r: &mut Rig, b: &Bufs, wr_id: u64, len: u32) -> DirectRq<ModelRecvMmio> {
+        let mut rq = rq_of(r, 0);
+        rq.post_recv(wr_id, rx_at(b, 0), r.rx_lkey, MSG as u32)
+            .unwrap();
+        r.sqs[0]
+            .post(Op::Send, &[send(b, r.lkey, 0, len, 1)])
+            .unwrap();
+        r.model.step();
+        rq
+    }
+
+    /// A one-QP rig over `b`, QP 0's RQ holding a receive for each of `b`'s
+    /// slots (receive k into slot k).
+    fn rq_on_all_slots(b: &mut Bufs) -> (Rig, DirectRq<ModelRecvMmio>) {
+        let mut r = rig(b, cfg(RecvSpec::default()));
+        let mut rq = rq_of(&mut r, 0);
+        for k in 0..b.rx.len() / MSG {
+            rq.post_recv(k as u64, rx_at(b, k), r.rx_lkey, MSG as u32)
+                .unwrap();
+        }
+        (r, rq)
+    }
+
+    /// Two QPs sharing one SRQ of `slots` WQEs whose WQEs complete out of order.
+    fn out_of_order_srq(b: &mut Bufs, slots: u32) -> (Rig, DirectSrq<ModelRecvMmio>) {
+        let spec = RecvSpec {
+            out_of_order: true,
+            ..srq_spec(slots)
+        };
+        let mut r = rig2(b, spec, 64);
+        let srq = srq_for_all(&mut r);
+        (r, srq)
+    }
+
+    /// The model saw no violation (every receive record stored in order).
+    fn assert_no_violations(model: &Model) {
+        assert!(model.violations().is_empty(), "{:?}", model.violations());
     }
 
     /// QP `q`'s peer RQ, its record stored through the model's recorder
@@ -104,6 +159,16 @@ mod with_model {
             record_history: false,
             recv: Some(recv),
             ..ModelConfig::default()
+        }
+    }
+
+    /// An SRQ of `slots` WQEs of 32 bytes (the least SRQ stride).
+    fn srq_spec(slots: u32) -> RecvSpec {
+        RecvSpec {
+            srq: true,
+            slots,
+            stride: 32,
+            ..RecvSpec::default()
         }
     }
 
@@ -200,11 +265,7 @@ mod with_model {
             assert_eq!(rq.ring().done(), 8);
         }
         assert_eq!(b.rx, b.tx, "every message in its receive buffer");
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// Scatter-to-CQE at both CQE sizes, on both sides of each limit: a
@@ -365,12 +426,7 @@ mod with_model {
             &mut b,
             ModelConfig {
                 qps: 2,
-                ..cfg(RecvSpec {
-                    srq: true,
-                    slots: 4,
-                    stride: 32,
-                    ..RecvSpec::default()
-                })
+                ..cfg(srq_spec(4))
             },
         );
         let mut srq = srq_for_all(&mut r);
@@ -413,7 +469,7 @@ mod with_model {
             seq += 3;
         }
         assert_eq!(srq.posted(), 36);
-        assert!(r.model.violations().is_empty());
+        assert_no_violations(&r.model);
     }
 
     /// Ports of one SRQ post through shared references: a post list on
@@ -425,15 +481,7 @@ mod with_model {
         use rdmaperf::mlx5::srq::SrqPort;
         use std::cell::RefCell;
         let mut b = Bufs::new(8);
-        let mut r = rig(
-            &mut b,
-            cfg(RecvSpec {
-                srq: true,
-                slots: 16,
-                stride: 32,
-                ..RecvSpec::default()
-            }),
-        );
+        let mut r = rig(&mut b, cfg(srq_spec(16)));
         let srq = srq_for_all(&mut r);
         let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
         let other = RefCell::new(ports.pop().unwrap());
@@ -466,11 +514,7 @@ mod with_model {
         let ids: Vec<u64> = recvs.iter().map(|c| c.wr_id).collect();
         assert_eq!(ids, [200, 100, 201, 100, 202, 100, 203, 100]);
         assert!(recvs.iter().all(|c| c.status == WcStatus::SUCCESS));
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// No receive posted: RC answers RNR; with rnr_retry 0 the sender's
@@ -549,13 +593,7 @@ mod with_model {
                 })
             },
         );
-        let mut rq = rq_of(&mut r, 0);
-        rq.post_recv(4, rx_at(&b, 0), r.rx_lkey, MSG as u32)
-            .unwrap();
-        r.sqs[0]
-            .post(Op::Send, &[send(&b, r.lkey, 0, 16, 1)])
-            .unwrap();
-        r.model.step();
+        let _rq = one_send(&mut r, &b, 4, 16);
         let rc = poll_all(&mut r.cq, 2)
             .into_iter()
             .find(is_recv)
@@ -659,14 +697,7 @@ mod with_model {
         for (k, x) in b.tx.iter_mut().enumerate() {
             *x = (k / MSG) as u8 * 0x40 + (k % 61) as u8;
         }
-        let mut r = rig(
-            &mut b,
-            ModelConfig {
-                qps: 2,
-                rnr_retry: 7,
-                ..cfg(RecvSpec::default())
-            },
-        );
+        let mut r = rig2(&mut b, RecvSpec::default(), 64);
         let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
         let (o, counts) = loop_over(&mut r, &b, &mut rqs, cost);
         RecvRun {
@@ -680,15 +711,12 @@ mod with_model {
 
     /// The receive loop over `rqs` (one per QP): receives preposted, every
     /// SEND posted up front, the NIC started, the loop run, the NIC stopped.
-    fn loop_over<R: RecvQueue>(
-        r: &mut Rig,
-        b: &Bufs,
-        rqs: &mut [R],
-        cost: bool,
-    ) -> (
-        rdmaperf::run::recv::RecvOutcome,
-        [rdmaperf::run::recv::RxCount; 2],
-    ) {
+    fn loop_over<R: RecvQueue>(r: &mut Rig, b: &Bufs, rqs: &mut [R], cost: bool) -> Looped {
+        loop_with(r, b, rqs, (cost, MSG as u32, &|_| {}))
+    }
+
+    /// [`loop_over`] as `run` says (see [`loop_on`]).
+    fn loop_with<R: RecvQueue>(r: &mut Rig, b: &Bufs, rqs: &mut [R], run: Run<'_>) -> Looped {
         let Rig {
             sqs,
             cq,
@@ -697,8 +725,14 @@ mod with_model {
             model,
         } = r;
         let keys = (*lkey, *rx_lkey);
-        loop_on(sqs, model, keys, cq, b, rqs, (cost, MSG as u32, &|_| {}))
+        loop_on(sqs, model, keys, cq, b, rqs, run)
     }
+
+    /// What the receive loop returned, and its per-QP counts.
+    type Looped = (
+        rdmaperf::run::recv::RecvOutcome,
+        [rdmaperf::run::recv::RxCount; 2],
+    );
 
     /// How [`loop_on`] runs: `cost`, the SENDs' length, the hook.
     type Run<'h> = (bool, u32, &'h dyn Fn(&Model));
@@ -714,10 +748,7 @@ mod with_model {
         b: &Bufs,
         rqs: &mut [R],
         (cost, len, hook): Run<'_>,
-    ) -> (
-        rdmaperf::run::recv::RecvOutcome,
-        [rdmaperf::run::recv::RxCount; 2],
-    ) {
+    ) -> Looped {
         use rdmaperf::clock;
         use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RecvLoop, RxCount};
         let bufs = [0, 1].map(|k| RecvBuf {
@@ -871,14 +902,7 @@ mod with_model {
         use rdmaperf::run::recv::{self, RecvBuf, RecvConfig, RxCount};
         const PER_QP: u64 = 200;
         let mut b = Bufs::new(2);
-        let mut r = rig(
-            &mut b,
-            ModelConfig {
-                qps: 2,
-                rnr_retry: 7,
-                ..cfg(RecvSpec::default())
-            },
-        );
+        let mut r = rig2(&mut b, RecvSpec::default(), 64);
         let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
         let bufs = [0, 1].map(|k| RecvBuf {
             addr: rx_at(&b, k),
@@ -966,7 +990,7 @@ mod with_model {
             assert_eq!(rx_counts[q].received, PER_QP, "QP {q} in");
         }
         assert_eq!(b.rx, b.tx, "each peer's buffer holds its sender's bytes");
-        assert!(model.violations().is_empty(), "{:?}", model.violations());
+        assert_no_violations(&model);
     }
 
     /// The same loop with `--use-srq`'s shape: both QPs receive from one
@@ -977,19 +1001,7 @@ mod with_model {
     fn the_send_bw_receive_loop_runs_on_srq_ports() {
         use rdmaperf::mlx5::srq::SrqPort;
         let mut b = Bufs::new(2);
-        let mut r = rig(
-            &mut b,
-            ModelConfig {
-                qps: 2,
-                rnr_retry: 7,
-                ..cfg(RecvSpec {
-                    srq: true,
-                    slots: 32,
-                    stride: 32,
-                    ..RecvSpec::default()
-                })
-            },
-        );
+        let mut r = rig2(&mut b, srq_spec(32), 64);
         let srq = srq_for_all(&mut r);
         let ring = Arc::clone(srq.ring());
         let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
@@ -999,11 +1011,7 @@ mod with_model {
         assert_eq!(o.received, 2 * PER_QP);
         assert_eq!(counts[0].posted + counts[1].posted, 2 * PER_QP);
         assert_eq!(ring.done(), 2 * PER_QP as u32, "one SRQ WQE per message");
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// An ODP page fault on an SRQ receive (RESP_ERR, REMOTE_ABORTED,
@@ -1016,19 +1024,7 @@ mod with_model {
         use rdmaperf::mlx5::recv_cq::RecvCq;
         use rdmaperf::mlx5::srq::SrqPort;
         let mut b = Bufs::new(2);
-        let r = rig(
-            &mut b,
-            ModelConfig {
-                qps: 2,
-                rnr_retry: 7,
-                ..cfg(RecvSpec {
-                    srq: true,
-                    slots: 32,
-                    stride: 32,
-                    ..RecvSpec::default()
-                })
-            },
-        );
+        let r = rig2(&mut b, srq_spec(32), 64);
         let Rig {
             mut sqs,
             mut cq,
@@ -1066,20 +1062,7 @@ mod with_model {
         );
         assert!(rcq.direct().reposts().is_empty());
         assert!(model.stats().rnr_naks >= 5, "{:?}", model.stats());
-        assert!(model.violations().is_empty(), "{:?}", model.violations());
-    }
-
-    /// A rig of two QPs with `recv`, the NIC retrying RNR forever.
-    fn rig2(b: &mut Bufs, recv: RecvSpec, cqe_size: u32) -> Rig {
-        rig(
-            b,
-            ModelConfig {
-                qps: 2,
-                rnr_retry: 7,
-                cqe_size,
-                ..cfg(recv)
-            },
-        )
+        assert_no_violations(&model);
     }
 
     /// As the tools create their direct QPs (scatter-to-CQE disabled), the
@@ -1089,13 +1072,7 @@ mod with_model {
         assert!(!RecvSpec::default().scatter_to_cqe);
         let mut b = Bufs::new(1);
         let mut r = rig(&mut b, cfg(RecvSpec::default()));
-        let mut rq = rq_of(&mut r, 0);
-        rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
-            .unwrap();
-        r.sqs[0]
-            .post(Op::Send, &[send(&b, r.lkey, 0, 16, 1)])
-            .unwrap();
-        r.model.step();
+        let _rq = one_send(&mut r, &b, 1, 16);
         assert_eq!(b.rx[..16], b.tx[..16], "the NIC wrote the buffer");
     }
 
@@ -1113,15 +1090,7 @@ mod with_model {
         let mut r = rig2(&mut b, spec, 128);
         let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
         b.rx.fill(0);
-        let Rig {
-            sqs,
-            cq,
-            lkey,
-            rx_lkey,
-            model,
-        } = &mut r;
-        let keys = (*lkey, *rx_lkey);
-        let (o, _) = loop_on(sqs, model, keys, cq, &b, &mut rqs, (false, 24, &|_| {}));
+        let (o, _) = loop_with(&mut r, &b, &mut rqs, (false, 24, &|_| {}));
         assert_eq!(o.error, None, "{o:?}");
         assert_eq!(o.received, 2 * PER_QP);
         for q in 0..2 {
@@ -1129,11 +1098,7 @@ mod with_model {
             assert_eq!(b.rx[at..at + 24], b.tx[at..at + 24], "QP {q}");
             assert!(b.rx[at + 24..at + MSG].iter().all(|&x| x == 0), "QP {q}");
         }
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// An SRQ whose WQEs complete out of order (1, 0, 3, 2, ...: the poller
@@ -1143,15 +1108,7 @@ mod with_model {
     #[test]
     fn out_of_order_srq_frees_keep_the_free_list_whole() {
         let mut b = Bufs::new(3);
-        let spec = RecvSpec {
-            srq: true,
-            slots: 4,
-            stride: 32,
-            out_of_order: true,
-            ..RecvSpec::default()
-        };
-        let mut r = rig2(&mut b, spec, 64);
-        let mut srq = srq_for_all(&mut r);
+        let (mut r, mut srq) = out_of_order_srq(&mut b, 4);
         let mut seq = 0u64;
         for round in 0..16 {
             for k in 0..2 {
@@ -1177,11 +1134,7 @@ mod with_model {
             }
             seq += 2;
         }
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// The receive loop over SRQ ports whose WQEs complete out of order.
@@ -1189,25 +1142,13 @@ mod with_model {
     fn the_receive_loop_runs_on_out_of_order_srq_frees() {
         use rdmaperf::mlx5::srq::SrqPort;
         let mut b = Bufs::new(2);
-        let spec = RecvSpec {
-            srq: true,
-            slots: 32,
-            stride: 32,
-            out_of_order: true,
-            ..RecvSpec::default()
-        };
-        let mut r = rig2(&mut b, spec, 64);
-        let srq = srq_for_all(&mut r);
+        let (mut r, srq) = out_of_order_srq(&mut b, 32);
         let mut ports: Vec<SrqPort<ModelRecvMmio>> = srq.share(2);
         let (o, counts) = loop_over(&mut r, &b, &mut ports, false);
         assert_eq!(o.error, None, "{o:?}");
         assert_eq!(o.received, 2 * PER_QP);
         assert_eq!(counts[0].received + counts[1].received, 2 * PER_QP);
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// A peer QP moved to the error state with receives posted: each
@@ -1256,26 +1197,10 @@ mod with_model {
         let mut b = Bufs::new(2);
         let mut r = rig2(&mut b, RecvSpec::default(), 64);
         let mut rqs = vec![rq_of(&mut r, 0), rq_of(&mut r, 1)];
-        let Rig {
-            sqs,
-            cq,
-            lkey,
-            rx_lkey,
-            model,
-        } = &mut r;
-        let keys = (*lkey, *rx_lkey);
         let hook = |m: &Model| {
             assert_eq!(m.recv_to_error(1), 8);
         };
-        let (o, _) = loop_on(
-            sqs,
-            model,
-            keys,
-            cq,
-            &b,
-            &mut rqs,
-            (false, MSG as u32, &hook),
-        );
+        let (o, _) = loop_with(&mut r, &b, &mut rqs, (false, MSG as u32, &hook));
         match o.error {
             Some(RunError::Completion { qp, wc, .. }) => {
                 assert_eq!((qp, wc.status), (1, WcStatus::WR_FLUSH_ERR), "{o:?}");
@@ -1292,12 +1217,7 @@ mod with_model {
     fn an_armed_direct_cq_wakes_on_its_next_completion() {
         use std::time::Duration;
         let mut b = Bufs::new(4);
-        let mut r = rig(&mut b, cfg(RecvSpec::default()));
-        let mut rq = rq_of(&mut r, 0);
-        for k in 0..4 {
-            rq.post_recv(k as u64, rx_at(&b, k), r.rx_lkey, MSG as u32)
-                .unwrap();
-        }
+        let (mut r, _rq) = rq_on_all_slots(&mut b);
         let arm_mmio = r.model.cq_mmio();
         r.model.start();
         assert!(poll_all(&mut r.cq, 0).is_empty());
@@ -1334,11 +1254,7 @@ mod with_model {
         assert_eq!(poll_all(&mut r.cq, 2).len(), 2);
         r.model.stop();
         assert_eq!(r.cq.arm_sn(), 2);
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
     }
 
     /// The arm sequence number is compared: an arm after a delivered event
@@ -1349,12 +1265,7 @@ mod with_model {
         use std::time::Duration;
         for bump in [true, false] {
             let mut b = Bufs::new(2);
-            let mut r = rig(&mut b, cfg(RecvSpec::default()));
-            let mut rq = rq_of(&mut r, 0);
-            for k in 0..2 {
-                rq.post_recv(k as u64, rx_at(&b, k), r.rx_lkey, MSG as u32)
-                    .unwrap();
-            }
+            let (mut r, _rq) = rq_on_all_slots(&mut b);
             let arm_mmio = r.model.cq_mmio();
             r.cq.arm(&arm_mmio, false).unwrap();
             r.sqs[0]
@@ -1402,56 +1313,23 @@ mod with_model {
         rq.post_recv_list(&msgs(3, 2, r.rx_lkey, |k| base + (k * MSG) as u64))
             .unwrap();
         assert_eq!(r.model.recv_history(0), [fence, rec(1), fence, rec(4)]);
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
 
         let mut b = Bufs::new(4);
-        let mut r = rig(
-            &mut b,
-            with_history(RecvSpec {
-                srq: true,
-                slots: 8,
-                stride: 32,
-                ..RecvSpec::default()
-            }),
-        );
+        let mut r = rig(&mut b, with_history(srq_spec(8)));
         let mut srq = srq_for_all(&mut r);
         srq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
             .unwrap();
         srq.post_recv_list(&msgs(2, 2, r.rx_lkey, |k| base + (k * MSG) as u64))
             .unwrap();
         assert_eq!(r.model.recv_history(0), [fence, rec(1), fence, rec(3)]);
-        assert!(
-            r.model.violations().is_empty(),
-            "{:?}",
-            r.model.violations()
-        );
+        assert_no_violations(&r.model);
 
         // The check can fail: a recorder whose barrier does nothing.
-        struct NoFence(ModelRecvMmio);
-        impl Mmio for NoFence {
-            fn store_fence_dma(&self) {}
-            fn store_fence_wc(&self) {}
-            unsafe fn write_dbrec(&self, dbrec: *mut u32, raw: u32) {
-                // SAFETY: forwarded.
-                unsafe { self.0.write_dbrec(dbrec, raw) }
-            }
-            unsafe fn write_db64(&self, reg: *mut u64, raw: u64) {
-                // SAFETY: forwarded.
-                unsafe { self.0.write_db64(reg, raw) }
-            }
-            unsafe fn write_bf64(&self, reg: *mut u64, src: *const [u64; 8]) {
-                // SAFETY: forwarded.
-                unsafe { self.0.write_bf64(reg, src) }
-            }
-        }
         let mut b = Bufs::new(1);
         let r = rig(&mut b, cfg(RecvSpec::default()));
         let dv = r.model.recv_dv_qp(0).unwrap();
-        let mmio = NoFence(r.model.recv_mmio(0));
+        let mmio = NoDmaFence(r.model.recv_mmio(0));
         // SAFETY: as rq_of.
         let mut rq = unsafe { DirectRq::from_dv(&dv, 0x456, None, mmio) }.unwrap();
         rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
@@ -1508,13 +1386,7 @@ mod with_model {
         }
         let mut b = Bufs::new(1);
         let mut r = rig(&mut b, cfg(RecvSpec::default()));
-        let mut rq = rq_of(&mut r, 0);
-        rq.post_recv(1, rx_at(&b, 0), r.rx_lkey, MSG as u32)
-            .unwrap();
-        r.sqs[0]
-            .post(Op::Send, &[send(&b, r.lkey, 0, 64, 1)])
-            .unwrap();
-        r.model.step();
+        let _rq = one_send(&mut r, &b, 1, 64);
         assert_eq!(poll_all(&mut r.cq, 2).len(), 2);
         let rec = Rec::default();
         r.cq.arm(&rec, false).unwrap();

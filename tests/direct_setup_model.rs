@@ -15,13 +15,17 @@ fn direct_setup_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use crate::common::model_env::{register_pair, signaled_wr};
     use rdmaperf::cli::args::PerfArgs;
     use rdmaperf::cli::params::{self, PostChoice, Tool};
     use rdmaperf::mlx5::env::Mlx5Env;
     use rdmaperf::mlx5::setup::{set_up, DirectQpAttr, SetupFailure, SetupStep};
-    use rdmaperf::model::{Access, Inject, Model, ModelConfig, ModelSteps, RecvSpec};
-    use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WrDesc};
+    use rdmaperf::model::{Inject, Model, ModelConfig, ModelSteps, RecvSpec};
+    use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue};
     use rdmaperf::report::{json, text};
     use rdmaperf::tool::session::info::params_info;
     use rdmaperf::tool::setup::method::{after_direct_failure, Chosen, Method};
@@ -274,23 +278,10 @@ mod with_model {
         assert_eq!(done.cq.cqe_size, 64);
         let (mut src, mut dst) = (vec![0x5au8; 64], vec![0u8; 64]);
         // SAFETY: both buffers outlive the model (dropped after it).
-        let (l, r) = unsafe {
-            (
-                m.register(src.as_mut_ptr(), 64, Access::ALL),
-                m.register(dst.as_mut_ptr(), 64, Access::ALL),
-            )
-        };
+        let (l, r) = unsafe { register_pair(&m, &mut src, &mut dst) };
         let (mut sqs, mut cq) = m.queues().unwrap();
-        let wr = WrDesc {
-            wr_id: 9,
-            laddr: src.as_ptr() as u64,
-            lkey: l.lkey,
-            len: 64,
-            raddr: dst.as_ptr() as u64,
-            rkey: r.rkey,
-            signaled: true,
-            ..WrDesc::default()
-        };
+        let (laddr, raddr) = (src.as_ptr() as u64, dst.as_ptr() as u64);
+        let wr = signaled_wr(9, (laddr, l.lkey), (raddr, r.rkey), 64);
         sqs[QPS - 1].post(Op::Write, &[wr]).unwrap();
         assert_eq!(m.step(), 1);
         let mut wc = [Completion::default(); 2];

@@ -18,12 +18,10 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use crate::common::cli::params;
-    use crate::common::mlx5::libmlx5_av;
+    use crate::common::model_env::{register_pair, signaled_wr, ud_model};
     use rdmaperf::clock::Clock;
     use rdmaperf::ctrl::Dest;
-    use rdmaperf::mlx5::device::ud_av;
-    use rdmaperf::mlx5::Transport;
-    use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport};
+    use rdmaperf::model::{Model, ModelConfig};
     use rdmaperf::post::{Op, SendQueue, WrDesc};
     use rdmaperf::run::geometry::Geometry;
     use rdmaperf::tool::common::landing;
@@ -49,26 +47,15 @@ mod with_model {
         let mut local: Box<[u8]> = vec![0u8; base.total() as usize].into();
         landing::fill_pattern(&mut local[..(base.slot * base.slots) as usize]);
         let mut rx = vec![0u8; p.iters as usize * size];
-        let mut model = Model::new(ModelConfig {
+        let cfg = ModelConfig {
             wqe_cnt: (p.tx_depth * 4).next_power_of_two(),
             cqe_cnt: p.tx_depth.next_power_of_two(),
             record_history: false,
-            transport: ModelTransport::Ud {
-                peer_qpn: PEER_QPN,
-                qkey: QKEY,
-            },
             ..ModelConfig::default()
-        })
-        .unwrap();
-        let transport = Transport::Ud(ud_av(libmlx5_av(), PEER_QPN, QKEY));
-        let (sq, mut cq) = model.pair_with_transport(model.mmio(), transport).unwrap();
-        // SAFETY: both buffers outlive the model (stopped and dropped first).
-        let (lk, rxk) = unsafe {
-            (
-                model.register(local.as_mut_ptr(), local.len(), Access::ALL),
-                model.register(rx.as_mut_ptr(), rx.len(), Access::ALL),
-            )
         };
+        let (mut model, sq, mut cq) = ud_model(cfg, PEER_QPN, QKEY, QKEY);
+        // SAFETY: both buffers outlive the model (stopped and dropped first).
+        let (lk, rxk) = unsafe { register_pair(&model, &mut local, &mut rx) };
         let at = |s: u64| rx.as_ptr() as usize + s as usize * size;
         for s in 0..p.iters {
             model.post_peer_recv(s, at(s) as *mut u8, size as u32, rxk.lkey);
@@ -104,24 +91,10 @@ mod with_model {
     /// AV makes the peer drop every SEND (the run still completes: UD).
     #[test]
     fn the_av_from_the_ah_decides_where_sends_go() {
-        let model = Model::new(ModelConfig {
-            transport: ModelTransport::Ud {
-                peer_qpn: PEER_QPN,
-                qkey: QKEY,
-            },
-            ..ModelConfig::default()
-        })
-        .unwrap();
-        let transport = Transport::Ud(ud_av(libmlx5_av(), PEER_QPN, QKEY ^ 1));
-        let (mut sq, _cq) = model.pair_with_transport(model.mmio(), transport).unwrap();
+        let (model, mut sq, _cq) = ud_model(ModelConfig::default(), PEER_QPN, QKEY, QKEY ^ 1);
         let (mut src, mut dst) = (vec![1u8; 64], vec![0u8; 64]);
         // SAFETY: both buffers outlive the model.
-        let (l, d) = unsafe {
-            (
-                model.register(src.as_mut_ptr(), 64, Access::ALL),
-                model.register(dst.as_mut_ptr(), 64, Access::ALL),
-            )
-        };
+        let (l, d) = unsafe { register_pair(&model, &mut src, &mut dst) };
         model.post_peer_recv(1, dst.as_mut_ptr(), 64, d.lkey);
         let wr = WrDesc {
             wr_id: 1,
@@ -157,23 +130,10 @@ mod with_model {
         // SAFETY: QP 1 is built once, and pair() built only QP 0.
         let mut stranger = unsafe { model.extra_sq(1) }.unwrap();
         // SAFETY: both buffers outlive the model.
-        let (lk, rk) = unsafe {
-            (
-                model.register(local.as_mut_ptr(), local.len(), Access::ALL),
-                model.register(remote.as_mut_ptr(), remote.len(), Access::ALL),
-            )
-        };
+        let (lk, rk) = unsafe { register_pair(&model, &mut local, &mut remote) };
         for i in 0..3u64 {
-            let wr = WrDesc {
-                wr_id: i,
-                laddr: local.as_ptr() as u64,
-                lkey: lk.lkey,
-                len: 8,
-                raddr: remote.as_ptr() as u64,
-                rkey: rk.rkey,
-                signaled: true,
-                ..WrDesc::default()
-            };
+            let (laddr, raddr) = (local.as_ptr() as u64, remote.as_ptr() as u64);
+            let wr = signaled_wr(i, (laddr, lk.lkey), (raddr, rk.rkey), 8);
             stranger.post(Op::Write, &[wr]).unwrap();
         }
         assert_eq!(model.step(), 3);

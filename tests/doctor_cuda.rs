@@ -16,6 +16,7 @@ fn doctor(env: &[(&str, &str)], lib_dir: Option<&std::path::Path>) -> Output {
         "FAKE_CUDA_DEVICES",
         "FAKE_CUDA_DMABUF",
         "FAKE_CUDA_LOG",
+        "FAKE_CUDA_INTEGRATED",
     ] {
         c.env_remove(v);
     }
@@ -85,6 +86,54 @@ fn failures_are_findings_with_their_sentence() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("WARN cuda_init") && text.contains("libcuda.so.1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn one_load_and_one_init_for_every_gpu() {
+    let dir = common::fake_cuda::fake_cuda_dir(false);
+    let log = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("doctor_cuda_once.log");
+    let _ = std::fs::remove_file(&log);
+    let out = doctor(
+        &[
+            ("FAKE_CUDA_DEVICES", "3"),
+            ("FAKE_CUDA_LOG", log.to_str().unwrap()),
+        ],
+        Some(&dir),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("GPU 2: "), "{text}");
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    let n = |name: &str| {
+        calls
+            .lines()
+            .filter(|l| l.split(' ').next() == Some(name))
+            .count()
+    };
+    assert_eq!(n("fake_cuda_loaded"), 1, "loaded once:\n{calls}");
+    assert_eq!(
+        n("cuInit"),
+        1,
+        "cuInit once for the count and three GPUs:\n{calls}"
+    );
+    assert!(n("fake_cuda_unloaded") <= 1, "at most at exit:\n{calls}");
+}
+
+#[test]
+fn an_init_error_says_cuda_once_and_an_integrated_gpu_is_a_finding() {
+    let dir = common::fake_cuda::fake_cuda_dir(false);
+    let out = doctor(&[("FAKE_CUDA_FAIL", "cuInit:100")], Some(&dir));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("CUDA driver: cuInit failed with CUDA_ERROR_NO_DEVICE"),
+        "{text}"
+    );
+    assert!(!text.contains("CUDA CUDA"), "{text}");
+    let out = doctor(&[("FAKE_CUDA_INTEGRATED", "1")], Some(&dir));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("WARN cuda_device") && text.contains("integrated GPU"),
         "{text}"
     );
 }

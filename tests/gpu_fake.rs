@@ -31,6 +31,9 @@ impl Fake {
             "FAKE_CUDA_DMABUF",
             "FAKE_CUDA_PROTECT",
             "FAKE_CUDA_NOPEER",
+            "FAKE_CUDA_DRIVER_VERSION",
+            "FAKE_CUDA_INTEGRATED",
+            "FAKE_CUDA_FLUSH",
         ] {
             std::env::remove_var(v);
         }
@@ -41,7 +44,8 @@ impl Fake {
             .join(format!("fake_cuda_{name}.log"));
         let _ = std::fs::remove_file(&log);
         std::env::set_var("FAKE_CUDA_LOG", &log);
-        let lib = common::fake_cuda::fake_cuda_dir(false).join("libcuda.so.1");
+        // A copy of its own: the first open in it loads and inits it.
+        let lib = common::fake_cuda::fresh_copy(name);
         Fake {
             _g: g,
             lib: lib.to_string_lossy().into_owned(),
@@ -84,12 +88,17 @@ fn call_order_init_first_free_last_and_data_round_trips() {
     let mut back = vec![0u8; 4096];
     buf.copy_to_host(1000, &mut back).unwrap();
     assert_eq!(back, data);
+    let c = f.calls();
+    assert!(
+        pos(&c, "cuFlushGPUDirectRDMAWrites") < pos(&c, "cuMemcpyDtoH_v2"),
+        "the NIC's writes are flushed before the read-back: {c:?}"
+    );
     let e = buf.copy_to_host(buf.len() - 10, &mut back).unwrap_err();
     assert!(e.contains("outside"), "{e}");
     drop(buf);
     drop(cuda);
     let c = f.calls();
-    assert_eq!(c[0], "cuInit", "{c:?}");
+    assert_eq!(c[..2], ["fake_cuda_loaded", "cuInit"], "{c:?}");
     assert!(pos(&c, "cuDevicePrimaryCtxRetain") < pos(&c, "cuMemAlloc_v2"));
     assert!(pos(&c, "cuMemAlloc_v2") < pos(&c, "cuPointerSetAttribute"));
     assert!(pos(&c, "cuMemFree_v2") < pos(&c, "cuDevicePrimaryCtxRelease_v2"));
@@ -108,6 +117,13 @@ fn every_injected_error_gives_its_sentence() {
     let cases: &[(&str, i32, &str, &str, bool)] = &[
         ("cuInit", 100, "CUDA_ERROR_NO_DEVICE", "nvidia-smi", false),
         ("cuInit", 34, "CUDA_ERROR_STUB_LIBRARY", "stub", false),
+        (
+            "cuInit",
+            803,
+            "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+            "loaded NVIDIA kernel module are different versions",
+            false,
+        ),
         (
             "cuDeviceGetCount",
             999,
@@ -242,7 +258,7 @@ fn device_selection_by_index_and_bus_id() {
 
 #[test]
 fn dmabuf_export_gives_fd_and_offset() {
-    let f = Fake::new("dmabuf", &[]);
+    let f = Fake::new("dmabuf", &[("FAKE_CUDA_DRIVER_VERSION", "12080")]);
     let cuda = f.open(GpuSelect::Index(0)).unwrap();
     assert_eq!(cuda.dmabuf_supported, Some(true));
     let buf = cuda.alloc(4096, true, true).unwrap();
@@ -294,4 +310,93 @@ fn protect_mode_makes_device_memory_unreadable_by_the_cpu() {
     buf.copy_to_host(0, &mut back).unwrap();
     assert_eq!(back, [7; 64], "copies still work");
     assert!(!cpu_can_read(buf.va(), 64));
+}
+
+#[test]
+fn the_driver_is_loaded_and_initialised_once_and_never_unloaded() {
+    let f = Fake::new("once", &[("FAKE_CUDA_DEVICES", "2")]);
+    drop(f.open(GpuSelect::Index(0)).unwrap());
+    let c = std::ffi::CString::new(f.lib.as_str()).unwrap();
+    // SAFETY: RTLD_NOLOAD only looks the library up (a reference if it is mapped).
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    assert!(
+        !h.is_null(),
+        "libcuda was unloaded when its last GPU closed"
+    );
+    // SAFETY: drops the reference the NOLOAD lookup took.
+    unsafe { libc::dlclose(h) };
+    drop(f.open(GpuSelect::Index(1)).unwrap());
+    drop(f.open(GpuSelect::BusId("0000:1b:00.0".into())).unwrap());
+    let calls = f.calls();
+    let n = |name: &str| calls.iter().filter(|c| *c == name).count();
+    assert_eq!(n("fake_cuda_loaded"), 1, "{calls:?}");
+    assert_eq!(n("fake_cuda_unloaded"), 0, "{calls:?}");
+    assert_eq!(n("cuInit"), 1, "three opens, one cuInit: {calls:?}");
+    drop(f);
+    // A failed init stays failed (as the driver's does): the next open says so too.
+    let f = Fake::new("init_fails", &[("FAKE_CUDA_FAIL", "cuInit:100")]);
+    let e1 = f.open(GpuSelect::Index(0)).err().unwrap();
+    std::env::remove_var("FAKE_CUDA_FAIL");
+    let e2 = f.open(GpuSelect::Index(0)).err().unwrap();
+    assert_eq!(e1, e2);
+    assert!(
+        e1.contains("CUDA GPU 0: cuInit failed with CUDA_ERROR_NO_DEVICE"),
+        "{e1}"
+    );
+    assert_eq!(f.calls().iter().filter(|c| *c == "cuInit").count(), 1);
+}
+
+#[test]
+fn pcie_mapping_needs_a_12_8_driver() {
+    let f = Fake::new("pcie_old", &[]);
+    let cuda = f.open(GpuSelect::Index(0)).unwrap();
+    assert_eq!(cuda.driver_version, Some(12040));
+    let e = cuda.alloc(4096, true, true).err().unwrap();
+    assert!(
+        e.contains("--use_cuda_pcie_mapping needs a CUDA 12.8 driver")
+            && e.contains("has CUDA 12.4 (12040)"),
+        "{e}"
+    );
+    assert!(
+        cuda.alloc(4096, true, false).is_ok(),
+        "without the mapping type it exports"
+    );
+    drop((cuda, f));
+    let f = Fake::new("pcie_new", &[("FAKE_CUDA_DRIVER_VERSION", "12080")]);
+    let cuda = f.open(GpuSelect::Index(0)).unwrap();
+    assert!(cuda.alloc(4096, true, true).unwrap().dmabuf().is_some());
+}
+
+#[test]
+fn an_integrated_gpu_is_refused_with_the_reason() {
+    let f = Fake::new("integrated", &[("FAKE_CUDA_INTEGRATED", "1")]);
+    let e = f.open(GpuSelect::Index(0)).err().unwrap();
+    assert!(
+        e.contains("is an integrated GPU (CU_DEVICE_ATTRIBUTE_INTEGRATED)")
+            && e.contains("drop the CUDA flags to test host memory"),
+        "{e}"
+    );
+    assert!(
+        !f.calls()
+            .iter()
+            .any(|c| c == "cuMemAlloc_v2" || c == "cuDevicePrimaryCtxRetain"),
+        "refused before any context or allocation"
+    );
+}
+
+#[test]
+fn no_flush_where_the_gpu_has_no_flush_option() {
+    let f = Fake::new("noflush", &[("FAKE_CUDA_FLUSH", "0")]);
+    let buf = f
+        .open(GpuSelect::Index(0))
+        .unwrap()
+        .alloc(4096, false, false)
+        .unwrap();
+    buf.copy_to_host(0, &mut [0; 16]).unwrap();
+    let c = f.calls();
+    assert!(c.iter().any(|c| c == "cuMemcpyDtoH_v2"), "{c:?}");
+    assert!(
+        !c.iter().any(|c| c == "cuFlushGPUDirectRDMAWrites"),
+        "{c:?}"
+    );
 }

@@ -11,7 +11,8 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use rdmaperf::explain::gpu_topo::{findings_for, Topo};
+use rdmaperf::explain::gpu_findings::findings_for;
+use rdmaperf::explain::gpu_topo::Topo;
 use rdmaperf::explain::pci_topo::Class;
 use rdmaperf::explain::sysfs::SysRoot;
 
@@ -187,7 +188,9 @@ fn gpu_check(root: &str) -> (i32, String) {
 
 /// scripts/gpu-check.sh: without an NVIDIA GPU in the tree it skips with
 /// the reason and exit 0; with one it lists the GPUs and their classes
-/// against every RDMA device (doctor on the same tree).
+/// against every RDMA device (doctor on the same tree), skips the loopback
+/// runs (no real device under a copied tree) with that reason, and ends
+/// with what it checked.
 #[test]
 fn gpu_check_skips_without_a_gpu_and_reports_with_one() {
     let (rc, out) = gpu_check("mlx5-gen3x8");
@@ -200,7 +203,121 @@ fn gpu_check_skips_without_a_gpu_and_reports_with_one() {
         "mlx5_0     PIX  (0000:06:00.0",
         "mlx5_0     PXB  (0000:06:00.0",
         "dma-buf MRs on mlx5_0: supported",
+        // No loopback runs on a copied tree: said, with the reason, and in the summary.
+        "SKIPPED: the runs: ",
+        "is a copied sysfs tree (RDMAPERF_SYSFS_ROOT), with no device to run on",
+        "== checked\n",
+        "gpu-check: GPU memory registration and traffic: not run",
     ] {
         assert!(out.contains(want), "no '{want}' in:\n{out}");
     }
+}
+
+/// A host built under the tests' tmp dir: GPU 0000:05:00.0 and NIC function
+/// 0000:06:00.0 under one switch, both on NUMA node 1, the RDMA device
+/// `mlx5_2` an mlx5 sub-function of that NIC (`…/0000:06:00.0/mlx5_core.sf.2`,
+/// no NUMA node of its own), `extra` files (relative path, contents) added.
+fn sf_host(name: &str, extra: &[(&str, &str)]) -> PathBuf {
+    use std::os::unix::fs::symlink;
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("gpu-sf-{name}"));
+    let _ = std::fs::remove_dir_all(&root);
+    let sw = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
+    let gpu = format!("{sw}/0000:02:08.0/0000:05:00.0");
+    let nic = format!("{sw}/0000:02:10.0/0000:06:00.0");
+    let files = [
+        (format!("{gpu}/vendor"), "0x10de"),
+        (format!("{gpu}/class"), "0x030200"),
+        (format!("{gpu}/numa_node"), "1"),
+        (format!("{nic}/vendor"), "0x15b3"),
+        (format!("{nic}/class"), "0x020000"),
+        (format!("{nic}/numa_node"), "1"),
+        (
+            format!("{nic}/mlx5_core.sf.2/uevent"),
+            "DRIVER=mlx5_core.sf",
+        ),
+    ];
+    let extra = extra.iter().map(|(p, c)| (p.to_string(), *c));
+    for (p, c) in files.into_iter().chain(extra) {
+        let p = root.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("{c}\n")).unwrap();
+    }
+    for d in ["sys/bus/pci/devices", "sys/class/infiniband/mlx5_2"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    symlink(
+        root.join(&gpu),
+        root.join("sys/bus/pci/devices/0000:05:00.0"),
+    )
+    .unwrap();
+    symlink(
+        root.join(format!("{nic}/mlx5_core.sf.2")),
+        root.join("sys/class/infiniband/mlx5_2/device"),
+    )
+    .unwrap();
+    root
+}
+
+#[test]
+fn a_sub_function_is_placed_at_its_pci_function() {
+    let t = Topo::read(&SysRoot(sf_host("place", &[])));
+    let nic = t.nic("mlx5_2").unwrap();
+    let place = nic.place.as_ref().expect("the SF has a PCI place");
+    assert_eq!(place.bdf, "0000:06:00.0");
+    assert_eq!(place.numa, Some(1), "the function's NUMA node");
+    // One switch between them, as for the function itself (not PXB from the extra level).
+    assert_eq!(class(&t, "0000:05:00.0", "mlx5_2"), Some(Class::PIX));
+}
+
+#[test]
+fn a_dma_buf_nic_is_no_path_where_the_gpu_cannot_export() {
+    let proprietary = (
+        "proc/driver/nvidia/version",
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023",
+    );
+    let open = (
+        "proc/driver/nvidia/version",
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.104.05  Release Build",
+    );
+    let nic_dmabuf = ("dmabuf/mlx5_2", "supported");
+    let codes = |root: PathBuf| -> Vec<&'static str> {
+        findings_for(&root, "0000:05:00.0", "mlx5_2")
+            .unwrap()
+            .iter()
+            .map(|f| f.code)
+            .collect()
+    };
+    // The NIC takes dma-buf MRs but the proprietary modules export none: no path.
+    let root = sf_host("proprietary", &[proprietary, nic_dmabuf]);
+    let f = findings_for(&root, "0000:05:00.0", "mlx5_2").unwrap();
+    let g = f
+        .iter()
+        .find(|f| f.code == "no_gpudirect")
+        .expect("no_gpudirect");
+    assert!(
+        g.evidence.contains("mlx5_2: dma-buf MRs supported") && g.evidence.contains("proprietary"),
+        "{}",
+        g.evidence
+    );
+    // Open modules: the dma-buf path is there.
+    assert_eq!(
+        codes(sf_host("open", &[open, nic_dmabuf])),
+        Vec::<&str>::new()
+    );
+    // No driver loaded: the GPU side is unknown, the NIC's answer stands.
+    assert_eq!(
+        codes(sf_host("nodriver", &[nic_dmabuf])),
+        Vec::<&str>::new()
+    );
+    // MLNX_OFED's non-contiguous nv_peer_mem is a peer-memory client too.
+    let nc = ("sys/kernel/mm/memory_peers/nv_mem_nc/version", "1.3");
+    let t = Topo::read(&SysRoot(sf_host("nc", &[nc, proprietary])));
+    assert!(t.nv_mem, "nv_mem_nc read");
+    assert_eq!(
+        codes(sf_host(
+            "nc2",
+            &[nc, proprietary, ("dmabuf/mlx5_2", "unsupported")]
+        )),
+        Vec::<&str>::new()
+    );
 }

@@ -9,28 +9,17 @@ fn model_tests_need_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
-    use rdmaperf::mlx5::{CompletionError, DirectCq, DirectSq, HwMmio, Mmio};
-    use rdmaperf::model::{
-        Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelTransport, MrKeys,
-    };
+    use crate::common::mlx5::NoDmaFence;
+    use crate::common::model_env::{finish, with_bufs, Env, BUF};
+    use rdmaperf::mlx5::{CompletionError, DirectSq, HwMmio, Mmio};
+    use rdmaperf::model::{MmioEvent, Model, ModelConfig, ModelMmio, ModelTransport};
     use rdmaperf::post::{
         Completion, CompletionQueue, Op, PostError, SendQueue, WcOpcode, WcStatus, WrDesc,
     };
-
-    const BUF: usize = 1 << 16;
-
-    /// Model + direct queues + one local and one remote buffer, registered.
-    /// Field order is drop order: the model (and its thread) goes first.
-    struct Env<M: Mmio = ModelMmio> {
-        model: Model,
-        sq: DirectSq<M>,
-        cq: DirectCq,
-        local: Box<[u8]>,
-        remote: Box<[u8]>,
-        lk: MrKeys,
-        rk: MrKeys,
-    }
 
     fn env(cfg: ModelConfig) -> Env {
         let model = Model::new(cfg).unwrap();
@@ -38,43 +27,7 @@ mod with_model {
         finish(model, sq, cq)
     }
 
-    fn finish<M: Mmio>(model: Model, mut sq: DirectSq<M>, cq: DirectCq) -> Env<M> {
-        let mut local: Box<[u8]> = (0..BUF).map(|i| (i * 7 + 3) as u8).collect();
-        let mut remote: Box<[u8]> = vec![0u8; BUF].into_boxed_slice();
-        // SAFETY: both boxes live in the Env, after the model in drop order,
-        // and are only read by the test between NIC steps.
-        let (lk, rk) = unsafe {
-            (
-                model.register(local.as_mut_ptr(), BUF, Access::ALL),
-                model.register(remote.as_mut_ptr(), BUF, Access::ALL),
-            )
-        };
-        // SAFETY: `local` outlives the SQ (same Env, dropped later).
-        unsafe { sq.allow_inline_source(local.as_ptr(), BUF) }.unwrap();
-        Env {
-            model,
-            sq,
-            cq,
-            local,
-            remote,
-            lk,
-            rk,
-        }
-    }
-
-    impl<M: Mmio> Env<M> {
-        fn wr(&self, id: u64, loff: usize, roff: usize, len: u32) -> WrDesc {
-            WrDesc {
-                wr_id: id,
-                laddr: self.local.as_ptr() as u64 + loff as u64,
-                lkey: self.lk.lkey,
-                len,
-                raddr: self.remote.as_ptr() as u64 + roff as u64,
-                rkey: self.rk.rkey,
-                signaled: true,
-                ..WrDesc::default()
-            }
-        }
+    impl<M: Mmio> Env<DirectSq<M>> {
         fn fill_local(&mut self, off: usize, len: usize, seed: u8) {
             for (i, b) in self.local[off..off + len].iter_mut().enumerate() {
                 *b = seed.wrapping_mul(31).wrapping_add(i as u8);
@@ -267,14 +220,7 @@ mod with_model {
                 ]
             );
             assert_eq!(h.last(), Some(&MmioEvent::FenceWc));
-            let dbs = h
-                .iter()
-                .filter(|x| matches!(x, MmioEvent::Db64 { .. }))
-                .count();
-            let bfs = h
-                .iter()
-                .filter(|x| matches!(x, MmioEvent::Bf64 { .. }))
-                .count();
+            let (dbs, bfs) = kinds(&h);
             if n == 1 {
                 assert_eq!((dbs, bfs, h.len()), (0, 1, 5), "{h:?}");
             } else {
@@ -982,27 +928,6 @@ mod with_model {
         e.assert_clean();
     }
 
-    /// An `Mmio` that forgets the WQE → doorbell-record fence.
-    struct NoDmaFence(ModelMmio);
-    impl Mmio for NoDmaFence {
-        fn store_fence_dma(&self) {}
-        fn store_fence_wc(&self) {
-            self.0.store_fence_wc()
-        }
-        unsafe fn write_dbrec(&self, d: *mut u32, v: u32) {
-            // SAFETY: forwarded contract.
-            unsafe { self.0.write_dbrec(d, v) }
-        }
-        unsafe fn write_db64(&self, r: *mut u64, v: u64) {
-            // SAFETY: forwarded contract.
-            unsafe { self.0.write_db64(r, v) }
-        }
-        unsafe fn write_bf64(&self, r: *mut u64, s: *const [u64; 8]) {
-            // SAFETY: forwarded contract.
-            unsafe { self.0.write_bf64(r, s) }
-        }
-    }
-
     #[test]
     fn model_catches_a_missing_fence() {
         let model = Model::new(ModelConfig::default()).unwrap();
@@ -1112,54 +1037,16 @@ mod with_model {
         e.assert_clean();
     }
 
-    /// Several QPs on one model: buffers, keys and a poll helper.
-    struct Multi {
-        model: Model,
-        sqs: Vec<DirectSq<ModelMmio>>,
-        cq: DirectCq,
-        local: Box<[u8]>,
-        remote: Box<[u8]>,
-        lk: MrKeys,
-        rk: MrKeys,
-    }
+    /// Several QPs on one model (one SQ each): buffers, keys and a poll helper.
+    type Multi = Env<Vec<DirectSq<ModelMmio>>>;
 
     fn multi(cfg: ModelConfig) -> Multi {
         let model = Model::new(cfg).unwrap();
         let (sqs, cq) = model.queues().unwrap();
-        let mut local: Box<[u8]> = (0..BUF).map(|i| (i * 5 + 1) as u8).collect();
-        let mut remote: Box<[u8]> = vec![0u8; BUF].into_boxed_slice();
-        // SAFETY: both boxes live in the Multi, after the model in drop order,
-        // and are only read by the test between NIC steps.
-        let (lk, rk) = unsafe {
-            (
-                model.register(local.as_mut_ptr(), BUF, Access::ALL),
-                model.register(remote.as_mut_ptr(), BUF, Access::ALL),
-            )
-        };
-        Multi {
-            model,
-            sqs,
-            cq,
-            local,
-            remote,
-            lk,
-            rk,
-        }
+        with_bufs(model, sqs, cq)
     }
 
     impl Multi {
-        fn wr(&self, id: u64, loff: usize, roff: usize, len: u32) -> WrDesc {
-            WrDesc {
-                wr_id: id,
-                laddr: self.local.as_ptr() as u64 + loff as u64,
-                lkey: self.lk.lkey,
-                len,
-                raddr: self.remote.as_ptr() as u64 + roff as u64,
-                rkey: self.rk.rkey,
-                signaled: true,
-                ..WrDesc::default()
-            }
-        }
         fn poll_all(&mut self) -> Vec<Completion> {
             let mut got = Vec::new();
             let mut wc = [Completion::default(); 16];
@@ -1208,7 +1095,7 @@ mod with_model {
                         )
                     })
                     .collect();
-                m.sqs[q].post(Op::Write, &wrs).unwrap();
+                m.sq[q].post(Op::Write, &wrs).unwrap();
             }
             assert_eq!(m.model.step(), 12);
             let got = m.poll_all();
@@ -1259,10 +1146,10 @@ mod with_model {
         // QP 0: a SEND, then a WRITE that must wait behind it (RC order).
         let send = m.wr(1, 0, 0, 100);
         let write = m.wr(2, 512, 1024, 64);
-        m.sqs[0].post(Op::Send, &[send]).unwrap();
-        m.sqs[0].post(Op::Write, &[write]).unwrap();
+        m.sq[0].post(Op::Send, &[send]).unwrap();
+        m.sq[0].post(Op::Write, &[write]).unwrap();
         let other = m.wr(3, 0, 2048, 64);
-        m.sqs[1].post(Op::Write, &[other]).unwrap();
+        m.sq[1].post(Op::Write, &[other]).unwrap();
         m.model.step();
         let got = m.poll_all();
         assert_eq!(got.len(), 1, "{got:?}");
@@ -1301,8 +1188,8 @@ mod with_model {
             ..ModelConfig::default()
         });
         let (send, write) = (m.wr(1, 0, 0, 8), m.wr(2, 0, 64, 8));
-        m.sqs[0].post(Op::Send, &[send]).unwrap();
-        m.sqs[0].post(Op::Write, &[write]).unwrap();
+        m.sq[0].post(Op::Send, &[send]).unwrap();
+        m.sq[0].post(Op::Write, &[write]).unwrap();
         for naks in 1..=2 {
             m.model.step();
             assert!(m.poll_all().is_empty(), "retry {naks}");

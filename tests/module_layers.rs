@@ -593,3 +593,32 @@ fn the_reader_finds_a_circle() {
     g.insert("c".to_string(), BTreeSet::from(["a".to_string()]));
     assert_eq!(circles(&g), vec![vec!["a".to_string(), "b".to_string()]]);
 }
+
+/// `explain/` has no two files that import each other: what two of them
+/// share (doctor's `Check`, the GPU run's findings) lives in one of them or
+/// below both (`rules`, `gpu_findings`).
+#[test]
+fn explain_has_no_two_file_circle() {
+    let g = subgraph(&crate_graph(), "explain/");
+    assert!(g.len() > 8, "found only {} files in src/explain", g.len());
+    let pairs: Vec<(String, String)> = g
+        .iter()
+        .flat_map(|(a, deps)| {
+            deps.iter()
+                .filter(|b| a < *b && g.get(*b).is_some_and(|d| d.contains(a)))
+                .map(|b| (a.clone(), b.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        pairs.is_empty(),
+        "files in src/explain that import each other: {pairs:?}; move the shared piece into \
+         the one that uses it or below both"
+    );
+    // Sanity: the reader sees explain's edges.
+    assert!(
+        g["explain/gpu_findings.rs"].contains("explain/gpu_topo.rs"),
+        "{:?}",
+        g["explain/gpu_findings.rs"]
+    );
+}

@@ -18,13 +18,17 @@ fn no_alloc_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use crate::common::model_env::{finish, Env};
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    use rdmaperf::mlx5::{DirectCq, DirectSq, HwMmio};
-    use rdmaperf::model::{Access, Model, ModelConfig};
+    use rdmaperf::mlx5::{DirectSq, HwMmio};
+    use rdmaperf::model::{Model, ModelConfig};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WcStatus, WrDesc};
     use rdmaperf::run::bw::{BwConfig, BwLoop, QpCount, QpTarget};
 
@@ -81,17 +85,7 @@ mod with_model {
         (ALLOCS.with(|a| a.get()) - before, r)
     }
 
-    const BUF: usize = 1 << 16;
-
-    struct Rig {
-        model: Model,
-        sq: DirectSq<HwMmio>,
-        cq: DirectCq,
-        local: Box<[u8]>,
-        remote: Box<[u8]>,
-        lkey: u32,
-        rkey: u32,
-    }
+    type Rig = Env<DirectSq<HwMmio>>;
 
     fn rig(wqe_cnt: u32) -> Rig {
         let model = Model::new(ModelConfig {
@@ -101,28 +95,8 @@ mod with_model {
             ..ModelConfig::default()
         })
         .unwrap();
-        let (mut sq, cq) = model.pair_with(HwMmio).unwrap();
-        let mut local: Box<[u8]> = (0..BUF).map(|i| (i * 7 + 3) as u8).collect();
-        let mut remote = vec![0u8; BUF].into_boxed_slice();
-        // SAFETY: both boxes move into the rig with the model; the model's
-        // users stop before the rig (and the boxes) drop.
-        let (l, r) = unsafe {
-            (
-                model.register(local.as_mut_ptr(), BUF, Access::ALL),
-                model.register(remote.as_mut_ptr(), BUF, Access::ALL),
-            )
-        };
-        // SAFETY: as above; the local box lives as long as the SQ.
-        unsafe { sq.allow_inline_source(local.as_ptr(), BUF) }.unwrap();
-        Rig {
-            model,
-            sq,
-            cq,
-            local,
-            remote,
-            lkey: l.lkey,
-            rkey: r.rkey,
-        }
+        let (sq, cq) = model.pair_with(HwMmio).unwrap();
+        finish(model, sq, cq)
     }
 
     /// The counter sees allocations at all (else the zero below proves nothing).
@@ -141,10 +115,10 @@ mod with_model {
         let wr = |i: u64, inline: bool, len: u32, signaled: bool| WrDesc {
             wr_id: i,
             laddr: r.local.as_ptr() as u64 + (i % 64) * 64,
-            lkey: r.lkey,
+            lkey: r.lk.lkey,
             len,
             raddr: r.remote.as_ptr() as u64 + (i % 64) * 64,
-            rkey: r.rkey,
+            rkey: r.rk.rkey,
             signaled,
             inline,
             ..WrDesc::default()
@@ -243,9 +217,9 @@ mod with_model {
     ) -> (u64, rdmaperf::run::bw::BwOutcome) {
         let target = [QpTarget {
             laddr: r.local.as_ptr() as u64,
-            lkey: r.lkey,
+            lkey: r.lk.lkey,
             raddr: r.remote.as_ptr() as u64,
-            rkey: r.rkey,
+            rkey: r.rk.rkey,
         }];
         let mut counts = [QpCount::default()];
         let mut list = vec![WrDesc::default(); cfg.post_list as usize];

@@ -12,7 +12,11 @@
 //! responder's veth: write ACKs, read responses) gives `return_path_loss`
 //! on both ends, naming the direction with both ends' counters, where the
 //! requester alone would have said timeout (reads) or nothing (ACKs); the
-//! clean write and read runs do not give it. Every block on these software
+//! clean write and read runs do not give it. 5 % of send-bw's ACKs lost
+//! leaves the retries at a clean run's level; the packets the responder
+//! sent against those the requester received still name that direction
+//! (`direction_loss`, or `return_path_loss`), never "no loss"; the clean
+//! runs name no direction. Every block on these software
 //! devices says the CPU, not the link, is the ceiling, never "try -q 4".
 //! `rdmaperf doctor --probe-dmabuf` says rxe takes no dma-buf MRs (NCCL's
 //! probe: EOPNOTSUPP from a provider without `reg_dmabuf_mr`). Between two rdmaperf sides each block also
@@ -56,6 +60,10 @@ pair ackloss "$(srv "$W -D 4")" "$(cli "$W -D 4 --out_json_file=$RESULTS/ackloss
 # packet they stay under a clean 64 KiB run's rate; the missing ACKs decide.
 pair ackloss16k "$(srv "${W/65536/16384} -D 4")" "$(cli "${W/65536/16384} -D 4")"
 tc qdisc change dev v1 root netem loss 5%
+# send-bw with 5 % of the ACKs lost: the retries stay at a clean run's level (cumulative ACKs),
+# only the packets the responder sent against those the requester received show the loss.
+S='send-bw -x 0 -s 65536 --explain --timeout 60'
+pair sendack5 "$(srv "$S -D 3")" "$(cli "$S -D 3")"
 pair readloss "$(srv "$R -D 3")" "$(cli "$R -D 3")"
 tc -s qdisc show dev v1 > $RESULTS/back.qdisc 2>&1
 tc qdisc del dev v1 root
@@ -182,6 +190,17 @@ fn explain_on_a_veth_pair_with_netem() {
             );
         }
     };
+    // A clean link loses nothing either way: no direction is named.
+    for name in ["clean", "readclean"] {
+        let p = r.pair(name);
+        for out in [&p.server.out, &p.client.out] {
+            assert!(
+                !findings(out).contains(&"direction_loss".to_string()),
+                "{}",
+                show(name)
+            );
+        }
+    }
     no_return("clean");
     no_return("readclean");
     no_return("loss");
@@ -224,6 +243,28 @@ fn explain_on_a_veth_pair_with_netem() {
             show(name)
         );
     }
+    // 5 % of send-bw's ACKs lost: both ends name the loss on the way back
+    // (by the retries, or by the packet counts alone), never "no loss".
+    let p = r.pair("sendack5");
+    p.assert_ok();
+    for (side, out) in [("client", &p.client.out), ("server", &p.server.out)] {
+        let f = findings(out);
+        assert!(
+            (f.contains(&"return_path_loss".to_string())
+                || f.contains(&"direction_loss".to_string()))
+                && out.contains("rxeb sent_pkts +")
+                && out.contains("did not arrive")
+                && !out.contains("no loss"),
+            "sendack5 {side}: {f:?}\n{}",
+            show("sendack5")
+        );
+    }
+    assert!(
+        p.client.out.contains("packets from the peer")
+            && p.server.out.contains("packets from this side"),
+        "{}",
+        show("sendack5")
+    );
     let json: serde_json::Value =
         serde_json::from_str(r.file("ackloss.json").expect("the client's JSON report")).unwrap();
     assert!(

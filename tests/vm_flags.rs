@@ -15,6 +15,15 @@ const PAIR_TIMEOUT_S: u64 = 240;
 const BANNER: &str =
     "************************************\n* Waiting for client to connect... *\n************************************\n";
 
+/// A pair whose client's one `--output` number is captured into the shell variable `var`,
+/// as a script would, then written to `$RESULTS/{name}.var`.
+fn captured(name: &str, server: &str, var: &str, client: &str) -> String {
+    format!(
+        "pair {name} '{server} -p $PORT' \
+         '{var}=$({client} -p $PORT 127.0.0.1) && printf %s \"${var}\" > $RESULTS/{name}.var'\n"
+    )
+}
+
 fn script() -> String {
     let r = r#""$RDMAPERF_BIN""#;
     let mut s = format!(
@@ -43,18 +52,14 @@ fn script() -> String {
         &format!("{lat} -U -C"),
     );
     // --output: the number alone, as BW=$(...) captures it.
-    s += &format!(
-        "pair out_bw '{r} write-bw {COMMON} -s 64 -n 200 --output=bandwidth -p $PORT' \
-         'BW=$({r} write-bw {COMMON} -s 64 -n 200 --output=bandwidth -p $PORT 127.0.0.1) && printf %s \"$BW\" > $RESULTS/out_bw.var'\n"
-    );
-    s += &format!(
-        "pair out_bw_sr 'ib_write_bw {COMMON} -s 64 -n 200 --output=bandwidth -p $PORT' \
-         'BW=$({r} write-bw {COMMON} -s 64 -n 200 --output=message_rate -p $PORT 127.0.0.1) && printf %s \"$BW\" > $RESULTS/out_bw_sr.var'\n"
-    );
-    s += &format!(
-        "pair out_lat '{r} write-lat {COMMON} -n 200 --output=latency -p $PORT' \
-         'LAT=$({r} write-lat {COMMON} -n 200 --output=latency -p $PORT 127.0.0.1) && printf %s \"$LAT\" > $RESULTS/out_lat.var'\n"
-    );
+    let out_bw = format!("write-bw {COMMON} -s 64 -n 200");
+    let bandwidth = format!("{r} {out_bw} --output=bandwidth");
+    s += &captured("out_bw", &bandwidth, "BW", &bandwidth);
+    let rate = format!("{r} {out_bw} --output=message_rate");
+    let stock = format!("ib_write_bw {COMMON} -s 64 -n 200 --output=bandwidth");
+    s += &captured("out_bw_sr", &stock, "BW", &rate);
+    let latency = format!("{r} write-lat {COMMON} -n 200 --output=latency");
+    s += &captured("out_lat", &latency, "LAT", &latency);
     // -a on a terminal: stdout and stderr are the pty.
     s += &format!(
         "pair pty_sweep '{r} write-bw {COMMON} -a -n 5 --cq-timeout 120 -p $PORT' \
@@ -403,23 +408,22 @@ fn cpu_util_column_under_duration() {
             "{pair}: {}",
             p.client.out
         );
-        let cpu = last_column(&p.client.out, 6);
-        assert_eq!(cpu.len(), 1, "{pair}: {}", p.client.out);
-        // Both sides of the pair spin on this 2-CPU guest: busy, but not over 100 %.
-        assert!(
-            cpu[0] > 0.0 && cpu[0] <= 100.0,
-            "{pair}: CPU_Util {}",
-            cpu[0]
-        );
+        assert_one_cpu_util(&p.client.out, 6, pair);
     }
     let p = b.ok_pair("cpu_rs");
     assert!(p.server.out.contains("CPU_Util[%]"), "{}", p.server.out);
     let p = b.ok_pair("cpu_lat");
-    let cpu = last_column(&p.client.out, 5);
-    assert_eq!(cpu.len(), 1, "{}", p.client.out);
+    assert_one_cpu_util(&p.client.out, 5, "write-lat");
+}
+
+/// `out` has one result row of `width` columns whose last, CPU_Util, is a busy share:
+/// both sides of the pair spin on this 2-CPU guest, but it is not over 100 %.
+fn assert_one_cpu_util(out: &str, width: usize, what: &str) {
+    let cpu = last_column(out, width);
+    assert_eq!(cpu.len(), 1, "{what}: {out}");
     assert!(
         cpu[0] > 0.0 && cpu[0] <= 100.0,
-        "write-lat CPU_Util {}",
+        "{what}: CPU_Util {}",
         cpu[0]
     );
 }

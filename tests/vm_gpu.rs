@@ -53,7 +53,7 @@ both rlat "read-lat -s 64 -n 100 --timeout 60"
 # --explain after a GPU run: the GPU-NIC path is read (the VM's sysfs has no such GPU: said).
 both wbw_exp "write-bw -s 4096 $N --explain"
 # compare (every post method, both ends in one process) and --run_infinitely on GPU memory.
-single cmp "env $G FAKE_CUDA_LOG=$RESULTS/cmp.cuda $R compare write-bw -d rxe0 -x 0 -F -s 4096 -n 200 --reps 1 --use_cuda=0"
+single cmp "env $G FAKE_CUDA_LOG=$RESULTS/cmp.cuda $R compare write-bw --loopback -d rxe0 -x 0 -F -s 4096 -n 200 --reps 1 --use_cuda=0"
 ( eval "exec timeout 60 $(srv inf 'write-bw -s 4096 --run_infinitely -D 1')" ) > $RESULTS/inf.srv 2>&1 & S=$!
 wait_port $PORT $S
 ( eval "exec $(cli inf 'write-bw -s 4096 --run_infinitely -D 1')" ) > $RESULTS/inf.cli 2>&1 & C=$!
@@ -70,12 +70,20 @@ pair nolib "$(srv nolib "write-bw -s 4096 $N")" "$R write-bw -s 4096 $N --use_cu
 exit 0 # the batch status says only whether the VM itself worked
 "#;
 
-/// The fake's call log of one side, call names only.
+/// The fake's call log of one side, call names only; the fake's own
+/// `fake_cuda_loaded` / `fake_cuda_unloaded` lines (the library mapped, and
+/// unmapped at exit) left out after checking it was mapped once.
 fn calls(r: &vm::BatchResult, name: &str) -> Vec<String> {
-    r.file(name)
+    let all: Vec<String> = r
+        .file(name)
         .unwrap_or_else(|| panic!("no CUDA log {name}"))
         .lines()
         .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    let loads = all.iter().filter(|c| *c == "fake_cuda_loaded").count();
+    assert_eq!(loads, 1, "{name}: libcuda loaded once: {all:?}");
+    all.into_iter()
+        .filter(|c| !c.starts_with("fake_cuda_"))
         .collect()
 }
 

@@ -17,8 +17,8 @@ fn compare_and_threads_on_rxe() {
     let script = r#"
 O="-d rxe0 -x 0 -F --timeout 20"
 OS="-d rxe0 -x 0 -F"
-single compare "$RDMAPERF_BIN compare write-bw $O -s 64 -n 300 --reps 2 --out_json_file=$RESULTS/compare.json"
-single compare_send "$RDMAPERF_BIN compare send-bw $O -s 64 -n 300 --reps 2 --out_json_file=$RESULTS/compare_send.json"
+single compare "$RDMAPERF_BIN compare write-bw --loopback $O -s 64 -n 300 --reps 2 --out_json_file=$RESULTS/compare.json"
+single compare_send "$RDMAPERF_BIN compare send-bw --loopback $O -s 64 -n 300 --reps 2 --out_json_file=$RESULTS/compare_send.json"
 single threads "$RDMAPERF_BIN write-bw --loopback $O -s 64 -n 300 --threads 2 --out_json_file=$RESULTS/threads.json"
 single read_threads "$RDMAPERF_BIN read-bw --loopback $O -s 64 -n 200 -q 4 --threads 2"
 # Against stock perftest: one stock server per thread, thread i on port 18700+i.

@@ -4,14 +4,19 @@
 
 mod common;
 use common::vm;
+use std::sync::OnceLock;
 
-#[test]
-fn sigint_mid_run_keeps_partial_result() {
-    // Server in the background; the client gets SIGINT 12 s into a 30 s run
-    // (past the 7.5 s warm-up), delivered twice back to back the way GNU
-    // timeout(1) forwards it (to the child and to its process group): one
-    // request, so the partial result must still be printed.
-    let script = r#"
+/// Both tests' cases in one VM boot: the mid-run SIGINT first, then the
+/// control-step SIGINTs (their status lines in `ctl_rc.txt`).
+fn batch() -> Option<&'static vm::BatchResult> {
+    static BATCH: OnceLock<vm::BatchResult> = OnceLock::new();
+    vm::shared_batch(&BATCH, env!("CARGO_BIN_EXE_rdmaperf"), 400, || {
+        format!("{MID_RUN}{CONTROL_STEPS}")
+    })
+}
+
+/// The server in the background; the client gets SIGINT 12 s into a 30 s run.
+const MID_RUN: &str = r#"
 O="-d rxe0 -x 0 -F -s 64 -p 18600"
 timeout 120 $RDMAPERF_BIN write-bw $O -D 30 > $RESULTS/srv.out 2>&1 & S=$!
 wait_port 18600 $S
@@ -19,7 +24,31 @@ $RDMAPERF_BIN write-bw $O -D 30 127.0.0.1 > $RESULTS/cli.out 2>&1 & C=$!
 sleep 12; kill -INT $C; kill -INT $C; wait $C; echo "client_rc=$?" > $RESULTS/rc.txt
 wait $S; echo "server_rc=$?" >> $RESULTS/rc.txt
 "#;
-    let Some(r) = vm::Batch::rdmaperf().timeout_s(240).run_or_skip(script) else {
+
+/// A server in accept, then a server waiting for the client's -D 10 run.
+const CONTROL_STEPS: &str = r#"
+O="-d rxe0 -x 0 -F -s 64"
+now() { date +%s.%N; }
+# 1. Server waiting in accept.
+timeout 60 $RDMAPERF_BIN write-bw $O -p 18610 > $RESULTS/accept.out 2>&1 & S=$!
+wait_port 18610 $S; sleep 1
+t0=$(now); kill -INT $S; wait $S; echo "accept_rc=$? dt=$(echo "$(now) - $t0" | bc)" >> $RESULTS/ctl_rc.txt
+# 2. Server blocked in the handshake that waits for the client's -D 10 run.
+timeout 60 $RDMAPERF_BIN write-bw $O -D 10 -p 18611 > $RESULTS/wait.out 2>&1 & S=$!
+wait_port 18611 $S
+timeout 60 $RDMAPERF_BIN write-bw $O -D 10 -p 18611 127.0.0.1 > $RESULTS/wait.peer 2>&1 & C=$!
+sleep 5
+t0=$(now); kill -INT $S; wait $S; echo "wait_rc=$? dt=$(echo "$(now) - $t0" | bc)" >> $RESULTS/ctl_rc.txt
+wait $C; echo "peer_rc=$?" >> $RESULTS/ctl_rc.txt
+"#;
+
+#[test]
+fn sigint_mid_run_keeps_partial_result() {
+    // Server in the background; the client gets SIGINT 12 s into a 30 s run
+    // (past the 7.5 s warm-up), delivered twice back to back the way GNU
+    // timeout(1) forwards it (to the child and to its process group): one
+    // request, so the partial result must still be printed.
+    let Some(r) = batch() else {
         return;
     };
     let [rc, cli, srv] = r.shown_files(["rc.txt", "cli.out", "srv.out"]);
@@ -57,25 +86,11 @@ wait $S; echo "server_rc=$?" >> $RESULTS/rc.txt
 /// waiting for a timeout, and the peer is told.
 #[test]
 fn sigint_in_control_steps_exits_at_once() {
-    let script = r#"
-O="-d rxe0 -x 0 -F -s 64"
-now() { date +%s.%N; }
-# 1. Server waiting in accept.
-timeout 60 $RDMAPERF_BIN write-bw $O -p 18610 > $RESULTS/accept.out 2>&1 & S=$!
-wait_port 18610 $S; sleep 1
-t0=$(now); kill -INT $S; wait $S; echo "accept_rc=$? dt=$(echo "$(now) - $t0" | bc)" >> $RESULTS/rc.txt
-# 2. Server blocked in the handshake that waits for the client's -D 10 run.
-timeout 60 $RDMAPERF_BIN write-bw $O -D 10 -p 18611 > $RESULTS/wait.out 2>&1 & S=$!
-wait_port 18611 $S
-timeout 60 $RDMAPERF_BIN write-bw $O -D 10 -p 18611 127.0.0.1 > $RESULTS/wait.peer 2>&1 & C=$!
-sleep 5
-t0=$(now); kill -INT $S; wait $S; echo "wait_rc=$? dt=$(echo "$(now) - $t0" | bc)" >> $RESULTS/rc.txt
-wait $C; echo "peer_rc=$?" >> $RESULTS/rc.txt
-"#;
-    let Some(r) = vm::Batch::rdmaperf().timeout_s(240).run_or_skip(script) else {
+    let Some(r) = batch() else {
         return;
     };
-    let [rc, accept, wait, peer] = r.shown_files(["rc.txt", "accept.out", "wait.out", "wait.peer"]);
+    let [rc, accept, wait, peer] =
+        r.shown_files(["ctl_rc.txt", "accept.out", "wait.out", "wait.peer"]);
     let field = |name: &str| -> Option<(i32, f64)> {
         let l = rc.lines().find(|l| l.starts_with(name))?;
         let code = l

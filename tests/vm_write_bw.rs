@@ -80,46 +80,36 @@ single unknown_device '"$RDMAPERF_BIN" write-bw -d nosuch0 -x 0 -F --timeout 5 -
 single bad_gid '"$RDMAPERF_BIN" write-bw -d rxe0 -x 99 -F --timeout 5 -p 19003'
 
 # Peers that speak another protocol on the control port.
-cat > /tmp/http_server.py <<'EOF'
-# Answers whatever comes with an HTTP error, then waits for the client to hang up.
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(1)
-c, _ = s.accept()
-c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-c.settimeout(15)
-try:
-    while c.recv(4096):
-        pass
-except OSError:
-    pass
-EOF
-cat > /tmp/silent_server.py <<'EOF'
-# Accepts and never says a word.
+cat > /tmp/wrong_peer.py <<'EOF'
+# A peer on the control port (argv[1]) that speaks another protocol, as argv[2] says:
+# "http_server" accepts, answers whatever comes with an HTTP error and reads until the
+# client hangs up; "silent_server" accepts and never says a word; "http_client" sends
+# an HTTP request to the server under test and reads until it hangs up.
 import socket, sys, time
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(1)
-c, _ = s.accept()
-time.sleep(15)
-EOF
-cat > /tmp/http_client.py <<'EOF'
-# Sends an HTTP request to the server under test and reads until it hangs up.
-import socket, sys
-c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=15)
-c.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+port, role = int(sys.argv[1]), sys.argv[2]
+if role == "http_client":
+    c = socket.create_connection(("127.0.0.1", port), timeout=15)
+    c.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+else:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(1)
+    c, _ = s.accept()
+    if role == "silent_server":
+        time.sleep(15)
+        sys.exit(0)
+    c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    c.settimeout(15)
 try:
     while c.recv(4096):
         pass
 except OSError:
     pass
 EOF
-pair http_server 'python3 /tmp/http_server.py $PORT' '"$RDMAPERF_BIN" write-bw -d rxe0 -x 0 -F --timeout 5 -p $PORT 127.0.0.1'
-pair silent_server 'python3 /tmp/silent_server.py $PORT' '"$RDMAPERF_BIN" write-bw -d rxe0 -x 0 -F --timeout 3 -p $PORT 127.0.0.1'
-pair http_client '"$RDMAPERF_BIN" write-bw -d rxe0 -x 0 -F --timeout 5 -p $PORT' 'python3 /tmp/http_client.py $PORT'
+pair http_server 'python3 /tmp/wrong_peer.py $PORT http_server' '"$RDMAPERF_BIN" write-bw -d rxe0 -x 0 -F --timeout 5 -p $PORT 127.0.0.1'
+pair silent_server 'python3 /tmp/wrong_peer.py $PORT silent_server' '"$RDMAPERF_BIN" write-bw -d rxe0 -x 0 -F --timeout 3 -p $PORT 127.0.0.1'
+pair http_client '"$RDMAPERF_BIN" write-bw -d rxe0 -x 0 -F --timeout 5 -p $PORT' 'python3 /tmp/wrong_peer.py $PORT http_client'
 "#;
 
 /// The shared batch, or `None` (after printing SKIPPED) when the VM cannot run here.

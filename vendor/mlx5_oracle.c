@@ -76,7 +76,12 @@ static const struct rdmaperf_layout layouts[] = {
 	OFF(mlx5_wqe_ctrl_seg, opmod_idx_opcode),
 	OFF(mlx5_wqe_ctrl_seg, qpn_ds),
 	OFF(mlx5_wqe_ctrl_seg, signature),
+#ifdef RDMAPERF_CTRL_DCI_STREAM
 	OFF(mlx5_wqe_ctrl_seg, dci_stream_channel_id),
+#else
+	/* rdma-core before 37 names these two bytes rsvd[2] (build.rs reads mlx5dv.h). */
+	{ "mlx5_wqe_ctrl_seg.dci_stream_channel_id", offsetof(struct mlx5_wqe_ctrl_seg, rsvd) },
+#endif
 	OFF(mlx5_wqe_ctrl_seg, fm_ce_se),
 	OFF(mlx5_wqe_ctrl_seg, imm),
 	SZ(mlx5_wqe_raddr_seg),

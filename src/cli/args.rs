@@ -48,7 +48,9 @@ pub enum Command {
     #[command(name = "atomic-lat")]
     AtomicLat(PerfArgs),
     /// Run a bw test under every post method the device supports, interleaved
-    /// (A B C A B C …), and print them side by side.
+    /// (A B C A B C …), and print them side by side: `--loopback` on this
+    /// host, or between two hosts (`rdmaperf compare write-bw` serves,
+    /// `rdmaperf compare write-bw ... SERVER` chooses the methods and prints).
     Compare(CompareArgs),
     /// Every NIC pair of a cluster under mpirun/srun, with a heatmap (`rdmaperf fabric --help`).
     #[command(disable_help_flag = true)]
@@ -59,19 +61,32 @@ pub enum Command {
     /// Check every post method on a device in loopback, byte by byte.
     #[command(disable_help_flag = true)]
     Selfcheck(OwnParser),
+    /// Raw Ethernet packet rate (raw_ethernet_bw; ConnectX, CAP_NET_RAW): flags and frames only so far.
+    #[command(name = "raw-eth-bw", disable_help_flag = true)]
+    RawEthBw(OwnParser),
+    /// Raw Ethernet ping-pong latency (raw_ethernet_lat): flags and frames only so far.
+    #[command(name = "raw-eth-lat", disable_help_flag = true)]
+    RawEthLat(OwnParser),
+    /// Raw Ethernet latency under bursts (raw_ethernet_burst_lat): flags and frames only so far.
+    #[command(name = "raw-eth-burst-lat", disable_help_flag = true)]
+    RawEthBurstLat(OwnParser),
+    /// Flow-rule insertion rate (raw_ethernet_fs_rate): flags only so far.
+    #[command(name = "raw-eth-fs-rate", disable_help_flag = true)]
+    RawEthFsRate(OwnParser),
     /// List RDMA devices, ports and GID tables.
     Devices,
 }
 
 /// The arguments of a command with its own parser (`fabric`, `doctor`,
-/// `selfcheck`: dispatched before clap, listed here for `--help`).
+/// `selfcheck`, the raw Ethernet tools: dispatched before clap, listed here
+/// for `--help`).
 #[derive(Args, Debug, Clone)]
 pub struct OwnParser {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
 }
 
-/// `rdmaperf compare <bw-test> [flags]`.
+/// `rdmaperf compare <bw-test> [flags] [--loopback | SERVER]`.
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
     /// The bw test: write-bw, read-bw, atomic-bw, send-bw (or its ib_* name);
@@ -80,6 +95,10 @@ pub struct CompareArgs {
     /// Repetitions of each method.
     #[arg(long = "reps", default_value_t = 3)]
     pub reps: u32,
+    /// Only these post methods, in this order (comma list of direct, wr-api,
+    /// post-send; default: every one the device supports).
+    #[arg(long = "methods", value_delimiter = ',')]
+    pub methods: Vec<String>,
     #[command(flatten)]
     pub perf: PerfArgs,
 }

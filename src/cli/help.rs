@@ -115,8 +115,8 @@ in the source tree lists every flag and what differs from perftest.";
 const DOCS: &str = "More in the source tree's docs/: flags.md (every flag, what differs from \
 perftest), direct-path.md (the driver-bypass path, first run on a ConnectX), benchmarks.md, \
 fabric.md, gpu.md (--use_cuda), output.md (reading the results, what to send with a bug \
-report), explain.md (--explain, doctor), aarch64.md, architecture.md, \
-tests.md.";
+report), explain.md (--explain, doctor), aarch64.md, rdma-core.md (rdma-core releases, \
+--version), architecture.md, tests.md.";
 
 /// The exit statuses, the same for every command (docs/output.md).
 pub const EXIT_STATUS: &str = "Exit status: 0 done; 1 a run that failed (or a check that found \
@@ -142,6 +142,7 @@ pub fn command() -> clap::Command {
         "`rdmaperf help <command>` or `rdmaperf <command> --help`: that command's flags; \
          perftest's names work as commands too (`rdmaperf ib_write_bw`).\n\n{EXIT_STATUS}\n\n{DOCS}"
     ))
+    .long_version(super::version::long())
 }
 
 fn tool_command(mut sc: clap::Command, t: Tool) -> clap::Command {

@@ -18,6 +18,7 @@ pub mod params;
 pub mod rate;
 pub mod rules;
 pub mod values;
+pub mod version;
 
 use args::{Cli, Command};
 use clap::FromArgMatches;
@@ -205,13 +206,42 @@ fn compare(c: args::CompareArgs) -> i32 {
         );
         return 2;
     }
+    let methods = match compare_methods(&c.methods) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("rdmaperf compare {}: {e}", t.name());
+            return 2;
+        }
+    };
     match params::resolve(t, &c.perf) {
-        Ok(p) => crate::tool::compare::run(p, c.reps),
+        Ok(p) => crate::tool::compare::run(p, c.reps, &methods),
         Err(e) => {
             eprintln!("rdmaperf compare {}: {e}", t.name());
             2
         }
     }
+}
+
+/// `--methods`: the post methods named, in order (empty: every one).
+fn compare_methods(names: &[String]) -> Result<Vec<params::PostChoice>, String> {
+    let mut out = Vec::new();
+    for n in names {
+        match params::PostChoice::parse(n) {
+            Ok(params::PostChoice::Auto) | Err(_) => {
+                return Err(format!(
+                    "--methods {n}: not a post method; name some of direct, wr-api, post-send \
+                     (comma separated)"
+                ))
+            }
+            Ok(m) if out.contains(&m) => {
+                return Err(format!(
+                    "--methods: {n} is named twice; name each method once"
+                ))
+            }
+            Ok(m) => out.push(m),
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -220,6 +250,21 @@ mod tests {
     fn v(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
     }
+    /// `--methods`: the order kept; auto, unknown and repeated names refused.
+    #[test]
+    fn compare_methods_are_named_once_each() {
+        use params::PostChoice::*;
+        assert_eq!(compare_methods(&[]), Ok(vec![]));
+        assert_eq!(
+            compare_methods(&v(&["post-send", "direct", "wr_api"])),
+            Ok(vec![PostSend, Direct, WrApi])
+        );
+        for bad in [&["auto"][..], &["verbs"], &["wr-api", "wr_api"]] {
+            let e = compare_methods(&v(bad)).unwrap_err();
+            assert!(e.starts_with("--methods"), "{e}");
+        }
+    }
+
     #[test]
     fn multicall_names() {
         assert_eq!(

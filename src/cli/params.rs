@@ -55,6 +55,10 @@ pub struct Params {
     pub perftest_stats: bool,
     /// `--explain`: counters and facts bracket the run; the verdict follows the result.
     pub explain: bool,
+    /// A side of `rdmaperf compare` between two hosts (set by `tool::compare`,
+    /// never by a flag): its version message says so and each run's close
+    /// carries a compare note (`ctrl::compare_ext`).
+    pub compare: bool,
     pub ctrl_timeout_s: u64,
     pub cq_timeout_s: u64,
     pub check_landing: bool,
@@ -207,6 +211,7 @@ fn build(c: Ctx) -> Result<Params, String> {
         loopback: a.loopback,
         perftest_stats: a.perftest_stats,
         explain: a.explain,
+        compare: false,
         ctrl_timeout_s: a.timeout,
         cq_timeout_s: a.cq_timeout,
         check_landing: a.check_landing,

@@ -7,6 +7,8 @@
 //! - [`session`]: the protocol steps as methods (`exchange_versions`, ...,
 //!   `hand_shake`, `exchange_bw_report`, `close`).
 //! - [`choreo`]: which steps each tool runs, in which order, per role and mode.
+//! - [`compare_ext`]: what two `rdmaperf compare` sides tell each other
+//!   after each run (an rdmaperf-only extension).
 //! - [`link`]: the seam under the steps (TCP, rdma_cm, or another byte stream
 //!   such as the fabric mode's MPI link).
 //!
@@ -18,6 +20,7 @@ pub mod bound_connect;
 pub mod channel;
 pub mod choreo;
 pub mod cm_link;
+pub mod compare_ext;
 pub mod error;
 pub mod link;
 pub mod session;

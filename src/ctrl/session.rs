@@ -329,6 +329,7 @@ impl Session {
     /// longer send it) and close.
     pub fn close(mut self, my: &Dest) -> Result<(), CtrlError> {
         self.exchange_after_run();
+        self.exchange_compare();
         self.hand_shake_step("close handshake", my)?;
         self.channel.finish(Some(wire::DONE));
         Ok(())
@@ -337,6 +338,7 @@ impl Session {
     /// Ends without a close handshake (ib_write_lat does this).
     pub fn finish(mut self) {
         self.exchange_after_run();
+        self.exchange_compare();
         self.channel.finish(None);
     }
 
@@ -362,6 +364,29 @@ impl Session {
             Ok(b) => PeerExplain::Received(b),
             Err(e) => PeerExplain::Failed(e.to_string()),
         });
+    }
+
+    /// `rdmaperf compare` on both sides (each said so in its version
+    /// message): one [`super::compare_ext::Note`] each way. What came, or
+    /// why nothing did, is recorded for [`super::compare_ext::take`].
+    fn exchange_compare(&mut self) {
+        use super::compare_ext::{self, Note, FRAME_LEN};
+        const STEP: &str = "compare frame";
+        let on = |p: Option<wire::PeerParams>| p.is_some_and(|p| p.compare);
+        if !on(self.local_params) || !on(self.peer_version.as_ref().and_then(|v| v.params)) {
+            return;
+        }
+        // Always one frame each way, so the two sides stay in step.
+        let mine = compare_ext::local().unwrap_or_else(|| Note {
+            method: "unknown".into(),
+            last: false,
+            run: 0,
+            recv_ns_per_msg: 0.0,
+        });
+        let got = self
+            .exchange(STEP, &mine.encode(), FRAME_LEN)
+            .and_then(|b| Note::decode(&b).map_err(|e| self.protocol(STEP, e)));
+        compare_ext::set_peer(got.map_err(|e| e.to_string()));
     }
 
     fn cross_after_run(&mut self, mine: &[u8]) -> Result<Vec<u8>, CtrlError> {

@@ -163,10 +163,18 @@ pub struct PeerParams {
     /// `--explain`: this side sends its explanation after the run and
     /// reads the peer's (bit 3 of that byte; see `super::after_run`).
     pub explain: bool,
+    /// `rdmaperf compare` between two hosts: after each run the two sides
+    /// cross one compare frame (`super::compare_ext`). Sent as
+    /// [`COMPARE_MARK`] in place of [`PARAMS_MARK`], since the connection
+    /// byte has no bit left that 'R', 'U' and 'D' all leave clear.
+    pub compare: bool,
 }
 
 /// Marks [`PeerParams`] after the version string's NUL.
 pub const PARAMS_MARK: u8 = b'!';
+/// Marks [`PeerParams`] of a side run as `rdmaperf compare` (an rdmaperf
+/// without compare reads no parameters behind it, as from stock perftest).
+pub const COMPARE_MARK: u8 = b'%';
 /// Set in [`PeerParams`]' connection-type byte under `--reversed`.
 const REVERSED_BIT: u8 = 0x80;
 /// Set there under `--data_validation` (clear in 'R', 'U' and 'D').
@@ -193,7 +201,7 @@ pub fn encode_params(msg: &mut [u8; VERSION_LEN], text_len: usize, p: &PeerParam
     if at + 8 > VERSION_LEN {
         return false;
     }
-    msg[at] = PARAMS_MARK;
+    msg[at] = if p.compare { COMPARE_MARK } else { PARAMS_MARK };
     // The connection type is an upper-case letter: bits 7 and 5 are free.
     let flag = |on: bool, bit: u8| if on { bit } else { 0 };
     msg[at + 1] = p.conn
@@ -209,7 +217,8 @@ pub fn encode_params(msg: &mut [u8; VERSION_LEN], text_len: usize, p: &PeerParam
 pub fn decode_params(b: &[u8]) -> Option<PeerParams> {
     let at = b.iter().position(|&c| c == 0)? + 1;
     let t = b.get(at..at + 8)?;
-    (t[0] == PARAMS_MARK).then(|| PeerParams {
+    (t[0] == PARAMS_MARK || t[0] == COMPARE_MARK).then(|| PeerParams {
+        compare: t[0] == COMPARE_MARK,
         conn: t[1] & !(REVERSED_BIT | VALIDATION_BIT | EXPLAIN_BIT),
         reversed: t[1] & REVERSED_BIT != 0,
         data_validation: t[1] & VALIDATION_BIT != 0,
@@ -949,6 +958,7 @@ mod tests {
             reversed: false,
             data_validation: false,
             explain: false,
+            compare: false,
         };
         assert!(encode_params(&mut m, OUR_VERSION.len(), &pp));
         let v2 = decode_version(&m).unwrap();
@@ -980,6 +990,16 @@ mod tests {
             assert_eq!(decode_version(&m).unwrap().params, Some(ex), "{conn}");
         }
         assert_eq!(decode_version(&b).unwrap().params, None);
+        // compare: its own mark, every other byte as before.
+        let cmp = PeerParams {
+            compare: true,
+            ..pp
+        };
+        assert!(encode_params(&mut m, OUR_VERSION.len(), &cmp));
+        assert_eq!(m[OUR_VERSION.len() + 1], COMPARE_MARK);
+        assert_eq!(decode_version(&m).unwrap().params, Some(cmp));
+        m[OUR_VERSION.len() + 1] = b'?';
+        assert_eq!(decode_version(&m).unwrap().params, None, "an unknown mark");
         assert!(
             !encode_params(&mut m, 9, &pp),
             "no room after a 9-byte string"

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use super::ceiling::{payload_fraction, pcie_gbps, roce_mtu, IB_OVERHEAD, ROCE_V2_OVERHEAD};
 use super::counters::{deltas, Delta, Snapshot};
 use super::direction;
-use super::doctor::{fact_checks, Check, HostFacts};
-use super::rules::{evaluate, Finding};
+use super::doctor::{fact_checks, HostFacts};
+use super::rules::{evaluate, Check, Finding};
 use super::sysfs::{DeviceFacts, SysRoot};
 
 /// How long the packet counters must stand still to count as settled, and
@@ -302,7 +302,10 @@ impl Explanation {
             let (back, explained) = direction::judge(&me, &them);
             self.findings.retain(|f| !explained.contains(&f.code));
             direction::relabel(&me, &them, &mut self.findings);
+            let codes: Vec<&str> = self.findings.iter().map(|f| f.code).collect();
+            let gaps = direction::gap_findings(&me, &them, &codes);
             self.findings.extend(back);
+            self.findings.extend(gaps);
             self.findings.sort_by(|a, b| b.score.total_cmp(&a.score));
         }
         self.peer = peer;
@@ -310,7 +313,7 @@ impl Explanation {
     }
 
     /// With more findings ranked among the counter findings by score:
-    /// after a GPU run, `super::gpu_topo::findings_for(root, gpu_bdf, dev)`'s
+    /// after a GPU run, `super::gpu_findings::findings_for(root, gpu_bdf, dev)`'s
     /// (GPU far from the NIC, no GPUDirect path, IOMMU translating).
     pub fn with_findings(mut self, more: Vec<Finding>) -> Explanation {
         self.findings.extend(more);
@@ -628,6 +631,38 @@ mod tests {
         late["counter_deltas"]["sent_pkts"] = 7_178.into();
         let e = explanation(&req, true).with_peer(PeerFacts::Received(late));
         assert_eq!(codes(&e), ["timeout"]);
+    }
+
+    /// 5 % of send-bw's ACKs lost (measured): the retries stay at a clean
+    /// run's level, so no rule fires on either side alone; the peer's
+    /// counts name the loss, and the block never says "no loss" beside it.
+    /// The clean run (every packet arrived) keeps the verdict.
+    #[test]
+    fn a_gap_with_quiet_retries_is_named_not_no_loss() {
+        let req = [
+            ("sent_pkts", 141_000),
+            ("rcvd_pkts", 2_129),
+            ("completer_retry_err", 22),
+        ];
+        let peer = serde_json::json!({
+            "device": "rxeb", "netdev_mtu": 1500, "rate_gbps": 10.0,
+            "counter_deltas": {"sent_pkts": 2_248, "rcvd_pkts": 141_000, "duplicate_request": 650},
+        });
+        assert!(explanation(&req, true).text(1).contains("(no loss,"));
+        let e = explanation(&req, true).with_peer(PeerFacts::Received(peer.clone()));
+        let text = e.text(1);
+        assert!(
+            text.contains("1. direction_loss: packets from the peer to this side were lost")
+                && text.contains("rxeb sent_pkts +2248, rxea rcvd_pkts +2129: 119 (5.3 %)")
+                && !text.contains("no loss"),
+            "{text}"
+        );
+        let mut clean = peer;
+        clean["counter_deltas"]["sent_pkts"] = 2_129.into();
+        let text = explanation(&req, true)
+            .with_peer(PeerFacts::Received(clean))
+            .text(1);
+        assert!(text.contains("verdict: nothing in the counters"), "{text}");
     }
 
     /// GPU findings rank among the counter findings by score.

@@ -4,7 +4,7 @@
 //! and free it. Each step that fails is a finding naming the call and the fix (the loader's own
 //! sentence). `scripts/gpu-check.sh` runs it on a GPU host.
 
-use super::doctor::Check;
+use super::rules::Check;
 use crate::gpu::cuda::{device_count, Cuda};
 use crate::gpu::GpuSelect;
 use crate::verbs::DeviceMemory;
@@ -43,9 +43,15 @@ fn device(lib: &str, i: u32) -> Result<String, String> {
     let cuda = Cuda::open(lib, &GpuSelect::Index(i))?;
     let mut line = format!("  GPU {i}: {}", cuda.describe());
     line += &format!(
-        ", GPUDirect RDMA {}, dma-buf {}\n",
+        ", GPUDirect RDMA {}, dma-buf {}, driver {}\n",
         yes_no(cuda.gdr_supported),
-        yes_no(cuda.dmabuf_supported)
+        yes_no(cuda.dmabuf_supported),
+        cuda.driver_version
+            .map_or("version unknown".into(), |v| format!(
+                "CUDA {}.{}",
+                v / 1000,
+                v % 1000 / 10
+            ))
     );
     let plain = cuda.alloc(PROBE_LEN, false, false)?;
     line += &format!(

@@ -11,15 +11,8 @@ use std::fmt::Write;
 
 use super::ceiling::{pcie_gbps, roce_mtu};
 use super::counters::Snapshot;
+use super::rules::Check;
 use super::sysfs::{DeviceFacts, PortFacts, SysRoot};
-
-/// One wrong fact.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Check {
-    pub code: &'static str,
-    pub what: String,
-    pub fix: String,
-}
 
 /// What the host around the devices looks like.
 #[derive(Clone, Debug, Default, PartialEq)]

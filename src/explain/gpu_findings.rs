@@ -5,10 +5,50 @@
 //! translates the GPU's or the NIC's DMA.
 
 use std::fmt::Write;
+use std::path::Path;
 
-use super::gpu_topo::{Gpu, Nic, Topo};
-use super::pci_topo::Class;
+use super::gpu_topo::{dmabuf, Gpu, Nic, Topo};
+use super::pci_topo::{normalize_bdf, Class};
 use super::rules::Finding;
+use super::sysfs::SysRoot;
+
+/// The findings for one GPU (PCI bus id in any usual spelling) and one
+/// RDMA device, read from sysfs under `root` (`/` on a host), with the
+/// NIC's dma-buf support probed there. For `--explain` after a GPU run:
+/// the findings rank with the counter findings by their `score`.
+/// `Err` names what is not there (a bus id that is no NVIDIA GPU under
+/// `root`, a device that is not in `sys/class/infiniband`).
+pub fn findings_for(root: &Path, gpu_bdf: &str, nic: &str) -> Result<Vec<Finding>, String> {
+    let root = SysRoot(root.to_path_buf());
+    let topo = Topo::read(&root);
+    let bdf = normalize_bdf(gpu_bdf)
+        .ok_or_else(|| format!("'{gpu_bdf}' is not a PCI bus id (expected like 0000:05:00.0)"))?;
+    let gpu = topo.gpu(&bdf).ok_or_else(|| {
+        format!(
+            "no NVIDIA GPU {bdf} under {}: GPUs there: {}",
+            root.0.join("sys/bus/pci/devices").display(),
+            list_or_none(topo.gpus.iter().map(|g| g.bdf.as_str()))
+        )
+    })?;
+    let nic = topo.nic(nic).ok_or_else(|| {
+        format!(
+            "no RDMA device '{nic}' under {}: devices there: {}",
+            root.0.join("sys/class/infiniband").display(),
+            list_or_none(topo.nics.iter().map(|n| n.name.as_str()))
+        )
+    })?;
+    let dmabuf = dmabuf(&root, &nic.name);
+    Ok(pair(&topo, gpu, nic, &dmabuf))
+}
+
+fn list_or_none<'a>(v: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = v.collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
 
 /// The findings of one GPU and one NIC (what `--explain` ranks after a
 /// GPU run); `dmabuf` is the NIC's probe answer.
@@ -88,34 +128,44 @@ fn far(topo: &Topo, gpu: &Gpu, nic: &Nic, c: Class) -> Finding {
     }
 }
 
-/// No peer-memory client and no NIC that takes dma-buf MRs: GPU memory
-/// cannot be registered. Without a client and with dma-buf unknown, what
-/// plain `--use_cuda` will hit.
+/// No peer-memory client and no dma-buf path (a NIC that takes dma-buf MRs
+/// and a GPU that can export one): GPU memory cannot be registered. Without
+/// a client and with dma-buf unknown, what plain `--use_cuda` will hit.
 pub fn gpudirect(topo: &Topo, nics: &[(&str, &Result<bool, String>)]) -> Vec<Finding> {
-    if topo.peermem || topo.nv_mem || nics.iter().any(|(_, d)| matches!(d, Ok(true))) {
+    // A NIC that answers the dma-buf probe is no path where the GPU cannot export.
+    let gpu_exports = topo.nvidia_open != Some(false);
+    if topo.peermem
+        || topo.nv_mem
+        || (gpu_exports && nics.iter().any(|(_, d)| matches!(d, Ok(true))))
+    {
         return Vec::new();
     }
     let answers: Vec<String> = nics
         .iter()
         .map(|(n, d)| match d {
-            Ok(_) => format!("{n}: dma-buf MRs unsupported"),
+            Ok(true) => format!("{n}: dma-buf MRs supported"),
+            Ok(false) => format!("{n}: dma-buf MRs unsupported"),
             Err(why) => format!("{n}: dma-buf {why}"),
         })
         .collect();
-    let evidence = format!(
+    let mut evidence = format!(
         "peer memory: {}; {}",
         topo.peermem_text(),
         answers.join("; ")
     );
-    if nics.iter().all(|(_, d)| matches!(d, Ok(false))) {
+    if !gpu_exports {
+        let _ = write!(evidence, "; GPU dma-buf export {}", topo.gpu_export_text());
+    }
+    if !gpu_exports || nics.iter().all(|(_, d)| matches!(d, Ok(false))) {
         vec![Finding {
             code: "no_gpudirect",
             title: "no GPUDirect path: no peer-memory client is loaded and the NIC takes no dma-buf \
                     MRs, so GPU memory cannot be registered (perftest: error=14 or 95)",
             evidence,
             fix: "load nvidia-peermem (`modprobe nvidia-peermem`; it needs a kernel with peer-memory \
-                  support, e.g. MLNX_OFED's), or use dma-buf (--use_cuda_dmabuf: Linux 5.12+, NVIDIA \
-                  open kernel modules 515+, a NIC driver with dma-buf MRs such as mlx5)",
+                  support, e.g. MLNX_OFED's), or use dma-buf (--use_cuda_dmabuf: Linux 5.12+, the NVIDIA \
+                  open kernel modules 515+ in place of the proprietary ones, a NIC driver with \
+                  dma-buf MRs such as mlx5)",
             score: 100.0,
         }]
     } else {
@@ -232,6 +282,14 @@ pub fn doctor_block(
         "GPUDirect",
         topo.peermem_text()
     );
+    if topo.nvidia_open.is_some() {
+        let _ = writeln!(
+            s,
+            " {:<10} GPU dma-buf export: {}",
+            "",
+            topo.gpu_export_text()
+        );
+    }
     dmabuf_lines(&mut s, dmabuf);
     let _ = writeln!(
         s,

@@ -8,8 +8,7 @@
 
 use std::path::Path;
 
-use super::pci_topo::{normalize_bdf, Class, PciPlace};
-use super::rules::Finding;
+use super::pci_topo::{Class, PciPlace};
 use super::sysfs::SysRoot;
 
 /// One NVIDIA GPU's PCI function.
@@ -72,8 +71,13 @@ pub struct Topo {
     pub nics: Vec<Nic>,
     /// `nvidia_peermem` loaded (`/sys/module/nvidia_peermem`).
     pub peermem: bool,
-    /// MLNX_OFED's legacy `nv_peer_mem` (`/sys/kernel/mm/memory_peers/nv_mem/version`).
+    /// MLNX_OFED's legacy `nv_peer_mem` (`/sys/kernel/mm/memory_peers/nv_mem/version`,
+    /// or its non-contiguous twin `nv_mem_nc`, which NCCL reads too).
     pub nv_mem: bool,
+    /// Whether the loaded NVIDIA kernel modules are the open ones, which
+    /// GPU dma-buf export needs (`/proc/driver/nvidia/version` names "Open
+    /// Kernel Module"); `None` where no NVIDIA driver is loaded.
+    pub nvidia_open: Option<bool>,
     /// IOMMU units (`/sys/class/iommu/*`): empty when the IOMMU is off.
     pub iommu_units: Vec<String>,
 }
@@ -112,7 +116,12 @@ impl Topo {
             gpus,
             nics,
             peermem: root.exists("sys/module/nvidia_peermem"),
-            nv_mem: root.exists("sys/kernel/mm/memory_peers/nv_mem/version"),
+            nv_mem: ["nv_mem", "nv_mem_nc"]
+                .iter()
+                .any(|c| root.exists(&format!("sys/kernel/mm/memory_peers/{c}/version"))),
+            nvidia_open: root
+                .read("proc/driver/nvidia/version")
+                .map(|v| v.contains("Open Kernel Module")),
             iommu_units: root.list("sys/class/iommu"),
         }
     }
@@ -125,6 +134,18 @@ impl Topo {
             (false, false) => {
                 "none (no /sys/module/nvidia_peermem, no /sys/kernel/mm/memory_peers/nv_mem)"
             }
+        }
+    }
+
+    /// Whether the GPUs can export dma-buf, as a report says it.
+    pub fn gpu_export_text(&self) -> &'static str {
+        match self.nvidia_open {
+            Some(true) => "possible (NVIDIA open kernel modules)",
+            Some(false) => {
+                "impossible: the NVIDIA kernel modules are the proprietary ones \
+                 (/proc/driver/nvidia/version names no Open Kernel Module)"
+            }
+            None => "unknown (no /proc/driver/nvidia/version)",
         }
     }
 
@@ -163,42 +184,4 @@ pub fn dmabuf(root: &SysRoot, nic: &str) -> Result<bool, String> {
         };
     }
     crate::verbs::dmabuf_probe::probe(nic)
-}
-
-/// The findings for one GPU (PCI bus id in any usual spelling) and one
-/// RDMA device, read from sysfs under `root` (`/` on a host), with the
-/// NIC's dma-buf support probed there. For `--explain` after a GPU run:
-/// the findings rank with the counter findings by their `score`.
-/// `Err` names what is not there (a bus id that is no NVIDIA GPU under
-/// `root`, a device that is not in `sys/class/infiniband`).
-pub fn findings_for(root: &Path, gpu_bdf: &str, nic: &str) -> Result<Vec<Finding>, String> {
-    let root = SysRoot(root.to_path_buf());
-    let topo = Topo::read(&root);
-    let bdf = normalize_bdf(gpu_bdf)
-        .ok_or_else(|| format!("'{gpu_bdf}' is not a PCI bus id (expected like 0000:05:00.0)"))?;
-    let gpu = topo.gpu(&bdf).ok_or_else(|| {
-        format!(
-            "no NVIDIA GPU {bdf} under {}: GPUs there: {}",
-            root.0.join("sys/bus/pci/devices").display(),
-            list_or_none(topo.gpus.iter().map(|g| g.bdf.as_str()))
-        )
-    })?;
-    let nic = topo.nic(nic).ok_or_else(|| {
-        format!(
-            "no RDMA device '{nic}' under {}: devices there: {}",
-            root.0.join("sys/class/infiniband").display(),
-            list_or_none(topo.nics.iter().map(|n| n.name.as_str()))
-        )
-    })?;
-    let dmabuf = dmabuf(&root, &nic.name);
-    Ok(super::gpu_findings::pair(&topo, gpu, nic, &dmabuf))
-}
-
-fn list_or_none<'a>(v: impl Iterator<Item = &'a str>) -> String {
-    let v: Vec<&str> = v.collect();
-    if v.is_empty() {
-        "none".into()
-    } else {
-        v.join(", ")
-    }
 }

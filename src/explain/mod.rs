@@ -13,7 +13,7 @@
 //! `bracket` (`--explain` around a tool run). GPUs: `pci_topo` (where a PCI
 //! function sits, the PIX…SYS class of two) → `gpu_topo` (GPUs, NICs, peer
 //! memory, IOMMU, dma-buf from sysfs and a verbs probe) → `gpu_findings`
-//! (findings, doctor's GPU block); `gpu_topo::findings_for` is what a GPU
+//! (findings, doctor's GPU block); `gpu_findings::findings_for` is what a GPU
 //! run's `--explain` calls.
 
 pub mod bracket;

@@ -63,19 +63,30 @@ impl PciPlace {
     /// e.g. `sys/bus/pci/devices/0000:05:00.0` or
     /// `sys/class/infiniband/mlx5_0/device`) resolves to; `None` when it is
     /// missing or not below a PCI root (a software device, a platform one).
+    /// A device below a PCI function (an mlx5 sub-function,
+    /// `…/0000:05:00.0/mlx5_core.sf.2`, on the auxiliary bus) is placed at
+    /// that function, as NCCL places it: its traffic goes through it, and
+    /// the function has the NUMA node.
     pub fn of(root: &SysRoot, rel: &str) -> Option<PciPlace> {
         let real = std::fs::canonicalize(root.0.join(rel)).ok()?;
         let devices = std::fs::canonicalize(root.0.join("sys/devices")).ok()?;
         let below = real.strip_prefix(&devices).ok()?;
-        let path: Vec<String> = below
+        let mut path: Vec<String> = below
             .iter()
             .map(|c| c.to_string_lossy().into_owned())
             .collect();
+        while path
+            .last()
+            .is_some_and(|c| normalize_bdf(c).as_deref() != Some(c.as_str()))
+        {
+            path.pop();
+        }
         if !path.first()?.starts_with("pci") || path.len() < 2 {
             return None;
         }
         let bdf = path.last()?.clone();
-        let numa = std::fs::read_to_string(real.join("numa_node"))
+        let func: std::path::PathBuf = path.iter().collect();
+        let numa = std::fs::read_to_string(devices.join(func).join("numa_node"))
             .ok()
             .and_then(|s| s.trim().parse::<i64>().ok())
             .and_then(|n| u32::try_from(n).ok());

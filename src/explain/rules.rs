@@ -242,6 +242,16 @@ pub const RULES: &[Rule] = &[
     },
 ];
 
+/// One wrong fact about the host (what `doctor` and `doctor --cuda` report,
+/// and `--explain` carries beside the counter findings): here, below every
+/// reader that makes one, so none of them imports another for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    pub code: &'static str,
+    pub what: String,
+    pub fix: String,
+}
+
 /// One finding: the rule, its evidence and the fix.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Finding {

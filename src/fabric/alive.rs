@@ -39,6 +39,36 @@ pub fn beat_period(timeout: Duration) -> Duration {
     (timeout / 4).max(Duration::from_millis(50))
 }
 
+/// Runs `f`, and `late` from another thread if `f` has not returned within
+/// `bound` (`late` ends the process: a call that waits for every rank, such
+/// as MPI_Finalize, must not outlive a rank lost for good). `late` never
+/// runs once `f` returned.
+pub fn within<T>(
+    bound: Duration,
+    f: impl FnOnce() -> T,
+    late: impl FnOnce() + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let watch = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(bound) {
+            late();
+        }
+    });
+    let out = f();
+    drop(tx);
+    // When `late` ran (it exits the process in use), this join waits for it.
+    let _ = watch.join();
+    out
+}
+
+/// How long a rank last heard from at `last` has been silent at `now`,
+/// once that is past `timeout` (it is then gone), else None. The other
+/// ranks' view of rank 0, from its go and its beats.
+pub fn past(last: Instant, now: Instant, timeout: Duration) -> Option<Duration> {
+    let quiet = now.saturating_duration_since(last);
+    (quiet > timeout).then_some(quiet)
+}
+
 /// Rank 0's view of one step: when it last heard from each rank it waits for.
 #[derive(Debug)]
 pub struct Silence {
@@ -107,6 +137,54 @@ mod tests {
         // A beat from a rank not watched changes nothing.
         w.heard(9, t0);
         assert!(w.silent(t0 + s(100)).is_empty());
+    }
+
+    /// A call that outlives its bound runs `late` (once it returns, the
+    /// call's own value still comes back); one that returns in time never
+    /// does, however long the process goes on after.
+    #[test]
+    fn a_call_past_its_bound_runs_late_and_one_in_time_never() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let fired = Arc::new(AtomicBool::new(false));
+        let f = Arc::clone(&fired);
+        let v = within(
+            Duration::from_millis(20),
+            || {
+                std::thread::sleep(Duration::from_millis(300));
+                7
+            },
+            move || f.store(true, Ordering::SeqCst),
+        );
+        assert_eq!(v, 7);
+        assert!(fired.load(Ordering::SeqCst), "late did not run");
+        let quiet = Arc::new(AtomicBool::new(false));
+        let q = Arc::clone(&quiet);
+        let v = within(
+            Duration::from_millis(50),
+            || 8,
+            move || q.store(true, Ordering::SeqCst),
+        );
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(v, 8);
+        assert!(
+            !quiet.load(Ordering::SeqCst),
+            "late ran after the call returned"
+        );
+    }
+
+    /// Rank 0 is gone for the others only past the timeout from its last
+    /// sign, and stays gone (every look says so, not only the first).
+    #[test]
+    fn rank_0_is_gone_past_the_timeout_from_its_last_sign() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(past(t0, t0 + s(10), s(10)), None);
+        assert_eq!(past(t0 + s(5), t0 + s(12), s(10)), None);
+        assert_eq!(past(t0, t0 + s(11), s(10)), Some(s(11)));
+        assert_eq!(past(t0, t0 + s(12), s(10)), Some(s(12)));
+        // A clock read before the sign (another thread's) is no silence.
+        assert_eq!(past(t0 + s(1), t0, s(10)), None);
     }
 
     #[test]

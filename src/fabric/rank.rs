@@ -32,6 +32,10 @@ const TAG_RESULT: i32 = 2;
 const TAG_ALIVE: i32 = 3;
 /// Rank 0's word that a rank stopped answering (its body: the rank).
 const TAG_GONE: i32 = 4;
+/// Rank 0's beat to the others while it gathers a step: a rank waiting for
+/// the next go (or running a step) knows rank 0 is still there, and ends
+/// within `--timeout` of rank 0's loss rather than after a step's bounds.
+const TAG_ROOT_ALIVE: i32 = 5;
 
 /// Size of one rank's set-up record.
 const RECORD: usize = 256;
@@ -293,7 +297,7 @@ pub fn run(o: FabricOpts, mut p: Params) -> i32 {
         member(&p, &plan, &ranks, me, b, &tmp)
     };
     let _ = std::fs::remove_dir_all(&tmp);
-    exit(status, mpi)
+    exit(status, mpi, me, b.step)
 }
 
 /// Each rank's name for the report, from the exchanged records.
@@ -311,10 +315,29 @@ fn rank_infos(recs: &[Record]) -> Vec<RankInfo> {
 
 /// Ends this rank as `status` says: MPI_Finalize and the status, the whole
 /// job aborted, or an exit without MPI_Finalize.
-fn exit(status: Exit, mpi: comm::Mpi) -> i32 {
+///
+/// MPI_Finalize waits for every rank (Open MPI fences there): a rank lost
+/// after rank 0's last look (killed once its last results were sent, or
+/// while the summary printed) holds it forever wherever the launcher does
+/// not end the job itself (mpirun --enable-recovery). It is bounded by
+/// `--timeout`; past that this rank ends non-zero, saying why.
+fn exit(status: Exit, mpi: comm::Mpi, me: usize, bound: Duration) -> i32 {
     match status {
         Exit::Done(st) => {
-            drop(mpi); // MPI_Finalize: every rank is alive
+            // MPI_Finalize: every rank was alive at the last look.
+            let late = move || {
+                use std::io::Write;
+                eprintln!(
+                    "rdmaperf fabric: rank {me}: MPI_Finalize did not return within {bound:?} \
+                     (--timeout): a rank is gone; ending with status 1"
+                );
+                let _ = std::io::stdout().flush();
+                // _exit, not exit: MPI's exit handlers may be what is stuck.
+                // SAFETY: _exit(2) ends the process at once; nothing of ours
+                // needs unwinding (the report is printed and flushed).
+                unsafe { libc::_exit(1) }
+            };
+            alive::within(bound, || drop(mpi), late);
             stop::exit_status().unwrap_or(st)
         }
         Exit::Abort(st) => comm::abort(st),
@@ -536,7 +559,10 @@ fn send_json<T: Serialize>(dest: usize, tag: i32, v: &T, within: Duration) -> bo
 /// gone (the pair links to them then give up). Never inside a pair's
 /// measured loop: the beats are MPI calls of this other thread, under the
 /// one MPI mutex the loops never take.
-fn beating<T>(step: usize, b: Bounds, f: impl FnOnce() -> T) -> T {
+///
+/// It also takes rank 0's beats into `root_seen`; rank 0 silent for
+/// `--timeout` is named gone here, so a pair with it gives up at once.
+fn beating<T>(step: usize, b: Bounds, root_seen: &RootSeen, f: impl FnOnce() -> T) -> T {
     use std::sync::atomic::{AtomicBool, Ordering};
     let done = AtomicBool::new(false);
     let period = alive::beat_period(b.step);
@@ -551,6 +577,9 @@ fn beating<T>(step: usize, b: Bounds, f: impl FnOnce() -> T) -> T {
                         alive::mark_gone(r);
                     }
                 }
+                if root_seen.silent().is_some() {
+                    alive::mark_gone(0);
+                }
                 if Instant::now() >= next {
                     let _ = send_json(0, TAG_ALIVE, &step, period);
                     next = Instant::now() + period;
@@ -564,27 +593,94 @@ fn beating<T>(step: usize, b: Bounds, f: impl FnOnce() -> T) -> T {
     })
 }
 
+/// When a member last heard from rank 0 (its go or its beats), shared by
+/// the wait for the go and the thread that beats during a step.
+struct RootSeen {
+    last: std::sync::Mutex<Instant>,
+    timeout: Duration,
+}
+
+impl RootSeen {
+    fn new(timeout: Duration) -> RootSeen {
+        RootSeen {
+            last: std::sync::Mutex::new(Instant::now()),
+            timeout,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Instant> {
+        // A poisoned lock only means a thread panicked holding it.
+        self.last.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A sign of life from rank 0 now (its go).
+    fn heard(&self) {
+        *self.lock() = Instant::now();
+    }
+
+    /// Takes rank 0's beats that arrived; how long it has been silent when
+    /// that is past `--timeout` (`alive::past`), else None.
+    fn silent(&self) -> Option<Duration> {
+        let mut last = self.lock();
+        while comm::recv(Some(0), TAG_ROOT_ALIVE, Instant::now(), never).is_ok() {
+            *last = Instant::now();
+        }
+        alive::past(*last, Instant::now(), self.timeout)
+    }
+}
+
+/// How often the wait for the go looks at rank 0's beats.
+const GO_SLICE: Duration = Duration::from_millis(100);
+
+/// Rank 0's next word, waiting at most `wait` (a step's bounds), and at
+/// most `--timeout` past rank 0's last sign of life: its go or its beats
+/// ([`TAG_ROOT_ALIVE`]). A rank 0 gone ends this rank non-zero without
+/// MPI_Finalize (which would wait for it).
+fn next_go(
+    me: usize,
+    ranks: &[RankInfo],
+    b: Bounds,
+    wait: Duration,
+    seen: &RootSeen,
+) -> Result<Go, Exit> {
+    let start = Instant::now();
+    loop {
+        if let Ok((_, m)) = comm::recv(Some(0), TAG_GO, Instant::now() + GO_SLICE, never) {
+            seen.heard();
+            return serde_json::from_slice(&m).map_err(|e| {
+                eprintln!("rdmaperf fabric: rank {me}: unreadable message from rank 0: {e}");
+                Exit::Abort(1)
+            });
+        }
+        if let Some(quiet) = seen.silent() {
+            eprintln!(
+                "rdmaperf fabric: rank {me} ({}): nothing from rank 0 for {:.1} s (--timeout {} s): it is gone; ending the job",
+                ranks[me].label(),
+                quiet.as_secs_f64(),
+                b.step.as_secs()
+            );
+            return Err(Exit::Leave(1));
+        }
+        if start.elapsed() >= wait {
+            eprintln!(
+                "rdmaperf fabric: rank {me} ({}): rank 0 did not answer within {:?}; ending the job",
+                ranks[me].label(),
+                wait
+            );
+            return Err(Exit::Abort(1));
+        }
+    }
+}
+
 fn member(p: &Params, plan: &Plan, ranks: &[RankInfo], me: usize, b: Bounds, tmp: &Path) -> Exit {
     // The first go comes once rank 0 has printed its header; later ones after
     // the slowest pair of the step before.
     let mut wait = b.step_results() + b.step;
+    let seen = RootSeen::new(b.step);
     loop {
-        let go: Go = match comm::recv(Some(0), TAG_GO, Instant::now() + wait, never) {
-            Ok((_, m)) => match serde_json::from_slice(&m) {
-                Ok(g) => g,
-                Err(e) => {
-                    eprintln!("rdmaperf fabric: rank {me}: unreadable message from rank 0: {e}");
-                    return Exit::Abort(1);
-                }
-            },
-            Err(_) => {
-                eprintln!(
-                    "rdmaperf fabric: rank {me} ({}): rank 0 did not answer within {:?}; ending the job",
-                    ranks[me].label(),
-                    wait
-                );
-                return Exit::Abort(1);
-            }
+        let go = match next_go(me, ranks, b, wait, &seen) {
+            Ok(g) => g,
+            Err(e) => return e,
         };
         if go.end {
             // `skip` of the last word: the ranks that are gone.
@@ -601,7 +697,7 @@ fn member(p: &Params, plan: &Plan, ranks: &[RankInfo], me: usize, b: Bounds, tmp
                 .filter(|r| !go.skip.contains(&r.peer()))
                 .collect()
         };
-        let res = beating(go.step, b, || {
+        let res = beating(go.step, b, &seen, || {
             run_step(me, p, ranks, go.step, roles, b, tmp)
         });
         if !send_json(0, TAG_RESULT, &res, b.step) {
@@ -627,7 +723,7 @@ impl Roster {
     fn live(&self, n: usize) -> Vec<usize> {
         (1..n).filter(|r| !self.gone.contains(r)).collect()
     }
-    /// Rank `r` stopped answering: later steps skip it.
+    /// Rank `r` stopped answering: it is skipped, and the run ends with this step.
     fn lose(&mut self, r: usize) {
         if !self.skip.contains(&r) {
             self.skip.push(r);
@@ -685,6 +781,12 @@ fn root(
         let (units, got) = gather(step, p, ranks, mine, b, tmp, &mut roster);
         let rows = rows_of(step, plan, &got, &roster.skip, ranks);
         print!("{}", report.step(step, rows, units.as_deref()));
+        if !roster.gone.is_empty() {
+            // A rank lost ends the run with this step: the job then ends
+            // within --timeout of the loss (named after that much silence),
+            // non-zero, as a launcher that kills the job on a lost rank does.
+            break;
+        }
     }
     close(o, plan, ranks, report, stopped, &roster.gone, b)
 }
@@ -779,8 +881,17 @@ fn gather(
         // The bound for a rank that beats but never reports: the step's
         // results bound from the end of rank 0's own pairs (as before).
         let mut own_end: Option<Instant> = None;
+        let period = alive::beat_period(b.step);
+        let mut next_beat = Instant::now();
         loop {
             c.poll(step, ranks, b, roster);
+            if Instant::now() >= next_beat {
+                // Rank 0's beat to the others (they bound their wait by it).
+                for r in roster.live(n) {
+                    let _ = send_json(r, TAG_ROOT_ALIVE, &step, Duration::from_millis(100));
+                }
+                next_beat = Instant::now() + period;
+            }
             if own_end.is_none() && h.is_finished() {
                 own_end = Some(Instant::now());
             }
@@ -798,7 +909,7 @@ fn gather(
     });
     for &r in &c.waiting {
         eprintln!(
-            "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: no results within {:?}; later steps skip it",
+            "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: no results within {:?}; the run ends with this step",
             ranks[r].label(),
             step + 1,
             b.step_results()
@@ -856,7 +967,7 @@ fn silent(
     roster: &mut Roster,
 ) {
     eprintln!(
-        "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: nothing from it for {:.1} s (--timeout {} s); later steps skip it",
+        "rdmaperf fabric: rank {r} ({}) stopped answering in step {}: nothing from it for {:.1} s (--timeout {} s); the run ends with this step",
         ranks[r].label(),
         step + 1,
         quiet.as_secs_f64(),

@@ -14,7 +14,7 @@ pub const GPU_PAGE: usize = 64 * 1024;
 
 /// One GPU with its primary context current on the opening thread.
 pub struct Cuda {
-    api: CudaApi,
+    api: &'static CudaApi,
     dev: CuDevice,
     ctx: CuContext,
     /// The CUDA ordinal or bus id as given, for messages.
@@ -24,6 +24,11 @@ pub struct Cuda {
     /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (None: not reported).
     pub gdr_supported: Option<bool>,
     pub dmabuf_supported: Option<bool>,
+    /// `cuDriverGetVersion` (12080 is CUDA 12.8), `None` where it failed.
+    pub driver_version: Option<c_int>,
+    /// `cuFlushGPUDirectRDMAWrites` works on this GPU (CUDA 11.3+, the
+    /// flush-options attribute's HOST bit).
+    flush: bool,
 }
 
 // SAFETY: the context handle is only passed to the (thread-safe) driver API.
@@ -38,7 +43,7 @@ fn fix_for(r: CuResult) -> &'static str {
         101 => "the device does not exist: pick another --use_cuda index or bus id (`nvidia-smi -L`)",
         2 => "the GPU is out of memory: free GPU memory or lower -s/-q",
         34 => "this libcuda.so.1 is the CUDA toolkit's stub, not the driver's: put the NVIDIA driver's library first on the loader path",
-        35 => "the NVIDIA driver is older than this libcuda needs: update the driver",
+        803 => "the CUDA driver library (libcuda.so.1) and the loaded NVIDIA kernel module are different versions (a driver upgrade without a reboot, or a second libcuda on the loader path): reboot or reload the nvidia modules, or put the libcuda of the loaded driver first (`cat /proc/driver/nvidia/version`)",
         46 => "the GPU is busy or in exclusive-process mode: free it or change its compute mode (`nvidia-smi -c DEFAULT`)",
         801 => "the driver does not support this operation on this GPU (dma-buf export needs CUDA 11.7+ with the open kernel modules): drop --use_cuda_dmabuf to use peer memory",
         _ => "check the NVIDIA driver (`nvidia-smi`) and the kernel log (`dmesg`)",
@@ -47,12 +52,12 @@ fn fix_for(r: CuResult) -> &'static str {
 
 /// How many CUDA devices the driver shows (`cuInit`, `cuDeviceGetCount`), for `doctor --cuda`.
 pub fn device_count(lib: &str) -> Result<u32, String> {
-    let api = CudaApi::load(lib)?;
-    // SAFETY: a plain driver call.
-    check(&api, "CUDA", "cuInit", unsafe { (api.init)(0) })?;
+    let drv = driver(lib)?;
+    let api = &drv.api;
+    check(api, "driver", "cuInit", drv.init)?;
     let mut n: c_int = 0;
     // SAFETY: valid out-pointer.
-    check(&api, "CUDA", "cuDeviceGetCount", unsafe {
+    check(api, "driver", "cuDeviceGetCount", unsafe {
         (api.device_count)(&mut n)
     })?;
     Ok(n.max(0) as u32)
@@ -61,37 +66,47 @@ pub fn device_count(lib: &str) -> Result<u32, String> {
 impl Cuda {
     /// A failed call `what` as one sentence: the driver's name for `r` and the fix.
     fn check(&self, what: &str, r: CuResult) -> Result<(), String> {
-        check(&self.api, &self.label, what, r)
+        check(self.api, &self.label, what, r)
     }
 
     /// Loads `lib` (normally [`LIBCUDA`]), inits the driver and opens the GPU.
     pub fn open(lib: &str, sel: &GpuSelect) -> Result<Arc<Cuda>, String> {
-        let api = CudaApi::load(lib)?;
+        let drv = driver(lib)?;
+        let api = &drv.api;
         let label = sel.label();
-        // SAFETY: plain driver calls with valid out-pointers throughout.
-        check(&api, &label, "cuInit", unsafe { (api.init)(0) })?;
-        let dev = pick(&api, sel, &label)?;
+        check(api, &label, "cuInit", drv.init)?;
+        let dev = pick(api, sel, &label)?;
         let mut name = [0 as c_char; 256];
         // SAFETY: a 256-byte buffer, its length given.
         let r = unsafe { (api.device_name)(name.as_mut_ptr(), 256, dev) };
-        check(&api, &label, "cuDeviceGetName", r)?;
+        check(api, &label, "cuDeviceGetName", r)?;
         let mut bus = [0 as c_char; 64];
         // SAFETY: a 64-byte buffer, its length given.
         let r = unsafe { (api.device_bus_id)(bus.as_mut_ptr(), 64, dev) };
-        check(&api, &label, "cuDeviceGetPCIBusId", r)?;
+        check(api, &label, "cuDeviceGetPCIBusId", r)?;
         let attr = |a: c_int| {
             let mut v = 0;
             // SAFETY: valid out-pointer, a device from the driver.
-            (unsafe { (api.device_attr)(&mut v, a, dev) } == CUDA_SUCCESS).then_some(v != 0)
+            (unsafe { (api.device_attr)(&mut v, a, dev) } == CUDA_SUCCESS).then_some(v)
         };
+        if attr(ATTR_INTEGRATED).is_some_and(|v| v != 0) {
+            return Err(integrated(&label, &name));
+        }
         let (gdr_supported, dmabuf_supported) = (
-            attr(ATTR_GPU_DIRECT_RDMA_SUPPORTED),
-            attr(ATTR_DMA_BUF_SUPPORTED),
+            attr(ATTR_GPU_DIRECT_RDMA_SUPPORTED).map(|v| v != 0),
+            attr(ATTR_DMA_BUF_SUPPORTED).map(|v| v != 0),
         );
+        let flush = api.flush_rdma_writes.is_some()
+            && attr(ATTR_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS)
+                .is_some_and(|v| v & FLUSH_OPTION_HOST != 0);
+        let mut version: c_int = 0;
+        // SAFETY: valid out-pointer.
+        let driver_version =
+            (unsafe { (api.driver_version)(&mut version) } == CUDA_SUCCESS).then_some(version);
         let mut ctx: CuContext = std::ptr::null_mut();
         // SAFETY: valid out-pointer, a device from the driver.
         let r = unsafe { (api.ctx_retain)(&mut ctx, dev) };
-        check(&api, &label, "cuDevicePrimaryCtxRetain", r)?;
+        check(api, &label, "cuDevicePrimaryCtxRetain", r)?;
         let cuda = Cuda {
             api,
             dev,
@@ -107,6 +122,8 @@ impl Cuda {
                 .into_owned(),
             gdr_supported,
             dmabuf_supported,
+            driver_version,
+            flush,
         };
         cuda.make_current()?;
         Ok(Arc::new(cuda))
@@ -162,7 +179,29 @@ impl Cuda {
         Ok(buf)
     }
 
+    /// `--use_cuda_pcie_mapping` needs a CUDA 12.8 driver: an older one
+    /// rejects the mapping flag (or ignores it); say which version this is.
+    pub fn check_pcie_mapping(&self) -> Result<(), String> {
+        match self.driver_version {
+            Some(v) if v >= DRIVER_PCIE_MAPPING => Ok(()),
+            v => Err(format!(
+                "--use_cuda_pcie_mapping needs a CUDA 12.8 driver or newer (the PCIe/BAR1 dma-buf \
+                 mapping type), but {} {} has {}; update the NVIDIA driver or drop \
+                 --use_cuda_pcie_mapping",
+                self.label,
+                self.describe(),
+                v.map_or(
+                    "a driver whose version cuDriverGetVersion does not give".into(),
+                    |v| { format!("CUDA {}.{} ({v})", v / 1000, v % 1000 / 10) }
+                )
+            )),
+        }
+    }
+
     fn export(&self, ptr: CuDevicePtr, size: usize, pcie: bool) -> Result<DmaBuf, String> {
+        if pcie {
+            self.check_pcie_mapping()?;
+        }
         let get = self.api.get_handle.ok_or_else(|| {
             "--use_cuda_dmabuf: this NVIDIA driver's libcuda has no cuMemGetHandleForAddressRange \
                  (CUDA 11.7+); update the driver or drop --use_cuda_dmabuf to use peer memory"
@@ -193,6 +232,19 @@ impl Cuda {
             offset: ptr - start,
         })
     }
+}
+
+/// Why an integrated GPU (Tegra, Grace-Hopper's iGPU mode) is refused:
+/// its memory is the host's, which perftest allocates with `cuMemAllocHost`;
+/// rdmaperf's GPU path is device memory only.
+fn integrated(label: &str, name: &[c_char]) -> String {
+    // SAFETY: the driver NUL-terminated the name within its buffer.
+    let name = unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy();
+    format!(
+        "CUDA {label}: {name} is an integrated GPU (CU_DEVICE_ATTRIBUTE_INTEGRATED): its memory \
+         is host memory (perftest uses cuMemAllocHost there), which rdmaperf does not test as GPU \
+         memory; drop the CUDA flags to test host memory, or pick a discrete GPU"
+    )
 }
 
 fn check(api: &CudaApi, label: &str, what: &str, r: CuResult) -> Result<(), String> {
@@ -297,6 +349,13 @@ impl DeviceMemory for CudaBuf {
     }
     fn copy_to_host(&self, off: usize, dst: &mut [u8]) -> Result<(), String> {
         let d = self.range(off, dst.len())?;
+        // A NIC's writes may still sit in the GPU's write path: flush them
+        // to the memory before the copy reads it (NCCL does the same).
+        if let Some(flush) = self.cuda.api.flush_rdma_writes.filter(|_| self.cuda.flush) {
+            // SAFETY: a plain driver call; the context is current (range).
+            let r = unsafe { flush(FLUSH_TARGET_CURRENT_CTX, FLUSH_TO_OWNER) };
+            self.cuda.check("cuFlushGPUDirectRDMAWrites", r)?;
+        }
         // SAFETY: `dst` is valid for its length; `d..` lies in our allocation.
         let r = unsafe { (self.cuda.api.dtoh)(dst.as_mut_ptr().cast(), d, dst.len()) };
         self.cuda.check("cuMemcpyDtoH_v2", r)

@@ -6,8 +6,13 @@
 //! library or symbol is a sentence, never a panic. Why not cudarc: it panics
 //! when libcuda is absent or a symbol is missing, needs a CUDA version
 //! feature at build, and raises the MSRV; these 20 calls are all rdmaperf needs.
+//! [`driver`] loads each library once per process and never unloads it, and
+//! calls `cuInit` once: the driver keeps per-process state that a `dlclose`
+//! and a second `cuInit` would throw away or repeat (doctor's GPUs, the
+//! fabric mode's threads each open a GPU).
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::sync::Mutex;
 
 pub type CuResult = c_int;
 pub type CuDevice = c_int;
@@ -18,6 +23,16 @@ pub const CUDA_SUCCESS: CuResult = 0;
 pub const ATTR_INTEGRATED: c_int = 18;
 pub const ATTR_GPU_DIRECT_RDMA_SUPPORTED: c_int = 116;
 pub const ATTR_DMA_BUF_SUPPORTED: c_int = 124;
+/// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS`: a bit mask.
+pub const ATTR_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: c_int = 117;
+/// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST`: `cuFlushGPUDirectRDMAWrites` works.
+pub const FLUSH_OPTION_HOST: c_int = 1;
+/// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX`.
+pub const FLUSH_TARGET_CURRENT_CTX: c_int = 0;
+/// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER`.
+pub const FLUSH_TO_OWNER: c_int = 100;
+/// `cuDriverGetVersion` of CUDA 12.8, the first with the PCIe (BAR1) dma-buf mapping type.
+pub const DRIVER_PCIE_MAPPING: c_int = 12080;
 /// `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS`.
 pub const POINTER_ATTR_SYNC_MEMOPS: c_int = 6;
 /// `CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD`.
@@ -32,7 +47,6 @@ macro_rules! api {
     (required { $( $field:ident = $sym:literal : fn($($a:ty),*) ; )* } optional { $( $ofield:ident = $osym:literal : fn($($oa:ty),*) ; )* }) => {
         /// The bound entry points (each the ABI its name says).
         pub struct CudaApi {
-            lib: *mut c_void,
             $( pub $field: unsafe extern "C" fn($($a),*) -> CuResult, )*
             $( pub $ofield: Option<unsafe extern "C" fn($($oa),*) -> CuResult>, )*
         }
@@ -40,7 +54,6 @@ macro_rules! api {
         impl CudaApi {
             fn bind(lib: *mut c_void, path: &str) -> Result<CudaApi, String> {
                 Ok(CudaApi {
-                    lib,
                     // SAFETY: each symbol is the CUDA driver entry point of
                     // that exact versioned name, whose C signature is the one given.
                     $( $field: unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($a),*) -> CuResult>(sym(lib, path, $sym)?) }, )*
@@ -76,11 +89,12 @@ api! {
         get_handle = "cuMemGetHandleForAddressRange": fn(*mut c_void, CuDevicePtr, usize, c_int, u64);
         error_name = "cuGetErrorName": fn(CuResult, *mut *const c_char);
         error_string = "cuGetErrorString": fn(CuResult, *mut *const c_char);
+        flush_rdma_writes = "cuFlushGPUDirectRDMAWrites": fn(c_int, c_int);
     }
 }
 
 // SAFETY: the driver API is thread-safe; the struct holds only function
-// pointers and the library handle.
+// pointers.
 unsafe impl Send for CudaApi {}
 // SAFETY: as above.
 unsafe impl Sync for CudaApi {}
@@ -112,8 +126,8 @@ fn sym(lib: *mut c_void, path: &str, name: &str) -> Result<*mut c_void, String> 
 
 impl CudaApi {
     /// Opens `path` (a library name dlopen resolves, or a path) and binds
-    /// every entry point.
-    pub fn load(path: &str) -> Result<CudaApi, String> {
+    /// every entry point; the library stays loaded (see [`driver`]).
+    fn load(path: &str) -> Result<CudaApi, String> {
         let c = CString::new(path).map_err(|_| format!("bad library path {path:?}"))?;
         // SAFETY: `c` is NUL-terminated; RTLD_LOCAL keeps its symbols to us.
         let lib = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -152,9 +166,27 @@ impl CudaApi {
     }
 }
 
-impl Drop for CudaApi {
-    fn drop(&mut self) {
-        // SAFETY: opened once in `load`; nothing bound from it outlives `self`.
-        unsafe { libc::dlclose(self.lib) };
+/// A loaded driver library and what its one `cuInit(0)` returned.
+pub struct Driver {
+    pub api: CudaApi,
+    /// `cuInit`'s result: the driver keeps a failed init's error, so every
+    /// later open reports the same one.
+    pub init: CuResult,
+}
+
+/// The driver library `path`, loaded and `cuInit`ed on the first call in
+/// this process and kept loaded to its end (never `dlclose`d). A library
+/// that fails to load is not kept: the next call tries again.
+pub fn driver(path: &str) -> Result<&'static Driver, String> {
+    static LOADED: Mutex<Vec<(String, &'static Driver)>> = Mutex::new(Vec::new());
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, d)) = loaded.iter().find(|(p, _)| p == path) {
+        return Ok(d);
     }
+    let api = CudaApi::load(path)?;
+    // SAFETY: a plain driver call, made once per library.
+    let init = unsafe { (api.init)(0) };
+    let d: &'static Driver = Box::leak(Box::new(Driver { api, init }));
+    loaded.push((path.to_string(), d));
+    Ok(d)
 }

@@ -4,6 +4,7 @@
 //! value must stay representable.
 
 use crate::newtype::value_newtype;
+use std::collections::VecDeque;
 
 value_newtype! {
     /// `enum ibv_wc_status` as a newtype.
@@ -81,6 +82,17 @@ pub struct Completion {
     /// `ibv_wc.wc_flags` bits of a receive ([`WC_GRH`], [`WC_WITH_IMM`],
     /// [`WC_WITH_INV`]).
     pub wc_flags: u32,
+}
+
+/// A poll of completions held in software (a rig's or a mock's queue): moves
+/// as many as `out` holds from the front of `queue` into `out`, oldest
+/// first, and returns how many.
+pub fn poll_queued(queue: &mut VecDeque<Completion>, out: &mut [Completion]) -> usize {
+    let n = out.len().min(queue.len());
+    for (slot, c) in out.iter_mut().zip(queue.drain(..n)) {
+        *slot = c;
+    }
+    n
 }
 
 /// `IBV_WC_GRH`: a GRH precedes the payload in the receive buffer (UD).

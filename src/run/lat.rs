@@ -120,6 +120,28 @@ pub struct LatOutcome {
     pub error: Option<LatError>,
 }
 
+/// Every loop's start: the outcome stamped `t_start`, whether `-D` runs it, and the
+/// iterations mode's count of round trips (0 under `-D`: time ends the run).
+#[inline(always)]
+fn start(cfg: &LatConfig, t_start: u64) -> (LatOutcome, bool, u64) {
+    let out = LatOutcome {
+        t_start,
+        ..Default::default()
+    };
+    let dur = cfg.duration();
+    (out, dur, if dur { 0 } else { cfg.iters })
+}
+
+impl LatOutcome {
+    /// The run over: `iters` posted, ended at `t_end`.
+    #[inline(always)]
+    fn ended(mut self, iters: u64, t_end: u64) -> Self {
+        self.iters = iters;
+        self.t_end = t_end;
+        self
+    }
+}
+
 fn wr(cfg: &LatConfig, id: u64, laddr: u64, lkey: u32, raddr: u64, rkey: u32) -> WrDesc {
     WrDesc {
         wr_id: id,
@@ -198,6 +220,12 @@ fn went_on<T>(r: Result<Option<T>, LatError>, out: &mut LatOutcome) -> bool {
             false
         }
     }
+}
+
+/// [`went_on`] for a [`stamped_post`]: `Ok(false)` (the window ended) ends the run.
+#[inline(always)]
+fn post_went_on(r: Result<bool, LatError>, out: &mut LatOutcome) -> bool {
+    went_on(r.map(|p| p.then_some(())), out)
 }
 
 /// The sending half of every ping-pong: `--latency_gap`'s wait, the sample's start stamp
@@ -281,12 +309,7 @@ pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
     tposted: &mut [u64],
     now: F,
 ) -> LatOutcome {
-    let mut out = LatOutcome {
-        t_start: now(),
-        ..Default::default()
-    };
-    let dur = cfg.duration();
-    let iters = if dur { 0 } else { cfg.iters };
+    let (mut out, dur, iters) = start(cfg, now());
     let (mut scnt, mut ccnt, mut rcnt) = (0u64, 0u64, 0u64);
     let mut skew = 0u64;
     let list = [wr(cfg, 1, t.laddr, t.lkey, t.raddr, t.rkey)];
@@ -300,7 +323,7 @@ pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
         if scnt < iters || dur {
             let mark = |n: u64| mb.stamp(n as u8);
             let posted = stamped_post(cfg, sq, &list, tposted, &mut scnt, &mut skew, &now, mark);
-            if !went_on(posted.map(|p| p.then_some(())), &mut out) {
+            if !post_went_on(posted, &mut out) {
                 break;
             }
         }
@@ -312,9 +335,7 @@ pub fn write_lat<S: SendQueue, C: CompletionQueue, M: Mailbox, F: Fn() -> u64>(
             count_sampled(cfg, dur, &now, &mut out);
         }
     }
-    out.iters = scnt;
-    out.t_end = now();
-    out
+    out.ended(scnt, now())
 }
 
 /// read-lat / atomic-lat (client only): post one, wait for its completion.
@@ -326,25 +347,17 @@ pub fn rdma_lat<S: SendQueue, C: CompletionQueue, F: Fn() -> u64>(
     tposted: &mut [u64],
     now: F,
 ) -> LatOutcome {
-    let mut out = LatOutcome {
-        t_start: now(),
-        ..Default::default()
-    };
-    let dur = cfg.duration();
+    let (mut out, dur, _) = start(cfg, now());
     let list = [wr(cfg, 1, t.laddr, t.lkey, t.raddr, t.rkey)];
     let (mut n, mut skew) = (0u64, 0u64);
     while dur || n < cfg.iters {
         let posted = stamped_post(cfg, sq, &list, tposted, &mut n, &mut skew, &now, |_| {});
-        if !went_on(posted.map(|p| p.then_some(())), &mut out)
-            || !went_on(wait_one(cq, &now, cfg, n), &mut out)
-        {
+        if !post_went_on(posted, &mut out) || !went_on(wait_one(cq, &now, cfg, n), &mut out) {
             break;
         }
         count_sampled(cfg, dur, &now, &mut out);
     }
-    out.iters = n;
-    out.t_end = now();
-    out
+    out.ended(n, now())
 }
 
 /// send-lat ping-pong (both sides): wait for a receive (unless this side
@@ -367,12 +380,7 @@ pub fn send_lat<
     tposted: &mut [u64],
     now: F,
 ) -> LatOutcome {
-    let mut out = LatOutcome {
-        t_start: now(),
-        ..Default::default()
-    };
-    let dur = cfg.duration();
-    let iters = if dur { 0 } else { cfg.iters };
+    let (mut out, dur, iters) = start(cfg, now());
     let list = [wr(cfg, 1, t.laddr, t.lkey, 0, 0)];
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     let mut skew = 0u64;
@@ -392,14 +400,11 @@ pub fn send_lat<
         }
         if scnt < iters || dur {
             let posted = stamped_post(cfg, sq, &list, tposted, &mut scnt, &mut skew, &now, |_| {});
-            if !went_on(posted.map(|p| p.then_some(())), &mut out)
-                || !went_on(wait_one(scq, &now, cfg, scnt), &mut out)
+            if !post_went_on(posted, &mut out) || !went_on(wait_one(scq, &now, cfg, scnt), &mut out)
             {
                 break;
             }
         }
     }
-    out.iters = scnt;
-    out.t_end = now();
-    out
+    out.ended(scnt, now())
 }

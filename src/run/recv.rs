@@ -422,6 +422,14 @@ mod tests {
         fail_status: Option<WcStatus>,
     }
 
+    /// A wire with `to_send[q]` messages for QP q and nothing else set.
+    fn wire(to_send: Vec<u64>) -> Rc<RefCell<Wire>> {
+        Rc::new(RefCell::new(Wire {
+            to_send,
+            ..Default::default()
+        }))
+    }
+
     struct Rq(Rc<RefCell<Wire>>, usize);
     struct Cq(Rc<RefCell<Wire>>);
 
@@ -523,10 +531,7 @@ mod tests {
 
     #[test]
     fn receives_everything_and_never_posts_past_iters() {
-        let wire = Rc::new(RefCell::new(Wire {
-            to_send: vec![10, 10],
-            ..Default::default()
-        }));
+        let wire = wire(vec![10, 10]);
         let (o, counts) = run(&wire, cfg(10, 4), 2);
         assert_eq!(o.error, None);
         assert_eq!((o.received, o.measured), (20, 20));
@@ -593,10 +598,7 @@ mod tests {
 
     #[test]
     fn a_missing_message_is_a_stall_naming_the_qp() {
-        let wire = Rc::new(RefCell::new(Wire {
-            to_send: vec![10, 7],
-            ..Default::default()
-        }));
+        let wire = wire(vec![10, 7]);
         let (o, _) = run(&wire, cfg(10, 10), 2);
         match o.error {
             Some(RunError::Stalled {
@@ -628,10 +630,7 @@ mod tests {
 
     #[test]
     fn duration_window_starts_at_the_first_receive() {
-        let wire = Rc::new(RefCell::new(Wire {
-            to_send: vec![u64::MAX],
-            ..Default::default()
-        }));
+        let wire = wire(vec![u64::MAX]);
         let mut c = cfg(0, 4);
         c.window = Some(Window {
             margin: 100,

@@ -18,6 +18,7 @@ use crate::model::recv::GRH_BYTES;
 use crate::model::{
     Access, Model, ModelConfig, ModelMmio, ModelRecvMmio, ModelTransport, RecvSpec,
 };
+use crate::post::wc::poll_queued;
 use crate::post::RecvQueue;
 use crate::post::{Completion, CompletionQueue, Op, PostError, SendQueue, WcOpcode, WrDesc};
 use std::collections::VecDeque;
@@ -199,15 +200,7 @@ impl Rig for ModelRig {
     }
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
         self.drain()?;
-        let mut n = 0;
-        while n < out.len() {
-            let Some(c) = self.sends.pop_front() else {
-                break;
-            };
-            out[n] = c;
-            n += 1;
-        }
-        Ok(n)
+        Ok(poll_queued(&mut self.sends, out))
     }
     fn post_recv(&mut self, wr_id: u64, addr: u64, len: u32) -> Result<(), String> {
         let rkey = self.rkey;

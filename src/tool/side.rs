@@ -13,7 +13,7 @@ use crate::cli::params::{Kind, Params, Verb};
 use crate::ctrl::after_run;
 use crate::explain::bracket::{Bracket, Explanation, PeerFacts};
 use crate::explain::doctor::HostFacts;
-use crate::explain::gpu_topo;
+use crate::explain::gpu_findings;
 use crate::explain::sysfs::SysRoot;
 use crate::run::stop;
 use std::rc::Rc;
@@ -104,7 +104,7 @@ fn with_gpu_findings(e: Explanation, p: &Params, root: &SysRoot, out: &Out) -> E
     let Some(bdf) = super::setup::gpu_mem::opened_bus_id() else {
         return e;
     };
-    match gpu_topo::findings_for(&root.0, &bdf, &e.device) {
+    match gpu_findings::findings_for(&root.0, &bdf, &e.device) {
         Ok(f) => e.with_findings(f),
         Err(why) => {
             out.print(&format!(

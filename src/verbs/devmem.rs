@@ -9,6 +9,7 @@
 
 use super::error::last_errno;
 use super::pd::Pd;
+use super::rdma_core::reg_dmabuf_mr;
 use crate::sys;
 
 /// A dma-buf export of a device range: the fd and where the range starts in it.
@@ -55,10 +56,12 @@ impl DevReg {
 /// The NCCL-style probe: does this PD's device (provider and kernel) take
 /// dma-buf MRs? `ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0)` fails with EBADF
 /// where it does and EOPNOTSUPP/EPROTONOSUPPORT where it does not.
+/// A libibverbs older than rdma-core 34 has no such verb: EOPNOTSUPP.
 pub fn dmabuf_probe(pd: &Pd) -> std::result::Result<(), i32> {
+    let reg = reg_dmabuf_mr().map_err(|_| libc::EOPNOTSUPP)?;
     // SAFETY: a zero-length registration of fd -1 never maps anything; a
     // success (not expected) is deregistered at once.
-    let p = unsafe { sys::ibv_reg_dmabuf_mr(pd.raw(), 0, 0, 0, -1, 0) };
+    let p = unsafe { reg(pd.raw(), 0, 0, 0, -1, 0) };
     if !p.is_null() {
         // SAFETY: `p` is the MR just made.
         unsafe { sys::ibv_dereg_mr(p) };

@@ -9,6 +9,7 @@
 use super::context::Context;
 use super::error::{last_errno, strerror};
 use super::pd::Pd;
+use super::rdma_core::reg_dmabuf_mr;
 use crate::sys;
 
 /// `Ok(true)`: `dev` takes dma-buf MRs; `Ok(false)`: it does not; `Err`:
@@ -16,9 +17,13 @@ use crate::sys;
 pub fn probe(dev: &str) -> Result<bool, String> {
     let ctx = Context::open(Some(dev)).map_err(|e| format!("not probed ({e})"))?;
     let pd = Pd::new(&ctx).map_err(|e| format!("not probed ({e})"))?;
+    // rdma-core older than 34: no verb, so no dma-buf MRs whatever the device.
+    let Ok(reg) = reg_dmabuf_mr() else {
+        return Ok(false);
+    };
     // SAFETY: `pd` is a live protection domain; fd -1 and length 0 make the
     // kernel (or the provider) refuse before any memory is touched.
-    let mr = unsafe { sys::ibv_reg_dmabuf_mr(pd.raw(), 0, 0, 0, -1, 0) };
+    let mr = unsafe { reg(pd.raw(), 0, 0, 0, -1, 0) };
     if !mr.is_null() {
         // Not expected: a registration of nothing. It exists, so dma-buf
         // MRs do; release it.

@@ -224,25 +224,42 @@ impl Context {
             gid_type: None,
             ndev_ifindex: 0,
         };
-        let mut e = sys::ibv_gid_entry::default();
-        // SAFETY: the context is open; `e` is a valid out-struct of the size
-        // the inline wrapper declares.
-        let ret = unsafe { sys::ibv_query_gid_ex(self.raw(), u32::from(port), index, &mut e, 0) };
-        match ret {
-            0 => {
-                // SAFETY: every bit pattern of the GID union is a valid [u8; 16].
-                let raw = unsafe { e.gid.raw };
-                GidEntry {
-                    index,
-                    gid: Gid(raw),
-                    gid_type: Some(GidType(e.gid_type)),
-                    ndev_ifindex: e.ndev_ifindex,
-                }
-            }
+        match self.gid_entry_ex(port, index) {
+            Some(Ok(e)) => e,
             // Empty slot (kernel says ENODATA; some report ENOENT/EINVAL).
-            libc::ENODATA | libc::ENOENT | libc::EINVAL => empty,
+            Some(Err(libc::ENODATA | libc::ENOENT | libc::EINVAL)) => empty,
+            // Another error, or a libibverbs (or headers) older than rdma-core 32.
             _ => self.gid_entry_fallback(port, index, link).unwrap_or(empty),
         }
+    }
+
+    /// `ibv_query_gid_ex` where this build's headers and the host's libibverbs have it
+    /// (rdma-core 32): the entry, or the errno; None where either lacks it.
+    #[cfg(rdmaperf_gid_ex)]
+    fn gid_entry_ex(&self, port: u8, index: u32) -> Option<std::result::Result<GidEntry, i32>> {
+        let query = super::rdma_core::query_gid_ex()?;
+        let mut e = sys::ibv_gid_entry::default();
+        let size = std::mem::size_of::<sys::ibv_gid_entry>();
+        // SAFETY: the context is open; `e` is a valid out-struct of `size` bytes, the size
+        // the header's inline ibv_query_gid_ex passes.
+        let ret = unsafe { query(self.raw(), u32::from(port), index, &mut e, 0, size) };
+        if ret != 0 {
+            return Some(Err(ret));
+        }
+        // SAFETY: every bit pattern of the GID union is a valid [u8; 16].
+        let raw = unsafe { e.gid.raw };
+        Some(Ok(GidEntry {
+            index,
+            gid: Gid(raw),
+            gid_type: Some(GidType(e.gid_type)),
+            ndev_ifindex: e.ndev_ifindex,
+        }))
+    }
+
+    /// Headers older than rdma-core 32 declare no `ibv_query_gid_ex`.
+    #[cfg(not(rdmaperf_gid_ex))]
+    fn gid_entry_ex(&self, _port: u8, _index: u32) -> Option<std::result::Result<GidEntry, i32>> {
+        None
     }
 
     /// Old kernels/providers: GID via `ibv_query_gid`, type via sysfs.

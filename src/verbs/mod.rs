@@ -21,6 +21,7 @@ pub mod pd;
 pub mod port;
 pub mod psn;
 pub mod qp;
+pub mod rdma_core;
 pub mod srq;
 pub mod values;
 

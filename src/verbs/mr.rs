@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::devmem::{DevReg, DeviceMemory};
 use super::error::{last_errno, warn_if_failed, Result, VerbsError};
 use super::pd::Pd;
+use super::rdma_core::reg_dmabuf_mr;
 use crate::sys;
 
 /// MR / QP access flags (`IBV_ACCESS_*`). Chosen by us, combined with `|`.
@@ -371,14 +372,14 @@ impl Mr {
     pub fn device(pd: &Arc<Pd>, mem: Box<dyn DeviceMemory>, access: Access) -> Result<Mr> {
         let (va, len) = (mem.va(), mem.len());
         let (p, how) = match mem.dmabuf() {
-            // SAFETY: the PD is live; the fd and range come from the owner,
-            // which lives in the Mr until after deregistration.
-            Some(d) => (
-                unsafe {
-                    sys::ibv_reg_dmabuf_mr(pd.raw(), d.offset, len, va, d.fd, access.0 as i32)
-                },
-                DevReg::DmaBuf,
-            ),
+            Some(d) => {
+                let reg =
+                    reg_dmabuf_mr().map_err(|e| VerbsError::new("ibv_reg_dmabuf_mr", 0, e))?;
+                // SAFETY: the PD is live; the fd and range come from the owner,
+                // which lives in the Mr until after deregistration.
+                let p = unsafe { reg(pd.raw(), d.offset, len, va, d.fd, access.0 as i32) };
+                (p, DevReg::DmaBuf)
+            }
             // SAFETY: as above; the kernel (or a peer-memory client) pins
             // the range, the CPU never dereferences it here.
             None => (

@@ -96,14 +96,26 @@ impl PortState {
     }
 }
 
+// `enum ibv_gid_type` arrived in the headers with ibv_query_gid_ex (rdma-core 32); older
+// headers have no such enum, and there the type comes from sysfs (gid_attrs/types), read
+// into the same values: IB 0, RoCE v1 1, RoCE v2 2, the kernel's `enum ib_gid_type`.
+#[cfg(rdmaperf_gid_ex)]
+use sys::{IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2};
+#[cfg(not(rdmaperf_gid_ex))]
+const IBV_GID_TYPE_IB: u32 = 0;
+#[cfg(not(rdmaperf_gid_ex))]
+const IBV_GID_TYPE_ROCE_V1: u32 = 1;
+#[cfg(not(rdmaperf_gid_ex))]
+const IBV_GID_TYPE_ROCE_V2: u32 = 2;
+
 value_newtype! {
     /// `enum ibv_gid_type` as a newtype (read from the device).
     #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
     pub struct GidType(u32);
     name or "unknown" {
-        IB = sys::IBV_GID_TYPE_IB => "IB",
-        ROCE_V1 = sys::IBV_GID_TYPE_ROCE_V1 => "RoCE v1",
-        ROCE_V2 = sys::IBV_GID_TYPE_ROCE_V2 => "RoCE v2",
+        IB = IBV_GID_TYPE_IB => "IB",
+        ROCE_V1 = IBV_GID_TYPE_ROCE_V1 => "RoCE v1",
+        ROCE_V2 = IBV_GID_TYPE_ROCE_V2 => "RoCE v2",
     }
 }
 
@@ -111,8 +123,8 @@ impl GidType {
     /// perftest's RoCE version rank: v2 2, v1 1, anything else none.
     pub const fn roce_rank(self) -> Option<u32> {
         match self.0 {
-            sys::IBV_GID_TYPE_ROCE_V1 => Some(1),
-            sys::IBV_GID_TYPE_ROCE_V2 => Some(2),
+            IBV_GID_TYPE_ROCE_V1 => Some(1),
+            IBV_GID_TYPE_ROCE_V2 => Some(2),
             _ => None,
         }
     }

@@ -53,3 +53,19 @@ pub fn fake_cuda_dir(omit_memalloc: bool) -> PathBuf {
 pub fn log_verbs_so() -> PathBuf {
     root().join("log_verbs/log_verbs.so")
 }
+
+/// A copy of the fake `libcuda.so.1` at a path of its own (`tag`, then a
+/// counter): the loader keeps each library loaded and `cuInit`ed once per
+/// process, so a test that needs a fresh driver (a first `cuInit`, an
+/// injected init error) opens its own copy; dlopen maps a copy afresh, as
+/// it is another file.
+pub fn fresh_copy(tag: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let dir = root().join(format!("fresh/{tag}-{n}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("libcuda.so.1");
+    std::fs::copy(fake_cuda_dir(false).join("libcuda.so.1"), &lib).unwrap();
+    lib
+}

@@ -5,6 +5,8 @@
 pub mod cli;
 pub mod fake_cuda;
 pub mod mlx5;
+#[cfg(feature = "model")]
+pub mod model_env;
 pub mod vm;
 pub mod vm_cases;
 pub mod vm_script;

@@ -14,6 +14,14 @@
  *   FAKE_CUDA_NOPEER=1          the range is PROT_NONE from allocation on, as
  *                               device memory without a peer-memory client
  *                               looks to the kernel (ibv_reg_mr fails EFAULT)
+ *   FAKE_CUDA_DRIVER_VERSION=<n> cuDriverGetVersion's answer (default 12040,
+ *                               CUDA 12.4); below 12080 the PCIe mapping
+ *                               flag of cuMemGetHandleForAddressRange fails
+ *   FAKE_CUDA_INTEGRATED=1      CU_DEVICE_ATTRIBUTE_INTEGRATED = 1 (Tegra)
+ *   FAKE_CUDA_FLUSH=0           no HOST bit in the GPUDirect flush options
+ * The log also has "fake_cuda_loaded" / "fake_cuda_unloaded" when the library
+ * is mapped and unmapped (dlopen, dlclose or exit), and each cuInit with how
+ * many came before it ("cuInit n=1" is the second).
  * Built with -DFAKE_OMIT_MEMALLOC it lacks cuMemAlloc_v2 (a missing symbol).
  */
 #define _GNU_SOURCE
@@ -92,12 +100,36 @@ static void set_prot(int i, int prot)
     mprotect((void *)(uintptr_t)allocs[i].ptr, allocs[i].len, prot);
 }
 
+__attribute__((constructor)) static void loaded(void)
+{
+    logcall("fake_cuda_loaded", NULL);
+}
+
+__attribute__((destructor)) static void unloaded(void)
+{
+    logcall("fake_cuda_unloaded", NULL);
+}
+
+static int init_calls;
+
 CUresult cuInit(unsigned flags)
 {
-    (void)flags;
-    ENTER("cuInit");
+    char d[32];
+    snprintf(d, sizeof d, "n=%d", init_calls++);
+    logcall("cuInit", d);
+    if (flags != 0)
+        return 1; /* CUDA_ERROR_INVALID_VALUE: the flags must be 0 */
+    CUresult r = injected("cuInit");
+    if (r)
+        return r;
     inited = 1;
     return 0;
+}
+
+static int driver_version(void)
+{
+    const char *s = getenv("FAKE_CUDA_DRIVER_VERSION");
+    return s ? atoi(s) : 12040;
 }
 
 #define NEED_INIT()                                                            \
@@ -109,7 +141,7 @@ CUresult cuInit(unsigned flags)
 CUresult cuDriverGetVersion(int *v)
 {
     ENTER("cuDriverGetVersion");
-    *v = 12040;
+    *v = driver_version();
     return 0;
 }
 
@@ -155,6 +187,8 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d)
     switch (attr) {
     case 124: *v = env_is("FAKE_CUDA_DMABUF", "0") ? 0 : 1; break;
     case 116: *v = 1; break;
+    case 117: *v = env_is("FAKE_CUDA_FLUSH", "0") ? 0 : 1; break;
+    case 18: *v = env_is("FAKE_CUDA_INTEGRATED", "1"); break;
     default: *v = 0;
     }
     return 0;
@@ -280,9 +314,11 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr p, size_t n, in
                                        unsigned long long flags)
 {
     (void)n;
-    (void)flags;
     ENTER("cuMemGetHandleForAddressRange");
     if (type != 1 || find(p) < 0)
+        return 1;
+    /* The PCIe mapping type is CUDA 12.8's; an older driver knows no flag. */
+    if (flags > 1 || (flags == 1 && driver_version() < 12080))
         return 1;
     /* Any fd will do: rxe refuses dma-buf MRs before looking at it. */
     int fd = memfd_create("fake-cuda-dmabuf", 0);
@@ -292,11 +328,23 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr p, size_t n, in
     return 0;
 }
 
+/* CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX = 0, scope TO_OWNER =
+ * 100 or TO_ALL_DEVICES = 200; only where the options' HOST bit is set. */
+CUresult cuFlushGPUDirectRDMAWrites(int target, int scope)
+{
+    ENTER("cuFlushGPUDirectRDMAWrites");
+    NEED_INIT();
+    if (target != 0 || (scope != 100 && scope != 200) || env_is("FAKE_CUDA_FLUSH", "0"))
+        return 1;
+    return 0;
+}
+
 static const char *names[][2] = {
     {"1", "CUDA_ERROR_INVALID_VALUE"},   {"2", "CUDA_ERROR_OUT_OF_MEMORY"},
     {"3", "CUDA_ERROR_NOT_INITIALIZED"}, {"34", "CUDA_ERROR_STUB_LIBRARY"},
     {"100", "CUDA_ERROR_NO_DEVICE"},     {"101", "CUDA_ERROR_INVALID_DEVICE"},
     {"801", "CUDA_ERROR_NOT_SUPPORTED"}, {"999", "CUDA_ERROR_UNKNOWN"},
+    {"803", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"},
 };
 
 CUresult cuGetErrorName(CUresult r, const char **s)

@@ -34,8 +34,14 @@ pub struct Row {
     pub ns_per_call: f64,
     pub ns_per_wr: f64,
     pub recv_ns_per_msg: f64,
-    /// Message rate relative to post-send (None when post-send did not run).
+    /// Message rate relative to post-send: the ratio of the medians (None
+    /// when post-send did not run).
     pub ratio_to_post_send: Option<f64>,
+    /// The spread of that ratio over the repetitions: the lowest and the
+    /// highest of each repetition's own ratio (this method's rate over
+    /// post-send's in the same repetition); None without post-send.
+    pub ratio_min: Option<f64>,
+    pub ratio_max: Option<f64>,
 }
 
 /// Interleaved order: every method once per repetition.
@@ -76,6 +82,7 @@ pub fn summarize(samples: &[Sample]) -> Vec<Row> {
         .into_iter()
         .map(|m| {
             let mpps = of(m, |s| s.mpps);
+            let (ratio_min, ratio_max) = ratio_spread(samples, m);
             Row {
                 method: m,
                 reps: samples.iter().filter(|s| s.method == m).count(),
@@ -85,9 +92,33 @@ pub fn summarize(samples: &[Sample]) -> Vec<Row> {
                 ns_per_wr: of(m, |s| s.ns_per_wr),
                 recv_ns_per_msg: of(m, |s| s.recv_ns_per_msg),
                 ratio_to_post_send: base.filter(|b| *b > 0.0).map(|b| mpps / b),
+                ratio_min,
+                ratio_max,
             }
         })
         .collect()
+}
+
+/// The lowest and highest per-repetition ratio of `m`'s message rate to
+/// post-send's (repetitions where either is missing or post-send's is 0
+/// are left out).
+fn ratio_spread(samples: &[Sample], m: &str) -> (Option<f64>, Option<f64>) {
+    let rate = |method: &str, rep: u32| {
+        samples
+            .iter()
+            .find(|s| s.method == method && s.rep == rep)
+            .map(|s| s.mpps)
+    };
+    let ratios = samples.iter().filter(|s| s.method == m).filter_map(|s| {
+        let b = rate("post-send", s.rep).filter(|b| *b > 0.0)?;
+        Some(s.mpps / b)
+    });
+    ratios.fold((None, None), |(lo, hi): (Option<f64>, Option<f64>), r| {
+        (
+            Some(lo.map_or(r, |l| l.min(r))),
+            Some(hi.map_or(r, |h| h.max(r))),
+        )
+    })
 }
 
 /// The side-by-side table; a SEND test's (any receive cost measured) has
@@ -96,7 +127,7 @@ pub fn table(rows: &[Row], unsupported: &[Unsupported], bw_unit: &str) -> String
     let recv = rows.iter().any(|r| r.recv_ns_per_msg > 0.0);
     let mut o = String::new();
     o.push_str(&format!(
-        " {:<10} {:>5} {:>14} {:>16} {:>14} {:>12}{} {:>12}\n",
+        " {:<10} {:>5} {:>14} {:>16} {:>14} {:>12}{} {:>12} {:>13}\n",
         "method",
         "reps",
         "MsgRate[Mpps]",
@@ -108,21 +139,26 @@ pub fn table(rows: &[Row], unsupported: &[Unsupported], bw_unit: &str) -> String
         } else {
             String::new()
         },
-        "vs post-send"
+        "vs post-send",
+        "spread"
     ));
     for r in rows {
         let ratio = r
             .ratio_to_post_send
             .map(|x| format!("{x:.2}x"))
             .unwrap_or_else(|| "-".into());
+        let spread = match (r.ratio_min, r.ratio_max) {
+            (Some(lo), Some(hi)) => format!("{lo:.2}-{hi:.2}"),
+            _ => "-".into(),
+        };
         let rc = if recv {
             format!(" {:>12.1}", r.recv_ns_per_msg)
         } else {
             String::new()
         };
         o.push_str(&format!(
-            " {:<10} {:>5} {:>14.6} {:>16.2} {:>14.1} {:>12.1}{rc} {:>12}\n",
-            r.method, r.reps, r.mpps, r.bw, r.ns_per_call, r.ns_per_wr, ratio
+            " {:<10} {:>5} {:>14.6} {:>16.2} {:>14.1} {:>12.1}{rc} {:>12} {:>13}\n",
+            r.method, r.reps, r.mpps, r.bw, r.ns_per_call, r.ns_per_wr, ratio, spread
         ));
     }
     for u in unsupported {
@@ -213,10 +249,46 @@ mod tests {
         assert!(!plain.contains("recv ns/msg"), "{plain}");
     }
 
+    /// The spread: each repetition's ratio against post-send in the same
+    /// repetition, lowest and highest; a repetition without post-send (a
+    /// stopped run) is left out; post-send's own is exactly 1.
+    #[test]
+    fn the_ratio_spread_is_per_repetition() {
+        let v = vec![
+            s("wr-api", 0, 2.0),
+            s("post-send", 0, 1.0),
+            s("wr-api", 1, 4.0),
+            s("post-send", 1, 1.0),
+            s("wr-api", 2, 3.0),
+            s("post-send", 2, 9.0),
+            s("wr-api", 3, 100.0),
+        ];
+        let rows = summarize(&v);
+        assert_eq!(rows[0].ratio_min, Some(3.0 / 9.0));
+        assert_eq!(rows[0].ratio_max, Some(4.0));
+        assert_eq!(
+            (rows[1].ratio_min, rows[1].ratio_max),
+            (Some(1.0), Some(1.0))
+        );
+        let t = table(&rows, &[], "MiB/sec");
+        assert!(t.lines().next().unwrap().ends_with("spread"), "{t}");
+        assert!(
+            t.contains(" 0.33-4.00\n") && t.contains(" 1.00-1.00\n"),
+            "{t}"
+        );
+        // A zero post-send rate gives no ratio for that repetition.
+        let z = summarize(&[s("wr-api", 0, 2.0), s("post-send", 0, 0.0)]);
+        assert_eq!((z[0].ratio_min, z[0].ratio_max), (None, None));
+    }
+
     #[test]
     fn no_post_send_means_no_ratio() {
         let rows = summarize(&[s("wr-api", 0, 2.0)]);
         assert_eq!(rows[0].ratio_to_post_send, None);
-        assert!(table(&rows, &[], "Gb/sec").contains(" -\n"));
+        assert_eq!((rows[0].ratio_min, rows[0].ratio_max), (None, None));
+        assert!(
+            table(&rows, &[], "Gb/sec").contains(" - ")
+                && table(&rows, &[], "Gb/sec").contains(" -\n")
+        );
     }
 }

@@ -27,6 +27,7 @@ pub(crate) fn local_params(p: &Params) -> PeerParams {
         reversed: p.reversed,
         data_validation: p.data_validation,
         explain: p.explain,
+        compare: p.compare,
     }
 }
 
@@ -35,6 +36,8 @@ pub(crate) fn versions(sess: &mut Session, p: &Params) -> Result<PeerVersion, Fa
     let v = sess.exchange_versions().map_err(Fail::ctrl)?;
     if let Some(theirs) = &v.params {
         compare(p, &local_params(p), theirs)?;
+    } else if p.compare {
+        return Err(stock_compare_peer(p, &v));
     } else if p.data_validation {
         return Err(Fail::new(format!(
             "--data_validation: the peer is stock perftest {} - rdmaperf validates against \
@@ -48,9 +51,43 @@ pub(crate) fn versions(sess: &mut Session, p: &Params) -> Result<PeerVersion, Fa
     Ok(v)
 }
 
+/// `rdmaperf compare`'s peer sent no parameters: stock perftest, or an
+/// rdmaperf without compare between hosts.
+fn stock_compare_peer(p: &Params, v: &PeerVersion) -> Fail {
+    let (side, tool) = if p.listens() {
+        ("client", "the client")
+    } else {
+        ("server", "the server")
+    };
+    let what = if v.is_rdmaperf() {
+        format!("rdmaperf {} without compare between hosts", v.text)
+    } else {
+        format!("stock perftest {}", v.text)
+    };
+    Fail::new(format!(
+        "the {side} is {what}: compare between hosts needs `rdmaperf compare {}` on both \
+         hosts (after each run the two sides tell each other the post method and whether more \
+         runs follow, which perftest does not carry); run rdmaperf compare as {tool}, or \
+         compare in loopback on one host",
+        p.tool.name()
+    ))
+}
+
 /// Both sides' values, or the refusal naming them.
 pub(crate) fn compare(p: &Params, mine: &PeerParams, theirs: &PeerParams) -> Result<(), Fail> {
     let side = if p.listens() { "client" } else { "server" };
+    if mine.compare != theirs.compare {
+        let t = p.tool.name();
+        let who = if mine.compare {
+            format!("we run `rdmaperf compare {t}`, the {side} runs plain `rdmaperf {t}`")
+        } else {
+            format!("the {side} runs `rdmaperf compare {t}`, we run plain `rdmaperf {t}`")
+        };
+        return Err(Fail::new(format!(
+            "{who} — run `rdmaperf compare {t}` on both hosts (its server serves every \
+             method's runs), or plain `rdmaperf {t}` on both"
+        )));
+    }
     if mine.conn != theirs.conn {
         return Err(Fail::new(format!(
             "connection type differs: we run -c {}, the {side} runs -c {} — give both sides the same -c",
@@ -231,6 +268,72 @@ mod tests {
         assert!(
             e.msg
                 .contains("the server runs with --data_validation, we without"),
+            "{e}"
+        );
+    }
+
+    /// compare between hosts: a plain rdmaperf peer on either end is
+    /// refused, naming which side runs what.
+    #[test]
+    fn compare_and_plain_rdmaperf_do_not_mix() {
+        let mut c = params(Verb::Write, |_| {});
+        c.compare = true;
+        let plain = params(Verb::Write, |_| {});
+        let e = compare(&c, &local_params(&c), &local_params(&plain)).unwrap_err();
+        assert!(
+            e.msg
+                .contains("we run `rdmaperf compare write-bw`, the server runs plain"),
+            "{e}"
+        );
+        let e = compare(&plain, &local_params(&plain), &local_params(&c)).unwrap_err();
+        assert!(
+            e.msg
+                .contains("the server runs `rdmaperf compare write-bw`, we run plain"),
+            "{e}"
+        );
+        assert!(compare(&c, &local_params(&c), &local_params(&c)).is_ok());
+    }
+
+    /// A stock perftest peer (its version message carries nothing after the
+    /// string) talking to a compare side over a real control connection:
+    /// refused right after the version exchange, with the reason.
+    #[test]
+    fn a_stock_perftest_peer_of_compare_is_refused() {
+        use crate::ctrl::Listener;
+        use std::io::{Read, Write};
+        let l = Listener::bind(Some("127.0.0.1"), 0).unwrap();
+        let port = l.port();
+        let stock = std::thread::spawn(move || {
+            let t = std::time::Duration::from_secs(10);
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(t)).unwrap();
+            let mut v = [0u8; 16];
+            v[..4].copy_from_slice(b"6.06");
+            s.write_all(&v).unwrap();
+            let mut got = [0u8; 16];
+            s.read_exact(&mut got).unwrap();
+            got
+        });
+        let ch = l.accept(Some(std::time::Duration::from_secs(10))).unwrap();
+        let mut sess = Session::new(ch);
+        let mut p = params(Verb::Send, |a| a.server = None);
+        p.compare = true;
+        sess.set_local_params(local_params(&p));
+        let e = versions(&mut sess, &p).unwrap_err();
+        assert!(
+            e.msg.starts_with("the client is stock perftest 6.06: compare between hosts needs `rdmaperf compare send-bw` on both hosts"),
+            "{e}"
+        );
+        let sent = stock.join().unwrap();
+        assert_eq!(sent[8], crate::ctrl::wire::COMPARE_MARK, "{sent:?}");
+        // An rdmaperf without compare between hosts reads as such.
+        let v = PeerVersion::from_text("6.27-rs").unwrap();
+        let mut c = params(Verb::Write, |_| {});
+        c.compare = true;
+        let e = stock_compare_peer(&c, &v);
+        assert!(
+            e.msg
+                .starts_with("the server is rdmaperf 6.27-rs without compare"),
             "{e}"
         );
     }

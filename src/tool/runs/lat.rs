@@ -822,6 +822,14 @@ mod tests {
         posted: u64,
         mailbox: u8,
     }
+    /// A peer shared by the test's queues, its mailbox at `mailbox` (1: the
+    /// client waits first, as perftest's write-lat server starts).
+    fn peer(mailbox: u8) -> Rc<RefCell<Peer>> {
+        Rc::new(RefCell::new(Peer {
+            mailbox,
+            ..Default::default()
+        }))
+    }
     struct Sq(Rc<RefCell<Peer>>);
     struct Cq(Rc<RefCell<Peer>>);
     struct Mb(Rc<RefCell<Peer>>, u8);
@@ -890,10 +898,7 @@ mod tests {
     #[test]
     fn write_lat_run_gives_sane_stats() {
         // The client waits first (perftest: the write-lat server starts).
-        let peer = Rc::new(RefCell::new(Peer {
-            mailbox: 1,
-            ..Default::default()
-        }));
+        let peer = peer(1);
         let clk = FakeClock(Cell::new(1000), Cell::new(7));
         let c = cfg(Op::Write, false);
         let mut tposted = vec![0u64; c.iters as usize];
@@ -912,20 +917,24 @@ mod tests {
         check_stats(&tposted, 2);
     }
 
+    /// read-lat's loop against a fresh peer (it answers every post at once).
+    fn run_rdma(
+        c: &LatConfig,
+        tposted: &mut [u64],
+        now: impl Fn() -> u64,
+    ) -> (lat::LatOutcome, Rc<RefCell<Peer>>) {
+        let peer = peer(0);
+        let (mut sq, mut cq) = (Sq(peer.clone()), Cq(peer.clone()));
+        let o = lat::rdma_lat(c, &mut sq, &mut cq, &LatTarget::default(), tposted, now);
+        (o, peer)
+    }
+
     #[test]
     fn read_lat_run_gives_sane_stats() {
-        let peer = Rc::new(RefCell::new(Peer::default()));
         let clk = FakeClock(Cell::new(5), Cell::new(99));
         let c = cfg(Op::Read, true);
         let mut tposted = vec![0u64; c.iters as usize];
-        let o = lat::rdma_lat(
-            &c,
-            &mut Sq(peer.clone()),
-            &mut Cq(peer.clone()),
-            &LatTarget::default(),
-            &mut tposted,
-            || clk.tick(),
-        );
+        let (o, peer) = run_rdma(&c, &mut tposted, || clk.tick());
         assert_eq!((o.error, o.iters), (None, c.iters));
         assert_eq!(peer.borrow().posted, c.iters);
         check_stats(&tposted, 1);
@@ -937,24 +946,16 @@ mod tests {
         // a 10000-tick gap has the same samples, and the gapped run lasts
         // at least iters * gap longer.
         let run = |gap_ticks: u64| {
-            let peer = Rc::new(RefCell::new(Peer::default()));
             let t = Cell::new(0u64);
             let c = LatConfig {
                 gap_ticks,
                 ..cfg(Op::Read, true)
             };
             let mut tposted = vec![0u64; c.iters as usize];
-            let o = lat::rdma_lat(
-                &c,
-                &mut Sq(peer.clone()),
-                &mut Cq(peer.clone()),
-                &LatTarget::default(),
-                &mut tposted,
-                || {
-                    t.set(t.get() + 100);
-                    t.get()
-                },
-            );
+            let (o, _) = run_rdma(&c, &mut tposted, || {
+                t.set(t.get() + 100);
+                t.get()
+            });
             assert_eq!((o.error, o.iters), (None, c.iters));
             (stats::lat_deltas(&tposted), o.t_end - o.t_start)
         };
@@ -998,7 +999,7 @@ mod tests {
     #[test]
     fn send_lat_both_sides_end_after_iters_and_repost_only_what_is_needed() {
         for initiator in [true, false] {
-            let peer = Rc::new(RefCell::new(Peer::default()));
+            let peer = peer(0);
             let clk = FakeClock(Cell::new(1), Cell::new(3));
             let c = LatConfig {
                 rx_depth: 50,
@@ -1028,10 +1029,7 @@ mod tests {
     #[test]
     fn write_lat_duration_ends_at_end_not_with_a_stall() {
         // The peer answers the first 100 writes, then goes quiet (it ended first).
-        let peer = Rc::new(RefCell::new(Peer {
-            mailbox: 1,
-            ..Default::default()
-        }));
+        let peer = peer(1);
         let clk = FakeClock(Cell::new(0), Cell::new(5));
         let c = LatConfig {
             iters: 0,

@@ -799,6 +799,11 @@ fn run_sizes(
                 let size = size.unwrap_or(p.sizes[0]);
                 let so = run_one(p, r, &mut sess, &mut su, dq.as_mut(), drx.as_mut(), size)?;
                 let (row, err) = size_row(p, r, so, &mut sums, &mut su.report, out)?;
+                if p.compare && p.is_server() {
+                    // compare between hosts: the client reads this cost in the close's note.
+                    let ns = sums.last().map_or(0.0, |s| s.recv_ns_per_msg);
+                    crate::ctrl::compare_ext::note_recv_cost(ns);
+                }
                 last = report_of(size, &row);
                 if let Some(e) = err {
                     return Err(failed_run(p, r, out, e));

@@ -13,6 +13,7 @@ use crate::gpu::cuda_api::LIBCUDA;
 use crate::gpu::reg_hint::{registration_failure, HostPaths};
 use crate::tool::common::fail::Fail;
 use crate::verbs::devmem::dmabuf_probe;
+use crate::verbs::rdma_core::reg_dmabuf_mr;
 use crate::verbs::{Access, Context, DevReg, Mr, Pd};
 use std::sync::{Arc, Mutex};
 
@@ -38,6 +39,10 @@ impl GpuMem {
         let Some(opts) = &p.gpu else {
             return Ok(None);
         };
+        if opts.dmabuf {
+            // rdma-core older than 34 has no ibv_reg_dmabuf_mr: refuse before the GPU opens.
+            reg_dmabuf_mr().map_err(|e| Fail::refused(format!("--use_cuda_dmabuf: {e}")))?;
+        }
         let cuda = Cuda::open(LIBCUDA, &opts.select).map_err(Fail::new)?;
         if opts.dmabuf && cuda.dmabuf_supported == Some(false) {
             return Err(Fail::new(format!(
@@ -47,6 +52,9 @@ impl GpuMem {
                 cuda.label,
                 cuda.describe()
             )));
+        }
+        if opts.pcie_mapping {
+            cuda.check_pcie_mapping().map_err(Fail::new)?;
         }
         if let Ok(mut o) = OPENED.lock() {
             *o = Some(cuda.bus_id.clone());
