@@ -97,10 +97,10 @@ impl Writer<'_> {
             let fm = next_fm(quiet, self.cq_every);
             *sent += n as u64;
             rec.record(bb, *sent, nbb);
-            // SAFETY: the session's nbb WQEBBs from bb are free (the caller's
-            // room check covers the whole plan) and the cursor wraps at the
-            // ring end; exactly `ds` units are written (`session`'s count);
-            // packets are readable and not ring memory (caller contract).
+            // The session's nbb WQEBBs from bb are free (the caller's room
+            // check covers the whole plan) and the cursor wraps at the ring end.
+            // SAFETY: as above; exactly `ds` units are written (`session`'s
+            // count); packets are readable, not ring memory (caller contract).
             unsafe { self.write_one(&rest[..n], bb, ds as u8, fm) };
             last = Last { bb, ds: ds as u8 };
             bb = bb.wrapping_add(nbb);
