@@ -202,35 +202,27 @@ mod tests {
 
     #[test]
     fn source_ip_family_follows_ipv6_addr() {
-        let o = opts(|a| a.bind_source_ip = Some("169.254.7.2".into())).unwrap();
+        // --bind_source_ip alone, and with --ipv6-addr.
+        let v4 = |ip: &str| opts(|a| a.bind_source_ip = Some(ip.into()));
+        let v6 = |ip: &str| {
+            opts(|a| {
+                a.bind_source_ip = Some(ip.into());
+                a.ipv6_addr = true;
+            })
+        };
+        let o = v4("169.254.7.2").unwrap();
         assert_eq!(o.source_ip, Some("169.254.7.2:0".parse().unwrap()));
-        let e = opts(|a| a.bind_source_ip = Some("fe80::1".into())).unwrap_err();
+        let e = v4("fe80::1").unwrap_err();
         assert!(e.contains("needs --ipv6-addr"), "{e}");
-        let e = opts(|a| {
-            a.bind_source_ip = Some("169.254.7.2".into());
-            a.ipv6_addr = true;
-        })
-        .unwrap_err();
+        let e = v6("169.254.7.2").unwrap_err();
         assert!(e.contains("must be an IPv6 address"), "{e}");
-        let o = opts(|a| {
-            a.bind_source_ip = Some("::1".into());
-            a.ipv6_addr = true;
-        })
-        .unwrap();
+        let o = v6("::1").unwrap();
         assert!(o.ipv6_ctrl && o.source_ip.unwrap().is_ipv6());
-        let e = opts(|a| a.bind_source_ip = Some("eth0".into())).unwrap_err();
+        let e = v4("eth0").unwrap_err();
         assert!(e.contains("not an IP address"), "{e}");
-        let e = opts(|a| {
-            a.bind_source_ip = Some("fe80::1%no-such-if0".into());
-            a.ipv6_addr = true;
-        })
-        .unwrap_err();
+        let e = v6("fe80::1%no-such-if0").unwrap_err();
         assert!(e.contains("no interface named 'no-such-if0'"), "{e}");
-        let o = opts(|a| {
-            a.bind_source_ip = Some("fe80::1%lo".into());
-            a.ipv6_addr = true;
-        })
-        .unwrap();
+        let o = v6("fe80::1%lo").unwrap();
         match o.source_ip {
             Some(SocketAddr::V6(v6)) => assert!(v6.scope_id() > 0),
             x => panic!("{x:?}"),

@@ -77,6 +77,29 @@ impl std::fmt::Display for FromError {
     }
 }
 
+/// The socket call shared by bind(2) and connect(2).
+type AddrCall =
+    unsafe extern "C" fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int;
+
+/// `call` (bind or connect) on `stream`'s socket with `addr`; the errno as
+/// an error.
+fn at_addr(stream: &TcpStream, addr: &SocketAddr, call: AddrCall) -> io::Result<()> {
+    let (a, len) = raw_addr(addr);
+    // SAFETY: the fd is a live socket (owned by `stream`); `a` is a valid
+    // sockaddr of `len` bytes that outlives the call (the kernel copies it).
+    let r = unsafe {
+        call(
+            stream.as_raw_fd(),
+            (&a as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Connects to `dst` from `src` (port 0: the kernel picks one), giving up
 /// after `timeout` (SO_SNDTIMEO bounds a blocking connect on Linux).
 pub fn connect_from(
@@ -109,18 +132,7 @@ pub fn connect_from(
     stream
         .set_write_timeout(Some(timeout.max(Duration::from_millis(1))))
         .map_err(FromError::Connect)?;
-    let (s, slen) = raw_addr(&src);
-    // SAFETY: the fd is a live socket; `s` is a valid sockaddr of `slen` bytes
-    // that outlives the call (the kernel copies it).
-    let r = unsafe {
-        libc::bind(
-            stream.as_raw_fd(),
-            (&s as *const libc::sockaddr_storage).cast(),
-            slen,
-        )
-    };
-    if r != 0 {
-        let e = io::Error::last_os_error();
+    if let Err(e) = at_addr(&stream, &src, libc::bind) {
         return Err(FromError::Source(io::Error::new(
             e.kind(),
             format!(
@@ -129,18 +141,7 @@ pub fn connect_from(
             ),
         )));
     }
-    let (d, dlen) = raw_addr(&dst);
-    // SAFETY: as for bind: a live socket and a valid sockaddr of `dlen` bytes.
-    let r = unsafe {
-        libc::connect(
-            stream.as_raw_fd(),
-            (&d as *const libc::sockaddr_storage).cast(),
-            dlen,
-        )
-    };
-    if r != 0 {
-        return Err(FromError::Connect(io::Error::last_os_error()));
-    }
+    at_addr(&stream, &dst, libc::connect).map_err(FromError::Connect)?;
     stream.set_write_timeout(None).map_err(FromError::Connect)?;
     Ok(stream)
 }

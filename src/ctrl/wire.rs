@@ -965,29 +965,29 @@ mod tests {
         assert_eq!(v2.text, OUR_VERSION);
         assert_eq!(v2.params, Some(pp));
         assert_eq!(v2.params.unwrap().conn_name(), "UC");
+        // Each flag rides in the connection byte and comes back decoded.
+        let mut flags_round_trip = |q: PeerParams, conn_byte: u8| {
+            assert!(encode_params(&mut m, OUR_VERSION.len(), &q));
+            assert_eq!(m[OUR_VERSION.len() + 2], conn_byte, "{q:?}");
+            assert_eq!(decode_version(&m).unwrap().params, Some(q));
+        };
         let rev = PeerParams {
             reversed: true,
             ..pp
         };
-        assert!(encode_params(&mut m, OUR_VERSION.len(), &rev));
-        assert_eq!(m[OUR_VERSION.len() + 2], b'U' | 0x80);
-        assert_eq!(decode_version(&m).unwrap().params, Some(rev));
+        flags_round_trip(rev, b'U' | 0x80);
         let both = PeerParams {
             data_validation: true,
             ..rev
         };
-        assert!(encode_params(&mut m, OUR_VERSION.len(), &both));
-        assert_eq!(m[OUR_VERSION.len() + 2], b'U' | 0xa0);
-        assert_eq!(decode_version(&m).unwrap().params, Some(both));
+        flags_round_trip(both, b'U' | 0xa0);
         for conn in [b'R', b'U', b'D'] {
             let ex = PeerParams {
                 conn,
                 explain: true,
                 ..both
             };
-            assert!(encode_params(&mut m, OUR_VERSION.len(), &ex));
-            assert_eq!(m[OUR_VERSION.len() + 2], conn | 0xa8);
-            assert_eq!(decode_version(&m).unwrap().params, Some(ex), "{conn}");
+            flags_round_trip(ex, conn | 0xa8);
         }
         assert_eq!(decode_version(&b).unwrap().params, None);
         // compare: its own mark, every other byte as before.

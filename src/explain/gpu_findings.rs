@@ -81,6 +81,20 @@ fn numa_of(g: &Gpu) -> String {
         .map_or("unknown".into(), |n| n.to_string())
 }
 
+/// Those of `others` nearer than `c`, each as "name (class)"; `named` gives
+/// one's name and class (`None`: its class is unknown, so it is left out).
+fn nearer<'a, T: 'a>(
+    others: impl Iterator<Item = &'a T>,
+    c: Class,
+    named: impl Fn(&T) -> Option<(String, Class)>,
+) -> Vec<String> {
+    others
+        .filter_map(named)
+        .filter(|(_, k)| *k < c)
+        .map(|(name, k)| format!("{name} ({})", k.name()))
+        .collect()
+}
+
 fn far(topo: &Topo, gpu: &Gpu, nic: &Nic, c: Class) -> Finding {
     let mut ev = format!(
         "GPU {} (NUMA {}) and {} ({}): {}, {}",
@@ -91,22 +105,14 @@ fn far(topo: &Topo, gpu: &Gpu, nic: &Nic, c: Class) -> Finding {
         c.name(),
         c.meaning()
     );
-    let nearer_gpus: Vec<String> = topo
-        .gpus
-        .iter()
-        .filter(|g| g.bdf != gpu.bdf)
-        .filter_map(|g| Some((g, Topo::class(g, nic)?)))
-        .filter(|(_, k)| *k < c)
-        .map(|(g, k)| format!("GPU {} ({})", g.bdf, k.name()))
-        .collect();
-    let nearer_nics: Vec<String> = topo
-        .nics
-        .iter()
-        .filter(|n| n.name != nic.name)
-        .filter_map(|n| Some((n, Topo::class(gpu, n)?)))
-        .filter(|(_, k)| *k < c)
-        .map(|(n, k)| format!("{} ({})", n.name, k.name()))
-        .collect();
+    let other_gpus = topo.gpus.iter().filter(|g| g.bdf != gpu.bdf);
+    let nearer_gpus = nearer(other_gpus, c, |g| {
+        Some((format!("GPU {}", g.bdf), Topo::class(g, nic)?))
+    });
+    let other_nics = topo.nics.iter().filter(|n| n.name != nic.name);
+    let nearer_nics = nearer(other_nics, c, |n| {
+        Some((n.name.clone(), Topo::class(gpu, n)?))
+    });
     if !nearer_gpus.is_empty() {
         let _ = write!(ev, "; nearer to {}: {}", nic.name, nearer_gpus.join(", "));
     }

@@ -208,15 +208,13 @@ mod tests {
 
     #[test]
     fn bus_ids_normalize() {
-        assert_eq!(normalize_bdf("05:00.0").as_deref(), Some("0000:05:00.0"));
-        assert_eq!(
-            normalize_bdf("00000000:3B:00.0").as_deref(),
-            Some("0000:3b:00.0")
-        );
-        assert_eq!(
-            normalize_bdf("0001:81:1f.7").as_deref(),
-            Some("0001:81:1f.7")
-        );
+        for (bdf, want) in [
+            ("05:00.0", "0000:05:00.0"),
+            ("00000000:3B:00.0", "0000:3b:00.0"),
+            ("0001:81:1f.7", "0001:81:1f.7"),
+        ] {
+            assert_eq!(normalize_bdf(bdf).as_deref(), Some(want), "{bdf}");
+        }
         for bad in ["", "05:00", "zz:00.0", "05:40.0", "05:00.9", "1:2:3:4.0"] {
             assert_eq!(normalize_bdf(bad), None, "{bad}");
         }

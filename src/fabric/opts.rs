@@ -256,24 +256,18 @@ mod tests {
 
     #[test]
     fn errors_name_the_fix() {
-        assert!(parse(&v(&["-s", "64"]), no_file)
-            .unwrap_err()
-            .contains("name the test"));
-        assert!(parse(&v(&["write-bw", "--pattern"]), no_file)
-            .unwrap_err()
-            .contains("needs a value"));
-        assert!(parse(&v(&["write-bw", "--direction", "up"]), no_file)
-            .unwrap_err()
-            .contains("uni, bi or both"));
-        assert!(parse(&v(&["write-bw", "--tolerance", "150"]), no_file)
-            .unwrap_err()
-            .contains("0..100"));
-        assert!(parse(&v(&["write-bw", "--expect-bw", "x"]), no_file)
-            .unwrap_err()
-            .contains("number"));
-        assert!(parse(&v(&["write-bw", "--pairs-file", "f"]), no_file)
-            .unwrap_err()
-            .contains("no such file"));
+        let cases: [(&[&str], &str); 6] = [
+            (&["-s", "64"], "name the test"),
+            (&["write-bw", "--pattern"], "needs a value"),
+            (&["write-bw", "--direction", "up"], "uni, bi or both"),
+            (&["write-bw", "--tolerance", "150"], "0..100"),
+            (&["write-bw", "--expect-bw", "x"], "number"),
+            (&["write-bw", "--pairs-file", "f"], "no such file"),
+        ];
+        for (args, want) in cases {
+            let e = parse(&v(args), no_file).unwrap_err();
+            assert!(e.contains(want), "{args:?}: {want:?} missing: {e}");
+        }
         let both = parse(
             &v(&["write-bw", "--pairs-file", "f", "--pattern", "pairs"]),
             |_| Ok("0:1".into()),

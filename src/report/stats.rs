@@ -359,6 +359,26 @@ fn check_lat(hz: f64, rtt_factor: u32, units: LatUnits) -> Result<f64, StatsErro
     Ok(lat_quotient(hz, rtt_factor, units))
 }
 
+/// The common start of both latency statistics: the parameters checked, at
+/// least `need` samples, `deltas` sorted; returns the cycle divisor.
+fn sorted_lat(
+    deltas: &mut [u64],
+    need: usize,
+    hz: f64,
+    rtt_factor: u32,
+    units: LatUnits,
+) -> Result<f64, StatsError> {
+    let q = check_lat(hz, rtt_factor, units)?;
+    if deltas.len() < need {
+        return Err(StatsError::TooFewSamples {
+            need,
+            got: deltas.len(),
+        });
+    }
+    deltas.sort_unstable();
+    Ok(q)
+}
+
 /// Converts a double to a C `int` the way x86-64 `cvttsd2si` does: truncation,
 /// and INT_MIN for NaN or out-of-range values (C leaves these undefined).
 fn c_int(v: f64) -> i32 {
@@ -378,14 +398,7 @@ pub fn lat_perftest(
     rtt_factor: u32,
     units: LatUnits,
 ) -> Result<LatStats, StatsError> {
-    let q = check_lat(hz, rtt_factor, units)?;
-    if deltas.len() < 3 {
-        return Err(StatsError::TooFewSamples {
-            need: 3,
-            got: deltas.len(),
-        });
-    }
-    deltas.sort_unstable();
+    let q = sorted_lat(deltas, 3, hz, rtt_factor, units)?;
     let n = deltas.len() - 2; // LAT_MEASURE_TAIL
                               // get_median(): the even case averages in integer cycles.
     let median = if (n - 1) % 2 != 0 {
@@ -438,11 +451,7 @@ pub fn lat_exact(
     rtt_factor: u32,
     units: LatUnits,
 ) -> Result<LatStats, StatsError> {
-    let q = check_lat(hz, rtt_factor, units)?;
-    if deltas.is_empty() {
-        return Err(StatsError::TooFewSamples { need: 1, got: 0 });
-    }
-    deltas.sort_unstable();
+    let q = sorted_lat(deltas, 1, hz, rtt_factor, units)?;
     let n = deltas.len();
     let median = if n % 2 == 1 {
         deltas[n / 2] as f64
@@ -500,32 +509,6 @@ pub fn lat_duration(
         t_avg: ((t / mhz) / rtt_factor as f64) / iters as f64,
         tps: iters as f64 / (t / (mhz * 1_000_000.0)),
     })
-}
-
-/// perftest's `calc_cpu_util`: user-time share of (user + idle) between two
-/// `/proc/stat` "cpu" samples, in percent, computed in `float` like perftest.
-pub fn cpu_util(user: [i64; 2], idle: [i64; 2]) -> f32 {
-    let u = user[1].wrapping_sub(user[0]);
-    let i = idle[1].wrapping_sub(idle[0]);
-    let total = u.wrapping_add(i);
-    if total == 0 {
-        0.0
-    } else {
-        (u as f32 / total as f32) * 100.0
-    }
-}
-
-/// Parses the aggregate "cpu" line of `/proc/stat` into (user, idle) jiffies, the
-/// two fields perftest samples (1st and 4th numbers).
-pub fn parse_proc_stat_cpu(text: &str) -> Option<(i64, i64)> {
-    let line = text.lines().next()?;
-    let mut w = line.split_whitespace();
-    if w.next()? != "cpu" {
-        return None;
-    }
-    let user = w.next()?.parse().ok()?;
-    let idle = w.nth(2)?.parse().ok()?;
-    Some((user, idle))
 }
 
 #[cfg(test)]
@@ -758,14 +741,5 @@ mod tests {
         let r = lat_duration(2_000_000_000, 100_000, 2e9, 2).unwrap();
         assert_eq!(r.t_avg, 5.0);
         assert_eq!(r.tps, 100_000.0);
-    }
-
-    #[test]
-    fn cpu_util_and_proc_stat() {
-        assert_eq!(cpu_util([100, 150], [1000, 1150]), 25.0);
-        assert_eq!(cpu_util([1, 1], [1, 1]), 0.0);
-        let t = "cpu  10132153 290696 3084719 46828483 16683 0 25195 0 0 0\ncpu0 1 2 3 4\n";
-        assert_eq!(parse_proc_stat_cpu(t), Some((10132153, 46828483)));
-        assert_eq!(parse_proc_stat_cpu("intr 1 2"), None);
     }
 }

@@ -322,12 +322,16 @@ pub fn bw_inc_accuracy(r: &BwResult, units: BwUnits) -> bool {
     r.bw_avg < 0.1 && units == BwUnits::Gbit
 }
 
-fn row_end(i: &TestInfo, cpu_util: f32) -> String {
+/// A result row: `fmt` over `args`, then the CPU column when `i.cpu_util`
+/// (`cpu_util` is ignored otherwise) or a plain line end.
+fn row(fmt: &str, args: &[Arg<'_>], i: &TestInfo, cpu_util: f32) -> String {
+    let mut o = sprintf(fmt, args);
     if i.cpu_util {
-        sprintf(ROW_END_CPU, &[Arg::F(cpu_util as f64)])
+        o += &sprintf(ROW_END_CPU, &[Arg::F(cpu_util as f64)]);
     } else {
-        "\n".to_string()
+        o.push('\n');
     }
+    o
 }
 
 /// One BW result line: REPORT_FMT (REPORT_FMT_EXT for Gb/s under 0.1), plus the
@@ -346,7 +350,7 @@ pub fn bw_row(r: &BwResult, i: &TestInfo, cpu_util: f32) -> String {
     } else {
         BW_ROW
     };
-    let mut o = sprintf(
+    row(
         fmt,
         &[
             Arg::U(r.size),
@@ -355,9 +359,9 @@ pub fn bw_row(r: &BwResult, i: &TestInfo, cpu_util: f32) -> String {
             Arg::F(r.bw_avg),
             Arg::F(r.msg_rate),
         ],
-    );
-    o += &row_end(i, cpu_util);
-    o
+        i,
+        cpu_util,
+    )
 }
 
 /// `--output=bandwidth|message_rate|latency`: the bare value as `%lf\n`.
@@ -390,7 +394,7 @@ pub fn lat_row(size: u64, iters: u64, s: &LatStats, i: &TestInfo, cpu_util: f32)
     if i.output == OutputMode::Latency {
         return output_value(s.t_avg);
     }
-    let mut o = sprintf(
+    row(
         LAT_ROW,
         &[
             Arg::U(size),
@@ -403,9 +407,9 @@ pub fn lat_row(size: u64, iters: u64, s: &LatStats, i: &TestInfo, cpu_util: f32)
             Arg::F(s.p99),
             Arg::F(s.p99_9),
         ],
-    );
-    o += &row_end(i, cpu_util);
-    o
+        i,
+        cpu_util,
+    )
 }
 
 /// One duration-mode latency row (REPORT_FMT_LAT_DUR), or the bare `%lf` t_avg
@@ -420,12 +424,12 @@ pub fn lat_duration_row(
     if i.output == OutputMode::Latency {
         return output_value(r.t_avg);
     }
-    let mut o = sprintf(
+    row(
         LAT_DUR_ROW,
         &[Arg::U(size), Arg::U(iters), Arg::F(r.t_avg), Arg::F(r.tps)],
-    );
-    o += &row_end(i, cpu_util);
-    o
+        i,
+        cpu_util,
+    )
 }
 
 /// The `-U` (unsorted) / `-H` (sorted histogram) sample dump: "#, usec" then

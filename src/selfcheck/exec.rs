@@ -315,32 +315,47 @@ fn wc_opcode(op: Op) -> WcOpcode {
     }
 }
 
-/// Polls until `want.len()` completions came, each successful, in order,
-/// with the expected wr_id and opcode, and nothing more arrives.
-fn wait_completions(rig: &mut dyn Rig, op: Op, want: &[u64]) -> Result<(), String> {
-    let mut got: Vec<Completion> = Vec::new();
+/// Polls with `poll` until `got` holds `n` completions, or fails naming how
+/// many of the `what` came within [`WAIT`].
+fn wait_for(
+    rig: &mut dyn Rig,
+    got: &mut Vec<Completion>,
+    n: usize,
+    what: &str,
+    poll: fn(&mut dyn Rig, &mut Vec<Completion>) -> Result<(), String>,
+) -> Result<(), String> {
     let t0 = Instant::now();
-    let mut buf = [Completion::default(); 16];
-    while got.len() < want.len() {
+    while got.len() < n {
         rig.progress();
-        let n = rig
-            .poll(&mut buf)
-            .map_err(|e| format!("poll failed: {e:?}"))?;
-        got.extend_from_slice(&buf[..n]);
+        poll(rig, got)?;
         if t0.elapsed() > WAIT {
             return Err(format!(
-                "{} of {} completions after {}s",
+                "{} of {n} {what} after {}s",
                 got.len(),
-                want.len(),
                 WAIT.as_secs()
             ));
         }
     }
-    rig.progress();
+    Ok(())
+}
+
+/// One poll of the send CQ, its completions appended to `got`.
+fn poll_sends(rig: &mut dyn Rig, got: &mut Vec<Completion>) -> Result<(), String> {
+    let mut buf = [Completion::default(); 16];
     let n = rig
         .poll(&mut buf)
         .map_err(|e| format!("poll failed: {e:?}"))?;
     got.extend_from_slice(&buf[..n]);
+    Ok(())
+}
+
+/// Polls until `want.len()` completions came, each successful, in order,
+/// with the expected wr_id and opcode, and nothing more arrives.
+fn wait_completions(rig: &mut dyn Rig, op: Op, want: &[u64]) -> Result<(), String> {
+    let mut got = Vec::new();
+    wait_for(rig, &mut got, want.len(), "completions", poll_sends)?;
+    rig.progress();
+    poll_sends(rig, &mut got)?;
     if got.len() != want.len() {
         return Err(format!(
             "{} completions, {} expected (extra: {:?})",
@@ -376,19 +391,13 @@ fn wait_completions(rig: &mut dyn Rig, op: Op, want: &[u64]) -> Result<(), Strin
 
 fn wait_receives(rig: &mut dyn Rig, op: Op, want: &[u64], byte_len: u32) -> Result<(), String> {
     let mut got = Vec::new();
-    let t0 = Instant::now();
-    while got.len() < want.len() {
-        rig.progress();
-        rig.poll_recv(&mut got)?;
-        if t0.elapsed() > WAIT {
-            return Err(format!(
-                "{} of {} receive completions at the peer after {}s",
-                got.len(),
-                want.len(),
-                WAIT.as_secs()
-            ));
-        }
-    }
+    wait_for(
+        rig,
+        &mut got,
+        want.len(),
+        "receive completions at the peer",
+        |r, g| r.poll_recv(g),
+    )?;
     let (opcode, imm) = match op {
         Op::WriteImm => (WcOpcode::RECV_RDMA_WITH_IMM, true),
         Op::SendImm => (WcOpcode::RECV, true),

@@ -305,6 +305,16 @@ mod tests {
         }
     }
 
+    /// An unused slot: the all-zero GID, no type.
+    fn empty_slot(index: u32) -> GidEntry {
+        GidEntry {
+            index,
+            gid: Gid::default(),
+            gid_type: None,
+            ndev_ifindex: 0,
+        }
+    }
+
     fn table(entries: Vec<GidEntry>) -> GidTable {
         GidTable {
             device: "mlx5_0".into(),
@@ -312,6 +322,11 @@ mod tests {
             link_layer: LinkLayer::ETHERNET,
             entries,
         }
+    }
+
+    /// The index perftest 4.5 picks and the one master picks.
+    fn picks(t: &GidTable, ipv6: bool) -> (Option<u32>, Option<u32>) {
+        (t.auto_select(ipv6), t.auto_select_scored(ipv6))
     }
 
     const V1: Option<GidType> = Some(GidType::ROCE_V1);
@@ -357,26 +372,15 @@ mod tests {
     #[test]
     fn auto_select_prefers_ipv4_then_v2() {
         let t = mlx5_table();
-        assert_eq!(t.auto_select(false), Some(3));
-        assert_eq!(t.auto_select_scored(false), Some(3));
+        assert_eq!(picks(&t, false), (Some(3), Some(3)));
         // --ipv6: link-local v2.
-        assert_eq!(t.auto_select(true), Some(1));
-        assert_eq!(t.auto_select_scored(true), Some(1));
+        assert_eq!(picks(&t, true), (Some(1), Some(1)));
     }
 
     #[test]
     fn auto_select_rxe_single_link_local() {
-        let t = table(vec![
-            entry(0, "fe80::200:ff:fe00:1", V2),
-            GidEntry {
-                index: 1,
-                gid: Gid::default(),
-                gid_type: None,
-                ndev_ifindex: 0,
-            },
-        ]);
-        assert_eq!(t.auto_select(false), Some(0));
-        assert_eq!(t.auto_select_scored(false), Some(0));
+        let t = table(vec![entry(0, "fe80::200:ff:fe00:1", V2), empty_slot(1)]);
+        assert_eq!(picks(&t, false), (Some(0), Some(0)));
     }
 
     #[test]
@@ -385,14 +389,8 @@ mod tests {
         t.entries[3].gid = Gid::default();
         t.entries[3].gid_type = None;
         assert_eq!(t.auto_select(false), Some(2));
-        let empty = table(vec![GidEntry {
-            index: 0,
-            gid: Gid::default(),
-            gid_type: None,
-            ndev_ifindex: 0,
-        }]);
-        assert_eq!(empty.auto_select(false), None);
-        assert_eq!(empty.auto_select_scored(false), None);
+        let empty = table(vec![empty_slot(0)]);
+        assert_eq!(picks(&empty, false), (None, None));
     }
 
     #[test]
@@ -404,8 +402,7 @@ mod tests {
             entry(0, "::ffff:192.0.2.7", V1),
             entry(1, "2001:db8::7", V2),
         ]);
-        assert_eq!(t.auto_select(false), Some(1));
-        assert_eq!(t.auto_select_scored(false), Some(0));
+        assert_eq!(picks(&t, false), (Some(1), Some(0)));
     }
 
     #[test]
@@ -422,19 +419,13 @@ mod tests {
     #[test]
     fn unknown_types_never_win_on_version() {
         let t = table(vec![entry(0, "fe80::1", None), entry(1, "fe80::2", V2)]);
-        assert_eq!(t.auto_select(false), Some(0));
-        assert_eq!(t.auto_select_scored(false), Some(1));
+        assert_eq!(picks(&t, false), (Some(0), Some(1)));
     }
 
     #[test]
     fn user_index_errors_list_the_table() {
         let mut t = mlx5_table();
-        t.entries.push(GidEntry {
-            index: 4,
-            gid: Gid::default(),
-            gid_type: None,
-            ndev_ifindex: 0,
-        });
+        t.entries.push(empty_slot(4));
         assert_eq!(t.get(2).unwrap().gid_type, V1);
         let e = t.get(9).unwrap_err().to_string();
         assert!(

@@ -198,18 +198,16 @@ mod tests {
 
     #[test]
     fn release_from_the_library_version() {
-        assert_eq!(
-            release_from_lib_version("1.14.44.0").as_deref(),
-            Some("44.0")
-        );
-        assert_eq!(
-            release_from_lib_version("1.8.28.0").as_deref(),
-            Some("28.0")
-        );
-        assert_eq!(release_from_lib_version("1.12.34").as_deref(), Some("34"));
-        assert_eq!(release_from_lib_version("1"), None);
-        assert_eq!(release_from_lib_version("2.1.3.0"), None);
-        assert_eq!(release_from_lib_version("1.x.3.0"), None);
+        for (lib, want) in [
+            ("1.14.44.0", Some("44.0")),
+            ("1.8.28.0", Some("28.0")),
+            ("1.12.34", Some("34")),
+            ("1", None),
+            ("2.1.3.0", None),
+            ("1.x.3.0", None),
+        ] {
+            assert_eq!(release_from_lib_version(lib).as_deref(), want, "{lib}");
+        }
     }
 
     #[test]

@@ -196,16 +196,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn medians_and_ratio() {
-        let v = vec![
+    /// Three repetitions of wr-api against post-send: medians 3.0 and 1.0,
+    /// per-repetition ratios 2.0, 4.0 and 1/3.
+    fn three_reps() -> Vec<Sample> {
+        vec![
             s("wr-api", 0, 2.0),
             s("post-send", 0, 1.0),
             s("wr-api", 1, 4.0),
             s("post-send", 1, 1.0),
             s("wr-api", 2, 3.0),
             s("post-send", 2, 9.0),
-        ];
+        ]
+    }
+
+    #[test]
+    fn medians_and_ratio() {
+        let v = three_reps();
         let rows = summarize(&v);
         assert_eq!(rows[0].method, "wr-api");
         assert_eq!(rows[0].mpps, 3.0);
@@ -254,15 +260,8 @@ mod tests {
     /// stopped run) is left out; post-send's own is exactly 1.
     #[test]
     fn the_ratio_spread_is_per_repetition() {
-        let v = vec![
-            s("wr-api", 0, 2.0),
-            s("post-send", 0, 1.0),
-            s("wr-api", 1, 4.0),
-            s("post-send", 1, 1.0),
-            s("wr-api", 2, 3.0),
-            s("post-send", 2, 9.0),
-            s("wr-api", 3, 100.0),
-        ];
+        let mut v = three_reps();
+        v.push(s("wr-api", 3, 100.0));
         let rows = summarize(&v);
         assert_eq!(rows[0].ratio_min, Some(3.0 / 9.0));
         assert_eq!(rows[0].ratio_max, Some(4.0));

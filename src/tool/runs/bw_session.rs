@@ -21,7 +21,7 @@ use crate::tool::common::infinite;
 use crate::tool::common::out::{result_line, Out};
 use crate::tool::common::progress;
 use crate::tool::common::scenario::qp_type;
-use crate::tool::session::bw_measure::{measure_size_periods, qp_targets, unknown_qpn_line};
+use crate::tool::session::bw_measure::{measure_size, qp_targets, unknown_qpn_line};
 use crate::tool::session::bw_result::{check_limits, report_of, row_of, SizeRun, SizeSummary};
 use crate::tool::session::cm_data;
 use crate::tool::session::control::{connect, preamble, to_text_dest};
@@ -324,7 +324,7 @@ impl Side<'_> {
         macro_rules! measured {
             ($sqs:expr, $cq:expr) => {
                 infinite::with_printer(p, info, clock, size, out, report, |per| {
-                    measure_size_periods(p, &res.geometry, size, targets, $sqs, $cq, clock, per)
+                    measure_size(p, &res.geometry, size, targets, $sqs, $cq, clock, per)
                 })?
             };
         }

@@ -275,11 +275,11 @@ fn rdma_one(
     let run = match r.method {
         Method::PostSend => {
             let mut sqs = queues::post_send(&res.qps, p.post_list, queues::connected())?;
-            measure_size(p, g, size, &targets, &mut sqs, &mut cq, &r.clock)?
+            measure_size(p, g, size, &targets, &mut sqs, &mut cq, &r.clock, None)?
         }
         Method::WrApi => {
             let mut sqs = queues::wr_api(&res.qps, queues::connected())?;
-            measure_size(p, g, size, &targets, &mut sqs, &mut cq, &r.clock)?
+            measure_size(p, g, size, &targets, &mut sqs, &mut cq, &r.clock, None)?
         }
         Method::Direct => {
             return Err(Fail::new(

@@ -421,31 +421,23 @@ fn send_one(
     size: u64,
     clock: &Clock,
 ) -> Result<SizeOut, Fail> {
-    let targets = qp_targets(res, rem);
+    let (targets, g) = (qp_targets(res, rem), &res.geometry);
     let run = match method {
         Method::PostSend => {
             let mut sqs = queues::post_send(&res.qps, p.post_list, uds.iter().cloned())?;
             let mut cq =
                 event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event).map_err(Fail::verbs)?;
-            measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
+            measure_size(p, g, size, &targets, &mut sqs, &mut cq, clock, None)?
         }
         Method::WrApi => {
             let mut sqs = queues::wr_api(&res.qps, uds.iter().cloned())?;
             let mut cq =
                 event_cq::verbs(&res.cq, p.cqe_poll as usize, p.use_event).map_err(Fail::verbs)?;
-            measure_size(p, &res.geometry, size, &targets, &mut sqs, &mut cq, clock)?
+            measure_size(p, g, size, &targets, &mut sqs, &mut cq, clock, None)?
         }
         Method::Direct => {
             let q = dq.ok_or_else(|| Fail::new("--post direct: queues not opened (internal)"))?;
-            direct::run_size(
-                p,
-                &res.geometry,
-                size,
-                &targets,
-                &mut q.sqs,
-                &mut q.cq,
-                clock,
-            )?
+            direct::run_size(p, g, size, &targets, &mut q.sqs, &mut q.cq, clock)?
         }
     };
     let unknown = run.unknown_qpn_cqes;

@@ -79,20 +79,6 @@ pub fn qp_targets(res: &Resources, rem: &[Dest]) -> Vec<QpTarget> {
         .collect()
 }
 
-/// Run one size with post method `S` and poller `C` (monomorphised per
-/// method) over `sqs` (one per target), and compute the row.
-pub(crate) fn measure_size<S: SendQueue, C: CompletionQueue>(
-    p: &Params,
-    base: &Geometry,
-    size: u64,
-    targets: &[QpTarget],
-    sqs: &mut [S],
-    cq: &mut C,
-    clock: &Clock,
-) -> Result<SizeRun, Fail> {
-    measure_size_periods(p, base, size, targets, sqs, cq, clock, None)
-}
-
 /// The bw loop's arrays for one size, allocated before the run: the peak's
 /// stamps (none with --no_peak), per-QP counts, the post list and the poll
 /// batch.
@@ -119,10 +105,12 @@ impl LoopBufs {
     }
 }
 
-/// [`measure_size`], publishing `--run_infinitely` periods into `periods`
-/// (then the run has no end but a stop request).
+/// Run one size with post method `S` and poller `C` (monomorphised per
+/// method) over `sqs` (one per target), and compute the row; with
+/// `--run_infinitely`, publishing periods into `periods` (then the run has
+/// no end but a stop request).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn measure_size_periods<S: SendQueue, C: CompletionQueue>(
+pub(crate) fn measure_size<S: SendQueue, C: CompletionQueue>(
     p: &Params,
     base: &Geometry,
     size: u64,

@@ -282,5 +282,5 @@ pub fn run_size<M: Mmio, C: CompletionQueue>(
     cq: &mut C,
     clock: &Clock,
 ) -> Result<SizeRun, Fail> {
-    measure_size::<DirectSq<M>, C>(p, base, size, targets, sqs, cq, clock)
+    measure_size::<DirectSq<M>, C>(p, base, size, targets, sqs, cq, clock, None)
 }

@@ -119,15 +119,19 @@ impl DirectQpHandle {
         Ok(())
     }
 
+    /// How the hints name this QP: "direct RC QP 0x000123".
+    fn label(&self) -> String {
+        format!("direct {} QP {:#08x}", self.qp_type.name(), self.qpn())
+    }
+
     pub fn to_init(&self, a: &InitAttr) -> Result<(), VerbsError> {
         self.modify(
             "ibv_modify_qp(RESET->INIT)",
             build_init(self.qp_type, a),
             || {
                 format!(
-                    "direct {} QP {:#08x}: port {} must exist and pkey index {} be valid; check -i",
-                    self.qp_type.name(),
-                    self.qpn(),
+                    "{}: port {} must exist and pkey index {} be valid; check -i",
+                    self.label(),
                     a.port,
                     a.pkey_index
                 )
@@ -141,10 +145,9 @@ impl DirectQpHandle {
             build_rtr(self.qp_type, a),
             || {
                 format!(
-                    "direct {} QP {:#08x} to remote QPN {:#08x}: the MTU must not exceed the \
-                     port's (-m) and on RoCE a valid GID index (-x) is required",
-                    self.qp_type.name(),
-                    self.qpn(),
+                    "{} to remote QPN {:#08x}: the MTU must not exceed the port's (-m) and on \
+                     RoCE a valid GID index (-x) is required",
+                    self.label(),
                     a.dest_qpn
                 )
             },
@@ -157,9 +160,8 @@ impl DirectQpHandle {
             build_rts(self.qp_type, a),
             || {
                 format!(
-                    "direct {} QP {:#08x} with max_rd_atomic {}; lower -o/--outs or -u",
-                    self.qp_type.name(),
-                    self.qpn(),
+                    "{} with max_rd_atomic {}; lower -o/--outs or -u",
+                    self.label(),
                     a.max_rd_atomic
                 )
             },
