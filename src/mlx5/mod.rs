@@ -7,7 +7,8 @@
 //!   (pure, checked byte-for-byte against rdma-core in `tests/mlx5_seg.rs`);
 //! - [`wqe`]: WQE shapes and the ring cursor (wrap at the ring end);
 //! - [`barrier`], [`mmio`], [`doorbell`]: the `post_send_db` protocol;
-//! - [`sq`]: [`DirectSq`], a [`crate::post::SendQueue`];
+//! - [`sq`]: [`DirectSq`], a [`crate::post::SendQueue`]; [`raw_sq`]: a raw
+//!   packet SQ (one SEND per frame, or [`mpw`]'s multi-packet WQEs);
 //! - [`cq`]: [`DirectCq`], a [`crate::post::CompletionQueue`] that also
 //!   retires SQ space (shared lock-free [`progress`] record);
 //! - [`recv`], [`rq`], [`srq`]: the receive side: a QP's RQ and a shared
@@ -32,8 +33,11 @@ pub mod error;
 pub mod eth_seg;
 pub mod keepalive;
 pub mod mmio;
+pub mod mpw;
 pub mod prm;
 pub mod progress;
+pub mod raw_list;
+pub mod raw_sq;
 pub mod recv;
 pub mod recv_cq;
 pub mod rq;

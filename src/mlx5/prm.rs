@@ -45,6 +45,7 @@ value_newtype! {
         RDMA_READ = 0x10 => "MLX5_OPCODE_RDMA_READ",
         ATOMIC_CS = 0x11 => "MLX5_OPCODE_ATOMIC_CS",
         ATOMIC_FA = 0x12 => "MLX5_OPCODE_ATOMIC_FA",
+        ENHANCED_MPSW = 0x29 => "MLX5_OPCODE_ENHANCED_MPSW",
     }
 }
 

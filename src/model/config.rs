@@ -11,6 +11,10 @@ pub enum ModelTransport {
     /// UD: SENDs only; delivered when the AV names `peer_qpn` with `qkey`
     /// and a peer receive is posted, silently dropped otherwise.
     Ud { peer_qpn: u32, qkey: u32 },
+    /// A raw packet QP on an Ethernet port (`eth_port.rs`): SEND and eMPW
+    /// WQEs become frames on the model's wire. `min_inline` is the device's
+    /// minimum inline header (0 or 18); with 18, eMPW is refused.
+    RawEth { min_inline: u8 },
 }
 
 /// Shape of the modelled queues.

@@ -53,17 +53,20 @@
 //! them), `nic` (the NIC's send side and CQ), `respond` (its responder side
 //! on real receive rings), `handle` ([`Model`], [`Shared`]), then what
 //! stands on the handle: `mmio` (the recorder), `recv_mmio` (the receive records' recorder), `queues` (the direct queues
-//! on model memory), `cq_arm`, `setup`, `workers`.
+//! on model memory), `raw_queues` (a raw packet SQ on it, and the wire that
+//! `eth_port`, the NIC's Ethernet port, sends to), `cq_arm`, `setup`, `workers`.
 
 pub mod config;
 pub mod cq_arm;
 mod decode;
+mod eth_port;
 mod event;
 mod handle;
 mod mem;
 mod mmio;
 mod nic;
 mod queues;
+mod raw_queues;
 pub mod recv;
 mod recv_mmio;
 mod respond;

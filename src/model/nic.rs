@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use super::config::{Access, ModelConfig, ModelTransport, PeerCompletion};
 use super::decode::{self, op, synd, vendor, CqeOut, Ctrl, Payload, Sge};
+use super::eth_port::EthPort;
 use super::event::MmioEvent;
 use super::mem::Mem;
 use super::recv::RecvHw;
@@ -182,6 +183,8 @@ pub(crate) struct Nic {
     /// Events handed to the application (`Model::wait_cq_event`): the arm
     /// sequence number each arm must carry (mod 4).
     pub(crate) events_taken: u32,
+    /// A raw packet QP's Ethernet port (`ModelTransport::RawEth`).
+    pub(crate) eth: EthPort,
 }
 
 impl Nic {
@@ -201,6 +204,7 @@ impl Nic {
             armed: None,
             events: 0,
             events_taken: 0,
+            eth: EthPort::default(),
         }
     }
 
@@ -754,6 +758,14 @@ impl Nic {
         }
         if c.opmod != 0 {
             return Err((synd::LOCAL_QP_OP, vendor::BAD_OPCODE));
+        }
+        if let ModelTransport::RawEth { min_inline } = cfg.transport {
+            let mut port = std::mem::take(&mut self.eth);
+            let r = port.exec(w, &c, min_inline as usize, |k, a, l| {
+                self.mr(k, a, l, 0).is_some()
+            });
+            self.eth = port;
+            return r;
         }
         let ud = matches!(cfg.transport, ModelTransport::Ud { .. });
         match c.opcode {

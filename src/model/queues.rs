@@ -87,7 +87,7 @@ impl Model {
         self.sq_of(q, self.mmio_of(q))
     }
 
-    fn take_queues(&self) -> Result<(), String> {
+    pub(super) fn take_queues(&self) -> Result<(), String> {
         if self.shared.queues_taken.swap(true, Ordering::AcqRel) {
             return Err(
                 "model: the SQ/CQ queues were already created (pair or queues, once per model)"
@@ -97,12 +97,12 @@ impl Model {
         Ok(())
     }
 
-    fn keep(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+    pub(super) fn keep(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         Some(Arc::clone(&self.shared) as Arc<dyn Any + Send + Sync>)
     }
 
     /// The CQ poller (call once, from `take_queues` callers).
-    fn cq(&self) -> Result<DirectCq, String> {
+    pub(super) fn cq(&self) -> Result<DirectCq, String> {
         let cq = self.dv_cq();
         // SAFETY: the memory is owned by `shared`, which the poller keeps
         // alive; created once per model (`take_queues`).
@@ -112,7 +112,7 @@ impl Model {
     /// QP `q`'s SQ (call once per QP, from `take_queues` callers).
     fn sq_of<M: Mmio>(&self, q: usize, mmio: M) -> Result<DirectSq<M>, String> {
         let transport = match self.shared.cfg.transport {
-            ModelTransport::Rc => Transport::Rc,
+            ModelTransport::Rc | ModelTransport::RawEth { .. } => Transport::Rc,
             ModelTransport::Ud { peer_qpn, qkey } => Transport::Ud(
                 DatagramSeg::new(0, 0, 0, 0, 0, 0x0001, [0; 6], 0, 64, 0, [0; 16])
                     .with_ud_dest(peer_qpn, qkey),
