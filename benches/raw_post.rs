@@ -26,7 +26,7 @@ use rdmaperf::mlx5::raw_sq::{RawPkt, RawSq, RawSqConfig};
 use rdmaperf::mlx5::{DirectCq, HwMmio};
 use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport};
 use rdmaperf::post::{Completion, CompletionQueue, WcStatus};
-use rdmaperf::raw::frame::{self, FrameSpec, Ip, L4};
+use rdmaperf::raw::frame::{self, FrameSpec};
 
 const WQE_CNT: u32 = 256;
 /// Packets per timed stretch.
@@ -48,18 +48,12 @@ struct Rig {
 }
 
 fn spec() -> FrameSpec {
-    FrameSpec {
-        ip: Some(Ip::V4 {
-            src: [10, 0, 0, 1],
-            dst: [10, 0, 0, 2],
-        }),
-        l4: Some(L4 {
-            tcp: false,
-            src_port: 5000,
-            dst_port: 6000,
-        }),
-        ..FrameSpec::l2(64, [2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-    }
+    FrameSpec::udp4(
+        64,
+        ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]),
+        ([10, 0, 0, 1], [10, 0, 0, 2]),
+        (5000, 6000),
+    )
 }
 
 /// WQEs one stretch takes in lists of `list`.
@@ -96,12 +90,7 @@ fn rig(m: Method, list: usize) -> Rig {
     // SAFETY: `buf` moves into the rig with the model and the SQ; its heap
     // block does not move and is dropped after them (field order).
     let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::NONE) };
-    let cfg = RawSqConfig {
-        min_inline: 0,
-        cs_flags: 0,
-        lkey: mr.lkey,
-        cq_every: cq_every(m, list),
-    };
+    let cfg = RawSqConfig::new(mr.lkey, cq_every(m, list));
     let (mut sq, cq) = model.raw_pair_with(cfg, HwMmio).unwrap();
     // SAFETY: as above.
     unsafe { sq.set_frame_source(buf.as_ptr(), buf.len()) };

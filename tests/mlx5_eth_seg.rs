@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use rdmaperf::mlx5::eth_seg::{self, RawSend, ETH_L2_INLINE_HEADER_SIZE, ETH_SEG_SIZE};
-use rdmaperf::raw::frame::{self, FrameSpec, Ip, L4};
+use rdmaperf::raw::frame::{self, FrameSpec};
 use rdmaperf::sys;
 
 proptest! {
@@ -39,18 +39,12 @@ fn eth_seg_size_matches_the_header() {
 
 #[test]
 fn raw_send_wqe_carries_perftests_frame() {
-    let spec = FrameSpec {
-        ip: Some(Ip::V4 {
-            src: [10, 0, 0, 1],
-            dst: [10, 0, 0, 2],
-        }),
-        l4: Some(L4 {
-            tcp: false,
-            src_port: 5000,
-            dst_port: 6000,
-        }),
-        ..FrameSpec::l2(64, [2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-    };
+    let spec = FrameSpec::udp4(
+        64,
+        ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]),
+        ([10, 0, 0, 1], [10, 0, 0, 2]),
+        (5000, 6000),
+    );
     let f = frame::frame(&spec, 0, 0, 1);
     let s = RawSend {
         wqe_index: 7,

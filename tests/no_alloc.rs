@@ -27,8 +27,9 @@ mod with_model {
     use std::cell::Cell;
     use std::sync::atomic::{AtomicBool, Ordering};
 
+    use rdmaperf::mlx5::raw_sq::{RawPkt, RawSqConfig};
     use rdmaperf::mlx5::{DirectSq, HwMmio};
-    use rdmaperf::model::{Model, ModelConfig};
+    use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WcStatus, WrDesc};
     use rdmaperf::run::bw::{BwConfig, BwLoop, QpCount, QpTarget};
 
@@ -401,5 +402,47 @@ mod with_model {
             inside.len(),
             inside.join("\n")
         );
+    }
+
+    /// The raw Ethernet SQ (one SEND WQE per packet, and eMPW with pointers
+    /// and inline) and the poll of its sparse completions allocate nothing.
+    #[test]
+    fn raw_posts_allocate_nothing() {
+        let mut buf = vec![0u8; 64 * 64];
+        let model = Model::new(ModelConfig {
+            wqe_cnt: 256,
+            cqe_cnt: 256,
+            transport: ModelTransport::RawEth { min_inline: 0 },
+            record_history: false,
+            ..ModelConfig::default()
+        })
+        .unwrap();
+        // SAFETY: `buf` outlives the model (declared first).
+        let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::NONE) };
+        let cfg = RawSqConfig::new(mr.lkey, 1);
+        let (mut sq, mut cq) = model.raw_pair_with(cfg, HwMmio).unwrap();
+        // SAFETY: as above.
+        unsafe { sq.set_frame_source(buf.as_ptr(), buf.len()) };
+        let pkts: Vec<RawPkt> = (0..64)
+            .map(|i| RawPkt {
+                addr: buf.as_ptr() as u64 + i * 64,
+                len: 60,
+            })
+            .collect();
+        let mut wc = [Completion::default(); 64];
+        for round in 0..6 {
+            let (n, r) = count(|| match round % 3 {
+                0 => sq.post_send(&pkts[..16]),
+                1 => sq.post_mpw(&pkts, false),
+                _ => sq.post_mpw(&pkts, true),
+            });
+            r.unwrap();
+            assert_eq!(n, 0, "round {round}: the post allocated");
+            assert!(model.step_dbrec() > 0);
+            let (n, k) = count(|| cq.poll(&mut wc).unwrap());
+            assert!(k > 0);
+            assert_eq!(n, 0, "round {round}: the poll allocated");
+        }
+        assert_eq!(model.take_wire().len(), 2 * (16 + 64 + 64));
     }
 }

@@ -22,7 +22,7 @@ mod with_model {
     use rdmaperf::mlx5::DirectCq;
     use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, WcStatus};
-    use rdmaperf::raw::frame::{self, FrameSpec, Ip, L4};
+    use rdmaperf::raw::frame::{self, FrameSpec};
     use rdmaperf::raw::pcap::{self, PcapWriter};
 
     const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
@@ -61,18 +61,12 @@ mod with_model {
     }
 
     fn spec(size: usize) -> FrameSpec {
-        FrameSpec {
-            ip: Some(Ip::V4 {
-                src: [10, 0, 0, 1],
-                dst: [10, 0, 0, 2],
-            }),
-            l4: Some(L4 {
-                tcp: false,
-                src_port: 5000,
-                dst_port: 6000,
-            }),
-            ..FrameSpec::l2(size, SRC_MAC, DST_MAC)
-        }
+        FrameSpec::udp4(
+            size,
+            (SRC_MAC, DST_MAC),
+            ([10, 0, 0, 1], [10, 0, 0, 2]),
+            (5000, 6000),
+        )
     }
 
     /// perftest's buffer: frame `i` (flow `i % 4`, its own payload seed) at
@@ -374,12 +368,7 @@ mod with_model {
         .unwrap();
         // SAFETY: `buf` outlives the model.
         let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::NONE) };
-        let cfg = RawSqConfig {
-            min_inline: 0,
-            cs_flags: 0,
-            lkey: mr.lkey,
-            cq_every: 1,
-        };
+        let cfg = RawSqConfig::new(mr.lkey, 1);
         let (mut sq, mut cq) = model.raw_pair(cfg).unwrap();
         // SAFETY: as above.
         unsafe { sq.set_frame_source(buf.as_ptr(), buf.len()) };

@@ -46,6 +46,19 @@ pub struct RawSqConfig {
     pub cq_every: u32,
 }
 
+impl RawSqConfig {
+    /// No inline header, no checksum offload, a CQE every `cq_every` WQEs:
+    /// what a ConnectX-5 or later takes for perftest's frames.
+    pub fn new(lkey: u32, cq_every: u32) -> Self {
+        Self {
+            min_inline: 0,
+            cs_flags: 0,
+            lkey,
+            cq_every,
+        }
+    }
+}
+
 /// A raw packet SQ. `M` is the MMIO seam ([`HwMmio`], or the model's
 /// recorder in tests).
 pub struct RawSq<M: Mmio = HwMmio> {

@@ -98,6 +98,28 @@ impl FrameSpec {
         }
     }
 
+    /// An IPv4/UDP frame (`-J`/`-j`, `-K`/`-k` without `--tcp`): the one the
+    /// post paths, their tests and benches send.
+    pub fn udp4(
+        size: usize,
+        macs: ([u8; 6], [u8; 6]),
+        ips: ([u8; 4], [u8; 4]),
+        ports: (u16, u16),
+    ) -> Self {
+        Self {
+            ip: Some(Ip::V4 {
+                src: ips.0,
+                dst: ips.1,
+            }),
+            l4: Some(L4 {
+                tcp: false,
+                src_port: ports.0,
+                dst_port: ports.1,
+            }),
+            ..Self::l2(size, macs.0, macs.1)
+        }
+    }
+
     /// The bytes handed to the NIC: `-s` less the CRC.
     pub fn frame_len(&self) -> usize {
         self.size - CRC
@@ -292,18 +314,7 @@ mod tests {
     const DST: [u8; 6] = [0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb];
 
     fn udp4(size: usize) -> FrameSpec {
-        FrameSpec {
-            ip: Some(Ip::V4 {
-                src: [1, 1, 1, 1],
-                dst: [2, 2, 2, 2],
-            }),
-            l4: Some(L4 {
-                tcp: false,
-                src_port: 5000,
-                dst_port: 6000,
-            }),
-            ..FrameSpec::l2(size, SRC, DST)
-        }
+        FrameSpec::udp4(size, (SRC, DST), ([1, 1, 1, 1], [2, 2, 2, 2]), (5000, 6000))
     }
 
     #[test]
