@@ -280,7 +280,8 @@ fn threads_are_refused_with_a_reason() {
     let Some(r) = batch() else { return };
     let s = r.single("threads_refused");
     s.assert_failed_with(&["--threads", "-q"]);
-    assert_eq!(s.rc, Some(1), "{}", s.out);
+    // Refused before any run: status 2 (docs/output.md, Exit statuses).
+    assert_eq!(s.rc, Some(2), "{}", s.out);
 }
 
 #[test]
