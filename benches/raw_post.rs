@@ -24,7 +24,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rdmaperf::mlx5::mpw;
 use rdmaperf::mlx5::raw_sq::{RawPkt, RawSq, RawSqConfig};
 use rdmaperf::mlx5::{DirectCq, HwMmio};
-use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport};
+use rdmaperf::model::{Access, Model, ModelConfig};
 use rdmaperf::post::{Completion, CompletionQueue, WcStatus};
 use rdmaperf::raw::frame::{self, FrameSpec};
 
@@ -79,14 +79,7 @@ fn rig(m: Method, list: usize) -> Rig {
         let f = frame::frame(&s, 0, i as u64, 1);
         buf[i * stride..i * stride + f.len()].copy_from_slice(&f);
     }
-    let model = Model::new(ModelConfig {
-        wqe_cnt: WQE_CNT,
-        cqe_cnt: 256,
-        transport: ModelTransport::RawEth { min_inline: 0 },
-        record_history: false,
-        ..ModelConfig::default()
-    })
-    .unwrap();
+    let model = Model::new(ModelConfig::raw_eth_loop(WQE_CNT)).unwrap();
     // SAFETY: `buf` moves into the rig with the model and the SQ; its heap
     // block does not move and is dropped after them (field order).
     let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::NONE) };

@@ -29,7 +29,7 @@ mod with_model {
 
     use rdmaperf::mlx5::raw_sq::{RawPkt, RawSqConfig};
     use rdmaperf::mlx5::{DirectSq, HwMmio};
-    use rdmaperf::model::{Access, Model, ModelConfig, ModelTransport};
+    use rdmaperf::model::{Access, Model, ModelConfig};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WcStatus, WrDesc};
     use rdmaperf::run::bw::{BwConfig, BwLoop, QpCount, QpTarget};
 
@@ -409,14 +409,7 @@ mod with_model {
     #[test]
     fn raw_posts_allocate_nothing() {
         let mut buf = vec![0u8; 64 * 64];
-        let model = Model::new(ModelConfig {
-            wqe_cnt: 256,
-            cqe_cnt: 256,
-            transport: ModelTransport::RawEth { min_inline: 0 },
-            record_history: false,
-            ..ModelConfig::default()
-        })
-        .unwrap();
+        let model = Model::new(ModelConfig::raw_eth_loop(256)).unwrap();
         // SAFETY: `buf` outlives the model (declared first).
         let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::NONE) };
         let cfg = RawSqConfig::new(mr.lkey, 1);

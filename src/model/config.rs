@@ -63,6 +63,20 @@ impl Default for ModelConfig {
     }
 }
 
+impl ModelConfig {
+    /// A raw Ethernet QP with no minimum inline and no history kept: what a
+    /// timed or allocation-counting loop of raw posts runs on.
+    pub fn raw_eth_loop(wqe_cnt: u32) -> Self {
+        Self {
+            wqe_cnt,
+            cqe_cnt: 256,
+            transport: ModelTransport::RawEth { min_inline: 0 },
+            record_history: false,
+            ..Self::default()
+        }
+    }
+}
+
 /// Memory-region access rights (values as `IBV_ACCESS_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Access(pub u32);
