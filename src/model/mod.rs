@@ -53,14 +53,17 @@
 //! them), `nic` (the NIC's send side and CQ), `respond` (its responder side
 //! on real receive rings), `handle` ([`Model`], [`Shared`]), then what
 //! stands on the handle: `mmio` (the recorder), `recv_mmio` (the receive records' recorder), `queues` (the direct queues
-//! on model memory), `raw_queues` (a raw packet SQ on it, and the wire that
-//! `eth_port`, the NIC's Ethernet port, sends to), `cq_arm`, `setup`, `workers`.
+//! on model memory), `raw_queues` (a raw packet SQ and RQs on it, the wire that
+//! `eth_port`, the NIC's Ethernet port, sends to, and the frames `eth_rx`
+//! steers through the `flow` table into the RQs), `cq_arm`, `setup`, `workers`.
 
 pub mod config;
 pub mod cq_arm;
 mod decode;
 mod eth_port;
+mod eth_rx;
 mod event;
+pub mod flow;
 mod handle;
 mod mem;
 mod mmio;
@@ -74,7 +77,9 @@ pub mod setup;
 pub mod workers;
 
 pub use config::{Access, ModelConfig, ModelTransport, MrKeys, PeerCompletion, RecvSpec};
+pub use eth_rx::RawRxStats;
 pub use event::MmioEvent;
+pub use flow::{FlowKind, FlowRule, IpMatch, L4Match};
 pub use handle::{Model, Shared};
 pub use mmio::ModelMmio;
 pub use nic::NicStats;

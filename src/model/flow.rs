@@ -1,0 +1,372 @@
+//! The model's flow table and its own reading of a received frame: the
+//! steering rules a raw packet QP installs (`ibv_create_flow`: an ETH spec
+//! on the destination MAC, optional IPv4/IPv6 addresses and TCP/UDP ports;
+//! `IBV_FLOW_ATTR_ALL_DEFAULT` for `--promiscuous`, `IBV_FLOW_ATTR_SNIFFER`
+//! for `--sniffer`), and what the NIC writes about a frame into its
+//! receive CQE (`hds_ip_ext`: L2/L3/L4 OK; `l4_hdr_type_etc`: the L3 and L4
+//! header types), computed here from the bytes: the IPv4 header checksum
+//! verified, the TCP/UDP checksum over the pseudo-header. A UDP checksum of
+//! 0 over IPv4 means "none sent" (RFC 768) and counts as good; over IPv6 it
+//! is not allowed (RFC 8200 §8.1) and counts as bad.
+//!
+//! Imports nothing from the crate: the parser shares nothing with
+//! `raw::frame`, which builds the frames, nor with `mlx5`, which reads the
+//! CQE.
+
+/// Which kind of rule (`enum ibv_flow_attr_type`): what the user states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowKind {
+    /// `IBV_FLOW_ATTR_NORMAL`: frames matching every spec of the rule.
+    Normal,
+    /// `IBV_FLOW_ATTR_ALL_DEFAULT`: frames no normal rule took.
+    AllDefault,
+    /// `IBV_FLOW_ATTR_SNIFFER`: a copy of every frame.
+    Sniffer,
+}
+
+/// An IP spec: addresses to match (`None`: any).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpMatch {
+    V4 {
+        src: Option<[u8; 4]>,
+        dst: Option<[u8; 4]>,
+    },
+    V6 {
+        src: Option<[u8; 16]>,
+        dst: Option<[u8; 16]>,
+    },
+}
+
+/// A TCP or UDP spec: ports to match (`None`: any).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct L4Match {
+    pub tcp: bool,
+    pub src_port: Option<u16>,
+    pub dst_port: Option<u16>,
+}
+
+/// One steering rule: frames it takes go to raw QP `ring`'s RQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowRule {
+    pub ring: usize,
+    pub kind: FlowKind,
+    pub dst_mac: Option<[u8; 6]>,
+    pub ip: Option<IpMatch>,
+    pub l4: Option<L4Match>,
+}
+
+impl FlowRule {
+    /// perftest's rule: an ETH spec on this side's MAC.
+    pub fn mac(ring: usize, dst_mac: [u8; 6]) -> Self {
+        Self {
+            ring,
+            kind: FlowKind::Normal,
+            dst_mac: Some(dst_mac),
+            ip: None,
+            l4: None,
+        }
+    }
+    /// `--promiscuous`: every frame no other rule took.
+    pub fn promiscuous(ring: usize) -> Self {
+        Self {
+            kind: FlowKind::AllDefault,
+            dst_mac: None,
+            ..Self::mac(ring, [0; 6])
+        }
+    }
+    /// `--sniffer`: a copy of every frame.
+    pub fn sniffer(ring: usize) -> Self {
+        Self {
+            kind: FlowKind::Sniffer,
+            ..Self::promiscuous(ring)
+        }
+    }
+    /// With an IP spec.
+    pub fn with_ip(self, ip: IpMatch) -> Self {
+        Self {
+            ip: Some(ip),
+            ..self
+        }
+    }
+    /// With a TCP/UDP spec.
+    pub fn with_l4(self, l4: L4Match) -> Self {
+        Self {
+            l4: Some(l4),
+            ..self
+        }
+    }
+
+    /// Whether a normal rule's specs all match `h`.
+    pub(crate) fn matches(&self, h: &Headers) -> bool {
+        if self.dst_mac.is_some_and(|m| m != h.dst_mac) {
+            return false;
+        }
+        let ip_ok = match (self.ip, &h.ip) {
+            (None, _) => true,
+            (Some(IpMatch::V4 { src, dst }), Some(ip)) if !ip.v6 => {
+                src.map_or(true, |a| a[..] == ip.src[..4])
+                    && dst.map_or(true, |a| a[..] == ip.dst[..4])
+            }
+            (Some(IpMatch::V6 { src, dst }), Some(ip)) if ip.v6 => {
+                src.map_or(true, |a| a == ip.src) && dst.map_or(true, |a| a == ip.dst)
+            }
+            _ => false,
+        };
+        let l4_ok = match (self.l4, &h.l4) {
+            (None, _) => true,
+            (Some(m), Some(l4)) => {
+                m.tcp == l4.tcp
+                    && m.src_port.map_or(true, |p| p == l4.src_port)
+                    && m.dst_port.map_or(true, |p| p == l4.dst_port)
+            }
+            _ => false,
+        };
+        ip_ok && l4_ok
+    }
+}
+
+/// `hds_ip_ext` bits (PRM; mlx5dv.h `MLX5_CQE_L2_OK` ...).
+const L2_OK: u8 = 1 << 0;
+const L3_OK: u8 = 1 << 1;
+const L4_OK: u8 = 1 << 2;
+/// `l4_hdr_type_etc`: the L3 type in bits 3:2, the L4 type in bits 6:4.
+const L3_IPV6: u8 = 1 << 2;
+const L3_IPV4: u8 = 2 << 2;
+const L4_TCP: u8 = 1 << 4;
+const L4_UDP: u8 = 2 << 4;
+const L4_TCP_EMPTY_ACK: u8 = 3 << 4;
+const L4_TCP_ACK: u8 = 4 << 4;
+
+/// The IP header as the NIC read it.
+#[derive(Debug)]
+pub(crate) struct Ip {
+    v6: bool,
+    /// IPv4 addresses in the first 4 bytes.
+    src: [u8; 16],
+    dst: [u8; 16],
+    /// IPv4: the header checksum verifies and the lengths fit the frame;
+    /// IPv6: the payload length fits the frame.
+    ok: bool,
+}
+
+/// The TCP/UDP header as the NIC read it.
+#[derive(Debug)]
+pub(crate) struct L4 {
+    tcp: bool,
+    src_port: u16,
+    dst_port: u16,
+    /// The CQE's L4 type.
+    kind: u8,
+    ok: bool,
+}
+
+/// A frame's headers, as far as the NIC reads them.
+#[derive(Debug)]
+pub(crate) struct Headers {
+    dst_mac: [u8; 6],
+    ip: Option<Ip>,
+    l4: Option<L4>,
+}
+
+fn be16(f: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([f[at], f[at + 1]])
+}
+
+/// The ones'-complement sum of `b` (odd length padded with 0) added to `acc`.
+fn sum16(mut acc: u32, b: &[u8]) -> u32 {
+    for c in b.chunks(2) {
+        acc += u32::from(c[0]) << 8 | u32::from(c.get(1).copied().unwrap_or(0));
+    }
+    acc
+}
+
+fn fold(mut acc: u32) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+impl Headers {
+    /// Reads `f` (at least 14 bytes: the port sends nothing shorter).
+    pub(crate) fn parse(f: &[u8]) -> Self {
+        let mut h = Headers {
+            dst_mac: f[..6].try_into().unwrap_or([0; 6]),
+            ip: None,
+            l4: None,
+        };
+        let (mut at, mut ty) = (14, be16(f, 12));
+        if ty == 0x8100 && f.len() >= 18 {
+            (at, ty) = (18, be16(f, 16));
+        }
+        let l4 = match ty {
+            0x0800 => h.ipv4(f, at),
+            0x86dd => h.ipv6(f, at),
+            _ => None,
+        };
+        if let Some((proto, from, to)) = l4 {
+            h.l4 = read_l4(f, proto, from, to, h.ip.as_ref());
+        }
+        h
+    }
+
+    /// The IPv4 header at `at`: (protocol, L4 start, L4 end) when it fits.
+    fn ipv4(&mut self, f: &[u8], at: usize) -> Option<(u8, usize, usize)> {
+        if f.len() < at + 20 || f[at] >> 4 != 4 {
+            return None;
+        }
+        let ihl = (f[at] & 0x0f) as usize * 4;
+        let total = be16(f, at + 2) as usize;
+        let fits = ihl >= 20 && total >= ihl && at + total <= f.len();
+        let sum_ok = f.len() >= at + ihl && fold(sum16(0, &f[at..at + ihl.max(20)])) == 0xffff;
+        let mut ip = Ip {
+            v6: false,
+            src: [0; 16],
+            dst: [0; 16],
+            ok: fits && sum_ok,
+        };
+        ip.src[..4].copy_from_slice(&f[at + 12..at + 16]);
+        ip.dst[..4].copy_from_slice(&f[at + 16..at + 20]);
+        self.ip = Some(ip);
+        // Fragments past the first carry no L4 header.
+        let frag_off = be16(f, at + 6) & 0x1fff;
+        (fits && frag_off == 0).then_some((f[at + 9], at + ihl, at + total))
+    }
+
+    /// The IPv6 header at `at` (no extension headers).
+    fn ipv6(&mut self, f: &[u8], at: usize) -> Option<(u8, usize, usize)> {
+        if f.len() < at + 40 || f[at] >> 4 != 6 {
+            return None;
+        }
+        let end = at + 40 + be16(f, at + 4) as usize;
+        let fits = end <= f.len();
+        self.ip = Some(Ip {
+            v6: true,
+            src: f[at + 8..at + 24].try_into().unwrap_or([0; 16]),
+            dst: f[at + 24..at + 40].try_into().unwrap_or([0; 16]),
+            ok: fits,
+        });
+        fits.then_some((f[at + 6], at + 40, end))
+    }
+
+    /// The CQE's `hds_ip_ext` and `l4_hdr_type_etc` for this frame.
+    pub(crate) fn cqe_bytes(&self) -> [u8; 2] {
+        let mut ok = L2_OK;
+        let mut ty = 0;
+        if let Some(ip) = &self.ip {
+            ty |= if ip.v6 { L3_IPV6 } else { L3_IPV4 };
+            ok |= if ip.ok { L3_OK } else { 0 };
+        }
+        if let Some(l4) = &self.l4 {
+            ty |= l4.kind;
+            ok |= if l4.ok { L4_OK } else { 0 };
+        }
+        [ok, ty]
+    }
+}
+
+/// The TCP (6) or UDP (17) header in `f[from..to]`, its checksum checked.
+fn read_l4(f: &[u8], proto: u8, from: usize, to: usize, ip: Option<&Ip>) -> Option<L4> {
+    let (tcp, min) = match proto {
+        6 => (true, 20),
+        17 => (false, 8),
+        _ => return None,
+    };
+    let ip = ip?;
+    if to < from + min {
+        return None;
+    }
+    let seg = &f[from..to];
+    let csum = be16(seg, if tcp { 16 } else { 6 });
+    let ok = if !tcp && csum == 0 {
+        !ip.v6 // no checksum sent: allowed over IPv4 only
+    } else {
+        let addrs = if ip.v6 { 16 } else { 4 };
+        let mut acc = sum16(0, &ip.src[..addrs]);
+        acc = sum16(acc, &ip.dst[..addrs]);
+        acc += u32::from(proto) + seg.len() as u32;
+        fold(sum16(acc, seg)) == 0xffff
+    };
+    let kind = if !tcp {
+        L4_UDP
+    } else if seg[13] & 0x10 == 0 {
+        L4_TCP
+    } else if seg.len() == ((seg[12] >> 4) as usize * 4) {
+        L4_TCP_EMPTY_ACK
+    } else {
+        L4_TCP_ACK
+    };
+    Some(L4 {
+        tcp,
+        src_port: be16(seg, 0),
+        dst_port: be16(seg, 2),
+        kind,
+        ok,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 14-byte Ethernet header, a 20-byte IPv4 header with checksum
+    /// 0xb861 (RFC 1071's worked example's header: 45 00 00 73 ...), then
+    /// 8 bytes of UDP with checksum 0.
+    fn v4_udp() -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+        f.extend_from_slice(&[
+            0x45, 0x00, 0x00, 0x1c, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ]);
+        let c = !fold(sum16(0, &f[14..34]));
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&[0x30, 0x39, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00]);
+        f
+    }
+
+    #[test]
+    fn an_ipv4_udp_frame_is_typed_and_checked() {
+        let f = v4_udp();
+        let h = Headers::parse(&f);
+        assert_eq!(h.cqe_bytes(), [L2_OK | L3_OK | L4_OK, L3_IPV4 | L4_UDP]);
+        let mut bad = f.clone();
+        bad[24] ^= 1;
+        assert_eq!(Headers::parse(&bad).cqe_bytes()[0], L2_OK | L4_OK);
+        // A wrong UDP checksum (not 0) is caught.
+        let mut bad = f;
+        bad[41] = 1;
+        assert_eq!(Headers::parse(&bad).cqe_bytes()[0], L2_OK | L3_OK);
+    }
+
+    #[test]
+    fn rules_match_their_specs_only() {
+        let h = Headers::parse(&v4_udp());
+        let mac = [2, 0, 0, 0, 0, 1];
+        assert!(FlowRule::mac(0, mac).matches(&h));
+        assert!(!FlowRule::mac(0, [2, 0, 0, 0, 0, 9]).matches(&h));
+        let v4 = |dst| IpMatch::V4 { src: None, dst };
+        assert!(FlowRule::mac(0, mac)
+            .with_ip(v4(Some([192, 168, 0, 199])))
+            .matches(&h));
+        assert!(!FlowRule::mac(0, mac)
+            .with_ip(v4(Some([192, 168, 0, 1])))
+            .matches(&h));
+        let v6 = IpMatch::V6 {
+            src: None,
+            dst: None,
+        };
+        assert!(!FlowRule::mac(0, mac).with_ip(v6).matches(&h));
+        let udp = |dst_port| L4Match {
+            tcp: false,
+            src_port: Some(12345),
+            dst_port,
+        };
+        assert!(FlowRule::mac(0, mac).with_l4(udp(Some(53))).matches(&h));
+        assert!(!FlowRule::mac(0, mac).with_l4(udp(Some(54))).matches(&h));
+        let tcp = L4Match {
+            tcp: true,
+            ..udp(None)
+        };
+        assert!(!FlowRule::mac(0, mac).with_l4(tcp).matches(&h));
+    }
+}
