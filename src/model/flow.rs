@@ -9,6 +9,7 @@
 //! 0 over IPv4 means "none sent" (RFC 768) and counts as good; over IPv6 it
 //! is not allowed (RFC 8200 §8.1) and counts as bad.
 //!
+//! Also the table itself ([`EthRx`]) and the port's receive counters.
 //! Imports nothing from the crate: the parser shares nothing with
 //! `raw::frame`, which builds the frames, nor with `mlx5`, which reads the
 //! CQE.
@@ -303,6 +304,60 @@ fn read_l4(f: &[u8], proto: u8, from: usize, to: usize, ip: Option<&Ip>) -> Opti
         kind,
         ok,
     })
+}
+
+/// What the port's receive side has done, since the model was made.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawRxStats {
+    /// Frames offered (`Model::deliver`).
+    pub frames: u64,
+    /// Receives completed successfully (a sniffer's copy counts too).
+    pub delivered: u64,
+    /// Frames no rule took: dropped.
+    pub no_match: u64,
+    /// Per raw QP: frames its rule took while no receive was posted
+    /// (dropped: the RQ ran dry).
+    pub out_of_buffer: Vec<u64>,
+    /// Receives completed with a local length error (the frame was longer
+    /// than the WQE's buffers).
+    pub too_long: u64,
+    /// Receives completed with another error (a bad lkey).
+    pub errors: u64,
+    /// CQEs not written: the CQ was full (the model's overrun).
+    pub cq_full: u64,
+}
+
+/// The port's flow table and counters.
+#[derive(Default, Debug)]
+pub(crate) struct EthRx {
+    pub(crate) rules: Vec<FlowRule>,
+    pub(crate) stats: RawRxStats,
+    /// RQs handed out by `Model::raw_rq` (each once).
+    pub(crate) rq_taken: Vec<usize>,
+}
+
+impl EthRx {
+    /// The raw QPs (receive rings) frame `h` goes to, in order.
+    pub(crate) fn targets(&self, h: &Headers) -> Vec<usize> {
+        let mut v: Vec<usize> = Vec::new();
+        let mut push = |r: usize| {
+            if !v.contains(&r) {
+                v.push(r);
+            }
+        };
+        for r in self.rules.iter().filter(|r| r.kind == FlowKind::Sniffer) {
+            push(r.ring);
+        }
+        let normal = self
+            .rules
+            .iter()
+            .find(|r| r.kind == FlowKind::Normal && r.matches(h));
+        let chosen = normal.or_else(|| self.rules.iter().find(|r| r.kind == FlowKind::AllDefault));
+        if let Some(r) = chosen {
+            push(r.ring);
+        }
+        v
+    }
 }
 
 #[cfg(test)]

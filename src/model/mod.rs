@@ -77,9 +77,8 @@ pub mod setup;
 pub mod workers;
 
 pub use config::{Access, ModelConfig, ModelTransport, MrKeys, PeerCompletion, RecvSpec};
-pub use eth_rx::RawRxStats;
 pub use event::MmioEvent;
-pub use flow::{FlowKind, FlowRule, IpMatch, L4Match};
+pub use flow::{FlowKind, FlowRule, IpMatch, L4Match, RawRxStats};
 pub use handle::{Model, Shared};
 pub use mmio::ModelMmio;
 pub use nic::NicStats;

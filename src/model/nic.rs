@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use super::config::{Access, ModelConfig, ModelTransport, PeerCompletion};
 use super::decode::{self, op, synd, vendor, CqeOut, Ctrl, Payload, Sge};
 use super::eth_port::EthPort;
-use super::eth_rx::EthRx;
 use super::event::MmioEvent;
+use super::flow::EthRx;
 use super::mem::Mem;
 use super::recv::RecvHw;
 

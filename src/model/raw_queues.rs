@@ -6,8 +6,7 @@
 //! number), the flow table and the frames fed to it (`eth_rx.rs`).
 
 use super::config::ModelTransport;
-use super::eth_rx::RawRxStats;
-use super::flow::FlowRule;
+use super::flow::{FlowRule, RawRxStats};
 use super::handle::{lock, Model};
 use super::mmio::ModelMmio;
 use super::recv_mmio::ModelRecvMmio;
