@@ -205,14 +205,16 @@ impl Headers {
             0x86dd => h.ipv6(f, at),
             _ => None,
         };
-        if let Some((proto, from, to)) = l4 {
-            h.l4 = read_l4(f, proto, from, to, h.ip.as_ref());
+        if let Some((proto, from, to, fits)) = l4 {
+            h.l4 = read_l4(f, proto, (from, to), fits, h.ip.as_ref());
         }
         h
     }
 
-    /// The IPv4 header at `at`: (protocol, L4 start, L4 end) when it fits.
-    fn ipv4(&mut self, f: &[u8], at: usize) -> Option<(u8, usize, usize)> {
+    /// The IPv4 header at `at`: the protocol, where L4 starts and ends (the
+    /// frame's end when the total length runs past it) and whether the
+    /// length fits.
+    fn ipv4(&mut self, f: &[u8], at: usize) -> Option<(u8, usize, usize, bool)> {
         if f.len() < at + 20 || f[at] >> 4 != 4 {
             return None;
         }
@@ -231,11 +233,12 @@ impl Headers {
         self.ip = Some(ip);
         // Fragments past the first carry no L4 header.
         let frag_off = be16(f, at + 6) & 0x1fff;
-        (fits && frag_off == 0).then_some((f[at + 9], at + ihl, at + total))
+        let end = if fits { at + total } else { f.len() };
+        (ihl >= 20 && frag_off == 0).then_some((f[at + 9], at + ihl, end, fits))
     }
 
     /// The IPv6 header at `at` (no extension headers).
-    fn ipv6(&mut self, f: &[u8], at: usize) -> Option<(u8, usize, usize)> {
+    fn ipv6(&mut self, f: &[u8], at: usize) -> Option<(u8, usize, usize, bool)> {
         if f.len() < at + 40 || f[at] >> 4 != 6 {
             return None;
         }
@@ -247,7 +250,7 @@ impl Headers {
             dst: f[at + 24..at + 40].try_into().unwrap_or([0; 16]),
             ok: fits,
         });
-        fits.then_some((f[at + 6], at + 40, end))
+        Some((f[at + 6], at + 40, end.min(f.len()), fits))
     }
 
     /// The CQE's `hds_ip_ext` and `l4_hdr_type_etc` for this frame.
@@ -266,8 +269,16 @@ impl Headers {
     }
 }
 
-/// The TCP (6) or UDP (17) header in `f[from..to]`, its checksum checked.
-fn read_l4(f: &[u8], proto: u8, from: usize, to: usize, ip: Option<&Ip>) -> Option<L4> {
+/// The TCP (6) or UDP (17) header in `f[from..to]`, its checksum checked
+/// when the IP length fits the frame (the type is read either way, as the
+/// NIC's parser follows the protocol field).
+fn read_l4(
+    f: &[u8],
+    proto: u8,
+    (from, to): (usize, usize),
+    fits: bool,
+    ip: Option<&Ip>,
+) -> Option<L4> {
     let (tcp, min) = match proto {
         6 => (true, 20),
         17 => (false, 8),
@@ -279,7 +290,9 @@ fn read_l4(f: &[u8], proto: u8, from: usize, to: usize, ip: Option<&Ip>) -> Opti
     }
     let seg = &f[from..to];
     let csum = be16(seg, if tcp { 16 } else { 6 });
-    let ok = if !tcp && csum == 0 {
+    let ok = if !fits {
+        false
+    } else if !tcp && csum == 0 {
         !ip.v6 // no checksum sent: allowed over IPv4 only
     } else {
         let addrs = if ip.v6 { 16 } else { 4 };
