@@ -107,8 +107,14 @@ impl Model {
     }
 
     /// Raw QP `q`'s RQ (recording the receive records' stores), to attach
-    /// to the CQ with `cq.attach_recv(rq.qpn(), rq.ring())`.
+    /// to the CQ with `cq.attach_recv(rq.qpn(), rq.ring())`. Once per ring.
     pub fn raw_rq(&self, q: usize) -> Result<DirectRq<ModelRecvMmio>, String> {
+        self.raw_rq_with(q, self.recv_mmio(q))
+    }
+
+    /// As [`raw_rq`](Self::raw_rq) with any MMIO implementation (`HwMmio`:
+    /// the real stores, for benches and the allocation test).
+    pub fn raw_rq_with<M: Mmio>(&self, q: usize, mmio: M) -> Result<DirectRq<M>, String> {
         let dv = self.recv_dv_qp(q)?;
         let qpn = self.recv_qpn(q).unwrap_or_default();
         let mut nic = lock(&self.shared.nic);
@@ -120,7 +126,6 @@ impl Model {
         // SAFETY: the ring and record are model memory, which `keep()`
         // keeps alive as long as the RQ; the ring is fresh and this RQ is
         // its only poster (each ring is handed out once, above).
-        unsafe { DirectRq::from_dv(&dv, qpn, self.keep(), self.recv_mmio(q)) }
-            .map_err(|e| e.to_string())
+        unsafe { DirectRq::from_dv(&dv, qpn, self.keep(), mmio) }.map_err(|e| e.to_string())
     }
 }
