@@ -259,8 +259,12 @@ pub fn run_raw_recv<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
     Ok(())
 }
 
+/// A completion of one of this RQ's receives: every failed one (libibverbs
+/// leaves `opcode` undefined on an error, so a failure on the CQ is taken
+/// as a receive's: the CQ must hold no other queue's failures), and the
+/// successful receives.
 fn is_recv(c: &Completion) -> bool {
-    c.opcode == WcOpcode::RECV && c.status != WcStatus::WR_FLUSH_ERR
+    c.status != WcStatus::SUCCESS || c.opcode == WcOpcode::RECV
 }
 
 /// Counts one completion.
@@ -273,7 +277,7 @@ fn take<K: RxClassify>(
     if c.status == WcStatus::WR_FLUSH_ERR {
         return Err(RawRecvError::Flushed);
     }
-    if c.opcode != WcOpcode::RECV {
+    if !is_recv(c) {
         counts.other_cqes += 1;
         return Ok(());
     }

@@ -113,8 +113,10 @@ fn errors_sends_and_flushes_are_told_apart() {
         opcode: WcOpcode::SEND,
         ..Completion::default()
     };
+    // libibverbs leaves a failed completion's opcode undefined.
     let long = Completion {
         status: WcStatus::LOC_LEN_ERR,
+        opcode: WcOpcode::SEND,
         ..recv(1, 0, 0, 0)
     };
     let prot = Completion {
