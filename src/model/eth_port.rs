@@ -22,7 +22,7 @@
 //! sends nothing; the reason is kept in [`EthPort::rejected`].
 
 use super::decode::{synd, vendor, Ctrl};
-use super::flow::fill_checksums;
+use super::headers::fill_checksums;
 
 const OP_SEND: u8 = 0x0a;
 const OP_EMPW: u8 = 0x29;

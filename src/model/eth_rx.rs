@@ -12,7 +12,7 @@
 
 use super::config::ModelConfig;
 use super::decode::{synd, vendor, CqeOut};
-use super::flow::Headers;
+use super::headers::Headers;
 use super::mem::Mem;
 use super::nic::Nic;
 use super::recv::LOCAL_LENGTH;

@@ -50,7 +50,10 @@
 //! keeps `model/` free of import circles): `config` (what the user states),
 //! `event` (a recorded store), `mem` (aligned regions), `decode` (WQE
 //! parsing, CQE composing), `recv` (the receive rings as the NIC reads
-//! them), `nic` (the NIC's send side and CQ), `respond` (its responder side
+//! them), `headers` (a frame's headers as the NIC reads them, the CQE's
+//! L3/L4 bits, checksum offload), `flow` (the raw port's steering rules),
+//! `eth_port` (raw WQEs to frames), `nic` (the NIC's send side and CQ),
+//! `eth_rx` (the raw port's receive side), `respond` (its responder side
 //! on real receive rings), `handle` ([`Model`], [`Shared`]), then what
 //! stands on the handle: `mmio` (the recorder), `recv_mmio` (the receive records' recorder), `queues` (the direct queues
 //! on model memory), `raw_queues` (a raw packet SQ and RQs on it, the wire that
@@ -65,6 +68,7 @@ mod eth_rx;
 mod event;
 pub mod flow;
 mod handle;
+mod headers;
 mod mem;
 mod mmio;
 mod nic;
