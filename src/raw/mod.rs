@@ -15,5 +15,6 @@ pub mod params;
 pub mod pcap;
 pub mod preflight;
 pub mod rules;
+pub mod steer;
 pub mod tools;
 pub mod values;
