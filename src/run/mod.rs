@@ -8,6 +8,7 @@ pub mod lat;
 pub mod pace;
 pub mod peer;
 pub mod period;
+pub mod raw_bw;
 pub mod recv;
 pub mod stop;
 pub mod threads;
