@@ -145,7 +145,7 @@ pub fn main(argv: Vec<String>) -> i32 {
     }
     // The raw Ethernet tools have their own flag table (crate::raw::cli).
     if let Some(t) = argv.get(1).and_then(|s| crate::raw::cli::tool_of(s)) {
-        return crate::raw::cli::main(t, &argv[2..]);
+        return crate::tool::runs::raw_bw::main(t, &argv[2..]);
     }
     match parse(argv) {
         Parsed::Print {

@@ -1,7 +1,8 @@
 //! `rdmaperf raw-eth-bw ...` (and `raw_ethernet_bw` as a multicall name):
 //! the flags and perftest's rules, then the checks made before anything is
-//! opened. The raw packet run itself is not in rdmaperf yet: a command line
-//! that passes every check says so and exits 2 (docs/raw-ethernet.md).
+//! opened ([`prepare`]), and what does not run yet ([`not_yet`]: everything
+//! but raw-eth-bw's sender says so and exits 2, docs/raw-ethernet.md).
+//! `tool::raw` runs what does.
 
 use super::args::{self, FLAGS};
 use super::params::{self, RawParams};
@@ -13,40 +14,61 @@ pub fn tool_of(sub: &str) -> Option<RawTool> {
     RawTool::from_name(sub)
 }
 
-/// Runs `rdmaperf <raw tool> <argv>`; returns the exit status.
-pub fn main(tool: RawTool, argv: &[String]) -> i32 {
+/// `rdmaperf <raw tool> <argv>` up to the run: `--help`, the flags and
+/// rules, the device checks and CAP_NET_RAW, perftest's notes. `Ok` holds
+/// the device's name; `Err` is the exit status when nothing is to run (0
+/// after `--help`, 2 after a refusal, already printed).
+pub fn prepare(tool: RawTool, argv: &[String]) -> Result<(RawParams, String), i32> {
     let name = tool.name();
     let parsed = args::parse(argv);
     if parsed.as_ref().is_ok_and(|a| a.has("help")) {
         print!("{}", help(tool));
-        return 0;
+        return Err(0);
     }
     let p = match parsed.and_then(|a| params::resolve(tool, &a)) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("rdmaperf {name}: {e}");
-            return 2;
+            return Err(2);
         }
     };
-    match before_open(&p) {
-        Err(e) => {
-            eprintln!("{e}");
-            2
-        }
-        Ok(dev) => {
-            // perftest prints these once the device is open (check_link_and_mtu).
-            for n in &p.notes {
-                println!(" {n}");
-            }
-            eprintln!(
-                "rdmaperf {name}: the command line and {dev} pass every check, but rdmaperf cannot \
-                 run raw Ethernet traffic yet (its frames, rules and pre-checks are in place: \
-                 docs/raw-ethernet.md): run stock {} for now",
-                tool.perftest_name()
-            );
-            2
-        }
+    let dev = before_open(&p).map_err(|e| {
+        eprintln!("{e}");
+        2
+    })?;
+    // perftest prints these once the device is open (check_link_and_mtu).
+    for n in &p.notes {
+        println!(" {n}");
     }
+    Ok((p, dev))
+}
+
+/// What rdmaperf does not run yet for this command line, as the refusal
+/// naming it and the stock tool to use; None when it runs (raw-eth-bw's
+/// sender, one way).
+pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
+    let r = &p.raw;
+    let missing = match r.tool {
+        RawTool::Lat => Some("the raw-eth-lat ping-pong"),
+        RawTool::BurstLat => Some("the raw-eth-burst-lat loop"),
+        RawTool::FsRate => Some("the raw-eth-fs-rate flow-rule loop"),
+        RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
+        RawTool::Bw if r.duplex => Some("-b (both ways: the receive side)"),
+        RawTool::Bw if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
+        RawTool::Bw if r.side == Some(super::ctx::Side::Server) => {
+            Some("the raw-eth-bw server (the receive side)")
+        }
+        RawTool::Bw if !p.pacing.is_empty() => {
+            Some("the rate flags (--burst_size, --rate_limit, ...)")
+        }
+        RawTool::Bw => None,
+    }?;
+    Some(format!(
+        "rdmaperf {}: the command line and {dev} pass every check, but {missing} is not in \
+         rdmaperf yet (raw-eth-bw --client runs: docs/raw-ethernet.md): run stock {} for now",
+        r.tool.name(),
+        r.tool.perftest_name()
+    ))
 }
 
 /// The device checks, then CAP_NET_RAW; the device's name when both pass.

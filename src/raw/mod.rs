@@ -15,6 +15,7 @@ pub mod params;
 pub mod pcap;
 pub mod preflight;
 pub mod rules;
+pub mod slots;
 pub mod steer;
 pub mod tools;
 pub mod values;
