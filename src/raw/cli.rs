@@ -1,7 +1,8 @@
 //! `rdmaperf raw-eth-bw ...` (and `raw_ethernet_bw` as a multicall name):
 //! the flags and perftest's rules, then the checks made before anything is
 //! opened ([`prepare`]), and what does not run yet ([`not_yet`]: everything
-//! but raw-eth-bw's sender says so and exits 2, docs/raw-ethernet.md).
+//! but raw-eth-bw's sender and raw-eth-fs-rate says so and exits 2,
+//! docs/raw-ethernet.md).
 //! `tool::raw` runs what does.
 
 use super::args::{self, FLAGS};
@@ -45,13 +46,13 @@ pub fn prepare(tool: RawTool, argv: &[String]) -> Result<(RawParams, String), i3
 
 /// What rdmaperf does not run yet for this command line, as the refusal
 /// naming it and the stock tool to use; None when it runs (raw-eth-bw's
-/// sender, one way).
+/// sender, one way, and raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
     let missing = match r.tool {
         RawTool::Lat => Some("the raw-eth-lat ping-pong"),
         RawTool::BurstLat => Some("the raw-eth-burst-lat loop"),
-        RawTool::FsRate => Some("the raw-eth-fs-rate flow-rule loop"),
+        RawTool::FsRate => None,
         RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
         RawTool::Bw if r.duplex => Some("-b (both ways: the receive side)"),
         RawTool::Bw if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
@@ -65,7 +66,7 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     }?;
     Some(format!(
         "rdmaperf {}: the command line and {dev} pass every check, but {missing} is not in \
-         rdmaperf yet (raw-eth-bw --client runs: docs/raw-ethernet.md): run stock {} for now",
+         rdmaperf yet (raw-eth-bw --client and raw-eth-fs-rate run: docs/raw-ethernet.md): run stock {} for now",
         r.tool.name(),
         r.tool.perftest_name()
     ))
@@ -110,4 +111,75 @@ fn spell(f: &args::Flag) -> String {
     let short = f.short.map(|c| format!("-{c}, ")).unwrap_or_default();
     let v = if f.value { " <value>" } else { "" };
     format!("  {short}--{}{v}\n", f.long)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(tool: RawTool, cmd: &str) -> RawParams {
+        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        args::parse(&argv)
+            .and_then(|a| params::resolve(tool, &a))
+            .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+    }
+
+    const M: &str = "-B 02:00:00:00:00:01 -E 02:00:00:00:00:02";
+
+    #[test]
+    fn what_runs_and_what_is_refused() {
+        let runs = [
+            (RawTool::Bw, format!("--client {M}")),
+            (
+                RawTool::Bw,
+                format!("--client {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2 --flows 4"),
+            ),
+            (RawTool::FsRate, format!("--server {M}")),
+        ];
+        for (t, c) in &runs {
+            assert_eq!(not_yet(&p(*t, c), "mlx5_0"), None, "{c}");
+        }
+        let refused = [
+            (
+                RawTool::Bw,
+                format!("--server {M}"),
+                "the raw-eth-bw server",
+            ),
+            (RawTool::Bw, format!("--client {M} -b"), "-b (both ways"),
+            (
+                RawTool::Bw,
+                format!("--client {M} -v"),
+                "-v (MAC forwarding",
+            ),
+            (
+                RawTool::Bw,
+                "--client -B 02:00:00:00:00:01 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
+                "--raw_mcast",
+            ),
+            (
+                RawTool::Bw,
+                format!("--client {M} --rate_limit 10"),
+                "the rate flags",
+            ),
+            (
+                RawTool::Lat,
+                format!("--client {M}"),
+                "raw-eth-lat ping-pong",
+            ),
+            (
+                RawTool::BurstLat,
+                format!("--client {M}"),
+                "raw-eth-burst-lat",
+            ),
+        ];
+        for (t, c, what) in &refused {
+            let e = not_yet(&p(*t, c), "mlx5_0").unwrap_or_else(|| panic!("{c}: runs"));
+            assert!(e.contains(what) && e.contains("mlx5_0"), "{c}: {e}");
+            assert!(
+                e.contains(&format!("run stock {}", t.perftest_name())),
+                "{c}: {e}"
+            );
+            assert!(!e.contains('\n'), "one sentence: {e}");
+        }
+    }
 }

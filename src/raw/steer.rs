@@ -38,12 +38,64 @@ pub fn rules(p: &RawParams) -> Vec<FlowRule> {
 /// ports `server_port + i`, `client_port + i`).
 pub fn flow_rule(p: &RawParams, i: u16) -> FlowRule {
     let r = &p.raw;
+    let ports = r.server_port.unwrap_or(0).wrapping_add(i);
+    rule_with_ports(p, i, (ports, r.client_port.unwrap_or(0).wrapping_add(i)))
+}
+
+/// raw-eth-fs-rate's rules (`set_up_fs_rules`), `per_qp` of them: rule 0
+/// with ports 0 and 0 (perftest's first call passes its zeroed locals),
+/// then rule `i` with the local port plus `i - 1` up to port 65535, after
+/// that the remote port counting on. The base ports are `--local_port` and
+/// `--remote_port` (0 under the old names, as perftest reads them).
+pub fn fs_rules(p: &RawParams, per_qp: u64) -> Vec<FlowRule> {
+    let r = &p.raw;
+    let server = r.side == Some(Side::Server);
+    let (sp, cp) = (r.server_port.unwrap_or(0), r.client_port.unwrap_or(0));
+    let (base_local, base_remote) = match (r.new_names, server) {
+        (false, _) => (0u32, 0u32),
+        (true, true) => (sp as u32, cp as u32),
+        (true, false) => (cp as u32, sp as u32),
+    };
+    let allowed = MAX_FS_PORT - sp as u64;
+    let (mut local, mut remote, mut last_local) = (0u32, 0u32, 0u64);
+    let mut v = Vec::with_capacity(per_qp as usize);
+    for i in 0..per_qp {
+        v.push(rule_with_ports(p, 0, (local as u16, remote as u16)));
+        if i <= allowed {
+            (local, remote, last_local) = (base_local + i as u32, base_remote, i);
+        } else {
+            (local, remote) = (base_local, base_remote + (i - last_local) as u32);
+        }
+    }
+    v
+}
+
+/// perftest's `MAX_FS_PORT`.
+pub const MAX_FS_PORT: u64 = 65536;
+
+/// How many rules raw-eth-fs-rate builds per QP: `-n`, or in duration mode
+/// `2 * MAX_FS_PORT - (server port + client port)` (`run_iter_fs`).
+pub fn fs_rule_count(p: &RawParams) -> u64 {
+    let r = &p.raw;
+    match r.duration {
+        None => r.iters,
+        Some(_) => {
+            2 * MAX_FS_PORT
+                - (r.server_port.unwrap_or(0) as u64 + r.client_port.unwrap_or(0) as u64)
+        }
+    }
+}
+
+/// A normal rule on the receiving MAC with the L4 ports (`local`,
+/// `remote`) as perftest's `set_up_flow_rules` takes them; `i` picks the
+/// flow label.
+fn rule_with_ports(p: &RawParams, i: u16, (local, remote): (u16, u16)) -> FlowRule {
+    let r = &p.raw;
     let server = r.side == Some(Side::Server);
     let (ether_type, et_mask) = p.ethertype.map_or((0, 0), |t| (t, 0xffff));
     let ip = (r.server_ip.is_some() || r.client_ip.is_some()).then(|| ip_match(p, i, server));
     let l4 = match (r.server_port, r.client_port) {
-        (Some(sp), Some(cp)) => {
-            let (local, remote) = (sp.wrapping_add(i), cp.wrapping_add(i));
+        (Some(_), Some(_)) => {
             let (src, dst) = if server {
                 (remote, local)
             } else {
@@ -181,6 +233,48 @@ mod tests {
             .collect();
         assert_eq!(labels, [7, 9, 7]);
         assert_eq!(encode(&r[0]).len(), 20 + 40 + 88 + 16);
+    }
+
+    #[test]
+    fn fs_rate_rules_walk_the_ports_as_perftest() {
+        let fs = |cmd: &str| {
+            let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+            args::parse(&argv)
+                .and_then(|a| params::resolve(RawTool::FsRate, &a))
+                .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+        };
+        let p = fs(
+            "--server --local_mac 02:00:00:00:00:01 --local_ip 10.0.0.2 \
+             --remote_ip 10.0.0.1 --local_port 65534 --remote_port 100 -n 5",
+        );
+        assert_eq!(fs_rule_count(&p), 5);
+        let r = fs_rules(&p, 5);
+        let ports: Vec<(u16, u16)> = r
+            .iter()
+            .map(|f| {
+                let l4 = f.l4.unwrap();
+                (l4.dst_port.val, l4.src_port.val)
+            })
+            .collect();
+        // Rule 0: perftest's zeroed locals; then local 65534 + i while
+        // i <= 65536 - 65534, then the remote port counts on.
+        assert_eq!(
+            ports,
+            [(0, 0), (65534, 100), (65535, 100), (0, 100), (65534, 101)]
+        );
+        let d = fs(
+            "--server --local_mac 02:00:00:00:00:01 --local_ip 10.0.0.2 \
+             --remote_ip 10.0.0.1 --local_port 1000 --remote_port 2000 -D 2",
+        );
+        assert_eq!(fs_rule_count(&d), 2 * 65536 - 3000);
+        let old = fs(&format!(
+            "--server {M} -j 10.0.0.1 -J 10.0.0.2 -k 5 -K 6 -n 5"
+        ));
+        let l4: Vec<u16> = fs_rules(&old, 4)
+            .iter()
+            .map(|f| f.l4.unwrap().dst_port.val)
+            .collect();
+        assert_eq!(l4, [0, 0, 1, 2], "old names: perftest's local_port is 0");
     }
 
     #[test]

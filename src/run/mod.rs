@@ -3,6 +3,7 @@
 
 pub mod bw;
 pub mod duplex;
+pub mod fs_rate;
 pub mod geometry;
 pub mod lat;
 pub mod pace;

@@ -284,30 +284,42 @@ impl std::fmt::Debug for Flow {
 impl Flow {
     /// `ibv_create_flow(qp, rule)`.
     pub fn create(qp: &Arc<Qp>, rule: &FlowRule) -> Result<Flow> {
-        let mut enc = encode(rule);
+        Self::create_encoded(qp, &mut encode(rule))
+    }
+
+    /// `ibv_create_flow` with a rule encoded beforehand (the flow-rate loop
+    /// times the verb alone).
+    pub fn create_encoded(qp: &Arc<Qp>, enc: &mut EncodedRule) -> Result<Flow> {
         // SAFETY: the QP is live (Arc held); `enc` holds `size` bytes laid out
         // as an ibv_flow_attr followed by its specs, 4-aligned, and outlives
         // the call (libibverbs copies the rule into the kernel command).
         let f = unsafe { sys::ibv_create_flow(qp.raw(), enc.as_attr()) };
         let Some(flow) = NonNull::new(f) else {
-            return Err(VerbsError::new(
-                "ibv_create_flow",
-                last_errno(),
-                format!(
-                    "a {:?} steering rule on port {} of {}: flow steering needs a raw packet \
-                     QP on a ConnectX port, root or CAP_NET_RAW, and for mlx4 the module \
-                     option log_num_mgm_entry_size=-1",
-                    rule.kind,
-                    rule.port,
-                    qp.context().name(),
-                ),
-            ));
+            return Err(create_failed(qp, enc));
         };
         Ok(Flow {
             flow,
             _qp: Arc::clone(qp),
         })
     }
+}
+
+#[cold]
+fn create_failed(qp: &Qp, enc: &EncodedRule) -> VerbsError {
+    let b = enc.bytes();
+    VerbsError::new(
+        "ibv_create_flow",
+        last_errno(),
+        format!(
+            "a steering rule (type {}, {} specs) on port {} of {}: flow steering needs a raw \
+             packet QP on a ConnectX port, root or CAP_NET_RAW, and for mlx4 the module option \
+             log_num_mgm_entry_size=-1",
+            u32::from_ne_bytes([b[4], b[5], b[6], b[7]]),
+            b[12],
+            b[13],
+            qp.context().name(),
+        ),
+    )
 }
 
 impl Drop for Flow {

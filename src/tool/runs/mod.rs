@@ -8,6 +8,7 @@ pub mod bw_session;
 pub mod duplex;
 pub mod lat;
 pub mod raw_bw;
+pub mod raw_fs_rate;
 pub mod rdma_bw;
 pub mod send_bw;
 pub mod threads_bw;

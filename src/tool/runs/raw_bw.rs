@@ -2,7 +2,8 @@
 //! (`raw::cli::prepare`), then what runs; everything else is refused with
 //! exit 2, naming what is missing and the stock tool (`raw::cli::not_yet`).
 //!
-//! What runs: `raw-eth-bw --client`, perftest's raw_ethernet_bw sender. Open
+//! What runs: raw-eth-fs-rate (`runs::raw_fs_rate`) and `raw-eth-bw
+//! --client`, perftest's raw_ethernet_bw sender. Open
 //! the device and check the port (`setup::raw_res`), pick the post method
 //! once (`setup::raw_method`), build the QPs and frames, run the loop
 //! (`session::raw_measure`) and print perftest's table with the packet
@@ -39,7 +40,11 @@ pub fn main(tool: RawTool, argv: &[String]) -> i32 {
         return 2;
     }
     stop::install();
-    match run(&p) {
+    let ran = match tool {
+        RawTool::FsRate => super::raw_fs_rate::run(&p),
+        _ => run(&p),
+    };
+    match ran {
         Ok(()) => stop::exit_status().unwrap_or(0),
         Err(f) => {
             eprintln!("{}", f.msg);
