@@ -55,6 +55,15 @@ pub fn parse(argv: Vec<String>) -> Parsed {
     let sub_name = argv.get(1).cloned().unwrap_or_default();
     let sub = sub_name.as_str();
     let tool = Tool::ALL.iter().find(|t| t.0 == sub).map(|t| t.2);
+    if sub == "compare" {
+        if let Some(t) = argv.get(2).and_then(|s| crate::raw::cli::tool_of(s)) {
+            return Parsed::Print {
+                text: format!("{}\n", crate::raw::cli::no_compare(t)),
+                status: 2,
+                stderr: true,
+            };
+        }
+    }
     if tool.is_some() || sub == "compare" {
         let sc = cmd.find_subcommand(sub);
         let takes_value = |long: &str| {

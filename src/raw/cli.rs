@@ -72,6 +72,18 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     ))
 }
 
+/// `rdmaperf compare <raw tool>`: refused (raw tools have no control
+/// connection to run methods against a peer in turn), with the way to
+/// compare the sender's methods by hand.
+pub fn no_compare(tool: RawTool) -> String {
+    format!(
+        "rdmaperf compare {}: compare does not run the raw Ethernet tools yet: run `rdmaperf \
+         raw-eth-bw --client ... --post M` once for each M in post-send, wr-api, direct, \
+         direct-mpw",
+        tool.name()
+    )
+}
+
 /// The device checks, then CAP_NET_RAW; the device's name when both pass.
 fn before_open(p: &RawParams) -> Result<String, String> {
     let name = p.raw.tool.name();
@@ -125,6 +137,13 @@ mod tests {
     }
 
     const M: &str = "-B 02:00:00:00:00:01 -E 02:00:00:00:00:02";
+
+    #[test]
+    fn compare_is_refused_with_the_methods_to_run() {
+        let e = no_compare(RawTool::Bw);
+        assert!(e.starts_with("rdmaperf compare raw-eth-bw: "), "{e}");
+        assert!(e.contains("--post M") && e.contains("direct-mpw"), "{e}");
+    }
 
     #[test]
     fn what_runs_and_what_is_refused() {
