@@ -56,6 +56,6 @@ tests=()
 for t in "${MODEL_TESTS[@]}"; do tests+=(--test "$t"); done
 # The benches run once each as tests (criterion's test mode under `cargo test --benches`), in
 # the same debug build as the tests: an optimised aarch64 build of the crate and criterion
-# would cost minutes and check nothing the x86 bench step (optimised) does not.
+# would cost minutes and check nothing more (test mode times nothing), as on x86-64.
 run cargo test --target "$TARGET" --features "$FEATURES" --lib "${tests[@]}" --benches
 exit $rc

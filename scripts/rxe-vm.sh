@@ -3,20 +3,31 @@
 #
 #   scripts/rxe-vm.sh CASES.sh          # a script file (run with bash)
 #   scripts/rxe-vm.sh 'ibv_devinfo -d rxe0'   # or a command line
+#   scripts/rxe-vm.sh --serve DIR       # boot one VM that runs batches until DIR/.vm/stop
 #
 # In the guest: the host's root is the root (read-only 9p + in-RAM overlay, so host binaries
 # and freshly built ones run unchanged), cwd is this repo, rxe0 is up on dummy0 (GID 0 =
 # fe80::ff:fe00:701, GID 1 = ::ffff:169.254.7.1), and $RESULTS is a writable share that
 # comes back to the host. scripts/vm-lib.sh has the helpers for server/client pairs.
 #
+# A VM that serves (scripts/test.sh starts one for the whole test step): with
+# RDMAPERF_VM_SERVE=DIR set and that VM up, a batch is handed to it instead of booting one
+# (scripts/vm-job.sh). Each batch gets what a fresh boot gives it: a new in-RAM root over the
+# host's, no process left from the batch before, and the network put back as booted
+# (scripts/vm-reset.sh: rxe0 alone on dummy0 with its addresses, no namespace, veth or
+# qdisc). When that VM is down, a batch boots its own as before.
+#
 # Exit status: the script's, read from a marker in the share; 124 on VM timeout; 125 when
 # the VM died without a marker (the console output above says why).
 #
 # Environment (host side):
 #   RDMAPERF_VM_DIR      cache made by scripts/setup.sh (default <repo>/.vm)
-#   RDMAPERF_VM_TIMEOUT  seconds before qemu is killed (default 1800)
+#   RDMAPERF_VM_TIMEOUT  seconds before qemu is killed (default 1800; per batch when served)
 #   RDMAPERF_VM_RESULTS  host dir used as $RESULTS (default: a temp dir, removed afterwards)
 #   RDMAPERF_VM_MEM      guest MiB (default 2048)
+#   RDMAPERF_VM_BIOS     firmware (default qboot, which starts the kernel in ~1 s under TCG
+#                        where SeaBIOS takes ~7; SeaBIOS when qboot is missing or this is empty)
+#   RDMAPERF_VM_SERVE    a serving VM's DIR (see above)
 #   RDMAPERF_VM_DRY_RUN  1: every check, then exit 0 where qemu would start (tests of the
 #                        main job's pre-flight)
 #   RDMAPERF_VM_ENV      extra variable names to copy into the guest; every RDMAPERF_*
@@ -28,14 +39,25 @@ VM_DIR=${RDMAPERF_VM_DIR:-$REPO/.vm}
 TIMEOUT=${RDMAPERF_VM_TIMEOUT:-1800}
 die() { echo "rxe-vm.sh: error: $*" >&2; exit 125; }
 
-[ $# -ge 1 ] || die "usage: scripts/rxe-vm.sh SCRIPT-FILE | 'COMMAND ...'"
+[ $# -ge 1 ] || die "usage: scripts/rxe-vm.sh SCRIPT-FILE | 'COMMAND ...' | --serve DIR"
+serve=
+if [ "$1" = --serve ]; then
+    [ $# = 2 ] || die "usage: scripts/rxe-vm.sh --serve DIR"
+    serve=$2
+    # The serving VM lives as long as the batches it serves (the test step); each batch has
+    # its own RDMAPERF_VM_TIMEOUT inside it.
+    TIMEOUT=${RDMAPERF_VM_SERVE_TIMEOUT:-7200}
+fi
 # Only what the VM needs (setup.sh's --vm scope): the main job runs this script too, and has
 # installed no more than that (tests/main_preflight.rs).
 why=$(bash "$REPO/scripts/setup.sh" --check --vm 2>&1) || die "VM not ready: ${why//$'\n'/; }"
 . "$VM_DIR/ready"
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "RDMAPERF_VM_TIMEOUT='$TIMEOUT' is not a number of seconds"
 
-if [ -n "${RDMAPERF_VM_RESULTS:-}" ]; then
+if [ -n "$serve" ]; then
+    share=$(mkdir -p "$serve" && cd "$serve" && pwd) || die "cannot create $serve"
+    keep=1
+elif [ -n "${RDMAPERF_VM_RESULTS:-}" ]; then
     share=$(mkdir -p "$RDMAPERF_VM_RESULTS" && cd "$RDMAPERF_VM_RESULTS" && pwd) || die "cannot create $RDMAPERF_VM_RESULTS"
     keep=1
 else
@@ -44,6 +66,10 @@ else
 fi
 rm -rf "$share/.vm"
 mkdir -p "$share/.vm"
+if [ -n "$serve" ]; then
+    mkdir -p "$share/jobs" "$share/run"
+    echo "$REPO" > "$share/.vm/serve"   # vm-init.sh: serve batches, resetting with this repo's vm-reset.sh
+fi
 
 # The guest is started from the kernel command line and sees no host environment:
 # write what it needs into the script it runs.
@@ -56,7 +82,9 @@ mkdir -p "$share/.vm"
         [ -n "${!v+x}" ] && printf 'export %s=%q\n' "$v" "${!v}"
     done
     printf 'cd %q || exit 125\n' "$REPO"
-    if [ $# -eq 1 ] && [ -f "$1" ]; then
+    if [ -n "$serve" ]; then
+        echo 'exit 0'
+    elif [ $# -eq 1 ] && [ -f "$1" ]; then
         [ -r "$1" ] || die "cannot read $1"
         cp "$1" "$share/.vm/case.sh"
         echo 'exec bash /rdmaperf-results/.vm/case.sh'
@@ -71,6 +99,14 @@ if [ "${RDMAPERF_VM_DRY_RUN:-}" = 1 ]; then
     exit 0
 fi
 
+# A serving VM takes the batch when one is up (its own checks and lock are behind it).
+if [ -z "$serve" ] && [ -n "${RDMAPERF_VM_SERVE:-}" ] && bash "$REPO/scripts/vm-job.sh" --alive; then
+    bash "$REPO/scripts/vm-job.sh" "$share"
+    rc=$?
+    [ $keep = 1 ] || rm -rf "$share"
+    exit $rc
+fi
+
 # One VM at a time on this host: two would share its 2 cores and skew every number.
 exec 8>"$VM_DIR/vm.lock"
 if ! flock -n 8; then
@@ -80,9 +116,12 @@ fi
 
 t0=$(date +%s.%N)
 # Console: strip \r and terminal escapes (SeaBIOS) so the output reads as plain text.
+BIOS=${RDMAPERF_VM_BIOS-/usr/share/qemu/qboot.rom}
+[ -f "$BIOS" ] || BIOS=
+[ -n "$serve" ] && echo $$ > "$share/.vm/host.pid"
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
     -accel tcg,thread=multi -cpu max -m "${RDMAPERF_VM_MEM:-2048}" -smp 2 \
-    -nographic -no-reboot -nic none \
+    -nographic -no-reboot -nic none ${BIOS:+-bios "$BIOS"} \
     -kernel "$VM_DIR/$KERNEL" -initrd "$VM_DIR/$INITRD" \
     -append "console=ttyS0 quiet loglevel=3 panic=-1" \
     -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \

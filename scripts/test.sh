@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, as CI does (.ci/run calls this):
-#   setup (packages + VM kernel/initramfs) -> toolchain -> build -> fmt -> clippy -> bench build
+#   setup (packages + VM kernel/initramfs) -> toolchain -> build -> fmt -> clippy -> benches (test mode)
 #   -> scalar fallback -> aarch64 (cross build, disassembly, qemu-user tests) -> main job
 #   (scripts/main.sh, the README's first command) -> cargo test (unit tests + soft-RoCE VM integration tests) -> fuzz (60 s) -> sanitize (valgrind).
 #
@@ -76,6 +76,33 @@ time_table() {
         | sort -rn | awk '{printf "  %8.1f s  %s\n", $1, $2 " " $3; s+=$1} END{printf "  %8.1f s  all test files\n", s}'
 }
 
+# One soft-RoCE VM serves every VM test file's batches (scripts/rxe-vm.sh --serve): a batch
+# then costs ~1.5 s of set-up instead of a ~15 s boot, and still starts from the boot state
+# (scripts/vm-serve.sh, vm-reset.sh). It boots while cargo test links. RDMAPERF_VM_NO_SERVE=1
+# boots a VM per batch as before. Where that VM is down, each batch boots its own.
+serve_start() {
+    [ -z "${RDMAPERF_VM_NO_SERVE:-}" ] || return 0
+    SERVE_DIR=$LOG_DIR/vm-serve
+    mkdir -p "$SERVE_DIR"
+    bash scripts/rxe-vm.sh --serve "$SERVE_DIR" > "$SERVE_DIR/console.log" 2>&1 &
+    SERVE_PID=$!
+    export RDMAPERF_VM_SERVE=$SERVE_DIR
+}
+serve_stop() {
+    [ -n "${SERVE_PID:-}" ] || return 0
+    touch "$SERVE_DIR/.vm/stop"
+    local i
+    for i in $(seq 60); do kill -0 "$SERVE_PID" 2>/dev/null || break; sleep 1; done
+    kill "$SERVE_PID" 2>/dev/null
+    if [ -f "$SERVE_DIR/.vm/broken" ]; then
+        echo "test.sh: the serving VM stopped serving (later batches booted their own):"
+        cat "$SERVE_DIR/.vm/broken"
+    fi
+    echo "test.sh: the serving VM's console ends:"
+    tail -n 3 "$SERVE_DIR/console.log"
+    unset RDMAPERF_VM_SERVE SERVE_PID
+}
+
 fatal() { # the remaining steps cannot run
     echo "test.sh: error: $*" >&2
     summary
@@ -132,9 +159,11 @@ step fmt cargo fmt --check
 step clippy cargo clippy --all-targets --all-features -- -D warnings \
     -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
 if [ -d benches ] || grep -q '^\[\[bench\]\]' Cargo.toml; then
-    # Build every bench, then run each once in criterion's test mode (quick; the
-    # timed runs are `cargo bench --all-features`).
-    step bench cargo bench --all-features -- --test
+    # Run each bench once in criterion's test mode, from the debug build the build step made
+    # (`--all-targets` builds the benches): an optimised build of every dependency would cost
+    # ~3 minutes on a fresh machine and check nothing more, since test mode times nothing.
+    # The timed runs are `cargo bench --all-features` (docs/benchmarks.md).
+    step bench cargo test --all-features --benches
 fi
 
 # The direct path's segment stores have an SSSE3 form (the default x86-64-v2 build,
@@ -154,7 +183,9 @@ step main bash scripts/main.sh
 
 banner "test: cargo test --all-features ${TEST_ARGS[*]}"
 rc=0 t0=$SECONDS
+serve_start
 cargo test --all-features "${TEST_ARGS[@]}" 2>&1 | tee "$LOG_DIR/test.log" || rc=$?
+serve_stop
 if [ $rc = 0 ]; then record test ok 0 $((SECONDS - t0)); else record test "FAILED (exit $rc)" 1 $((SECONDS - t0)); fi
 
 # ---- robustness: 60 s of fuzzing the ctrl decoders (a new seed each run; the test prints it),

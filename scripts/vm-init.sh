@@ -58,6 +58,18 @@ until grep -q ACTIVE $p/state 2>/dev/null && [ "$(cat $p/gids/1 2>/dev/null)" = 
     sleep 0.1
 done
 
+# A serving VM (scripts/rxe-vm.sh --serve): run batches until told to stop. The loop is read
+# from the host's repo at run time (so changing it does not rebuild this initramfs) and is
+# sourced, so that it runs as PID 1, the one process a batch's clean-up never kills.
+if [ -f $R/.vm/serve ]; then
+    SERVE_REPO=$(cat $R/.vm/serve)
+    . /lower$SERVE_REPO/scripts/vm-serve.sh
+    echo 0 > $R/.vm/rc
+    sync
+    umount $R
+    poweroff -f
+fi
+
 t1=$(cut -d' ' -f1 /proc/uptime)
 chroot /newroot /bin/bash /rdmaperf-results/.vm/main.sh
 rc=$?
