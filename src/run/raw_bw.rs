@@ -62,6 +62,8 @@ pub struct Verbs<S: SendQueue> {
     pub sq: S,
     pub qp: u32,
     pub lkey: u32,
+    /// `-I`: frames up to this many bytes go inline.
+    pub inline_max: u32,
     pub descs: Box<[WrDesc]>,
 }
 
@@ -79,6 +81,7 @@ impl<S: SendQueue> RawPost for Verbs<S> {
                 lkey: self.lkey,
                 len: p.len,
                 signaled: signal && j + 1 == n,
+                inline: p.len <= self.inline_max,
                 ..WrDesc::default()
             };
         }
@@ -462,5 +465,53 @@ mod tests {
         );
         assert!(out.measured > 0 && out.measured < out.completed, "{out:?}");
         assert_eq!(lists.len() as u64, out.posted);
+    }
+
+    #[test]
+    fn verbs_posts_one_send_per_frame() {
+        struct Sq(Vec<(Op, WrDesc)>);
+        impl SendQueue for Sq {
+            fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
+                self.0.extend(wrs.iter().map(|w| (op, *w)));
+                Ok(())
+            }
+        }
+        let mut v = Verbs {
+            sq: Sq(vec![]),
+            qp: 3,
+            lkey: 0x77,
+            inline_max: 100,
+            descs: vec![WrDesc::default(); 4].into_boxed_slice(),
+        };
+        let pkts = [
+            RawPkt {
+                addr: 0x1000,
+                len: 60,
+            },
+            RawPkt {
+                addr: 0x1040,
+                len: 124,
+            },
+        ];
+        v.post_frames(&pkts, 10, true).unwrap();
+        v.post_frames(&pkts[..1], 12, false).unwrap();
+        let got: Vec<(u64, u64, u32, bool, bool)> =
+            v.sq.0
+                .iter()
+                .map(|(op, w)| {
+                    assert_eq!((*op, w.lkey), (Op::Send, 0x77));
+                    (w.wr_id, w.laddr, w.len, w.signaled, w.inline)
+                })
+                .collect();
+        assert_eq!(
+            got,
+            [
+                (wr_id(3, 10), 0x1000, 60, false, true),
+                (wr_id(3, 11), 0x1040, 124, true, false),
+                (wr_id(3, 12), 0x1000, 60, false, true),
+            ]
+        );
+        let five = [RawPkt::default(); 5];
+        assert_eq!(v.post_frames(&five, 0, false), Err(PostError::Unsupported));
     }
 }

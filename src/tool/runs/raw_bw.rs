@@ -114,23 +114,29 @@ fn run_verbs(
         let mut posts = Vec::new();
         for (i, q) in res.qps.iter().enumerate() {
             let sq = PostSendQueue::new(&q.qp, p.post_list as usize, None).map_err(Fail::verbs)?;
-            posts.push(verbs_post(sq, i, q.mr.lkey(), descs()));
+            posts.push(verbs_post(sq, (i, p.inline_size), q.mr.lkey(), descs()));
         }
         return Ok(measure(p, &mut posts, &mut cq, res, clock));
     }
     let mut posts = Vec::new();
     for (i, q) in res.qps.iter().enumerate() {
         let sq = WrApiQueue::new(&q.qp, None).map_err(Fail::verbs)?;
-        posts.push(verbs_post(sq, i, q.mr.lkey(), descs()));
+        posts.push(verbs_post(sq, (i, p.inline_size), q.mr.lkey(), descs()));
     }
     Ok(measure(p, &mut posts, &mut cq, res, clock))
 }
 
-fn verbs_post<S: SendQueue>(sq: S, i: usize, lkey: u32, descs: Box<[WrDesc]>) -> Verbs<S> {
+fn verbs_post<S: SendQueue>(
+    sq: S,
+    (i, inline_max): (usize, u32),
+    lkey: u32,
+    descs: Box<[WrDesc]>,
+) -> Verbs<S> {
     Verbs {
         sq,
         qp: i as u32,
         lkey,
+        inline_max,
         descs,
     }
 }

@@ -109,6 +109,8 @@ impl RawRes {
             let init = QpInit {
                 max_send_wr: depth,
                 max_recv_wr: 1,
+                // -I: the verbs methods send frames up to it inline.
+                max_inline_data: if method.is_direct() { 0 } else { p.inline_size },
                 send_ops_flags: (method == RawMethod::WrApi).then(|| send_ops_flags(&[Op::Send])),
                 ..QpInit::new(QpType::RAW_PACKET)
             };
