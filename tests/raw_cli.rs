@@ -391,17 +391,32 @@ fn post_method_and_post_list() {
 }
 
 #[test]
-fn compare_of_a_raw_tool_is_refused_before_any_device() {
+fn compare_of_raw_tools() {
     let (code, _, err) = run(&[
         "compare",
-        "raw-eth-bw",
+        "raw-eth-lat",
         "--client",
         "-B",
         "02:00:00:00:00:01",
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("compare does not run the raw Ethernet tools yet"),
+        err.contains("compare runs raw-eth-bw's sender only"),
         "{err}"
     );
+    // raw-eth-bw goes through the raw flags and checks: a bad flag or value
+    // is refused before any device is looked at.
+    let (code, _, err) = run(&["compare", "raw-eth-bw", "--client", "--reps", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--reps 0"), "{err}");
+    let (code, _, err) = run(&[
+        "compare",
+        "raw-eth-bw",
+        "--client",
+        "-B",
+        "02:00:00:00:00:01",
+        "-a",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("do not support -a"), "{err}");
 }

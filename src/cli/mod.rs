@@ -20,6 +20,7 @@ pub mod rules;
 pub mod values;
 pub mod version;
 
+use crate::raw::tools::RawTool;
 use args::{Cli, Command};
 use clap::FromArgMatches;
 use params::{Kind, Tool, Verb};
@@ -153,6 +154,11 @@ pub fn main(argv: Vec<String>) -> i32 {
         return crate::explain::doctor::main(&argv[2..]);
     }
     // The raw Ethernet tools have their own flag table (crate::raw::cli).
+    if argv.get(1).map(String::as_str) == Some("compare")
+        && argv.get(2).and_then(|s| crate::raw::cli::tool_of(s)) == Some(RawTool::Bw)
+    {
+        return crate::tool::runs::raw_compare::main(&argv[3..]);
+    }
     if let Some(t) = argv.get(1).and_then(|s| crate::raw::cli::tool_of(s)) {
         return crate::tool::runs::raw_bw::main(t, &argv[2..]);
     }

@@ -72,14 +72,12 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     ))
 }
 
-/// `rdmaperf compare <raw tool>`: refused (raw tools have no control
-/// connection to run methods against a peer in turn), with the way to
-/// compare the sender's methods by hand.
+/// `rdmaperf compare <raw tool>` other than raw-eth-bw: refused (compare
+/// runs raw-eth-bw's sender with each post method).
 pub fn no_compare(tool: RawTool) -> String {
     format!(
-        "rdmaperf compare {}: compare does not run the raw Ethernet tools yet: run `rdmaperf \
-         raw-eth-bw --client ... --post M` once for each M in post-send, wr-api, direct, \
-         direct-mpw",
+        "rdmaperf compare {}: compare runs raw-eth-bw's sender only (its post methods): use \
+         `rdmaperf compare raw-eth-bw --client ...`",
         tool.name()
     )
 }
@@ -140,9 +138,9 @@ mod tests {
 
     #[test]
     fn compare_is_refused_with_the_methods_to_run() {
-        let e = no_compare(RawTool::Bw);
-        assert!(e.starts_with("rdmaperf compare raw-eth-bw: "), "{e}");
-        assert!(e.contains("--post M") && e.contains("direct-mpw"), "{e}");
+        let e = no_compare(RawTool::Lat);
+        assert!(e.starts_with("rdmaperf compare raw-eth-lat: "), "{e}");
+        assert!(e.contains("compare raw-eth-bw --client"), "{e}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::post::{SendQueue, WrDesc};
 use crate::raw::cli;
 use crate::raw::params::RawParams;
 use crate::raw::tools::RawTool;
+use crate::report::stats::BwResult;
 use crate::run::bw::BwOutcome;
 use crate::run::raw_bw::{Direct, DirectMpw, RawPost, Verbs};
 use crate::run::stop;
@@ -66,35 +67,36 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
         port.ctx.name(),
         p.ib_port
     );
-    let clock = Clock::calibrate();
-    let out = match method {
-        RawMethod::PostSend | RawMethod::WrApi => run_verbs(p, &res, method, &clock)?,
-        RawMethod::Direct | RawMethod::DirectMpw => run_direct(p, &res, method, &port, &clock)?,
-    };
-    finish(p, &out, res.qps.len() as u32, &clock, port.gbps)
+    let r = run_once(p, &port, &res, method)?;
+    print!("{}", raw_measure::report(p, &r, port.gbps));
+    Ok(())
 }
 
-/// Prints the report, or the loop's error.
-fn finish(
+/// One run of the sender with `method` on fresh resources `res`: its
+/// numbers, or the loop's error worded (a Ctrl-C keeps the partial result).
+pub fn run_once(
     p: &RawParams,
-    out: &BwOutcome,
-    qps: u32,
-    clock: &Clock,
-    gbps: Option<f64>,
-) -> Result<(), Fail> {
+    port: &RawPort,
+    res: &RawRes,
+    method: RawMethod,
+) -> Result<BwResult, Fail> {
+    let clock = Clock::calibrate();
+    let out = match method {
+        RawMethod::PostSend | RawMethod::WrApi => run_verbs(p, res, method, &clock)?,
+        RawMethod::Direct | RawMethod::DirectMpw => run_direct(p, res, method, port, &clock)?,
+    };
     if let Some(e) = &out.error {
         if *e != crate::run::bw::RunError::Interrupted {
             return Err(Fail::new(format!(
-                "rdmaperf raw-eth-bw: {} ({} of {} frames completed)",
+                "rdmaperf raw-eth-bw --post {}: {} ({} of {} frames completed)",
+                method.name(),
                 raw_measure::error_words(e),
                 out.completed,
                 out.posted
             )));
         }
     }
-    let r = raw_measure::result(p, out, qps, clock.hz()).map_err(Fail::new)?;
-    print!("{}", raw_measure::report(p, &r, gbps));
-    Ok(())
+    raw_measure::result(p, &out, res.qps.len() as u32, clock.hz()).map_err(Fail::new)
 }
 
 fn bases(res: &RawRes) -> Vec<u64> {
