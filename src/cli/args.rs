@@ -90,7 +90,8 @@ pub struct OwnParser {
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
     /// The bw test: write-bw, read-bw, atomic-bw, send-bw (or its ib_* name);
-    /// send-bw adds the receiver's cost per message.
+    /// send-bw adds the receiver's cost per message. raw-eth-bw (its raw flags)
+    /// compares the raw sender's post methods.
     pub test: String,
     /// Repetitions of each method.
     #[arg(long = "reps", default_value_t = 3)]
