@@ -150,6 +150,21 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
             t_start: t0,
             ..BwOutcome::default()
         };
+        // The slices the loop indexes, checked once so the loop cannot panic.
+        let q = self.posts.len();
+        if self.bases.len() < q
+            || self.counts.len() < q
+            || self.list.len() < self.cfg.post_list as usize
+            || self.wcs.is_empty()
+            || self.cfg.post_list == 0
+            || self.cfg.cq_mod == 0
+        {
+            out.error = Some(RunError::Post {
+                qp: 0,
+                err: PostError::Unsupported,
+            });
+            return out;
+        }
         let mut w = Window {
             phase: if self.deadlines.is_some() {
                 Phase::Warmup
@@ -513,5 +528,31 @@ mod tests {
         );
         let five = [RawPkt::default(); 5];
         assert_eq!(v.post_frames(&five, 0, false), Err(PostError::Unsupported));
+    }
+
+    #[test]
+    fn short_scratch_is_refused_before_the_loop() {
+        let mut c = cfg(8, 4);
+        c.post_list = 4;
+        let done = std::cell::Cell::new(0);
+        let mut posts = [Rec {
+            lists: vec![],
+            done: &done,
+        }];
+        let out = RawBwLoop {
+            cfg: c,
+            posts: &mut posts,
+            cq: &mut Cq(&done),
+            bases: &[0],
+            slots: Slots::new(64, 1, 1, 4, 4096),
+            counts: &mut [QpCount::default()],
+            list: &mut [RawPkt::default(); 2],
+            wcs: &mut [Completion::default(); 4],
+            deadlines: None,
+            now: || 0,
+        }
+        .run();
+        assert!(matches!(out.error, Some(RunError::Post { .. })), "{out:?}");
+        assert!(posts[0].lists.is_empty());
     }
 }
