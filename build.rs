@@ -154,6 +154,12 @@ fn main() {
     for f in &glue {
         println!("cargo:rerun-if-changed={}", f.display());
     }
+    // The headers they share (vendor/c_ref_ring.h): an edit must rebuild them too.
+    for e in std::fs::read_dir("vendor").expect("vendor/").flatten() {
+        if e.path().extension().is_some_and(|x| x == "h") {
+            println!("cargo:rerun-if-changed={}", e.path().display());
+        }
+    }
     if !glue.is_empty() {
         let mut g = cc::Build::new();
         g.files(&glue)

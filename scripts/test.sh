@@ -184,7 +184,7 @@ step main bash scripts/main.sh
 banner "test: cargo test --all-features ${TEST_ARGS[*]}"
 rc=0 t0=$SECONDS
 serve_start
-cargo test --all-features "${TEST_ARGS[@]}" 2>&1 | tee "$LOG_DIR/test.log" || rc=$?
+cargo test --all-features --no-fail-fast "${TEST_ARGS[@]}" 2>&1 | tee "$LOG_DIR/test.log" || rc=$?
 serve_stop
 if [ $rc = 0 ]; then record test ok 0 $((SECONDS - t0)); else record test "FAILED (exit $rc)" 1 $((SECONDS - t0)); fi
 

@@ -7,10 +7,11 @@ mod common;
 use common::vm;
 use std::path::PathBuf;
 
-/// The newest built `post_path` bench executable (`cargo bench --all-features`
-/// builds it in target/release/deps; CI runs that step before the tests).
+/// The newest built `post_path` bench executable in the debug build
+/// (`cargo build --all-targets --all-features`, scripts/test.sh's build step, leaves it
+/// in target/debug/deps). Test mode times nothing, so it need not be optimised.
 fn bench_binary() -> Option<PathBuf> {
-    let deps = vm::repo().join("target/release/deps");
+    let deps = vm::repo().join("target/debug/deps");
     std::fs::read_dir(deps)
         .ok()?
         .filter_map(Result::ok)
@@ -29,9 +30,9 @@ fn verbs_post_bench_runs_on_rxe() {
         return;
     }
     let Some(bin) = bench_binary() else {
-        let why = "no post_path bench binary in target/release/deps; build it with \
-                   `cargo bench --all-features --no-run` (scripts/test.sh's bench step does)";
-        // Under CI/scripts/test.sh the bench step ran first: a missing binary
+        let why = "no post_path bench binary in target/debug/deps; build it with \
+                   `cargo build --all-features --benches` (scripts/test.sh's build step does)";
+        // Under CI/scripts/test.sh the build step ran first: a missing binary
         // there is a failure, not a skip.
         assert!(!vm::vm_required(), "{why}");
         println!("SKIPPED: {why}");

@@ -133,7 +133,7 @@ fn post_direct_on_rxe_is_a_clear_error() {
 }
 
 /// selfcheck's table and JSON: every verbs case ok, exit 0, direct
-/// unavailable because rxe is not mlx5.
+/// unavailable and the raw cases SKIPPED because rxe is not mlx5.
 fn selfcheck_on_rxe(r: &vm::BatchResult) {
     let [rc, out, err] = r.shown_files(["sc_rc.txt", "sc.out", "sc.err"]);
     let rc = rc.trim();
@@ -173,6 +173,16 @@ fn selfcheck_on_rxe(r: &vm::BatchResult) {
             assert!(cases.iter().any(|c| c["case"] == case), "{m}: no {case:?}");
         }
     }
+    // The raw packet cases are listed, each SKIPPED with the reason.
+    assert!(
+        out.contains(" raw cases SKIPPED: rxe0 is not an mlx5 device"),
+        "{out}"
+    );
+    let raw = j["raw"]["cases"].as_array().expect("raw cases");
+    assert!(
+        !raw.is_empty() && raw.iter().all(|c| c["status"] == "skipped"),
+        "{raw:?}"
+    );
     let d = methods.iter().find(|x| x["method"] == "direct").unwrap();
     assert!(
         d["unavailable"]

@@ -4,15 +4,7 @@
  * shared/reference/post-path-anchors.md, "C anchor"): WQEs built with
  * rdma-core's public inline helpers (mlx5dv_set_ctrl_seg,
  * mlx5dv_set_data_seg; the raddr segment by hand), then rdma-core's
- * post_send_db() sequence:
- *   compiler barrier (udma_to_device_barrier on x86-64),
- *   dbrec[MLX5_SND_DBR] = htobe32(pi & 0xffff),
- *   sfence (mmio_wc_start),
- *   one WQE that fits bf_size: BlueFlame copy in 64-byte chunks of eight
- *   explicit 8-byte stores (mmio_memcpy_x64 on x86-64; on aarch64 its
- *   NEON vst4q_u64(vld4q_u64) pair), else one 8-byte
- *   doorbell store of the last ctrl segment's first 8 bytes,
- *   sfence (mmio_flush_writes), toggle the BlueFlame half.
+ * post_send_db() sequence (vendor/c_ref_ring.h).
  * Like the anchor it keeps no per-WQE bookkeeping (no wr_id table, no room
  * check): the ring simply wraps. The memory is whatever the caller passes
  * (the bench hands it a queue model's ring, record and UAR page).
@@ -24,9 +16,8 @@
 #include <string.h>
 
 #include <infiniband/mlx5dv.h>
-#if defined(__aarch64__)
-#include <arm_neon.h>
-#endif
+
+#include "c_ref_ring.h"
 
 /* Mirrored by `CrefQp` in benches/post_path.rs (repr(C)). */
 struct rdmaperf_cref_qp {
@@ -55,33 +46,9 @@ struct rdmaperf_cref_wr {
 	uint8_t pad[2];
 };
 
-#define CREF_WQEBB 64u
-
 static inline uint8_t *cref_bb(const struct rdmaperf_cref_qp *qp, uint32_t bb)
 {
-	return qp->buf + ((bb & (qp->wqe_cnt - 1)) * CREF_WQEBB);
-}
-
-static inline void cref_wc_fence(void)
-{
-#if defined(__x86_64__)
-	asm volatile("sfence" ::: "memory");
-#elif defined(__aarch64__)
-	asm volatile("dsb st" ::: "memory");
-#else
-	__sync_synchronize();
-#endif
-}
-
-static inline void cref_dma_fence(void)
-{
-#if defined(__x86_64__)
-	asm volatile("" ::: "memory");
-#elif defined(__aarch64__)
-	asm volatile("dmb oshst" ::: "memory");
-#else
-	__sync_synchronize();
-#endif
+	return cref_ring_bb(qp->buf, qp->wqe_cnt, bb);
 }
 
 /* Inline payload after a 4-byte header, split at the ring end (as libmlx5's
@@ -110,29 +77,10 @@ static inline uint32_t cref_inline(struct rdmaperf_cref_qp *qp, uint8_t *seg,
 static inline void cref_ring(struct rdmaperf_cref_qp *qp, uint32_t nreq, uint32_t last,
 			     uint32_t last_ds)
 {
-	uint8_t *dst = qp->bf_reg + qp->bf_offset;
-	const uint32_t bytes = last_ds * 16;
+	const struct cref_ring r = {qp->buf, qp->wqe_cnt, qp->dbrec, qp->bf_reg, qp->bf_size,
+				    &qp->bf_offset};
 
-	cref_dma_fence();
-	*(volatile uint32_t *)qp->dbrec = htobe32(qp->pi & 0xffff);
-	cref_wc_fence();
-	if (nreq == 1 && qp->bf_size && last_ds > 1 && bytes <= qp->bf_size) {
-		uint32_t chunks = (bytes + CREF_WQEBB - 1) / CREF_WQEBB;
-		for (uint32_t c = 0; c < chunks; c++) {
-			const uint64_t *s = (const uint64_t *)cref_bb(qp, last + c);
-			volatile uint64_t *d = (volatile uint64_t *)(dst + c * CREF_WQEBB);
-#if defined(__aarch64__)
-			vst4q_u64((uint64_t *)d, vld4q_u64(s));
-#else
-			d[0] = s[0]; d[1] = s[1]; d[2] = s[2]; d[3] = s[3];
-			d[4] = s[4]; d[5] = s[5]; d[6] = s[6]; d[7] = s[7];
-#endif
-		}
-	} else {
-		*(volatile uint64_t *)dst = *(const uint64_t *)cref_bb(qp, last);
-	}
-	cref_wc_fence();
-	qp->bf_offset ^= qp->bf_size;
+	cref_ring_db(&r, qp->pi, nreq, last, last_ds);
 }
 
 /* One post list of RDMA WRITEs (data segment or inline), one doorbell. */

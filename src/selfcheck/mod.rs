@@ -9,13 +9,20 @@
 //! Methods: `post-send` and `wr-api` on the device ([`verbs_rig`]); `direct`
 //! is set up on the device to report its facts (or why it is unavailable),
 //! and its cases run on the queue model ([`model_rig`], feature `model`, in
-//! the tests).
+//! the tests). The raw packet methods (`direct`, `direct-mpw`,
+//! `direct-mpw-inline`: [`raw_cases`], [`raw_exec`]) run on the queue
+//! model's Ethernet port ([`raw_model_rig`], in the tests); on a device they
+//! are listed SKIPPED with the reason.
 
 pub mod cases;
 pub mod direct_rig;
 pub mod exec;
 #[cfg(feature = "model")]
 pub mod model_rig;
+pub mod raw_cases;
+pub mod raw_exec;
+#[cfg(feature = "model")]
+pub mod raw_model_rig;
 mod rig_parts;
 pub mod verbs_rig;
 
