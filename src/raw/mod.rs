@@ -17,5 +17,7 @@ pub mod pcap;
 pub mod preflight;
 pub mod rules;
 pub mod rx_drops;
+pub mod slots;
+pub mod steer;
 pub mod tools;
 pub mod values;

@@ -3,6 +3,7 @@
 
 pub mod bw;
 pub mod duplex;
+pub mod fs_rate;
 pub mod geometry;
 pub mod lat;
 pub mod pace;
@@ -10,6 +11,7 @@ pub mod peer;
 pub mod period;
 pub mod raw_recv;
 pub mod raw_recv_report;
+pub mod raw_bw;
 pub mod recv;
 pub mod stop;
 pub mod threads;
