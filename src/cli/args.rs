@@ -61,7 +61,7 @@ pub enum Command {
     /// Check every post method on a device in loopback, byte by byte.
     #[command(disable_help_flag = true)]
     Selfcheck(OwnParser),
-    /// Raw Ethernet packet rate (raw_ethernet_bw; ConnectX, CAP_NET_RAW): the sender (--client) runs.
+    /// Raw Ethernet packet rate (raw_ethernet_bw; ConnectX, CAP_NET_RAW): the sender (--client) and the one-QP receiver (--server) run.
     #[command(name = "raw-eth-bw", disable_help_flag = true)]
     RawEthBw(OwnParser),
     /// Raw Ethernet ping-pong latency (raw_ethernet_lat): flags and frames only so far.

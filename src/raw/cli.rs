@@ -1,7 +1,8 @@
 //! `rdmaperf raw-eth-bw ...` (and `raw_ethernet_bw` as a multicall name):
 //! the flags and perftest's rules, then the checks made before anything is
 //! opened ([`prepare`]), and what does not run yet ([`not_yet`]: everything
-//! but raw-eth-bw's sender and raw-eth-fs-rate says so and exits 2,
+//! but raw-eth-bw one way (sender and one-QP server) and raw-eth-fs-rate
+//! says so and exits 2,
 //! docs/raw-ethernet.md).
 //! `tool::raw` runs what does.
 
@@ -45,8 +46,8 @@ pub fn prepare(tool: RawTool, argv: &[String]) -> Result<(RawParams, String), i3
 }
 
 /// What rdmaperf does not run yet for this command line, as the refusal
-/// naming it and the stock tool to use; None when it runs (raw-eth-bw's
-/// sender, one way, and raw-eth-fs-rate).
+/// naming it and the stock tool to use; None when it runs (raw-eth-bw one
+/// way: the sender, and the server on one QP; raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
     let missing = match r.tool {
@@ -56,8 +57,8 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
         RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
         RawTool::Bw if r.duplex => Some("-b (both ways: the receive side)"),
         RawTool::Bw if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
-        RawTool::Bw if r.side == Some(super::ctx::Side::Server) => {
-            Some("the raw-eth-bw server (the receive side)")
+        RawTool::Bw if r.side == Some(super::ctx::Side::Server) && r.qps > 1 => {
+            Some("a raw-eth-bw server with more than one QP (-q)")
         }
         RawTool::Bw if !p.pacing.is_empty() => {
             Some("the rate flags (--burst_size, --rate_limit, ...)")
@@ -66,7 +67,7 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     }?;
     Some(format!(
         "rdmaperf {}: the command line and {dev} pass every check, but {missing} is not in \
-         rdmaperf yet (raw-eth-bw --client and raw-eth-fs-rate run: docs/raw-ethernet.md): run stock {} for now",
+         rdmaperf yet (raw-eth-bw one way and raw-eth-fs-rate run: docs/raw-ethernet.md): run stock {} for now",
         r.tool.name(),
         r.tool.perftest_name()
     ))
@@ -152,6 +153,11 @@ mod tests {
                 format!("--client {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2 --flows 4"),
             ),
             (RawTool::FsRate, format!("--server {M}")),
+            (RawTool::Bw, format!("--server {M}")),
+            (
+                RawTool::Bw,
+                format!("--server {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2 --flows 4 -r 1024"),
+            ),
         ];
         for (t, c) in &runs {
             assert_eq!(not_yet(&p(*t, c), "mlx5_0"), None, "{c}");
@@ -159,9 +165,10 @@ mod tests {
         let refused = [
             (
                 RawTool::Bw,
-                format!("--server {M}"),
-                "the raw-eth-bw server",
+                format!("--server {M} -q 2"),
+                "more than one QP",
             ),
+            (RawTool::Bw, format!("--server {M} -b"), "-b (both ways"),
             (RawTool::Bw, format!("--client {M} -b"), "-b (both ways"),
             (
                 RawTool::Bw,

@@ -219,6 +219,19 @@ impl Context {
     }
 }
 
+impl Context {
+    /// Whether the device checks IPv4/TCP/UDP checksums on raw packet QPs'
+    /// receives (`raw_packet_caps & IBV_RAW_PACKET_CAP_IP_CSUM`); false when
+    /// the query fails (nothing is judged then).
+    pub fn raw_rx_csum(&self) -> bool {
+        let mut a = sys::ibv_device_attr_ex::default();
+        // SAFETY: the context is open, `a` a valid out-struct of the size
+        // passed, and a null input asks for the default query.
+        let ret = unsafe { sys::ibv_query_device_ex(self.raw(), std::ptr::null(), &mut a) };
+        ret == 0 && a.raw_packet_caps & sys::IBV_RAW_PACKET_CAP_IP_CSUM != 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,8 +2,9 @@
 //! (`raw::cli::prepare`), then what runs; everything else is refused with
 //! exit 2, naming what is missing and the stock tool (`raw::cli::not_yet`).
 //!
-//! What runs: raw-eth-fs-rate (`runs::raw_fs_rate`) and `raw-eth-bw
-//! --client`, perftest's raw_ethernet_bw sender. Open
+//! What runs: raw-eth-fs-rate (`runs::raw_fs_rate`), `raw-eth-bw --server`
+//! (the receiver, `runs::raw_server`) and `raw-eth-bw --client`, perftest's
+//! raw_ethernet_bw sender, here. Open
 //! the device and check the port (`setup::raw_res`), pick the post method
 //! once (`setup::raw_method`), build the QPs and frames, run the loop
 //! (`session::raw_measure`) and print perftest's table with the packet
@@ -19,6 +20,7 @@ use crate::post::verbs_cq::VerbsCq;
 use crate::post::wr_api::WrApiQueue;
 use crate::post::{SendQueue, WrDesc};
 use crate::raw::cli;
+use crate::raw::ctx::Side;
 use crate::raw::params::RawParams;
 use crate::raw::tools::RawTool;
 use crate::report::stats::BwResult;
@@ -43,6 +45,7 @@ pub fn main(tool: RawTool, argv: &[String]) -> i32 {
     stop::install();
     let ran = match tool {
         RawTool::FsRate => super::raw_fs_rate::run(&p),
+        _ if p.raw.side == Some(Side::Server) => super::raw_server::run(&p),
         _ => run(&p),
     };
     match ran {

@@ -14,4 +14,5 @@ pub mod info;
 pub mod mcast;
 pub mod queues;
 pub mod raw_measure;
+pub mod raw_recv_measure;
 pub mod validate;

@@ -9,5 +9,7 @@ pub mod gpu_mem;
 pub mod memory;
 pub mod method;
 pub mod raw_method;
+pub mod raw_recv_method;
+pub mod raw_recv_res;
 pub mod raw_res;
 pub mod resources;

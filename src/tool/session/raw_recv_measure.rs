@@ -1,0 +1,222 @@
+//! One run of the raw Ethernet receive loop (`run::raw_recv`, perftest's
+//! `run_iter_bw_server`) for either receive path, and its report.
+//!
+//! The clock starts at the first frame (perftest's `set_on_first_rx_packet`:
+//! a server started before its client measures the traffic, not the wait).
+//! The run ends at `-n` frames, `-D` seconds after the first frame, on
+//! Ctrl-C (the stop flag), or when no frame has come for `quiet` after the
+//! first (frames the NIC dropped never arrive: perftest gives up after
+//! 120 s, "Did not get Message"); the frames counted so far are reported
+//! then, with the drops as a finding. Report: perftest's BW table (the
+//! sender's, `raw_measure::report`: MsgRate in Mpps, the line-rate line),
+//! then the loop's counts and findings.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use super::raw_measure;
+use crate::clock::{self, Clock};
+use crate::post::{Completion, CompletionQueue, PostError, RecvQueue};
+use crate::raw::params::RawParams;
+use crate::report::stats::{self, BwInput, BwResult, BwUnits};
+use crate::run::raw_recv::{run_raw_recv, RawRecvCfg, RawRecvCounts, RawRecvError, RxClassify};
+use crate::run::stop;
+
+/// perftest's server gives up after this long without a frame.
+pub const QUIET: Duration = Duration::from_secs(120);
+
+/// Why the run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvEnd {
+    /// `-n` frames arrived, or `-D` passed.
+    Done,
+    /// Ctrl-C (the stop flag).
+    Interrupted,
+    /// No frame for the quiet time after the first (or none in the
+    /// first wait, where one is set).
+    Quiet,
+}
+
+/// What one run saw.
+#[derive(Debug)]
+pub struct RecvOutcome {
+    pub counts: RawRecvCounts,
+    /// The first frame's stamp and the end's (cycles); 0 when none came.
+    pub t_first: u64,
+    pub t_end: u64,
+    pub end: RecvEnd,
+    pub error: Option<RawRecvError>,
+}
+
+/// The frames to wait for: `-n`, or no bound under `-D`.
+pub fn target(p: &RawParams) -> u64 {
+    if p.raw.duration.is_some() {
+        u64::MAX
+    } else {
+        p.raw.iters
+    }
+}
+
+/// A CQ that stamps the last poll that found completions.
+struct Watched<'a, C> {
+    cq: &'a mut C,
+    last: &'a Cell<u64>,
+}
+
+impl<C: CompletionQueue> CompletionQueue for Watched<'_, C> {
+    #[inline(always)]
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        let n = self.cq.poll(out)?;
+        if n > 0 {
+            self.last.set(clock::now());
+        }
+        Ok(n)
+    }
+}
+
+/// How long the run waits for frames.
+#[derive(Clone, Copy, Debug)]
+pub struct Waits {
+    /// For the first frame: `None` waits until Ctrl-C (a server waits for
+    /// its client, as perftest's).
+    pub first: Option<Duration>,
+    /// Between frames after the first.
+    pub quiet: Duration,
+}
+
+/// The tool's waits: the first frame for ever, then [`QUIET`].
+pub const TOOL_WAITS: Waits = Waits {
+    first: None,
+    quiet: QUIET,
+};
+
+/// Receives with every slot of `cfg` posted already (`post_all`); see the
+/// module's words for when it ends.
+pub fn receive<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
+    p: &RawParams,
+    (rq, cq): (&mut R, &mut C),
+    cfg: &RawRecvCfg,
+    clock: &Clock,
+    waits: Waits,
+) -> RecvOutcome {
+    let mut counts = RawRecvCounts::default();
+    let until = target(p);
+    let start = clock::now();
+    let first_ticks = waits.first.map(|d| clock.cycles_for(d));
+    let mut end = RecvEnd::Done;
+    // The wait for the first frame.
+    let first = run_raw_recv::<_, _, K>(rq, cq, cfg, &mut counts, until.min(1), &mut || {
+        if stop::requested() {
+            return true;
+        }
+        let late = first_ticks.is_some_and(|t| clock::now().wrapping_sub(start) > t);
+        if late {
+            end = RecvEnd::Quiet;
+        }
+        late
+    });
+    let t_first = if counts.packets > 0 { clock::now() } else { 0 };
+    let last = Cell::new(t_first);
+    let deadline = p
+        .raw
+        .duration
+        .map(|s| t_first + clock.cycles_for(Duration::from_secs(s)));
+    let quiet_ticks = clock.cycles_for(waits.quiet);
+    let rest = first.and_then(|()| {
+        if counts.packets == 0 {
+            return Ok(());
+        }
+        let mut watched = Watched { cq, last: &last };
+        run_raw_recv::<_, _, K>(rq, &mut watched, cfg, &mut counts, until, &mut || {
+            let now = clock::now();
+            if stop::requested() {
+                end = RecvEnd::Interrupted;
+            } else if now.wrapping_sub(last.get()) > quiet_ticks {
+                end = RecvEnd::Quiet;
+            } else if !deadline.is_some_and(|d| now >= d) {
+                return false;
+            }
+            true
+        })
+    });
+    if stop::requested() {
+        end = RecvEnd::Interrupted;
+    }
+    let t_end = match end {
+        RecvEnd::Quiet => last.get(),
+        _ if counts.packets == 0 => 0,
+        _ => clock::now(),
+    };
+    RecvOutcome {
+        counts,
+        t_first,
+        t_end,
+        end,
+        error: rest.err(),
+    }
+}
+
+/// perftest's numbers for the run: the frames counted over the time from
+/// the first frame to the end (no peak, as the sender).
+pub fn result(p: &RawParams, out: &RecvOutcome, hz: f64) -> Result<BwResult, String> {
+    if out.counts.packets < 2 || out.t_end <= out.t_first {
+        return Err(format!(
+            "{} frames arrived: no interval to measure a rate over",
+            out.counts.packets
+        ));
+    }
+    stats::bw_perftest(&BwInput {
+        size: p.size,
+        iters: out.counts.packets,
+        num_qps: 1,
+        duration: p.raw.duration.is_some(),
+        no_peak: true,
+        post_list: 1,
+        cq_mod: 1,
+        tposted: &[out.t_first],
+        tcompleted: &[out.t_end],
+        hz,
+        units: BwUnits::of(p.report_gbits),
+        inf_bidir_factor: 1,
+    })
+    .map_err(|e| format!("the run's numbers: {e}"))
+}
+
+/// The table and line-rate line (or why there is no rate), then the
+/// counts and the findings, one line each.
+pub fn report(p: &RawParams, out: &RecvOutcome, hz: f64, gbps: Option<f64>) -> String {
+    let mut s = match result(p, out, hz) {
+        Ok(r) => raw_measure::report(p, &r, gbps),
+        Err(e) => format!(" BW: not measured: {e}\n"),
+    };
+    match out.end {
+        RecvEnd::Done => {}
+        RecvEnd::Interrupted => s.push_str(" interrupted: the frames counted so far\n"),
+        RecvEnd::Quiet => s.push_str(&format!(
+            " stopped: no more frames came after {} of {} ({} did not arrive)\n",
+            out.counts.packets,
+            target(p),
+            target(p).saturating_sub(out.counts.packets)
+        )),
+    }
+    for l in out.counts.lines() {
+        s.push_str(&format!(" {l}\n"));
+    }
+    for f in out.counts.findings(p.size as u32) {
+        s.push_str(&format!(" finding: {f}\n"));
+    }
+    s
+}
+
+/// The loop's error worded for the user.
+pub fn error_words(e: &RawRecvError) -> String {
+    match e {
+        RawRecvError::Post(err) => format!("posting a receive failed: {err:?}"),
+        RawRecvError::Poll(err) => format!("polling the CQ failed: {err:?}"),
+        RawRecvError::Flushed => {
+            "a receive was flushed: the QP went to the error state (check the port's link \
+             and dmesg)"
+                .into()
+        }
+    }
+}

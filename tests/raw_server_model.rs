@@ -1,0 +1,411 @@
+//! raw-eth-bw's server as the tool runs it (`tool::session::raw_recv_measure`
+//! over `run::raw_recv`), on the queue model: the tool's sender (direct and
+//! direct-mpw, `tool::session::raw_measure`) posts on model raw QP 0, the
+//! wire loops back (`Model::loop_back`) through the model's flow table,
+//! built from the SERVER's command line (`raw::steer`'s rules translated to
+//! the model's `FlowRule`), into raw QP 1's RQ, which the server posted
+//! (`post_all`, `-r` receives of `setup::raw_recv_res::slot_stride`) and
+//! counts with the direct RQ and CQ. The server's receives are posted
+//! before the sender starts and reposted only once the sender has finished
+//! (the receive loop runs after it): with `-r` at least `-n` every frame
+//! lands; with a smaller RQ the rest is dropped, counted by the port and
+//! reported as the finding. Checked: exactly `-n` frames and bytes, IPv4,
+//! UDP, good checksums, no drops, the printed table; a frame with a broken
+//! IPv4 header checksum is counted bad and named.
+
+#[cfg(not(feature = "model"))]
+#[test]
+fn raw_server_model_needs_the_model_feature() {
+    println!("SKIPPED: the raw server model tests need `--features model`");
+}
+
+#[cfg(feature = "model")]
+mod with_model {
+    use std::collections::VecDeque;
+    use std::time::Duration;
+
+    use rdmaperf::clock::Clock;
+    use rdmaperf::mlx5::raw_sq::RawSqConfig;
+    use rdmaperf::mlx5::DirectCq;
+    use rdmaperf::model::{
+        Access, FlowRule, IpMatch, L4Match, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec,
+    };
+    use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
+    use rdmaperf::raw::params::{self, RawParams};
+    use rdmaperf::raw::slots::{self, Slots};
+    use rdmaperf::raw::{args, frame, steer, tools::RawTool};
+    use rdmaperf::run::raw_bw::{Direct, DirectMpw};
+    use rdmaperf::run::raw_recv::{post_all, DirectRx, RawRecvCfg};
+    use rdmaperf::tool::session::raw_measure;
+    use rdmaperf::tool::session::raw_recv_measure::{self, RecvEnd, RecvOutcome, Waits};
+    use rdmaperf::tool::setup::raw_recv_res::slot_stride;
+    use rdmaperf::verbs::flow as vflow;
+
+    const CLIENT: &str = "--client -B 02:00:00:00:00:01 -E 02:00:00:00:00:02 -j 10.0.0.1 \
+                          -J 10.0.0.2 -k 5000 -K 6000";
+    const SERVER: &str = "--server -B 02:00:00:00:00:02 -E 02:00:00:00:00:01 -j 10.0.0.1 \
+                          -J 10.0.0.2 -k 5000 -K 6000";
+    const QPN: u32 = 0x123;
+    /// The server's RQ is raw QP 1.
+    const RING: usize = 1;
+
+    fn params(cmd: &str) -> RawParams {
+        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        args::parse(&argv)
+            .and_then(|a| params::resolve(RawTool::Bw, &a))
+            .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+    }
+
+    fn some_if<T: Copy + PartialEq + Default>(m: vflow::Masked<T>) -> Option<T> {
+        (m.mask != T::default()).then_some(m.val)
+    }
+
+    /// One of `raw::steer`'s rules as the model's flow table holds it.
+    fn model_rule(r: &vflow::FlowRule) -> FlowRule {
+        assert_eq!(r.ether_type.mask, 0, "the model matches no ethertype");
+        let mut m = match r.kind {
+            vflow::FlowKind::Sniffer => return FlowRule::sniffer(RING),
+            vflow::FlowKind::AllDefault => return FlowRule::promiscuous(RING),
+            vflow::FlowKind::Normal => FlowRule::mac(RING, r.dst_mac.val),
+        };
+        assert_eq!(r.dst_mac.mask, [0xff; 6]);
+        m = match r.ip {
+            Some(vflow::IpMatch::V4(ip)) => m.with_ip(IpMatch::V4 {
+                src: some_if(ip.src),
+                dst: some_if(ip.dst),
+            }),
+            Some(vflow::IpMatch::V6(ip)) => m.with_ip(IpMatch::V6 {
+                src: some_if(ip.src),
+                dst: some_if(ip.dst),
+            }),
+            None => m,
+        };
+        match r.l4 {
+            Some(l4) => m.with_l4(L4Match {
+                tcp: l4.tcp,
+                src_port: some_if(l4.src_port),
+                dst_port: some_if(l4.dst_port),
+            }),
+            None => m,
+        }
+    }
+
+    /// The sender's CQ: steps the NIC and loops the wire back before each
+    /// poll; the server's receive completions on the shared CQ are kept
+    /// for the server's loop, the sends go to the sender.
+    struct SenderCq<'a> {
+        cq: &'a mut DirectCq,
+        model: &'a Model,
+        for_server: &'a mut VecDeque<Completion>,
+    }
+    impl CompletionQueue for SenderCq<'_> {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+            self.model.step();
+            self.model.loop_back();
+            let n = self.cq.poll(out)?;
+            let mut k = 0;
+            for i in 0..n {
+                if out[i].opcode == WcOpcode::RECV {
+                    self.for_server.push_back(out[i]);
+                } else {
+                    out[k] = out[i];
+                    k += 1;
+                }
+            }
+            Ok(k)
+        }
+    }
+
+    /// The server's CQ: what the sender's polls took for it first, then
+    /// the model's CQ (the NIC stepped, the wire looped back).
+    struct ServerCq<'a> {
+        cq: &'a mut DirectCq,
+        model: &'a Model,
+        kept: VecDeque<Completion>,
+    }
+    impl CompletionQueue for ServerCq<'_> {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+            if !self.kept.is_empty() {
+                let n = out.len().min(self.kept.len());
+                for (o, c) in out.iter_mut().zip(self.kept.drain(..n)) {
+                    *o = c;
+                }
+                return Ok(n);
+            }
+            self.model.step();
+            self.model.loop_back();
+            self.cq.poll(out)
+        }
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Method {
+        Direct,
+        DirectMpw,
+    }
+
+    struct Served {
+        out: RecvOutcome,
+        /// Frames the flow table took for no QP.
+        no_match: u64,
+        client: RawParams,
+        server: RawParams,
+        report: String,
+    }
+
+    /// The client (`client_extra`) sends with `m`; the server
+    /// (`server_extra`) receives; `extra` frames are delivered to the port
+    /// after the sender's (hand-made ones).
+    fn serve(m: Method, client_extra: &str, server_extra: &str, extra: &[Vec<u8>]) -> Served {
+        let pc = params(&format!("{CLIENT} {client_extra}"));
+        let ps = params(&format!("{SERVER} {server_extra}"));
+        let slots = Slots::new(
+            pc.size,
+            pc.raw.flows,
+            pc.raw.flows_burst,
+            pc.post_list,
+            4096,
+        );
+        let rx_slots = ps.raw.rx_depth as u32;
+        let stride = slot_stride(ps.size);
+        // Declared before the model: registered memory outlives it.
+        let mut tx = vec![0u8; slots.buffer_len()];
+        slots::fill(&mut tx, &pc.frame_spec(), &slots, 0x5eed);
+        let mut rx = vec![0u8; rx_slots as usize * stride as usize];
+        let model = Model::new(ModelConfig {
+            qps: 2,
+            wqe_cnt: 256,
+            cqe_cnt: 4096,
+            qpn: QPN,
+            transport: ModelTransport::RawEth { min_inline: 0 },
+            record_history: false,
+            recv: Some(RecvSpec {
+                slots: rx_slots,
+                qpn: QPN,
+                ..RecvSpec::default()
+            }),
+            ..ModelConfig::default()
+        })
+        .unwrap();
+        // SAFETY: both buffers outlive the model (declared before it).
+        let (txk, rxk) = unsafe {
+            (
+                model.register(tx.as_mut_ptr(), tx.len(), Access::NONE),
+                model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
+            )
+        };
+        let (mut sq, mut cq) = model.raw_pair(RawSqConfig::new(txk.lkey, 8)).unwrap();
+        // SAFETY: as above.
+        unsafe { sq.set_frame_source(tx.as_ptr(), tx.len()) };
+        let mut rq = model.raw_rq(RING).unwrap();
+        cq.attach_recv(rq.qpn(), rq.ring());
+        for r in steer::rules(&ps) {
+            model.add_flow(model_rule(&r)).unwrap();
+        }
+        // SAFETY: `rx` holds `rx_slots` strides, registered, and outlives
+        // every loop over it.
+        let cfg = unsafe { RawRecvCfg::new(rx.as_ptr(), stride, stride, rx_slots, rxk.lkey) };
+        post_all(&mut rq, &cfg).unwrap();
+
+        let mut kept = VecDeque::new();
+        let mut scq = SenderCq {
+            cq: &mut cq,
+            model: &model,
+            for_server: &mut kept,
+        };
+        let base = [tx.as_ptr() as u64];
+        let fixed = Clock::fixed(1e9);
+        let sent = match m {
+            Method::Direct => raw_measure::measure(
+                &pc,
+                &mut [Direct::<ModelMmio>(sq)],
+                &mut scq,
+                &base,
+                slots,
+                &fixed,
+            ),
+            Method::DirectMpw => raw_measure::measure(
+                &pc,
+                &mut [DirectMpw::<ModelMmio>(sq)],
+                &mut scq,
+                &base,
+                slots,
+                &fixed,
+            ),
+        };
+        assert_eq!(sent.error, None, "{m:?} {client_extra}");
+        assert_eq!(sent.completed, pc.raw.iters, "{m:?} {client_extra}");
+        for f in extra {
+            model.deliver(f);
+        }
+
+        let clock = Clock::calibrate();
+        let mut server_cq = ServerCq {
+            cq: &mut cq,
+            model: &model,
+            kept,
+        };
+        let mut out = raw_recv_measure::receive::<_, _, DirectRx>(
+            &ps,
+            (&mut rq, &mut server_cq),
+            &cfg,
+            &clock,
+            Waits {
+                first: Some(Duration::from_secs(2)),
+                quiet: Duration::from_millis(300),
+            },
+        );
+        let stats = model.raw_rx_stats();
+        out.counts.rq_dry = stats.out_of_buffer.get(RING).copied();
+        assert!(model.violations().is_empty(), "{:?}", model.violations());
+        let report = raw_recv_measure::report(&ps, &out, clock.hz(), Some(100.0));
+        Served {
+            out,
+            no_match: stats.no_match,
+            client: pc,
+            server: ps,
+            report,
+        }
+    }
+
+    /// The printed row's `#iterations`.
+    fn row_iters(s: &Served) -> String {
+        let row = s
+            .report
+            .lines()
+            .find(|l| l.trim_start().starts_with(&s.server.size.to_string()))
+            .unwrap_or_else(|| panic!("no row: {}", s.report));
+        row.split_whitespace().nth(1).unwrap().to_string()
+    }
+
+    fn check_exact(m: Method, client_extra: &str, server_extra: &str) {
+        let s = serve(m, client_extra, server_extra, &[]);
+        let at = format!("{m:?} client {client_extra} server {server_extra}");
+        let n = s.client.raw.iters;
+        let c = &s.out.counts;
+        assert_eq!(s.out.error, None, "{at}");
+        assert_eq!(s.out.end, RecvEnd::Done, "{at}");
+        let frame_len = s.client.size - 4;
+        assert_eq!((c.packets, c.bytes), (n, n * frame_len), "{at}");
+        assert_eq!((c.ipv4, c.udp, c.csum_ok), (n, n, n), "{at}");
+        assert_eq!((c.csum_bad, c.too_long, c.errors), (0, 0, 0), "{at}");
+        assert_eq!(c.rq_dry, Some(0), "{at}");
+        assert!(c.findings(s.server.size as u32).is_empty(), "{at}");
+        assert_eq!(row_iters(&s), n.to_string(), "{at}: {}", s.report);
+        assert!(s.report.contains("MsgRate[Mpps]"), "{}", s.report);
+        assert!(s.report.contains("line rate for"), "{}", s.report);
+        assert!(
+            s.report
+                .contains(&format!("received {n} frames, {} bytes", n * frame_len)),
+            "{}",
+            s.report
+        );
+        assert!(!s.report.contains("finding:"), "{}", s.report);
+    }
+
+    #[test]
+    fn the_server_counts_exactly_what_the_direct_sender_sent() {
+        check_exact(Method::Direct, "-n 1000", "-n 1000 -r 1024");
+        check_exact(Method::Direct, "-n 333 -s 64 -Q 7", "-n 333 -s 64 -r 512");
+        check_exact(
+            Method::Direct,
+            "-n 240 -s 128 --flows 4 --flows_burst 3",
+            "-n 240 -s 128 --flows 4 -r 256",
+        );
+    }
+
+    #[test]
+    fn the_server_counts_exactly_what_the_direct_mpw_sender_sent() {
+        check_exact(Method::DirectMpw, "-n 1000 -l 32", "-n 1000 -r 1024");
+        check_exact(
+            Method::DirectMpw,
+            "-n 240 -s 128 --flows 4 -l 8",
+            "-n 240 -s 128 --flows 4 -r 256",
+        );
+        check_exact(Method::DirectMpw, "-n 100 -s 1518", "-n 100 -s 1518 -r 128");
+    }
+
+    /// Flows the server has no rule for are not its frames: with
+    /// `--flows 4` on the sender and none on the server, only flow 0's
+    /// ports match, the rest is dropped by the flow table (not the RQ);
+    /// a server on another port gets nothing and says so.
+    #[test]
+    fn the_servers_rules_take_only_its_flows() {
+        let s = serve(
+            Method::Direct,
+            "-n 240 -s 128 --flows 4",
+            "-n 240 -s 128 -r 256",
+            &[],
+        );
+        let c = &s.out.counts;
+        assert_eq!((c.packets, c.csum_ok, c.rq_dry), (60, 60, Some(0)), "{c:?}");
+        assert_eq!((s.no_match, s.out.end), (180, RecvEnd::Quiet));
+        let s = serve(
+            Method::Direct,
+            "-n 100 -s 128",
+            "-n 100 -s 128 -r 128 -K 6001",
+            &[],
+        );
+        assert_eq!((s.out.counts.packets, s.no_match), (0, 100));
+        assert!(
+            s.report.contains("BW: not measured: 0 frames arrived"),
+            "{}",
+            s.report
+        );
+    }
+
+    /// A 64-receive RQ, 500 frames and no repost while they come: 64
+    /// land, 436 are dropped by the port for want of a receive, the run
+    /// stops when no more come, and the finding names the drops.
+    #[test]
+    fn an_rq_too_small_for_the_burst_reports_the_drops() {
+        for m in [Method::Direct, Method::DirectMpw] {
+            let s = serve(m, "-n 500 -s 64", "-n 500 -s 64 -r 64", &[]);
+            println!("{m:?}:\n{}", s.report);
+            let c = &s.out.counts;
+            assert_eq!(s.out.end, RecvEnd::Quiet, "{m:?}");
+            assert_eq!((c.packets, c.rq_dry), (64, Some(436)), "{m:?}: {c:?}");
+            let f = c.findings(64);
+            assert_eq!(f.len(), 1, "{f:?}");
+            assert!(
+                f[0].starts_with("one RQ did not keep up at this frame size (64 B): 436 frames"),
+                "{f:?}"
+            );
+            assert!(
+                s.report.contains("after 64 of 500 (436 did not arrive)"),
+                "{}",
+                s.report
+            );
+            assert!(
+                s.report.contains(" finding: one RQ did not keep up"),
+                "{}",
+                s.report
+            );
+            assert_eq!(row_iters(&s), "64", "{}", s.report);
+        }
+    }
+
+    /// One frame of the sender's own kind, its IPv4 TTL changed after the
+    /// header checksum was computed: counted bad, named as a finding.
+    #[test]
+    fn a_bad_ipv4_checksum_is_a_finding() {
+        let pc = params(&format!("{CLIENT} -n 200 -s 64"));
+        let mut bad = frame::frame(&pc.frame_spec(), 0, 0, 7);
+        bad[14 + 8] ^= 0x01;
+        let s = serve(
+            Method::DirectMpw,
+            "-n 200 -s 64",
+            "-n 201 -s 64 -r 256",
+            &[bad],
+        );
+        let c = &s.out.counts;
+        assert_eq!((c.packets, c.csum_ok, c.csum_bad), (201, 200, 1), "{c:?}");
+        let f = c.findings(64);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].starts_with("1 of 201 IPv4 TCP/UDP frames arrived with a bad checksum"),
+            "{f:?}"
+        );
+        assert!(s.report.contains(" finding: 1 of 201"), "{}", s.report);
+    }
+}
