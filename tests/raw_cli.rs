@@ -419,4 +419,18 @@ fn compare_of_raw_tools() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("do not support -a"), "{err}");
+    // The server runs on its own, not under compare (refused before any
+    // device, so on any host).
+    let (code, _, err) = run(&[
+        "compare",
+        "raw-eth-bw",
+        "--server",
+        "-B",
+        "02:00:00:00:00:01",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("compare runs the sender's post methods (--client)"),
+        "{err}"
+    );
 }

@@ -157,6 +157,21 @@ mod with_model {
     /// (`server_extra`) receives; `extra` frames are delivered to the port
     /// after the sender's (hand-made ones).
     fn serve(m: Method, client_extra: &str, server_extra: &str, extra: &[Vec<u8>]) -> Served {
+        serve_with(
+            m,
+            (client_extra, server_extra),
+            extra,
+            Duration::from_millis(300),
+        )
+    }
+
+    /// As `serve`, the server's quiet time given.
+    fn serve_with(
+        m: Method,
+        (client_extra, server_extra): (&str, &str),
+        extra: &[Vec<u8>],
+        quiet: Duration,
+    ) -> Served {
         let pc = params(&format!("{CLIENT} {client_extra}"));
         let ps = params(&format!("{SERVER} {server_extra}"));
         let slots = Slots::new(
@@ -252,7 +267,7 @@ mod with_model {
             &clock,
             Waits {
                 first: Some(Duration::from_secs(2)),
-                quiet: Duration::from_millis(300),
+                quiet,
             },
         );
         let stats = model.raw_rx_stats();
@@ -352,6 +367,22 @@ mod with_model {
             "{}",
             s.report
         );
+    }
+
+    /// `-D 1` on the server: every frame counted, then the run waits out
+    /// the second from the first frame and ends (not for want of frames).
+    #[test]
+    fn a_duration_server_ends_after_d_seconds() {
+        let s = serve_with(
+            Method::Direct,
+            ("-n 200 -s 64", "-D 1 -s 64 -r 256"),
+            &[],
+            Duration::from_secs(5),
+        );
+        assert_eq!(s.out.end, RecvEnd::Done);
+        assert_eq!(s.out.counts.packets, 200);
+        assert!(s.report.contains("MsgRate[Mpps]"), "{}", s.report);
+        assert!(!s.report.contains("stopped"), "{}", s.report);
     }
 
     /// A 64-receive RQ, 500 frames and no repost while they come: 64

@@ -83,6 +83,19 @@ pub fn no_compare(tool: RawTool) -> String {
     )
 }
 
+/// `rdmaperf compare raw-eth-bw` with a server command line: refused before
+/// any device (compare runs the sender with each post method); None for a
+/// sender, or a command line `prepare` will refuse anyway.
+pub fn compare_server_refusal(argv: &[String]) -> Option<String> {
+    let p = args::parse(argv)
+        .and_then(|a| params::resolve(RawTool::Bw, &a))
+        .ok()?;
+    (p.raw.side == Some(super::ctx::Side::Server)).then(|| {
+        "rdmaperf compare raw-eth-bw: compare runs the sender's post methods (--client); a          server counts what any sender sends: run `rdmaperf raw-eth-bw --server ...` beside it"
+            .to_string()
+    })
+}
+
 /// The device checks, then CAP_NET_RAW; the device's name when both pass.
 fn before_open(p: &RawParams) -> Result<String, String> {
     let name = p.raw.tool.name();
@@ -142,6 +155,21 @@ mod tests {
         let e = no_compare(RawTool::Lat);
         assert!(e.starts_with("rdmaperf compare raw-eth-lat: "), "{e}");
         assert!(e.contains("compare raw-eth-bw --client"), "{e}");
+    }
+
+    #[test]
+    fn compare_refuses_a_server_command_line() {
+        let argv = |c: &str| c.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let e = compare_server_refusal(&argv(&format!("--server {M}"))).unwrap();
+        assert!(
+            e.contains("--client") && e.contains("raw-eth-bw --server"),
+            "{e}"
+        );
+        assert_eq!(
+            compare_server_refusal(&argv(&format!("--client {M}"))),
+            None
+        );
+        assert_eq!(compare_server_refusal(&argv("--server")), None);
     }
 
     #[test]

@@ -76,6 +76,10 @@ pub fn main(argv: &[String]) -> i32 {
             return 2;
         }
     };
+    if let Some(e) = cli::compare_server_refusal(&a.rest) {
+        eprintln!("{e}");
+        return 2;
+    }
     let (p, dev) = match cli::prepare(RawTool::Bw, &a.rest) {
         Ok(x) => x,
         Err(status) => return status,

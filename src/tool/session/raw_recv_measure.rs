@@ -220,3 +220,68 @@ pub fn error_words(e: &RawRecvError) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raw::{args, tools::RawTool};
+
+    fn p(cmd: &str) -> RawParams {
+        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        args::parse(&argv)
+            .and_then(|a| crate::raw::params::resolve(RawTool::Bw, &a))
+            .unwrap()
+    }
+
+    fn outcome(packets: u64, span: u64, end: RecvEnd) -> RecvOutcome {
+        RecvOutcome {
+            counts: RawRecvCounts {
+                packets,
+                bytes: packets * 60,
+                ..RawRecvCounts::default()
+            },
+            t_first: 1_000,
+            t_end: 1_000 + span,
+            end,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_rate_is_the_frames_over_the_time_from_the_first() {
+        let p = p("--server -B 02:00:00:00:00:01 -n 1000 -s 64");
+        // 1000 frames in 1 ms at 1 GHz: 1 Mpps.
+        let r = result(&p, &outcome(1000, 1_000_000, RecvEnd::Done), 1e9).unwrap();
+        assert_eq!((r.size, r.iters), (64, 1000));
+        assert!((r.msg_rate - 1.0).abs() < 1e-9, "{r:?}");
+        let e = result(&p, &outcome(1, 5, RecvEnd::Quiet), 1e9).unwrap_err();
+        assert!(e.contains("1 frames arrived"), "{e}");
+    }
+
+    #[test]
+    fn the_report_says_how_the_run_ended() {
+        let p = p("--server -B 02:00:00:00:00:01 -n 1000 -s 64");
+        let done = report(&p, &outcome(1000, 1_000_000, RecvEnd::Done), 1e9, None);
+        assert!(done.contains("MsgRate[Mpps]"), "{done}");
+        assert!(
+            done.contains(" received 1000 frames, 60000 bytes"),
+            "{done}"
+        );
+        assert!(!done.contains("stopped") && !done.contains("interrupted"));
+        let cut = report(&p, &outcome(700, 1_000, RecvEnd::Quiet), 1e9, None);
+        assert!(
+            cut.contains("after 700 of 1000 (300 did not arrive)"),
+            "{cut}"
+        );
+        let int = report(&p, &outcome(10, 1_000, RecvEnd::Interrupted), 1e9, None);
+        assert!(int.contains(" interrupted: "), "{int}");
+        let none = report(&p, &outcome(0, 0, RecvEnd::Interrupted), 1e9, None);
+        assert!(none.starts_with(" BW: not measured: 0 frames"), "{none}");
+    }
+
+    #[test]
+    fn duration_has_no_frame_target() {
+        assert_eq!(target(&p("--server -B 02:00:00:00:00:01 -n 77")), 77);
+        assert_eq!(target(&p("--server -B 02:00:00:00:00:01 -D 3")), u64::MAX);
+    }
+}
