@@ -30,12 +30,13 @@ mod with_model {
     use rdmaperf::model::{
         Access, FlowRule, IpMatch, L4Match, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec,
     };
+    use rdmaperf::post::rx_offload::{RxOffload, WC_IP_CSUM_OK};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
     use rdmaperf::raw::params::{self, RawParams};
     use rdmaperf::raw::slots::{self, Slots};
     use rdmaperf::raw::{args, frame, steer, tools::RawTool};
     use rdmaperf::run::raw_bw::{Direct, DirectMpw};
-    use rdmaperf::run::raw_recv::{post_all, DirectRx, RawRecvCfg};
+    use rdmaperf::run::raw_recv::{post_all, DirectRx, RawRecvCfg, VerbsRx};
     use rdmaperf::tool::session::raw_measure;
     use rdmaperf::tool::session::raw_recv_measure::{self, RecvEnd, RecvOutcome, Waits};
     use rdmaperf::tool::setup::raw_recv_res::slot_stride;
@@ -122,19 +123,31 @@ mod with_model {
         cq: &'a mut DirectCq,
         model: &'a Model,
         kept: VecDeque<Completion>,
+        /// Through the verbs receive path's eyes (`VerbsRx`).
+        verbs: bool,
     }
     impl CompletionQueue for ServerCq<'_> {
         fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-            if !self.kept.is_empty() {
+            let n = if !self.kept.is_empty() {
                 let n = out.len().min(self.kept.len());
                 for (o, c) in out.iter_mut().zip(self.kept.drain(..n)) {
                     *o = c;
                 }
-                return Ok(n);
+                n
+            } else {
+                self.model.step();
+                self.model.loop_back();
+                self.cq.poll(out)?
+            };
+            if self.verbs {
+                // libmlx5's view (cq.c handle_responder): the CQE's bits
+                // folded into IBV_WC_IP_CSUM_OK, the rest not in ibv_wc.
+                for c in &mut out[..n] {
+                    c.wc_flags |= if c.rx.ip_csum_ok() { WC_IP_CSUM_OK } else { 0 };
+                    c.rx = RxOffload::NONE;
+                }
             }
-            self.model.step();
-            self.model.loop_back();
-            self.cq.poll(out)
+            Ok(n)
         }
     }
 
@@ -161,16 +174,18 @@ mod with_model {
             m,
             (client_extra, server_extra),
             extra,
-            Duration::from_millis(300),
+            (Duration::from_millis(300), false),
         )
     }
 
-    /// As `serve`, the server's quiet time given.
+    /// As `serve`, the server's quiet time given, and its receive path:
+    /// the direct RQ and CQ (`DirectRx`), or with `verbs` the classifier of
+    /// the verbs path (`VerbsRx`) over libmlx5's view of the completions.
     fn serve_with(
         m: Method,
         (client_extra, server_extra): (&str, &str),
         extra: &[Vec<u8>],
-        quiet: Duration,
+        (quiet, verbs): (Duration, bool),
     ) -> Served {
         let pc = params(&format!("{CLIENT} {client_extra}"));
         let ps = params(&format!("{SERVER} {server_extra}"));
@@ -259,17 +274,18 @@ mod with_model {
             cq: &mut cq,
             model: &model,
             kept,
+            verbs,
         };
-        let mut out = raw_recv_measure::receive::<_, _, DirectRx>(
-            &ps,
-            (&mut rq, &mut server_cq),
-            &cfg,
-            &clock,
-            Waits {
-                first: Some(Duration::from_secs(2)),
-                quiet,
-            },
-        );
+        let waits = Waits {
+            first: Some(Duration::from_secs(2)),
+            quiet,
+        };
+        let queues = (&mut rq, &mut server_cq);
+        let mut out = if verbs {
+            raw_recv_measure::receive::<_, _, VerbsRx>(&ps, queues, &cfg, &clock, waits)
+        } else {
+            raw_recv_measure::receive::<_, _, DirectRx>(&ps, queues, &cfg, &clock, waits)
+        };
         let stats = model.raw_rx_stats();
         out.counts.rq_dry = stats.out_of_buffer.get(RING).copied();
         assert!(model.violations().is_empty(), "{:?}", model.violations());
@@ -340,6 +356,33 @@ mod with_model {
         check_exact(Method::DirectMpw, "-n 100 -s 1518", "-n 100 -s 1518 -r 128");
     }
 
+    /// The verbs receive path's classifier (frame headers, the checksum
+    /// from `IBV_WC_IP_CSUM_OK`) counts the same, and names a bad checksum.
+    #[test]
+    fn the_verbs_view_counts_the_same() {
+        let pc = params(&format!("{CLIENT} -n 300 -s 128"));
+        let mut bad = frame::frame(&pc.frame_spec(), 0, 0, 7);
+        bad[14 + 8] ^= 0x01;
+        for m in [Method::Direct, Method::DirectMpw] {
+            let s = serve_with(
+                m,
+                ("-n 300 -s 128 -l 8", "-n 301 -s 128 -r 512"),
+                &[bad.clone()],
+                (Duration::from_millis(300), true),
+            );
+            let c = &s.out.counts;
+            assert_eq!(s.out.end, RecvEnd::Done, "{m:?}");
+            assert_eq!((c.packets, c.bytes), (301, 301 * 124), "{m:?}");
+            assert_eq!((c.ipv4, c.udp), (301, 301), "{m:?}");
+            assert_eq!(
+                (c.csum_ok, c.csum_bad, c.rq_dry),
+                (300, 1, Some(0)),
+                "{m:?}"
+            );
+            assert!(s.report.contains(" finding: 1 of 301"), "{}", s.report);
+        }
+    }
+
     /// Flows the server has no rule for are not its frames: with
     /// `--flows 4` on the sender and none on the server, only flow 0's
     /// ports match, the rest is dropped by the flow table (not the RQ);
@@ -377,7 +420,7 @@ mod with_model {
             Method::Direct,
             ("-n 200 -s 64", "-D 1 -s 64 -r 256"),
             &[],
-            Duration::from_secs(5),
+            (Duration::from_secs(5), false),
         );
         assert_eq!(s.out.end, RecvEnd::Done);
         assert_eq!(s.out.counts.packets, 200);
