@@ -151,7 +151,10 @@ fn a_served_batch_starts_from_the_boot_state() {
     assert_eq!(ib.split_whitespace().collect::<Vec<_>>(), ["rxe0"]);
     assert_eq!(net.split_whitespace().collect::<Vec<_>>(), ["dummy0", "lo"]);
     assert_eq!(netns.trim(), "");
-    assert!(addr.contains("169.254.7.1/16") && !addr.contains("169.254.7.9"), "{addr}");
+    assert!(
+        addr.contains("169.254.7.1/16") && !addr.contains("169.254.7.9"),
+        "{addr}"
+    );
     assert_eq!(huge.trim(), "0");
     assert_eq!(
         rxe0.split_whitespace().collect::<Vec<_>>(),
