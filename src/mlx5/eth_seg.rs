@@ -3,8 +3,10 @@
 //! `IBV_QPT_RAW_PACKET` QP: a control segment (opcode SEND), the Ethernet
 //! segment zeroed, its checksum flags, and the frame's first `inline` bytes
 //! (the device's minimum inline: 0 or `MLX5_ETH_L2_INLINE_HEADER_SIZE`),
-//! then one data segment for the rest of the frame. Not wired into a post
-//! path yet (docs/raw-ethernet.md).
+//! then one data segment for the rest of the frame. [`RawSendWords`] writes
+//! it for `RawSq::post_send` as whole 16-byte units; [`write_eth_seg`] is
+//! the general per-field encoder (any MSS, any inline length up to 18),
+//! checked against rdma-core (docs/raw-ethernet.md).
 
 use super::prm::Opcode;
 #[cfg(doc)]
@@ -159,7 +161,10 @@ impl RawSendWords {
 /// `s.addr`, CRC excluded) into one 64-byte WQEBB with
 /// [`RawSendWords::put`]; returns the WQE's size in 16-byte units (`ds`):
 /// 4 with an 18-byte inline header, 3 without. Units past `ds` are left as
-/// they were. `s.inline` must be 0 or 18 and `frame` at least that long.
+/// they were.
+///
+/// # Panics
+/// When `s.inline` is neither 0 nor 18, or `frame` is shorter than it.
 pub fn write_raw_send(wqe: &mut [u8; 64], s: &RawSend, frame: &[u8]) -> u8 {
     #[repr(C, align(64))]
     struct Bb([u8; 64]);
