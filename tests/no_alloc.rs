@@ -29,9 +29,12 @@ mod with_model {
 
     use rdmaperf::mlx5::raw_sq::{RawPkt, RawSqConfig};
     use rdmaperf::mlx5::{DirectSq, HwMmio};
-    use rdmaperf::model::{Access, Model, ModelConfig};
+    use rdmaperf::model::{Access, FlowRule, Model, ModelConfig, RecvSpec};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WcStatus, WrDesc};
     use rdmaperf::run::bw::{BwConfig, BwLoop, QpCount, QpTarget};
+    use rdmaperf::run::raw_recv::{
+        post_all, run_raw_recv, DirectRx, RawRecvCfg, RawRecvCounts, VerbsRx,
+    };
 
     struct Counting;
 
@@ -437,5 +440,137 @@ mod with_model {
             assert_eq!(n, 0, "round {round}: the poll allocated");
         }
         assert_eq!(model.take_wire().len(), 2 * (16 + 64 + 64));
+    }
+
+    /// The raw receive loop (poll, classify by the CQE's bytes or the
+    /// frame's headers, count, post the slot again) allocates nothing.
+    #[test]
+    fn raw_receive_loop_allocates_nothing() {
+        const STRIDE: usize = 128;
+        let mut rx = vec![0u8; 64 * STRIDE];
+        let model = Model::new(ModelConfig {
+            recv: Some(RecvSpec {
+                qpn: ModelConfig::default().qpn,
+                ..RecvSpec::default()
+            }),
+            ..ModelConfig::raw_eth_loop(64)
+        })
+        .unwrap();
+        // SAFETY: `rx` outlives the model (declared first).
+        let mr = unsafe { model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE) };
+        let (_sq, mut cq) = model.raw_pair_with(RawSqConfig::new(0, 1), HwMmio).unwrap();
+        let mut rq = model.raw_rq_with(0, HwMmio).unwrap();
+        cq.attach_recv(rq.qpn(), rq.ring());
+        // SAFETY: `rx` holds 64 registered strides and outlives the loops.
+        let cfg =
+            unsafe { RawRecvCfg::new(rx.as_ptr(), STRIDE as u32, STRIDE as u32, 64, mr.lkey) };
+        post_all(&mut rq, &cfg).unwrap();
+        model.add_flow(FlowRule::promiscuous(0)).unwrap();
+        let mut frame = vec![0u8; 60];
+        frame[12..14].copy_from_slice(&[0x08, 0x00]);
+        let mut counts = RawRecvCounts::default();
+        for round in 1..=4u64 {
+            for _ in 0..32 {
+                assert_eq!(model.deliver(&frame), 1);
+            }
+            let (n, r) = count(|| {
+                let mut idle = || true;
+                if round % 2 == 0 {
+                    run_raw_recv::<_, _, DirectRx>(
+                        &mut rq,
+                        &mut cq,
+                        &cfg,
+                        &mut counts,
+                        round * 32,
+                        &mut idle,
+                    )
+                } else {
+                    run_raw_recv::<_, _, VerbsRx>(
+                        &mut rq,
+                        &mut cq,
+                        &cfg,
+                        &mut counts,
+                        round * 32,
+                        &mut idle,
+                    )
+                }
+            });
+            r.unwrap();
+            assert_eq!(n, 0, "round {round}: the receive loop allocated");
+            assert_eq!(counts.packets, round * 32);
+        }
+    }
+
+    /// The raw Ethernet sender loop (`run::raw_bw::RawBwLoop`) over the
+    /// direct SQ and over eMPW, with the NIC on its own thread: no
+    /// allocation on the loop's thread.
+    #[test]
+    fn raw_sender_loop_allocates_nothing() {
+        use rdmaperf::raw::slots::Slots;
+        use rdmaperf::run::raw_bw::{Direct, DirectMpw, RawBwConfig, RawBwLoop, RawPost};
+
+        fn go<P: RawPost>(
+            model: &Model,
+            posts: &mut [P],
+            cq: &mut impl CompletionQueue,
+            base: u64,
+            slots: Slots,
+        ) -> (u64, rdmaperf::run::bw::BwOutcome) {
+            let cfg = RawBwConfig {
+                iters: 3000,
+                post_list: slots.post_list as u32,
+                tx_depth: 64,
+                cq_mod: 16,
+                stall_ticks: u64::MAX / 4,
+            };
+            let mut counts = [QpCount::default()];
+            let mut list = vec![RawPkt::default(); cfg.post_list as usize];
+            let mut wcs = [Completion::default(); 16];
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                let nic = nic_thread(s, model, &stop);
+                let mut lp = RawBwLoop {
+                    cfg,
+                    posts,
+                    cq,
+                    bases: &[base],
+                    slots,
+                    counts: &mut counts,
+                    list: &mut list,
+                    wcs: &mut wcs,
+                    deadlines: None,
+                    now: rdmaperf::clock::now,
+                };
+                let res = count(|| lp.run());
+                stop.store(true, Ordering::Release);
+                nic.join().unwrap();
+                res
+            })
+        }
+
+        for (mpw, post_list) in [(false, 1), (false, 8), (true, 32)] {
+            let slots = Slots::new(128, 2, 1, post_list, 4096);
+            let mut buf = vec![0u8; slots.buffer_len()];
+            let model = Model::new(ModelConfig::raw_eth_loop(256)).unwrap();
+            // SAFETY: `buf` outlives the model (declared first).
+            let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::NONE) };
+            let (mut sq, mut cq) = model
+                .raw_pair_with(RawSqConfig::new(mr.lkey, 4), HwMmio)
+                .unwrap();
+            // SAFETY: as above.
+            unsafe { sq.set_frame_source(buf.as_ptr(), buf.len()) };
+            let base = buf.as_ptr() as u64;
+            let (n, out) = if mpw {
+                go(&model, &mut [DirectMpw(sq)], &mut cq, base, slots)
+            } else {
+                go(&model, &mut [Direct(sq)], &mut cq, base, slots)
+            };
+            assert_eq!(out.error, None, "mpw {mpw}, -l {post_list}");
+            assert_eq!((out.posted, out.completed), (3000, 3000));
+            assert_eq!(
+                n, 0,
+                "the raw sender loop allocated {n} times (mpw {mpw}, -l {post_list})"
+            );
+        }
     }
 }

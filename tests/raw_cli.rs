@@ -368,3 +368,55 @@ fn without_a_device_the_tool_says_so() {
     );
     assert!(err.contains("rdma link add"), "{err}");
 }
+
+#[test]
+fn post_method_and_post_list() {
+    let p = ok(
+        RawTool::Bw,
+        &format!("--client {M} --post direct-mpw -l 32"),
+    );
+    assert_eq!((p.post.as_deref(), p.post_list), (Some("direct-mpw"), 32));
+    assert_eq!(
+        ok(RawTool::Bw, &format!("--client {M} --post auto")).post,
+        None
+    );
+    assert_eq!(ok(RawTool::Bw, &format!("--client {M}")).post_list, 1);
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} --post mpw"),
+        &["--post mpw", "direct-mpw or auto"],
+    );
+    refused(RawTool::Bw, &format!("--client {M} -l 0"), &["-l"]);
+    refused(RawTool::Bw, &format!("--client {M} -t 16 -l 32"), &["-l"]);
+}
+
+#[test]
+fn compare_of_raw_tools() {
+    let (code, _, err) = run(&[
+        "compare",
+        "raw-eth-lat",
+        "--client",
+        "-B",
+        "02:00:00:00:00:01",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("compare runs raw-eth-bw's sender only"),
+        "{err}"
+    );
+    // raw-eth-bw goes through the raw flags and checks: a bad flag or value
+    // is refused before any device is looked at.
+    let (code, _, err) = run(&["compare", "raw-eth-bw", "--client", "--reps", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--reps 0"), "{err}");
+    let (code, _, err) = run(&[
+        "compare",
+        "raw-eth-bw",
+        "--client",
+        "-B",
+        "02:00:00:00:00:01",
+        "-a",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("do not support -a"), "{err}");
+}

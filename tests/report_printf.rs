@@ -159,3 +159,67 @@ fn lat_rows_match_c_format() {
         );
     }
 }
+
+/// perftest master's REPORT_FMT_FS_RATE and _DUR (PRIu64 as "lu"), then REPORT_EXT.
+const REPORT_FMT_FS_RATE: &str =
+    "%lu          %-7.2f        \t\t%-7.2f      \t%-7.2f  \t       \t\t%-7.2f     \t%-7.2f\n";
+const REPORT_FMT_FS_RATE_DUR: &str = "%lu               %-7.2f\t\t%-7.2f\n";
+
+/// `fmt` rendered by libc's snprintf with one unsigned long and five doubles.
+fn c_fmt_fs(fmt: &str, n: u64, d: [f64; 5]) -> String {
+    let f = CString::new(fmt).unwrap();
+    let mut buf = vec![0u8; 512];
+    // SAFETY: buf has 512 writable bytes; both formats read one unsigned
+    // long and at most five doubles, and C ignores the ones not read.
+    let k = unsafe {
+        libc::snprintf(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            f.as_ptr(),
+            n as libc::c_ulong,
+            d[0],
+            d[1],
+            d[2],
+            d[3],
+            d[4],
+        )
+    };
+    buf.truncate(k as usize);
+    String::from_utf8(buf).unwrap()
+}
+
+#[test]
+fn fs_rate_rows_match_snprintf() {
+    use rdmaperf::report::fs_rate;
+    // 2400 MHz; deltas chosen so min/max/median/average/fps differ.
+    let mhz = 2400.0;
+    let mut deltas = vec![24_000u64, 12_345, 99_999, 7, 250_000];
+    let s = fs_rate::iterations(5, &mut deltas, mhz);
+    deltas.sort_unstable();
+    let sum: u64 = deltas.iter().sum();
+    let want = c_fmt_fs(
+        REPORT_FMT_FS_RATE,
+        5,
+        [
+            7.0 / mhz,
+            250_000.0 / mhz,
+            24_000.0 / mhz,
+            (sum / 5) as f64 / mhz,
+            5.0 / (sum as f64 / (mhz * 1e6)),
+        ],
+    );
+    assert_eq!(s.lines().last().unwrap(), want.trim_end_matches('\n'));
+    let s = fs_rate::duration(777, 123_456_789, mhz);
+    let want = c_fmt_fs(
+        REPORT_FMT_FS_RATE_DUR,
+        777,
+        [
+            123_456_789.0 / 777.0 / mhz,
+            777.0 / (123_456_789.0 / (mhz * 1e6)),
+            0.0,
+            0.0,
+            0.0,
+        ],
+    );
+    assert_eq!(s.lines().last().unwrap(), want.trim_end_matches('\n'));
+}

@@ -61,7 +61,7 @@ pub enum Command {
     /// Check every post method on a device in loopback, byte by byte.
     #[command(disable_help_flag = true)]
     Selfcheck(OwnParser),
-    /// Raw Ethernet packet rate (raw_ethernet_bw; ConnectX, CAP_NET_RAW): flags and frames only so far.
+    /// Raw Ethernet packet rate (raw_ethernet_bw; ConnectX, CAP_NET_RAW): the sender (--client) runs.
     #[command(name = "raw-eth-bw", disable_help_flag = true)]
     RawEthBw(OwnParser),
     /// Raw Ethernet ping-pong latency (raw_ethernet_lat): flags and frames only so far.
@@ -70,7 +70,7 @@ pub enum Command {
     /// Raw Ethernet latency under bursts (raw_ethernet_burst_lat): flags and frames only so far.
     #[command(name = "raw-eth-burst-lat", disable_help_flag = true)]
     RawEthBurstLat(OwnParser),
-    /// Flow-rule insertion rate (raw_ethernet_fs_rate): flags only so far.
+    /// Flow-rule insertion rate (raw_ethernet_fs_rate; ConnectX, CAP_NET_RAW).
     #[command(name = "raw-eth-fs-rate", disable_help_flag = true)]
     RawEthFsRate(OwnParser),
     /// List RDMA devices, ports and GID tables.
@@ -90,7 +90,8 @@ pub struct OwnParser {
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
     /// The bw test: write-bw, read-bw, atomic-bw, send-bw (or its ib_* name);
-    /// send-bw adds the receiver's cost per message.
+    /// send-bw adds the receiver's cost per message. raw-eth-bw (its raw flags)
+    /// compares the raw sender's post methods.
     pub test: String,
     /// Repetitions of each method.
     #[arg(long = "reps", default_value_t = 3)]

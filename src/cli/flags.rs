@@ -34,8 +34,8 @@ not create (-c DC is refused too) - use -c RC";
 const CRYPTO: &str = "needs ConnectX crypto/signature offload hardware (AES-XTS, T10-DIF), which \
 rdmaperf does not program - use stock perftest on a ConnectX with crypto enabled";
 const RAW_ETH: &str =
-    "belongs to perftest's raw_ethernet_* tools (raw packet QPs), which rdmaperf \
-does not provide - use stock raw_ethernet_bw/raw_ethernet_lat";
+    "belongs to perftest's raw_ethernet_* tools (raw packet QPs) - use rdmaperf raw-eth-bw, \
+raw-eth-lat, raw-eth-burst-lat or raw-eth-fs-rate (perftest's raw flags)";
 const DUAL_PORT: &str =
     "needs a second port (perftest's dual-port mode); rdmaperf drives one port \
 (-i) - run one rdmaperf per port instead";
@@ -134,7 +134,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     imp(None, "pkey_index", true),
     no(None, "tcp", false, RAW_ETH),
     imp(None, "burst_size", true),
-    no(None, "typical_pkt_size", true, "belongs to perftest's raw_ethernet_* tools: it only supports the PP rate limiter (perftest's rule), which perftest master allows on raw Ethernet QPs only, and rdmaperf has no raw Ethernet QPs - drop it; --rate_limit_type=SW paces any bw test"),
+    no(None, "typical_pkt_size", true, "belongs to perftest's raw_ethernet_* tools: it only supports the PP rate limiter (perftest's rule), which perftest master allows on raw Ethernet QPs only, and rdmaperf's raw tools do not take the rate flags yet - drop it; --rate_limit_type=SW paces any bw test"),
     imp(None, "rate_limit", true),
     imp(None, "rate_limit_type", true),
     imp(None, "rate_units", true),

@@ -20,6 +20,7 @@ pub mod rules;
 pub mod values;
 pub mod version;
 
+use crate::raw::tools::RawTool;
 use args::{Cli, Command};
 use clap::FromArgMatches;
 use params::{Kind, Tool, Verb};
@@ -55,6 +56,15 @@ pub fn parse(argv: Vec<String>) -> Parsed {
     let sub_name = argv.get(1).cloned().unwrap_or_default();
     let sub = sub_name.as_str();
     let tool = Tool::ALL.iter().find(|t| t.0 == sub).map(|t| t.2);
+    if sub == "compare" {
+        if let Some(t) = argv.get(2).and_then(|s| crate::raw::cli::tool_of(s)) {
+            return Parsed::Print {
+                text: format!("{}\n", crate::raw::cli::no_compare(t)),
+                status: 2,
+                stderr: true,
+            };
+        }
+    }
     if tool.is_some() || sub == "compare" {
         let sc = cmd.find_subcommand(sub);
         let takes_value = |long: &str| {
@@ -144,8 +154,13 @@ pub fn main(argv: Vec<String>) -> i32 {
         return crate::explain::doctor::main(&argv[2..]);
     }
     // The raw Ethernet tools have their own flag table (crate::raw::cli).
+    if argv.get(1).map(String::as_str) == Some("compare")
+        && argv.get(2).and_then(|s| crate::raw::cli::tool_of(s)) == Some(RawTool::Bw)
+    {
+        return crate::tool::runs::raw_compare::main(&argv[3..]);
+    }
     if let Some(t) = argv.get(1).and_then(|s| crate::raw::cli::tool_of(s)) {
-        return crate::raw::cli::main(t, &argv[2..]);
+        return crate::tool::runs::raw_bw::main(t, &argv[2..]);
     }
     match parse(argv) {
         Parsed::Print {

@@ -39,6 +39,7 @@ use super::prm::{cqe_format, op_own, CqeOpcode, Opcode, Syndrome, CQ_CI_MASK};
 use super::progress::SqProgress;
 use super::recv::{Inline, RecvKind, RecvRing, Repost};
 use super::seg::cqe_off;
+use crate::post::rx_offload::RxOffload;
 use crate::post::wc::{WC_GRH, WC_WITH_IMM, WC_WITH_INV};
 use crate::post::{Completion, CompletionQueue, PostError, WcOpcode, WcStatus};
 use crate::sys::mlx5dv_cq;
@@ -478,6 +479,7 @@ impl DirectCq {
         c.imm = 0;
         c.src_qp = 0;
         c.wc_flags = 0;
+        c.rx = RxOffload::NONE;
         Step::Emit
     }
 
@@ -489,10 +491,14 @@ impl DirectCq {
             return Step::Stop;
         };
         // SAFETY: inside the software-owned CQE (as the caller's reads).
-        let (imm, flags_rqpn) = unsafe {
+        let (imm, flags_rqpn, rx) = unsafe {
             (
                 h.cqe.add(cqe_off::IMM).cast::<u32>().read_volatile(),
                 be32(h.cqe, cqe_off::FLAGS_RQPN),
+                RxOffload::from_bytes(
+                    byte(h.cqe, cqe_off::HDS_IP_EXT),
+                    byte(h.cqe, cqe_off::HDS_IP_EXT + 1),
+                ),
             )
         };
         let (wr_id, status) = match self.find_recv(h.qpn) {
@@ -524,6 +530,7 @@ impl DirectCq {
         c.wc_flags = if with_imm { WC_WITH_IMM } else { 0 }
             | if with_inv { WC_WITH_INV } else { 0 }
             | if grh { WC_GRH } else { 0 };
+        c.rx = rx;
         Step::Emit
     }
 
@@ -733,5 +740,37 @@ mod tests {
         assert_eq!((imm_of(3), wc[3].wc_flags), (0x0102_0304, WC_WITH_IMM));
         assert_eq!(wc[3].opcode, WcOpcode::RECV_RDMA_WITH_IMM);
         assert!(wc.iter().all(|c| c.status == WcStatus::SUCCESS));
+    }
+
+    /// A raw receive's CQE bytes 28..29 reach the completion as they are;
+    /// a requester CQE's never do.
+    #[test]
+    fn a_receive_carries_its_rx_offload_bytes() {
+        use crate::post::rx_offload::{L3Type, L4Type};
+        let mut r = ring();
+        resp(&mut r.cqes[0], CqeOpcode::RESP_SEND, 0);
+        r.cqes[0][cqe_off::HDS_IP_EXT] = 0x07;
+        r.cqes[0][cqe_off::HDS_IP_EXT + 1] = 0x28;
+        resp(&mut r.cqes[1], CqeOpcode::RESP_SEND, 0);
+        r.cqes[1][cqe_off::HDS_IP_EXT] = 0x01;
+        r.cqes[1][cqe_off::HDS_IP_EXT + 1] = 0x14;
+        let mut cq = poller(&mut r);
+        let mut wc = [Completion::default(); 4];
+        assert_eq!(cq.poll(&mut wc).unwrap(), 2);
+        assert_eq!(wc[0].rx, RxOffload(0x0728));
+        assert_eq!(
+            (wc[0].rx.l3_type(), wc[0].rx.l4_type()),
+            (L3Type::IPV4, L4Type::UDP)
+        );
+        assert!(wc[0].rx.ip_csum_ok());
+        assert_eq!(
+            (wc[1].rx.l3_type(), wc[1].rx.l4_type()),
+            (L3Type::IPV6, L4Type::TCP_NO_ACK)
+        );
+        assert!(!wc[1].rx.l3_ok() && !wc[1].rx.ip_csum_ok());
+        assert_eq!(
+            wc[0].wc_flags, 0,
+            "the direct poller leaves wc_flags to RDMA's bits"
+        );
     }
 }

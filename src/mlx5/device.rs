@@ -504,6 +504,38 @@ pub fn ud_av(libmlx5_av: [u8; 48], remote_qpn: u32, qkey: u32) -> DatagramSeg {
     DatagramSeg::from_bytes(libmlx5_av).with_ud_dest(remote_qpn, qkey)
 }
 
+/// Whether `mlx5dv_query_device` reports `MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW`
+/// (false where the query fails: the raw sender then keeps to one SEND per
+/// frame).
+///
+/// # Safety
+/// `ctx` must be an open mlx5 context.
+pub unsafe fn enhanced_mpw(ctx: *mut sys::ibv_context) -> bool {
+    let mut dv = sys::mlx5dv_context::default();
+    // SAFETY: an open context (caller); `dv` is ours, with comp_mask 0 (the
+    // fixed fields only).
+    let rc = unsafe { sys::mlx5dv_query_device(ctx, &mut dv) };
+    rc == 0 && dv.flags & sys::MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW as u64 != 0
+}
+
+/// A direct raw SQ ([`RawSq`](super::raw_sq::RawSq)) for a raw packet QP
+/// created by libmlx5.
+///
+/// # Safety
+/// As [`sq_from_ibv_qp`]: `qp` is valid, outlives the SQ, fresh, never
+/// posted to through libmlx5, and nothing else writes its BlueFlame
+/// register.
+pub unsafe fn raw_sq_from_ibv_qp(
+    qp: *mut sys::ibv_qp,
+    cfg: super::raw_sq::RawSqConfig,
+) -> Result<super::raw_sq::RawSq<HwMmio>, DirectError> {
+    // SAFETY: the caller's contract (a valid QP).
+    let dv = unsafe { qp_dv(qp) }?;
+    // SAFETY: dv was filled by mlx5dv_init_obj for qp; the rest is the
+    // caller's contract.
+    unsafe { super::raw_sq::RawSq::from_dv(&dv, (*qp).qp_num, cfg, HwMmio, None) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,6 +73,8 @@ pub struct RawSq<M: Mmio = HwMmio> {
     src: (u64, u64),
     /// WQEs posted since the last one that asked for a CQE.
     quiet: u32,
+    /// The next list's last WQE asks for a CQE ([`RawSq::signal_list_end`]).
+    signal_end: bool,
     /// Packets posted so far.
     sent: u64,
     progress: Arc<SqProgress>,
@@ -123,6 +125,7 @@ impl<M: Mmio> RawSq<M> {
             cfg,
             src: (0, 0),
             quiet: 0,
+            signal_end: false,
             sent: 0,
             progress: SqProgress::new(qpn, n),
             db,
@@ -161,6 +164,26 @@ impl<M: Mmio> RawSq<M> {
         self.db.mmio()
     }
 
+    /// Makes the next list posted end with a WQE that asks for a CQE (a
+    /// run's last packets, or perftest's every `cq_mod`-th), whatever the
+    /// `cq_every` count says; the count then goes on from that WQE. Kept
+    /// until a post succeeds.
+    pub fn signal_list_end(&mut self) {
+        self.signal_end = true;
+    }
+
+    /// The quiet count to start a list of `wqes` WQEs from: unchanged, or,
+    /// when the list must end signalled, the one that makes its last WQE
+    /// reach `cq_every`.
+    #[inline(always)]
+    fn quiet_for(&mut self, wqes: usize) -> u32 {
+        if !core::mem::take(&mut self.signal_end) {
+            return self.quiet;
+        }
+        let every = self.cfg.cq_every;
+        (every - (wqes as u32 % every)) % every
+    }
+
     /// Posts one SEND WQE per packet (ctrl, Ethernet segment with the
     /// minimum inline header, one data segment), one doorbell for the list.
     /// All or nothing: `QueueFull` when the list's WQEBBs are not free,
@@ -177,8 +200,9 @@ impl<M: Mmio> RawSq<M> {
         if !self.has_room_for(pkts.len() as u16) {
             return Err(PostError::QueueFull);
         }
+        let q0 = self.quiet_for(pkts.len());
         let rec = self.progress.recorder();
-        let (mut quiet, mut sent, mut bb) = (self.quiet, self.sent, self.pi);
+        let (mut quiet, mut sent, mut bb) = (q0, self.sent, self.pi);
         let c = &self.cfg;
         // Every WQE's store words but the index, stamp and frame: once per list.
         let words = RawSendWords::new(self.qpn, c.cs_flags, c.min_inline, c.lkey);
@@ -228,6 +252,7 @@ impl<M: Mmio> RawSq<M> {
         if !self.has_room_for(nbb as u16) {
             return Err(PostError::QueueFull);
         }
+        self.quiet = self.quiet_for(wqes);
         let w = mpw::Writer {
             ring: &self.ring,
             qpn: self.qpn,

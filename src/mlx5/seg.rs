@@ -289,6 +289,9 @@ pub mod cqe_off {
     /// `flags_rqpn` (inside `rsvd0` here): bits 23:0 the UD source QP,
     /// 29:28 where a GRH was delivered (0: none).
     pub const FLAGS_RQPN: usize = 24;
+    /// `hds_ip_ext` then `l4_hdr_type_etc` (inside `rsvd0` here): a raw
+    /// receive's checksum bits and header types (`post::rx_offload`).
+    pub const HDS_IP_EXT: usize = 28;
     pub const IMM: usize = offset_of!(Cqe64, imm_inval_pkey);
     pub const BYTE_CNT: usize = offset_of!(Cqe64, byte_cnt);
     pub const SOP_DROP_QPN: usize = offset_of!(Cqe64, sop_drop_qpn);
@@ -313,5 +316,16 @@ mod tests {
             [0x00, 0x12, 0x34, 0x08, 0x00, 0xab, 0xcd, 0x03, 0, 0, 0, 0x08, 0, 0, 0, 0]
         );
         assert_eq!(CtrlSeg::from_bytes(c.to_bytes()), c);
+    }
+
+    #[test]
+    fn hds_ip_ext_is_where_mlx5dv_puts_it() {
+        use crate::sys::mlx5_cqe64__bindgen_ty_1__bindgen_ty_1 as Resp;
+        assert_eq!(core::mem::offset_of!(Resp, hds_ip_ext), cqe_off::HDS_IP_EXT);
+        assert_eq!(
+            core::mem::offset_of!(Resp, l4_hdr_type_etc),
+            cqe_off::HDS_IP_EXT + 1
+        );
+        assert_eq!(core::mem::offset_of!(Resp, flags_rqpn), cqe_off::FLAGS_RQPN);
     }
 }

@@ -179,6 +179,10 @@ pub(crate) enum CqeOut {
         inline: Option<Vec<u8>>,
         /// With 128-byte CQEs: a payload of up to 32 bytes in format 1.
         format1: bool,
+        /// Bytes 28..29, `hds_ip_ext` and `l4_hdr_type_etc`: what a raw
+        /// packet QP's receive says about the frame (`eth_rx.rs`); zero
+        /// for the RDMA receives.
+        rx: [u8; 2],
     },
     RespErr {
         qpn: u32,
@@ -202,9 +206,11 @@ impl CqeOut {
             flags_rqpn,
             ref inline,
             format1,
+            rx,
         } = *self
         {
             b[24..28].copy_from_slice(&flags_rqpn.to_be_bytes());
+            b[28..30].copy_from_slice(&rx);
             b[36..40].copy_from_slice(&imm);
             b[44..48].copy_from_slice(&byte_cnt.to_be_bytes());
             b[56..60].copy_from_slice(&(qpn & 0x00ff_ffff).to_be_bytes());

@@ -15,10 +15,14 @@
 //!   at most 32 frames and 60 units. Refused where the device wants a
 //!   minimum inline (eMPW is off there).
 //!
+//! The Ethernet segment's `cs_flags` are honoured: with L3 the NIC writes
+//! the IPv4 header checksum, with L4 the TCP/UDP checksum (`flow.rs`).
+//!
 //! A WQE that does not parse completes with a local QP operation error and
 //! sends nothing; the reason is kept in [`EthPort::rejected`].
 
 use super::decode::{synd, vendor, Ctrl};
+use super::headers::fill_checksums;
 
 const OP_SEND: u8 = 0x0a;
 const OP_EMPW: u8 = 0x29;
@@ -28,6 +32,11 @@ const EMPW_PACKETS: usize = 32;
 const EMPW_UNITS: usize = 60;
 /// An Ethernet header: no frame is shorter.
 const ETH_HDR: usize = 14;
+/// The Ethernet segment's `cs_flags` (WQE byte 16 + 4) and its bits: the
+/// NIC fills the IPv4 header checksum (L3) and the TCP/UDP one (L4).
+const CS_FLAGS: usize = 20;
+const CS_L3: u8 = 1 << 6;
+const CS_L4: u8 = 1 << 7;
 
 /// Where a frame's bytes are: a range of the WQE, or registered memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,9 +158,16 @@ impl EthPort {
             }
             _ => return Err((synd::LOCAL_QP_OP, vendor::BAD_OPCODE)),
         };
+        let cs = w.get(CS_FLAGS).copied().unwrap_or(0);
         let frames = parsed.and_then(|fs| {
             fs.iter()
-                .map(|f| assemble(w, f, &mr_ok))
+                .map(|f| {
+                    let mut f = assemble(w, f, &mr_ok)?;
+                    if cs & (CS_L3 | CS_L4) != 0 {
+                        fill_checksums(&mut f, cs & CS_L3 != 0, cs & CS_L4 != 0);
+                    }
+                    Ok(f)
+                })
                 .collect::<Result<Vec<_>, _>>()
         });
         match frames {

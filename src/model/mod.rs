@@ -50,18 +50,25 @@
 //! keeps `model/` free of import circles): `config` (what the user states),
 //! `event` (a recorded store), `mem` (aligned regions), `decode` (WQE
 //! parsing, CQE composing), `recv` (the receive rings as the NIC reads
-//! them), `nic` (the NIC's send side and CQ), `respond` (its responder side
+//! them), `headers` (a frame's headers as the NIC reads them, the CQE's
+//! L3/L4 bits, checksum offload), `flow` (the raw port's steering rules),
+//! `eth_port` (raw WQEs to frames), `nic` (the NIC's send side and CQ),
+//! `eth_rx` (the raw port's receive side), `respond` (its responder side
 //! on real receive rings), `handle` ([`Model`], [`Shared`]), then what
 //! stands on the handle: `mmio` (the recorder), `recv_mmio` (the receive records' recorder), `queues` (the direct queues
-//! on model memory), `raw_queues` (a raw packet SQ on it, and the wire that
-//! `eth_port`, the NIC's Ethernet port, sends to), `cq_arm`, `setup`, `workers`.
+//! on model memory), `raw_queues` (a raw packet SQ and RQs on it, the wire that
+//! `eth_port`, the NIC's Ethernet port, sends to, and the frames `eth_rx`
+//! steers through the `flow` table into the RQs), `cq_arm`, `setup`, `workers`.
 
 pub mod config;
 pub mod cq_arm;
 mod decode;
 mod eth_port;
+mod eth_rx;
 mod event;
+pub mod flow;
 mod handle;
+mod headers;
 mod mem;
 mod mmio;
 mod nic;
@@ -75,6 +82,7 @@ pub mod workers;
 
 pub use config::{Access, ModelConfig, ModelTransport, MrKeys, PeerCompletion, RecvSpec};
 pub use event::MmioEvent;
+pub use flow::{FlowKind, FlowRule, IpMatch, L4Match, RawRxStats};
 pub use handle::{Model, Shared};
 pub use mmio::ModelMmio;
 pub use nic::NicStats;

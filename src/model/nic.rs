@@ -25,6 +25,7 @@ use super::config::{Access, ModelConfig, ModelTransport, PeerCompletion};
 use super::decode::{self, op, synd, vendor, CqeOut, Ctrl, Payload, Sge};
 use super::eth_port::EthPort;
 use super::event::MmioEvent;
+use super::flow::EthRx;
 use super::mem::Mem;
 use super::recv::RecvHw;
 
@@ -185,6 +186,8 @@ pub(crate) struct Nic {
     pub(crate) events_taken: u32,
     /// A raw packet QP's Ethernet port (`ModelTransport::RawEth`).
     pub(crate) eth: EthPort,
+    /// Its receive side: the flow table and counters (`eth_rx.rs`).
+    pub(crate) eth_rx: EthRx,
 }
 
 impl Nic {
@@ -205,6 +208,7 @@ impl Nic {
             events: 0,
             events_taken: 0,
             eth: EthPort::default(),
+            eth_rx: EthRx::default(),
         }
     }
 

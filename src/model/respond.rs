@@ -92,6 +92,7 @@ impl Nic {
                 flags_rqpn,
                 inline: in_cqe.then_some(payload),
                 format1: spec.format1_in_128,
+                rx: [0; 2],
             },
         );
         Ok(())
@@ -100,7 +101,12 @@ impl Nic {
     /// Scatters `payload` through the data segments of WQE `w`, checking
     /// each lkey. `Err`: the responder's syndrome and vendor syndrome, and
     /// what an RC requester's CQE reports.
-    fn land(&self, spec: &RecvSpec, w: &[u8], payload: &[u8]) -> Result<(), (u8, u8, (u8, u8))> {
+    pub(crate) fn land(
+        &self,
+        spec: &RecvSpec,
+        w: &[u8],
+        payload: &[u8],
+    ) -> Result<(), (u8, u8, (u8, u8))> {
         let sg = segs(spec, w);
         let room: u64 = sg.iter().map(|s| s.len as u64).sum();
         if payload.len() as u64 > room {

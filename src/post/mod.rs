@@ -7,6 +7,7 @@
 
 pub mod event_cq;
 pub mod post_send;
+pub mod rx_offload;
 pub mod verbs_cq;
 pub mod wc;
 pub mod wr_api;

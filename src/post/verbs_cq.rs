@@ -4,6 +4,7 @@
 use std::os::raw::c_int;
 use std::sync::Arc;
 
+use super::rx_offload::RxOffload;
 use super::{Completion, CompletionQueue, PostError, RecvList, RecvQueue, WcOpcode, WcStatus};
 use crate::sys;
 use crate::verbs::{Cq, Qp, Srq, VerbsError};
@@ -36,6 +37,8 @@ pub fn completion_from_wc(w: &sys::ibv_wc) -> Completion {
         },
         src_qp: w.src_qp,
         wc_flags: w.wc_flags,
+        // ibv_wc has no L3/L4 types; its checksum bit is in wc_flags.
+        rx: RxOffload::NONE,
     }
 }
 

@@ -3,6 +3,7 @@
 //! Values read back from the device are newtypes, never Rust enums: an unknown
 //! value must stay representable.
 
+use super::rx_offload::RxOffload;
 use crate::newtype::value_newtype;
 use std::collections::VecDeque;
 
@@ -82,6 +83,9 @@ pub struct Completion {
     /// `ibv_wc.wc_flags` bits of a receive ([`WC_GRH`], [`WC_WITH_IMM`],
     /// [`WC_WITH_INV`]).
     pub wc_flags: u32,
+    /// A receive on the direct path: what the CQE says about the frame's
+    /// headers and checksums (raw Ethernet); [`RxOffload::NONE`] otherwise.
+    pub rx: RxOffload,
 }
 
 /// A poll of completions held in software (a rig's or a mock's queue): moves

@@ -1,7 +1,9 @@
 //! `rdmaperf raw-eth-bw ...` (and `raw_ethernet_bw` as a multicall name):
 //! the flags and perftest's rules, then the checks made before anything is
-//! opened. The raw packet run itself is not in rdmaperf yet: a command line
-//! that passes every check says so and exits 2 (docs/raw-ethernet.md).
+//! opened ([`prepare`]), and what does not run yet ([`not_yet`]: everything
+//! but raw-eth-bw's sender and raw-eth-fs-rate says so and exits 2,
+//! docs/raw-ethernet.md).
+//! `tool::raw` runs what does.
 
 use super::args::{self, FLAGS};
 use super::params::{self, RawParams};
@@ -13,40 +15,71 @@ pub fn tool_of(sub: &str) -> Option<RawTool> {
     RawTool::from_name(sub)
 }
 
-/// Runs `rdmaperf <raw tool> <argv>`; returns the exit status.
-pub fn main(tool: RawTool, argv: &[String]) -> i32 {
+/// `rdmaperf <raw tool> <argv>` up to the run: `--help`, the flags and
+/// rules, the device checks and CAP_NET_RAW, perftest's notes. `Ok` holds
+/// the device's name; `Err` is the exit status when nothing is to run (0
+/// after `--help`, 2 after a refusal, already printed).
+pub fn prepare(tool: RawTool, argv: &[String]) -> Result<(RawParams, String), i32> {
     let name = tool.name();
     let parsed = args::parse(argv);
     if parsed.as_ref().is_ok_and(|a| a.has("help")) {
         print!("{}", help(tool));
-        return 0;
+        return Err(0);
     }
     let p = match parsed.and_then(|a| params::resolve(tool, &a)) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("rdmaperf {name}: {e}");
-            return 2;
+            return Err(2);
         }
     };
-    match before_open(&p) {
-        Err(e) => {
-            eprintln!("{e}");
-            2
-        }
-        Ok(dev) => {
-            // perftest prints these once the device is open (check_link_and_mtu).
-            for n in &p.notes {
-                println!(" {n}");
-            }
-            eprintln!(
-                "rdmaperf {name}: the command line and {dev} pass every check, but rdmaperf cannot \
-                 run raw Ethernet traffic yet (its frames, rules and pre-checks are in place: \
-                 docs/raw-ethernet.md): run stock {} for now",
-                tool.perftest_name()
-            );
-            2
-        }
+    let dev = before_open(&p).map_err(|e| {
+        eprintln!("{e}");
+        2
+    })?;
+    // perftest prints these once the device is open (check_link_and_mtu).
+    for n in &p.notes {
+        println!(" {n}");
     }
+    Ok((p, dev))
+}
+
+/// What rdmaperf does not run yet for this command line, as the refusal
+/// naming it and the stock tool to use; None when it runs (raw-eth-bw's
+/// sender, one way, and raw-eth-fs-rate).
+pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
+    let r = &p.raw;
+    let missing = match r.tool {
+        RawTool::Lat => Some("the raw-eth-lat ping-pong"),
+        RawTool::BurstLat => Some("the raw-eth-burst-lat loop"),
+        RawTool::FsRate => None,
+        RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
+        RawTool::Bw if r.duplex => Some("-b (both ways: the receive side)"),
+        RawTool::Bw if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
+        RawTool::Bw if r.side == Some(super::ctx::Side::Server) => {
+            Some("the raw-eth-bw server (the receive side)")
+        }
+        RawTool::Bw if !p.pacing.is_empty() => {
+            Some("the rate flags (--burst_size, --rate_limit, ...)")
+        }
+        RawTool::Bw => None,
+    }?;
+    Some(format!(
+        "rdmaperf {}: the command line and {dev} pass every check, but {missing} is not in \
+         rdmaperf yet (raw-eth-bw --client and raw-eth-fs-rate run: docs/raw-ethernet.md): run stock {} for now",
+        r.tool.name(),
+        r.tool.perftest_name()
+    ))
+}
+
+/// `rdmaperf compare <raw tool>` other than raw-eth-bw: refused (compare
+/// runs raw-eth-bw's sender with each post method).
+pub fn no_compare(tool: RawTool) -> String {
+    format!(
+        "rdmaperf compare {}: compare runs raw-eth-bw's sender only (its post methods): use \
+         `rdmaperf compare raw-eth-bw --client ...`",
+        tool.name()
+    )
 }
 
 /// The device checks, then CAP_NET_RAW; the device's name when both pass.
@@ -88,4 +121,82 @@ fn spell(f: &args::Flag) -> String {
     let short = f.short.map(|c| format!("-{c}, ")).unwrap_or_default();
     let v = if f.value { " <value>" } else { "" };
     format!("  {short}--{}{v}\n", f.long)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(tool: RawTool, cmd: &str) -> RawParams {
+        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        args::parse(&argv)
+            .and_then(|a| params::resolve(tool, &a))
+            .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+    }
+
+    const M: &str = "-B 02:00:00:00:00:01 -E 02:00:00:00:00:02";
+
+    #[test]
+    fn compare_is_refused_with_the_methods_to_run() {
+        let e = no_compare(RawTool::Lat);
+        assert!(e.starts_with("rdmaperf compare raw-eth-lat: "), "{e}");
+        assert!(e.contains("compare raw-eth-bw --client"), "{e}");
+    }
+
+    #[test]
+    fn what_runs_and_what_is_refused() {
+        let runs = [
+            (RawTool::Bw, format!("--client {M}")),
+            (
+                RawTool::Bw,
+                format!("--client {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2 --flows 4"),
+            ),
+            (RawTool::FsRate, format!("--server {M}")),
+        ];
+        for (t, c) in &runs {
+            assert_eq!(not_yet(&p(*t, c), "mlx5_0"), None, "{c}");
+        }
+        let refused = [
+            (
+                RawTool::Bw,
+                format!("--server {M}"),
+                "the raw-eth-bw server",
+            ),
+            (RawTool::Bw, format!("--client {M} -b"), "-b (both ways"),
+            (
+                RawTool::Bw,
+                format!("--client {M} -v"),
+                "-v (MAC forwarding",
+            ),
+            (
+                RawTool::Bw,
+                "--client -B 02:00:00:00:00:01 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
+                "--raw_mcast",
+            ),
+            (
+                RawTool::Bw,
+                format!("--client {M} --rate_limit 10"),
+                "the rate flags",
+            ),
+            (
+                RawTool::Lat,
+                format!("--client {M}"),
+                "raw-eth-lat ping-pong",
+            ),
+            (
+                RawTool::BurstLat,
+                format!("--client {M}"),
+                "raw-eth-burst-lat",
+            ),
+        ];
+        for (t, c, what) in &refused {
+            let e = not_yet(&p(*t, c), "mlx5_0").unwrap_or_else(|| panic!("{c}: runs"));
+            assert!(e.contains(what) && e.contains("mlx5_0"), "{c}: {e}");
+            assert!(
+                e.contains(&format!("run stock {}", t.perftest_name())),
+                "{c}: {e}"
+            );
+            assert!(!e.contains('\n'), "one sentence: {e}");
+        }
+    }
 }

@@ -32,6 +32,38 @@ pub fn rate_line(size: u64, gbps: f64, mpps: f64) -> String {
     )
 }
 
+/// The port's speed in Gb/s from sysfs `ports/<n>/rate` ("100 Gb/sec (4X
+/// EDR)"): the leading number.
+pub fn sysfs_gbps(rate: &str) -> Option<f64> {
+    let g: f64 = rate.split_whitespace().next()?.parse().ok()?;
+    (g > 0.0).then_some(g)
+}
+
+/// The port's speed from `ibv_port_attr`'s `active_speed` × `active_width`
+/// (the lane rates an Ethernet port reports: EDR 25, HDR 50, NDR 100, XDR
+/// 200 Gb/s per lane), where sysfs says nothing.
+pub fn attr_gbps(active_speed: u8, active_width: u8) -> Option<f64> {
+    let lane = match active_speed {
+        1 => 2.5,
+        2 => 5.0,
+        4 | 8 => 10.0,
+        16 => 14.0,
+        32 => 25.0,
+        64 => 50.0,
+        128 => 100.0,
+        _ => return None,
+    };
+    let lanes = match active_width {
+        1 => 1.0,
+        2 => 4.0,
+        4 => 8.0,
+        8 => 12.0,
+        16 => 2.0,
+        _ => return None,
+    };
+    Some(lane * lanes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +93,17 @@ mod tests {
         assert!(l.contains("74.41 Mpps of 148.81 Mpps"), "{l}");
         assert!(l.contains("(50.0 %;"), "{l}");
         assert!(l.contains("at 100 Gb/s"), "{l}");
+    }
+
+    #[test]
+    fn port_speeds() {
+        assert_eq!(sysfs_gbps("100 Gb/sec (4X EDR)"), Some(100.0));
+        assert_eq!(sysfs_gbps("25 Gb/sec (1X EDR)\n"), Some(25.0));
+        assert_eq!(sysfs_gbps("garbage"), None);
+        assert_eq!(attr_gbps(32, 2), Some(100.0));
+        assert_eq!(attr_gbps(64, 2), Some(200.0));
+        assert_eq!(attr_gbps(128, 2), Some(400.0));
+        assert_eq!(attr_gbps(32, 1), Some(25.0));
+        assert_eq!(attr_gbps(3, 1), None);
     }
 }

@@ -2,8 +2,9 @@
 //! `_fs_rate`): their command line and rules (`tools`, `args`, `values`,
 //! `params`, `rules`), perftest's frames byte for byte (`frame`), a pcap
 //! writer for recording them (`pcap`), the port's packet-rate ceiling
-//! (`line_rate`), and the checks made before anything is opened (`preflight`,
-//! `cli`). The pure files (`frame`, `pcap`, `line_rate`) import nothing
+//! (`line_rate`), the checks made before anything is opened (`preflight`,
+//! `cli`), and the NIC's count of frames dropped for want of a receive
+//! (`rx_drops`). The pure files (`frame`, `pcap`, `line_rate`) import nothing
 //! from the crate; `tests/module_layers.rs` keeps them so.
 
 pub mod args;
@@ -15,5 +16,8 @@ pub mod params;
 pub mod pcap;
 pub mod preflight;
 pub mod rules;
+pub mod rx_drops;
+pub mod slots;
+pub mod steer;
 pub mod tools;
 pub mod values;

@@ -38,6 +38,10 @@ pub struct RawParams {
     pub sniffer: bool,
     pub reply_every: u32,
     pub report_gbits: bool,
+    /// `-l`: frames per post call (perftest's post list).
+    pub post_list: u32,
+    /// `--post` (rdmaperf's): the sender's post method as given, None for auto.
+    pub post: Option<String>,
     /// `--burst_size`, `--typical_pkt_size`, `--rate_limit`, `--rate_units`,
     /// `--rate_limit_type` as given (the rate rules come with the loops).
     pub pacing: Vec<(&'static str, String)>,
@@ -261,6 +265,8 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
             1,
         )? as u32,
         report_gbits: a.has("report_gbits"),
+        post_list: n(a, "post_list", "-l", "post list", 1, raw.tx_depth.max(1), 1)? as u32,
+        post: opt(a, "post", post_word)?.filter(|w| w != "auto"),
         pacing: pacing(a),
         notes,
         raw,
@@ -308,6 +314,18 @@ fn clamp_size(asked: u64, mtu: u64, notes: &mut Vec<String>) -> u64 {
         frame::MIN_SIZE as u64
     } else {
         asked
+    }
+}
+
+/// `--post`'s word (rdmaperf's): one of the raw sender's methods or `auto`.
+fn post_word(w: &str) -> Result<String, String> {
+    const WORDS: [&str; 5] = ["post-send", "wr-api", "direct", "direct-mpw", "auto"];
+    if WORDS.contains(&w) {
+        Ok(w.to_string())
+    } else {
+        Err(format!(
+            "--post {w}: not a raw post method: use post-send, wr-api, direct, direct-mpw or auto"
+        ))
     }
 }
 

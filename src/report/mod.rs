@@ -8,6 +8,7 @@
 //! - [`cfmt`]: the C `printf` emulation the text output is built on.
 
 pub mod cfmt;
+pub mod fs_rate;
 pub mod histogram;
 pub mod info;
 pub mod json;

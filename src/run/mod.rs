@@ -1,13 +1,17 @@
-//! The measurement loops (bandwidth, latency, duplex), generic over the post
+//! The measurement loops (bandwidth, latency, duplex, raw Ethernet receive), generic over the post
 //! method, plus perftest's buffer geometry and the stop flag.
 
 pub mod bw;
 pub mod duplex;
+pub mod fs_rate;
 pub mod geometry;
 pub mod lat;
 pub mod pace;
 pub mod peer;
 pub mod period;
+pub mod raw_recv;
+pub mod raw_recv_report;
+pub mod raw_bw;
 pub mod recv;
 pub mod stop;
 pub mod threads;
@@ -15,3 +19,5 @@ pub mod watchdog;
 
 #[cfg(test)]
 mod bw_tests;
+#[cfg(test)]
+mod raw_recv_tests;

@@ -164,6 +164,10 @@ pub(crate) fn build_init(t: QpType, a: &InitAttr) -> (sys::ibv_qp_attr, u32) {
         port_num: a.port,
         ..Default::default()
     };
+    if t == QpType::RAW_PACKET {
+        // perftest's ctx_modify_qp_to_init for RawEth: state and port only.
+        return (attr, sys::IBV_QP_STATE | sys::IBV_QP_PORT);
+    }
     let mut mask = sys::IBV_QP_STATE | sys::IBV_QP_PKEY_INDEX | sys::IBV_QP_PORT;
     if t == QpType::UD {
         attr.qkey = a.qkey;
@@ -183,6 +187,16 @@ pub(crate) fn build_rtr(t: QpType, a: &RtrAttr) -> (sys::ibv_qp_attr, u32) {
     };
     attr.ah_attr.static_rate = a.static_rate;
     let mut mask = sys::IBV_QP_STATE;
+    if t == QpType::RAW_PACKET {
+        // A raw packet QP has no peer: the state alone (perftest's RawEth).
+        return (
+            sys::ibv_qp_attr {
+                qp_state: sys::IBV_QPS_RTR,
+                ..Default::default()
+            },
+            mask,
+        );
+    }
     if t != QpType::UD {
         attr.path_mtu = a.path_mtu.0;
         attr.dest_qp_num = a.dest_qpn;
@@ -203,6 +217,11 @@ pub(crate) fn build_rts(t: QpType, a: &RtsAttr) -> (sys::ibv_qp_attr, u32) {
         sq_psn: a.sq_psn,
         ..Default::default()
     };
+    if t == QpType::RAW_PACKET {
+        // No PSN on a raw packet QP: the state alone (perftest's RawEth).
+        attr.sq_psn = 0;
+        return (attr, sys::IBV_QP_STATE);
+    }
     let mut mask = sys::IBV_QP_STATE | sys::IBV_QP_SQ_PSN;
     if t == QpType::RC {
         attr.timeout = a.timeout;
@@ -476,6 +495,14 @@ impl Qp {
         })
     }
 
+    /// RESET→INIT→RTR→RTS for a raw packet QP on `port`: the state and the
+    /// port at INIT, the state alone after (perftest's RawEth transitions).
+    pub fn raw_to_rts(&self, port: u8) -> Result<()> {
+        self.to_init(&InitAttr::new(port, Access::NONE))?;
+        self.to_rtr(&RtrAttr::new(port, Mtu(0), 0, 0))?;
+        self.to_rts(&RtsAttr::new(0, 0))
+    }
+
     /// Moves to ERR: outstanding WRs complete with FLUSH_ERR (teardown).
     pub fn to_err(&self) -> Result<()> {
         let mut attr = sys::ibv_qp_attr {
@@ -642,6 +669,23 @@ mod tests {
         assert_eq!(ud.qkey, UD_QKEY);
         assert_ne!(m & sys::IBV_QP_QKEY, 0);
         assert_eq!(m & sys::IBV_QP_ACCESS_FLAGS, 0);
+    }
+
+    #[test]
+    fn raw_packet_transitions_take_state_and_port_only() {
+        let a = InitAttr::new(2, Access::REMOTE_WRITE);
+        let (i, m) = build_init(QpType::RAW_PACKET, &a);
+        assert_eq!((i.qp_state, i.port_num), (sys::IBV_QPS_INIT, 2));
+        assert_eq!(m, sys::IBV_QP_STATE | sys::IBV_QP_PORT);
+        let (r, m) = build_rtr(QpType::RAW_PACKET, &RtrAttr::new(2, Mtu::MTU_1024, 5, 6));
+        assert_eq!(
+            (r.qp_state, r.dest_qp_num, r.path_mtu),
+            (sys::IBV_QPS_RTR, 0, 0)
+        );
+        assert_eq!(m, sys::IBV_QP_STATE);
+        let (s, m) = build_rts(QpType::RAW_PACKET, &RtsAttr::new(0x42, 8));
+        assert_eq!(s.qp_state, sys::IBV_QPS_RTS);
+        assert_eq!(m, sys::IBV_QP_STATE);
     }
 
     #[test]

@@ -21,12 +21,18 @@ use std::time::Duration;
 /// (margin, D - margin, D); None in iterations mode.
 pub(crate) fn deadlines(p: &Params, clock: &Clock, start: u64) -> Option<Deadlines> {
     match p.mode {
-        Mode::Duration { secs, margin } => Some(Deadlines {
-            sample_start: start + clock.cycles_for(Duration::from_secs(margin as u64)),
-            sample_stop: start + clock.cycles_for(Duration::from_secs((secs - margin) as u64)),
-            end: start + clock.cycles_for(Duration::from_secs(secs as u64)),
-        }),
+        Mode::Duration { secs, margin } => Some(window(secs as u64, margin as u64, clock, start)),
         Mode::Iterations => None,
+    }
+}
+
+/// `-D secs` with `margin` seconds of warm-up and cool-down, from `start`
+/// (the raw tools use it too).
+pub(crate) fn window(secs: u64, margin: u64, clock: &Clock, start: u64) -> Deadlines {
+    Deadlines {
+        sample_start: start + clock.cycles_for(Duration::from_secs(margin)),
+        sample_stop: start + clock.cycles_for(Duration::from_secs(secs - margin)),
+        end: start + clock.cycles_for(Duration::from_secs(secs)),
     }
 }
 

@@ -1,0 +1,558 @@
+//! The raw Ethernet sender loop (perftest's `run_iter_bw` on a raw packet
+//! QP, the client side of raw_ethernet_bw): frames already built in the
+//! buffer (`raw::slots`) go out in lists of `-l`, as far as the TX window
+//! lets them, over a [`RawPost`] chosen once outside the loop. Hot path: no
+//! allocation, lock, format, syscall or panic; every buffer is handed in.
+//!
+//! Shared with the RDMA bw loop: the outcome and error types, the duration
+//! window ([`Deadlines`]: warm-up, sample, cool-down), `wr_id`'s encoding of
+//! QP and sequence, the stop flag and the stall watchdog.
+
+use super::bw::{wr_id, BwOutcome, Deadlines, QpCount, RunError};
+use super::stop;
+use super::watchdog::{self, Expiry};
+use crate::mlx5::raw_sq::{RawPkt, RawSq};
+use crate::mlx5::Mmio;
+use crate::post::{
+    Completion, CompletionQueue, Op, PostError, SendQueue, WcOpcode, WcStatus, WrDesc,
+};
+use crate::raw::slots::Slots;
+
+const QP_SHIFT: u32 = 48;
+const SEQ_MASK: u64 = (1 << QP_SHIFT) - 1;
+
+/// Posting a list of frames. `first` is the 0-based sequence number of
+/// `pkts[0]` on this QP; with `signal` the list's last frame asks for a
+/// completion that retires every frame up to it.
+pub trait RawPost {
+    fn post_frames(&mut self, pkts: &[RawPkt], first: u64, signal: bool) -> Result<(), PostError>;
+}
+
+/// `direct`: one SEND WQE per frame ([`RawSq::post_send`]). Completions
+/// carry the SQ's packet count, which is QP 0's `wr_id`: one QP only.
+pub struct Direct<M: Mmio>(pub RawSq<M>);
+
+/// `direct-mpw`: enhanced multi-packet WQEs by pointer ([`RawSq::post_mpw`]).
+pub struct DirectMpw<M: Mmio>(pub RawSq<M>);
+
+impl<M: Mmio> RawPost for Direct<M> {
+    #[inline(always)]
+    fn post_frames(&mut self, pkts: &[RawPkt], _first: u64, signal: bool) -> Result<(), PostError> {
+        if signal {
+            self.0.signal_list_end();
+        }
+        self.0.post_send(pkts)
+    }
+}
+
+impl<M: Mmio> RawPost for DirectMpw<M> {
+    #[inline(always)]
+    fn post_frames(&mut self, pkts: &[RawPkt], _first: u64, signal: bool) -> Result<(), PostError> {
+        if signal {
+            self.0.signal_list_end();
+        }
+        self.0.post_mpw(pkts, false)
+    }
+}
+
+/// `post-send` and `wr-api`: a SEND with one SGE per frame through a verbs
+/// [`SendQueue`] (perftest's forced `ibv_post_send`, or `ibv_wr_send` with
+/// `ibv_wr_set_sge`). `descs` is the scratch for one list (len ≥ `-l`).
+pub struct Verbs<S: SendQueue> {
+    pub sq: S,
+    pub qp: u32,
+    pub lkey: u32,
+    /// `-I`: frames up to this many bytes go inline.
+    pub inline_max: u32,
+    pub descs: Box<[WrDesc]>,
+}
+
+impl<S: SendQueue> RawPost for Verbs<S> {
+    #[inline(always)]
+    fn post_frames(&mut self, pkts: &[RawPkt], first: u64, signal: bool) -> Result<(), PostError> {
+        let n = pkts.len();
+        let Some(descs) = self.descs.get_mut(..n) else {
+            return Err(PostError::Unsupported);
+        };
+        for (j, (d, p)) in descs.iter_mut().zip(pkts).enumerate() {
+            *d = WrDesc {
+                wr_id: wr_id(self.qp, first + j as u64),
+                laddr: p.addr,
+                lkey: self.lkey,
+                len: p.len,
+                signaled: signal && j + 1 == n,
+                inline: p.len <= self.inline_max,
+                ..WrDesc::default()
+            };
+        }
+        self.sq.post(Op::Send, descs)
+    }
+}
+
+/// The loop's numbers (perftest's names).
+#[derive(Clone, Copy, Debug)]
+pub struct RawBwConfig {
+    /// Frames per QP; 0 in duration mode.
+    pub iters: u64,
+    pub post_list: u32,
+    pub tx_depth: u32,
+    pub cq_mod: u32,
+    /// Give up after this many ticks without a completion, work outstanding.
+    pub stall_ticks: u64,
+}
+
+/// Whether the list of `n` frames from `first` on asks for a completion:
+/// it holds perftest's every `cq_mod`-th frame, or the run's last one.
+#[inline(always)]
+pub const fn signals(first: u64, n: u64, cfg: &RawBwConfig) -> bool {
+    let m = cfg.cq_mod as u64;
+    let last = first + n - 1;
+    (last + 1) / m > first / m || (cfg.iters != 0 && last == cfg.iters - 1)
+}
+
+/// Everything the loop works on, borrowed from the caller.
+pub struct RawBwLoop<'a, P, C, F> {
+    pub cfg: RawBwConfig,
+    pub posts: &'a mut [P],
+    pub cq: &'a mut C,
+    /// Each QP's buffer start and layout.
+    pub bases: &'a [u64],
+    pub slots: Slots,
+    pub counts: &'a mut [QpCount],
+    /// Scratch for one list (len ≥ post_list).
+    pub list: &'a mut [RawPkt],
+    pub wcs: &'a mut [Completion],
+    pub deadlines: Option<Deadlines>,
+    pub now: F,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Warmup,
+    Sample,
+    Cooldown,
+}
+
+/// The loop's place in the duration window.
+struct Window {
+    phase: Phase,
+    base: u64,
+    idle: watchdog::Idle,
+}
+
+impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
+    /// Runs to the last frame's completion (or the window's end), an error
+    /// or a stop request.
+    pub fn run(&mut self) -> BwOutcome {
+        let total = self.cfg.iters * self.posts.len() as u64;
+        let t0 = (self.now)();
+        let mut out = BwOutcome {
+            t_start: t0,
+            ..BwOutcome::default()
+        };
+        // The slices the loop indexes, checked once so the loop cannot panic.
+        let q = self.posts.len();
+        if self.bases.len() < q
+            || self.counts.len() < q
+            || self.list.len() < self.cfg.post_list as usize
+            || self.wcs.is_empty()
+            || self.cfg.post_list == 0
+            || self.cfg.cq_mod == 0
+        {
+            out.error = Some(RunError::Post {
+                qp: 0,
+                err: PostError::Unsupported,
+            });
+            return out;
+        }
+        let mut w = Window {
+            phase: if self.deadlines.is_some() {
+                Phase::Warmup
+            } else {
+                Phase::Sample
+            },
+            base: 0,
+            idle: watchdog::Idle::default(),
+        };
+        loop {
+            if stop::requested() {
+                out.error = Some(RunError::Interrupted);
+                break;
+            }
+            if self.window_over(&mut w, &mut out) {
+                break;
+            }
+            if self.deadlines.is_none() && out.posted >= total && out.completed >= total {
+                break;
+            }
+            let before = out.posted;
+            if self.fill(&mut out).is_err() || self.drain(&mut w, &mut out, before).is_err() {
+                break;
+            }
+        }
+        self.close(&mut out, &w, t0);
+        out
+    }
+
+    /// The duration window's phases; true at its end.
+    #[inline(always)]
+    fn window_over(&mut self, w: &mut Window, out: &mut BwOutcome) -> bool {
+        let Some(d) = self.deadlines else {
+            return false;
+        };
+        let t = (self.now)();
+        if w.phase == Phase::Warmup && t >= d.sample_start {
+            (w.phase, out.t_start, w.base) = (Phase::Sample, t, out.completed);
+        } else if w.phase == Phase::Sample && t >= d.sample_stop {
+            (w.phase, out.t_end) = (Phase::Cooldown, t);
+            out.measured = out.completed - w.base;
+        } else if w.phase == Phase::Cooldown && t >= d.end {
+            return true;
+        }
+        false
+    }
+
+    /// Every QP's window filled: `scnt + list <= tx_depth + ccnt`. A
+    /// full ring (`QueueFull`) waits for completions instead.
+    #[inline(always)]
+    fn fill(&mut self, out: &mut BwOutcome) -> Result<(), ()> {
+        let cfg = self.cfg;
+        let pl = cfg.post_list as u64;
+        for q in 0..self.posts.len() {
+            loop {
+                let c = self.counts[q];
+                // The last list of an iterations run is cut at -n.
+                let n = if cfg.iters != 0 {
+                    pl.min(cfg.iters.saturating_sub(c.scnt))
+                } else {
+                    pl
+                };
+                if n == 0 || c.scnt + n > cfg.tx_depth as u64 + c.ccnt {
+                    break;
+                }
+                let base = self.bases[q];
+                let list = &mut self.list[..n as usize];
+                for (j, p) in list.iter_mut().enumerate() {
+                    let k = c.scnt + j as u64;
+                    *p = RawPkt {
+                        addr: base + self.slots.offset(k),
+                        len: self.slots.frame_len,
+                    };
+                }
+                let sig = signals(c.scnt, n, &cfg);
+                match self.posts[q].post_frames(list, c.scnt, sig) {
+                    Ok(()) => {}
+                    Err(PostError::QueueFull) => break,
+                    Err(err) => {
+                        out.error = Some(RunError::Post { qp: q as u32, err });
+                        return Err(());
+                    }
+                }
+                self.counts[q].scnt += n;
+                out.posted += n;
+            }
+        }
+        Ok(())
+    }
+
+    /// One poll when frames are outstanding; each completion retires its
+    /// QP's frames up to its sequence number.
+    #[inline(always)]
+    fn drain(&mut self, w: &mut Window, out: &mut BwOutcome, before: u64) -> Result<(), ()> {
+        if out.completed >= out.posted {
+            w.idle.progress();
+            return Ok(());
+        }
+        let n = match self.cq.poll(self.wcs) {
+            Ok(n) => n,
+            Err(err) => {
+                out.error = Some(RunError::Poll { err });
+                return Err(());
+            }
+        };
+        for wc in &self.wcs[..n] {
+            let q = (wc.wr_id >> QP_SHIFT) as usize;
+            // A receive completion would not be ours to count (an eMPW
+            // WQE's CQE carries its own opcode, 0x100 | 0x29: a send).
+            let recv = matches!(wc.opcode, WcOpcode::RECV | WcOpcode::RECV_RDMA_WITH_IMM);
+            if wc.status != WcStatus::SUCCESS || q >= self.counts.len() || recv {
+                out.error = Some(RunError::completion(q as u32, *wc));
+                return Err(());
+            }
+            let done = wc.wr_id & SEQ_MASK;
+            let c = &mut self.counts[q];
+            if done > c.ccnt {
+                out.completed += done - c.ccnt;
+                c.ccnt = done;
+            }
+        }
+        if n > 0 || out.posted > before {
+            w.idle.progress();
+            return Ok(());
+        }
+        let Some((_, idle_ticks)) = w.idle.empty(&self.now) else {
+            return Ok(());
+        };
+        let in_flight = (out.posted - out.completed).saturating_mul(self.slots.frame_len as u64);
+        if watchdog::check(idle_ticks, self.cfg.stall_ticks, in_flight) == Expiry::No {
+            return Ok(());
+        }
+        let (qp, c) = self
+            .counts
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.scnt > c.ccnt)
+            .map(|(i, c)| (i as u32, *c))
+            .unwrap_or((0, QpCount::default()));
+        out.error = Some(RunError::Stalled {
+            qp,
+            outstanding: c.scnt - c.ccnt,
+            last_completed: c.ccnt,
+            idle_ticks,
+        });
+        Err(())
+    }
+
+    /// The window the report uses, by how the loop ended (as the RDMA bw loop).
+    fn close(&self, out: &mut BwOutcome, w: &Window, t0: u64) {
+        let sample_done = self.deadlines.is_some() && w.phase == Phase::Cooldown;
+        if out.error.is_some() && !sample_done {
+            out.t_start = t0;
+            out.t_end = w.idle.last_progress(&self.now).max(t0 + 1);
+            out.measured = out.completed;
+        } else if self.deadlines.is_none() {
+            out.t_end = (self.now)();
+            out.measured = out.completed;
+        } else if w.phase == Phase::Sample {
+            out.t_end = (self.now)();
+            out.measured = out.completed - w.base;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(iters: u64, cq_mod: u32) -> RawBwConfig {
+        RawBwConfig {
+            iters,
+            post_list: 1,
+            tx_depth: 128,
+            cq_mod,
+            stall_ticks: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn signals_every_cq_mod_th_and_the_last() {
+        let c = cfg(10, 4);
+        let s: Vec<u64> = (0..10).filter(|&k| signals(k, 1, &c)).collect();
+        assert_eq!(s, [3, 7, 9]);
+        let d = cfg(0, 4);
+        assert!(!signals(9, 1, &d), "no last frame in duration mode");
+        assert!(signals(0, 8, &d) && signals(2, 4, &d) && !signals(4, 3, &d));
+    }
+
+    /// A queue that records its lists; a signalled list completes at once.
+    struct Rec<'a> {
+        lists: Vec<(u64, usize, bool)>,
+        done: &'a std::cell::Cell<u64>,
+    }
+    impl RawPost for Rec<'_> {
+        fn post_frames(&mut self, p: &[RawPkt], first: u64, signal: bool) -> Result<(), PostError> {
+            self.lists.push((first, p.len(), signal));
+            if signal {
+                self.done.set(first + p.len() as u64);
+            }
+            Ok(())
+        }
+    }
+    struct Cq<'a>(&'a std::cell::Cell<u64>);
+    impl CompletionQueue for Cq<'_> {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+            let d = self.0.replace(0);
+            if d == 0 {
+                return Ok(0);
+            }
+            out[0] = Completion {
+                wr_id: d,
+                status: WcStatus::SUCCESS,
+                ..Completion::default()
+            };
+            Ok(1)
+        }
+    }
+
+    #[test]
+    fn iterations_post_each_frame_once_and_end_signalled() {
+        let done = std::cell::Cell::new(0);
+        let mut posts = [Rec {
+            lists: vec![],
+            done: &done,
+        }];
+        let mut cq = Cq(&done);
+        let mut counts = [QpCount::default()];
+        let mut list = [RawPkt::default(); 4];
+        let mut wcs = [Completion::default(); 4];
+        let mut c = cfg(22, 8);
+        c.post_list = 2;
+        c.tx_depth = 8;
+        let out = RawBwLoop {
+            cfg: c,
+            posts: &mut posts,
+            cq: &mut cq,
+            bases: &[0x1000],
+            slots: Slots::new(64, 1, 1, 2, 4096),
+            counts: &mut counts,
+            list: &mut list,
+            wcs: &mut wcs,
+            deadlines: None,
+            now: || 0,
+        }
+        .run();
+        assert_eq!(out.error, None);
+        assert_eq!((out.posted, out.completed, out.measured), (22, 22, 22));
+        let firsts: Vec<u64> = posts[0].lists.iter().map(|l| l.0).collect();
+        assert_eq!(firsts, (0..22).step_by(2).collect::<Vec<_>>());
+        assert!(
+            posts[0].lists.last().unwrap().2,
+            "the last list asks for a completion"
+        );
+        assert_eq!((counts[0].scnt, counts[0].ccnt), (22, 22));
+    }
+
+    fn run_rec(
+        c: RawBwConfig,
+        deadlines: Option<Deadlines>,
+        now: impl Fn() -> u64,
+    ) -> (BwOutcome, Vec<(u64, usize, bool)>) {
+        let done = std::cell::Cell::new(0);
+        let mut posts = [Rec {
+            lists: vec![],
+            done: &done,
+        }];
+        let mut counts = [QpCount::default()];
+        let mut list = [RawPkt::default(); 8];
+        let mut wcs = [Completion::default(); 4];
+        let out = RawBwLoop {
+            cfg: c,
+            posts: &mut posts,
+            cq: &mut Cq(&done),
+            bases: &[0],
+            slots: Slots::new(64, 1, 1, c.post_list, 4096),
+            counts: &mut counts,
+            list: &mut list,
+            wcs: &mut wcs,
+            deadlines,
+            now,
+        }
+        .run();
+        let [p] = posts;
+        (out, p.lists)
+    }
+
+    #[test]
+    fn the_last_list_is_cut_at_n() {
+        let mut c = cfg(23, 8);
+        c.post_list = 4;
+        let (out, lists) = run_rec(c, None, || 0);
+        assert_eq!((out.posted, out.completed), (23, 23));
+        assert_eq!(lists.last().copied(), Some((20, 3, true)));
+    }
+
+    #[test]
+    fn duration_mode_measures_the_sample_window() {
+        let t = std::cell::Cell::new(0u64);
+        let d = Deadlines {
+            sample_start: 100,
+            sample_stop: 300,
+            end: 400,
+        };
+        let (out, lists) = run_rec(cfg(0, 4), Some(d), || {
+            t.set(t.get() + 1);
+            t.get()
+        });
+        assert_eq!(out.error, None);
+        assert!(
+            out.t_start >= 100 && out.t_end >= 300 && out.t_end < 400,
+            "{out:?}"
+        );
+        assert!(out.measured > 0 && out.measured < out.completed, "{out:?}");
+        assert_eq!(lists.len() as u64, out.posted);
+    }
+
+    #[test]
+    fn verbs_posts_one_send_per_frame() {
+        struct Sq(Vec<(Op, WrDesc)>);
+        impl SendQueue for Sq {
+            fn post(&mut self, op: Op, wrs: &[WrDesc]) -> Result<(), PostError> {
+                self.0.extend(wrs.iter().map(|w| (op, *w)));
+                Ok(())
+            }
+        }
+        let mut v = Verbs {
+            sq: Sq(vec![]),
+            qp: 3,
+            lkey: 0x77,
+            inline_max: 100,
+            descs: vec![WrDesc::default(); 4].into_boxed_slice(),
+        };
+        let pkts = [
+            RawPkt {
+                addr: 0x1000,
+                len: 60,
+            },
+            RawPkt {
+                addr: 0x1040,
+                len: 124,
+            },
+        ];
+        v.post_frames(&pkts, 10, true).unwrap();
+        v.post_frames(&pkts[..1], 12, false).unwrap();
+        let got: Vec<(u64, u64, u32, bool, bool)> =
+            v.sq.0
+                .iter()
+                .map(|(op, w)| {
+                    assert_eq!((*op, w.lkey), (Op::Send, 0x77));
+                    (w.wr_id, w.laddr, w.len, w.signaled, w.inline)
+                })
+                .collect();
+        assert_eq!(
+            got,
+            [
+                (wr_id(3, 10), 0x1000, 60, false, true),
+                (wr_id(3, 11), 0x1040, 124, true, false),
+                (wr_id(3, 12), 0x1000, 60, false, true),
+            ]
+        );
+        let five = [RawPkt::default(); 5];
+        assert_eq!(v.post_frames(&five, 0, false), Err(PostError::Unsupported));
+    }
+
+    #[test]
+    fn short_scratch_is_refused_before_the_loop() {
+        let mut c = cfg(8, 4);
+        c.post_list = 4;
+        let done = std::cell::Cell::new(0);
+        let mut posts = [Rec {
+            lists: vec![],
+            done: &done,
+        }];
+        let out = RawBwLoop {
+            cfg: c,
+            posts: &mut posts,
+            cq: &mut Cq(&done),
+            bases: &[0],
+            slots: Slots::new(64, 1, 1, 4, 4096),
+            counts: &mut [QpCount::default()],
+            list: &mut [RawPkt::default(); 2],
+            wcs: &mut [Completion::default(); 4],
+            deadlines: None,
+            now: || 0,
+        }
+        .run();
+        assert!(matches!(out.error, Some(RunError::Post { .. })), "{out:?}");
+        assert!(posts[0].lists.is_empty());
+    }
+}

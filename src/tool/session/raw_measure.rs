@@ -1,0 +1,142 @@
+//! One run of the raw Ethernet sender loop (`run::raw_bw`), for any post
+//! method: the loop's numbers from the raw parameters, the duration window
+//! (`bw_measure::window`, as the other bw tools), the run, and the report:
+//! perftest's BW table (MsgRate in Mpps) and, under it, the packet rate
+//! against the port's line rate (`raw::line_rate::rate_line`).
+
+use super::bw_measure::window;
+use crate::clock::{self, Clock};
+use crate::mlx5::raw_sq::RawPkt;
+use crate::post::{Completion, CompletionQueue};
+use crate::raw::line_rate;
+use crate::raw::params::RawParams;
+use crate::raw::slots::Slots;
+use crate::report::info::{OutputMode, TestInfo};
+use crate::report::stats::{self, BwInput, BwResult, BwUnits};
+use crate::report::text;
+use crate::run::bw::{BwOutcome, QpCount, RunError};
+use crate::run::raw_bw::{RawBwConfig, RawBwLoop, RawPost};
+use std::time::Duration;
+
+/// perftest's `-Q`, held to the TX depth so a window always holds a
+/// completion; at least 1.
+pub fn cq_mod(p: &RawParams) -> u32 {
+    (p.raw.cq_mod.min(p.raw.tx_depth).max(1)) as u32
+}
+
+/// The loop's numbers.
+pub fn config(p: &RawParams, clock: &Clock) -> RawBwConfig {
+    RawBwConfig {
+        iters: if p.raw.duration.is_some() {
+            0
+        } else {
+            p.raw.iters
+        },
+        post_list: p.post_list,
+        tx_depth: (p.raw.tx_depth as u32).max(p.post_list),
+        cq_mod: cq_mod(p),
+        stall_ticks: clock.cycles_for(Duration::from_secs(5)),
+    }
+}
+
+/// Runs the loop over `posts` (one per QP, buffers at `bases`) and `cq`.
+pub fn measure<P: RawPost, C: CompletionQueue>(
+    p: &RawParams,
+    posts: &mut [P],
+    cq: &mut C,
+    bases: &[u64],
+    slots: Slots,
+    clock: &Clock,
+) -> BwOutcome {
+    let cfg = config(p, clock);
+    let mut counts = vec![QpCount::default(); posts.len()];
+    let mut list = vec![RawPkt::default(); cfg.post_list as usize];
+    let mut wcs = vec![Completion::default(); 16];
+    let start = clock::now();
+    let deadlines = p
+        .raw
+        .duration
+        .map(|secs| window(secs, secs / 4, clock, start));
+    RawBwLoop {
+        cfg,
+        posts,
+        cq,
+        bases,
+        slots,
+        counts: &mut counts,
+        list: &mut list,
+        wcs: &mut wcs,
+        deadlines,
+        now: clock::now,
+    }
+    .run()
+}
+
+/// perftest's numbers for the run (no peak: the loop keeps no per-frame
+/// stamps, as with `-N`).
+pub fn result(p: &RawParams, out: &BwOutcome, qps: u32, hz: f64) -> Result<BwResult, String> {
+    let duration = p.raw.duration.is_some();
+    let tposted = [out.t_start];
+    let tcompleted = [out.t_end];
+    stats::bw_perftest(&BwInput {
+        size: p.size,
+        iters: if duration {
+            out.measured
+        } else {
+            out.measured / qps.max(1) as u64
+        },
+        num_qps: qps,
+        duration,
+        no_peak: true,
+        post_list: p.post_list,
+        cq_mod: cq_mod(p),
+        tposted: &tposted,
+        tcompleted: &tcompleted,
+        hz,
+        units: BwUnits::of(p.report_gbits),
+        inf_bidir_factor: 1,
+    })
+    .map_err(|e| format!("the run's numbers: {e}"))
+}
+
+/// The table (header and row) and the line-rate line under it (when the
+/// port's speed is known).
+pub fn report(p: &RawParams, r: &BwResult, gbps: Option<f64>) -> String {
+    let info = TestInfo {
+        output: OutputMode::Full,
+        bw_units: BwUnits::of(p.report_gbits),
+        ..TestInfo::default()
+    };
+    let mut s = text::bw_header(&info);
+    s.push_str(&text::bw_row(r, &info, 0.0));
+    s.push_str(text::RESULT_LINE);
+    s.push('\n');
+    match gbps {
+        Some(g) => s.push_str(&line_rate::rate_line(p.size, g, r.msg_rate)),
+        None => s.push_str(" Packet rate: the port's speed is unknown (no sysfs rate)\n"),
+    }
+    s
+}
+
+/// The loop's error worded for the user.
+pub fn error_words(e: &RunError) -> String {
+    match e {
+        RunError::Interrupted => "interrupted".into(),
+        RunError::Completion { qp, wc, .. } => format!(
+            "QP {qp}: a send completed with status {} (vendor error {:#x}): the NIC refused a \
+             frame (a minimum inline header the device wants, or a steering/permission \
+             problem)",
+            wc.status.name(),
+            wc.vendor_err
+        ),
+        RunError::Post { qp, err } => format!("QP {qp}: posting failed: {err:?}"),
+        RunError::Poll { err } => format!("polling the CQ failed: {err:?}"),
+        RunError::Stalled {
+            qp, outstanding, ..
+        } => format!(
+            "QP {qp}: no completion for 5 s with {outstanding} frames outstanding: check the \
+             port's link (ibv_devinfo) and the device's minimum inline header"
+        ),
+        RunError::PeerExited | RunError::PeerFinished => "the peer went away".into(),
+    }
+}

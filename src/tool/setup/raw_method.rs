@@ -1,0 +1,224 @@
+//! The raw Ethernet sender's post method (`--post`), chosen once before the
+//! loop: perftest's forced `ibv_post_send`, the WR API, or the mlx5 direct
+//! SQ one SEND per frame or in enhanced multi-packet WQEs. `auto` picks
+//! from what the device says; the banner prints the reason in one line.
+
+/// How the frames are posted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RawMethod {
+    PostSend,
+    WrApi,
+    Direct,
+    DirectMpw,
+}
+
+impl RawMethod {
+    pub const ALL: [RawMethod; 4] = [
+        RawMethod::PostSend,
+        RawMethod::WrApi,
+        RawMethod::Direct,
+        RawMethod::DirectMpw,
+    ];
+
+    /// The `--post` word.
+    pub fn name(self) -> &'static str {
+        match self {
+            RawMethod::PostSend => "post-send",
+            RawMethod::WrApi => "wr-api",
+            RawMethod::Direct => "direct",
+            RawMethod::DirectMpw => "direct-mpw",
+        }
+    }
+
+    /// Whether it goes through the mlx5 direct SQ.
+    pub fn is_direct(self) -> bool {
+        matches!(self, RawMethod::Direct | RawMethod::DirectMpw)
+    }
+}
+
+/// `--post`'s value: one method, or `auto` (None).
+pub fn parse(word: Option<&str>) -> Result<Option<RawMethod>, String> {
+    match word {
+        None | Some("auto") => Ok(None),
+        Some(w) => RawMethod::ALL
+            .into_iter()
+            .find(|m| m.name() == w)
+            .map(Some)
+            .ok_or_else(|| {
+                format!(
+                    "--post {w}: not a raw post method: use post-send, wr-api, direct, \
+                     direct-mpw or auto"
+                )
+            }),
+    }
+}
+
+/// What the device says, read once after opening it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawDevice {
+    /// `mlx5dv_is_supported`.
+    pub mlx5: bool,
+    /// `MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW` in `mlx5dv_query_device`.
+    pub enhanced_mpw: bool,
+    /// The minimum inline header the SQ must carry (0 or 18).
+    pub min_inline: usize,
+    /// The WR API (`ibv_wr_*`) creates raw packet QPs here.
+    pub wr_api: bool,
+}
+
+/// The method for `asked` (None: auto) on `dev` with `qps` QPs, and the
+/// banner's reason; an impossible request is refused (exit 2) with the fix.
+pub fn decide(
+    asked: Option<RawMethod>,
+    dev: &RawDevice,
+    qps: u64,
+) -> Result<(RawMethod, String), String> {
+    let mpw_ok = dev.mlx5 && dev.enhanced_mpw && dev.min_inline == 0;
+    let Some(m) = asked else {
+        return Ok(if qps > 1 {
+            (
+                RawMethod::PostSend,
+                format!("auto: post-send (the direct raw SQ drives one QP; -q {qps})"),
+            )
+        } else if mpw_ok {
+            (
+                RawMethod::DirectMpw,
+                "auto: direct-mpw (mlx5, enhanced MPW, no minimum inline)".into(),
+            )
+        } else if dev.mlx5 {
+            let why = if dev.enhanced_mpw {
+                format!("a {}-byte minimum inline header", dev.min_inline)
+            } else {
+                "no enhanced MPW".into()
+            };
+            (RawMethod::Direct, format!("auto: direct (mlx5, {why})"))
+        } else {
+            (
+                RawMethod::PostSend,
+                "auto: post-send (not an mlx5 device: no direct path)".into(),
+            )
+        });
+    };
+    if m.is_direct() && !dev.mlx5 {
+        return Err(format!(
+            "--post {}: the device is not an mlx5 (ConnectX) device: use --post post-send",
+            m.name()
+        ));
+    }
+    if m.is_direct() && qps > 1 {
+        return Err(format!(
+            "--post {} with -q {qps}: the direct raw SQ drives one QP: use -q 1, or --post \
+             post-send",
+            m.name()
+        ));
+    }
+    if m == RawMethod::DirectMpw && !mpw_ok {
+        return Err(if dev.enhanced_mpw {
+            format!(
+                "--post direct-mpw: the device wants a {}-byte minimum inline header, which \
+                 enhanced MPW cannot carry: use --post direct",
+                dev.min_inline
+            )
+        } else {
+            "--post direct-mpw: mlx5dv does not report enhanced MPW \
+             (MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW) on this device: use --post direct"
+                .into()
+        });
+    }
+    if m == RawMethod::WrApi && !dev.wr_api {
+        return Err(
+            "--post wr-api: the provider does not create raw packet QPs for the WR API \
+             (ibv_create_qp_ex with send_ops_flags): use --post post-send"
+                .into(),
+        );
+    }
+    Ok((m, format!("{} (asked)", m.name())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CX6: RawDevice = RawDevice {
+        mlx5: true,
+        enhanced_mpw: true,
+        min_inline: 0,
+        wr_api: true,
+    };
+    const CX4: RawDevice = RawDevice {
+        mlx5: true,
+        enhanced_mpw: false,
+        min_inline: 18,
+        wr_api: true,
+    };
+    const OTHER: RawDevice = RawDevice {
+        mlx5: false,
+        enhanced_mpw: false,
+        min_inline: 0,
+        wr_api: false,
+    };
+
+    fn auto(d: &RawDevice, qps: u64) -> (RawMethod, String) {
+        decide(None, d, qps).unwrap()
+    }
+
+    #[test]
+    fn auto_decision_table() {
+        assert_eq!(auto(&CX6, 1).0, RawMethod::DirectMpw);
+        assert!(auto(&CX6, 1).1.contains("enhanced MPW"));
+        assert_eq!(auto(&CX4, 1).0, RawMethod::Direct);
+        assert!(auto(&CX4, 1).1.contains("no enhanced MPW"));
+        let inl = RawDevice {
+            min_inline: 18,
+            ..CX6
+        };
+        assert_eq!(auto(&inl, 1).0, RawMethod::Direct);
+        assert!(auto(&inl, 1).1.contains("18-byte minimum inline"));
+        assert_eq!(auto(&OTHER, 1).0, RawMethod::PostSend);
+        assert!(auto(&OTHER, 1).1.contains("not an mlx5"));
+        assert_eq!(auto(&CX6, 4).0, RawMethod::PostSend);
+        assert!(auto(&CX6, 4).1.contains("-q 4"));
+        for (m, r) in [&auto(&CX6, 1), &auto(&CX4, 1), &auto(&OTHER, 1)].map(|x| x.clone()) {
+            assert!(r.starts_with("auto: ") && !r.contains('\n'), "{m:?}: {r}");
+        }
+    }
+
+    #[test]
+    fn refusals_name_the_fix() {
+        let e = decide(Some(RawMethod::Direct), &OTHER, 1).unwrap_err();
+        assert!(
+            e.contains("not an mlx5") && e.contains("--post post-send"),
+            "{e}"
+        );
+        let e = decide(Some(RawMethod::DirectMpw), &CX4, 1).unwrap_err();
+        assert!(
+            e.contains("ENHANCED_MPW") && e.contains("--post direct"),
+            "{e}"
+        );
+        let inl = RawDevice {
+            min_inline: 18,
+            ..CX6
+        };
+        let e = decide(Some(RawMethod::DirectMpw), &inl, 1).unwrap_err();
+        assert!(e.contains("18-byte minimum inline"), "{e}");
+        let e = decide(Some(RawMethod::Direct), &CX6, 2).unwrap_err();
+        assert!(e.contains("-q 1"), "{e}");
+        let e = decide(Some(RawMethod::WrApi), &OTHER, 1).unwrap_err();
+        assert!(e.contains("--post post-send"), "{e}");
+        assert_eq!(
+            decide(Some(RawMethod::PostSend), &OTHER, 8).unwrap().0,
+            RawMethod::PostSend
+        );
+    }
+
+    #[test]
+    fn post_words() {
+        assert_eq!(parse(None), Ok(None));
+        assert_eq!(parse(Some("auto")), Ok(None));
+        for m in RawMethod::ALL {
+            assert_eq!(parse(Some(m.name())), Ok(Some(m)));
+        }
+        let e = parse(Some("mpw")).unwrap_err();
+        assert!(e.contains("direct-mpw"), "{e}");
+    }
+}

@@ -1,0 +1,211 @@
+//! raw-eth-bw's sender as the tool runs it (`tool::session::raw_measure`:
+//! the loop's numbers from a command line, `run::raw_bw`'s loop, perftest's
+//! table and the line-rate line), with the direct and direct-mpw posts on
+//! the queue model's Ethernet port (`Model::raw_pair`). Checked: `-n`
+//! frames on the wire, each equal to the buffer's slot perftest would send
+//! (its headers `raw::frame`'s for its flow, parsed by etherparse), the
+//! loop's counts, the printed row; a pcap per method is left at
+//! target/raw-bw-<method>.pcap.
+
+#[cfg(not(feature = "model"))]
+#[test]
+fn raw_run_model_needs_the_model_feature() {
+    println!("SKIPPED: the raw run model tests need `--features model`");
+}
+
+#[cfg(feature = "model")]
+mod with_model {
+    use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
+    use rdmaperf::clock::Clock;
+    use rdmaperf::mlx5::raw_sq::RawSqConfig;
+    use rdmaperf::mlx5::DirectCq;
+    use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio};
+    use rdmaperf::post::{Completion, CompletionQueue, PostError};
+    use rdmaperf::raw::frame;
+    use rdmaperf::raw::params::{self, RawParams};
+    use rdmaperf::raw::pcap::{self, PcapWriter};
+    use rdmaperf::raw::slots::{self, Slots};
+    use rdmaperf::raw::{args, tools::RawTool};
+    use rdmaperf::run::bw::BwOutcome;
+    use rdmaperf::run::raw_bw::{Direct, DirectMpw, RawPost};
+    use rdmaperf::tool::session::raw_measure;
+
+    const CMD: &str = "--client -B 02:00:00:00:00:01 -E 02:00:00:00:00:02 -j 10.0.0.1 \
+                       -J 10.0.0.2 -k 5000 -K 6000";
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Method {
+        Direct,
+        DirectMpw,
+    }
+
+    /// The model's CQ, stepping its NIC before each poll (as the worker
+    /// CQ of the threads engine does).
+    struct Stepping<'a> {
+        cq: DirectCq,
+        model: &'a Model,
+    }
+    impl CompletionQueue for Stepping<'_> {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+            self.model.step();
+            self.cq.poll(out)
+        }
+    }
+
+    fn params(extra: &str) -> RawParams {
+        let cmd = format!("{CMD} {extra}");
+        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        args::parse(&argv)
+            .and_then(|a| params::resolve(RawTool::Bw, &a))
+            .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+    }
+
+    struct Run {
+        out: BwOutcome,
+        wire: Vec<Vec<u8>>,
+        buf: Vec<u8>,
+        slots: Slots,
+    }
+
+    fn measure<P: RawPost>(
+        p: &RawParams,
+        posts: &mut [P],
+        cq: &mut Stepping<'_>,
+        base: u64,
+        slots: Slots,
+    ) -> BwOutcome {
+        raw_measure::measure(p, posts, cq, &[base], slots, &Clock::fixed(1e9))
+    }
+
+    fn run(m: Method, p: &RawParams) -> Run {
+        let slots = Slots::new(p.size, p.raw.flows, p.raw.flows_burst, p.post_list, 4096);
+        // Declared before the model: registered memory outlives it.
+        let mut buf = vec![0u8; slots.buffer_len()];
+        slots::fill(&mut buf, &p.frame_spec(), &slots, 0x5eed);
+        let model = Model::new(ModelConfig::raw_eth_loop(256)).unwrap();
+        // SAFETY: `buf` outlives the model and the SQ (declared first).
+        let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::NONE) };
+        let (mut sq, cq) = model.raw_pair(RawSqConfig::new(mr.lkey, 8)).unwrap();
+        // SAFETY: as above.
+        unsafe { sq.set_frame_source(buf.as_ptr(), buf.len()) };
+        let mut cq = Stepping { cq, model: &model };
+        let base = buf.as_ptr() as u64;
+        let out = match m {
+            Method::Direct => measure(p, &mut [Direct::<ModelMmio>(sq)], &mut cq, base, slots),
+            Method::DirectMpw => {
+                measure(p, &mut [DirectMpw::<ModelMmio>(sq)], &mut cq, base, slots)
+            }
+        };
+        assert!(model.violations().is_empty(), "{:?}", model.violations());
+        assert!(
+            model.eth_rejected().is_empty(),
+            "{:?}",
+            model.eth_rejected()
+        );
+        Run {
+            out,
+            wire: model.take_wire(),
+            buf,
+            slots,
+        }
+    }
+
+    /// Every check of one run; returns the wire for the pcap.
+    fn check(m: Method, extra: &str, n: u64) -> Vec<Vec<u8>> {
+        let p = params(extra);
+        let r = run(m, &p);
+        let ctx = format!("{m:?} {extra}");
+        assert_eq!(r.out.error, None, "{ctx}");
+        assert_eq!(
+            (r.out.posted, r.out.completed, r.out.measured),
+            (n, n, n),
+            "{ctx}"
+        );
+        assert_eq!(r.wire.len() as u64, n, "{ctx}: frames on the wire");
+        let spec = p.frame_spec();
+        let hl = spec.header_len();
+        for (k, w) in r.wire.iter().enumerate() {
+            let k = k as u64;
+            let at = (r.slots.offset(k)) as usize;
+            assert_eq!(
+                w.as_slice(),
+                &r.buf[at..at + r.slots.frame_len as usize],
+                "{ctx}: frame {k}"
+            );
+            let flow = r.slots.flow_of(k) as u16;
+            let want = frame::frame(&spec, flow, 0, 1);
+            assert_eq!(
+                &w[..hl],
+                &want[..hl],
+                "{ctx}: frame {k}'s headers (flow {flow})"
+            );
+            let (eth, rest) = Ethernet2Header::from_slice(w).unwrap();
+            assert_eq!(eth.destination, [2, 0, 0, 0, 0, 2]);
+            let (ip, rest) = Ipv4Header::from_slice(rest).unwrap();
+            assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+            let (udp, _) = UdpHeader::from_slice(rest).unwrap();
+            assert_eq!(
+                (udp.source_port, udp.destination_port),
+                (5000 + flow, 6000 + flow),
+                "{ctx}"
+            );
+        }
+        let res = raw_measure::result(&p, &r.out, 1, 1e9).unwrap();
+        assert_eq!((res.size, res.iters), (p.size, n), "{ctx}");
+        assert!(res.msg_rate > 0.0 && res.bw_avg > 0.0, "{ctx}: {res:?}");
+        let text = raw_measure::report(&p, &res, Some(100.0));
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&p.size.to_string()))
+            .unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[1], n.to_string(), "{ctx}: {row}");
+        assert!(text.contains("MsgRate[Mpps]"), "{text}");
+        assert!(
+            text.contains("line rate for") && text.contains("at 100 Gb/s"),
+            "{text}"
+        );
+        r.wire
+    }
+
+    fn pcap_of(name: &str, wire: &[Vec<u8>]) {
+        let mut w = PcapWriter::new(Vec::new()).unwrap();
+        for (i, f) in wire.iter().enumerate() {
+            w.record(i as u64, f).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), &bytes).unwrap();
+        let (link, recs) = pcap::read(&bytes).unwrap();
+        assert_eq!((link, recs.len()), (1, wire.len()));
+    }
+
+    #[test]
+    fn direct_sends_n_frames_of_every_flow() {
+        let mut all = Vec::new();
+        for (extra, n) in [
+            ("-n 1000", 1000),
+            ("-n 333 -s 64 -Q 7", 333),
+            ("-n 240 -s 128 --flows 4 --flows_burst 3", 240),
+            ("-n 500 -s 65 -l 4 -Q 16 -t 64", 500),
+        ] {
+            all.extend(check(Method::Direct, extra, n));
+        }
+        pcap_of("raw-bw-direct.pcap", &all);
+    }
+
+    #[test]
+    fn direct_mpw_sends_n_frames_of_every_flow() {
+        let mut all = Vec::new();
+        for (extra, n) in [
+            ("-n 1000 -l 32", 1000),
+            ("-n 333 -s 64 -l 16 -Q 50", 333),
+            ("-n 240 -s 128 --flows 4 -l 8", 240),
+            ("-n 100 -s 1518", 100),
+        ] {
+            all.extend(check(Method::DirectMpw, extra, n));
+        }
+        pcap_of("raw-bw-direct-mpw.pcap", &all);
+    }
+}
