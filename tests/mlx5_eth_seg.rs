@@ -2,8 +2,9 @@
 //! vs `mlx5dv_set_eth_seg` (mlx5dv.h's static inline, wrapped by bindgen)
 //! over random checksum flags, MSS and inline headers of 0 and 18 bytes, on
 //! a segment libmlx5 zeroed first (`_mlx5_post_send` memsets it); the
-//! struct's size through bindgen; and a whole raw SEND WQE around a frame
-//! from `raw::frame`.
+//! struct's size through bindgen; a whole raw SEND WQE against rdma-core's
+//! ctrl, Ethernet and data segment helpers over random frames and stamps;
+//! and one around a frame from `raw::frame`.
 
 use proptest::prelude::*;
 use rdmaperf::mlx5::eth_seg::{self, RawSend, ETH_L2_INLINE_HEADER_SIZE, ETH_SEG_SIZE};
@@ -29,6 +30,56 @@ proptest! {
         let n = eth_seg::write_eth_seg(&mut ours, cs, mss, &hdr[..inline]);
         prop_assert_eq!(&ours[..n], &c[..n]);
         prop_assert_eq!(n, eth_seg::eth_seg_len(inline));
+    }
+}
+
+/// The raw SEND WQE as libmlx5 writes it, from rdma-core's helpers on a
+/// zeroed WQEBB: ctrl (SEND), the Ethernet segment, the data segment.
+fn c_raw_send(s: &RawSend, frame: &[u8]) -> [u8; 64] {
+    #[repr(C, align(64))]
+    struct Bb([u8; 64]);
+    let mut w = Bb([0; 64]);
+    let mut hdr = frame[..s.inline].to_vec();
+    let at = 16 + eth_seg::eth_seg_len(s.inline);
+    let ds = (at / 16 + 1) as u8;
+    let p = w.0.as_mut_ptr();
+    // SAFETY: each helper writes its struct (16, 32 or 16 bytes, sizes
+    // checked against bindgen here and in tests/mlx5_seg.rs) inside the 64
+    // bytes of `w`; `hdr` holds the `inline` bytes the Ethernet one copies.
+    unsafe {
+        sys::mlx5dv_set_ctrl_seg(p.cast(), s.wqe_index, 0x0a, 0, s.qpn, s.fm_ce_se, ds, 0, 0);
+        sys::mlx5dv_set_eth_seg(
+            p.add(16).cast(),
+            s.cs_flags,
+            0,
+            s.inline as u16,
+            hdr.as_mut_ptr(),
+        );
+        let rest = (frame.len() - s.inline) as u32;
+        let addr = s.addr + s.inline as u64;
+        sys::mlx5dv_set_data_seg(p.add(at).cast(), rest, s.lkey, addr as usize);
+    }
+    w.0
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn raw_send_wqe_matches_rdma_cores_helpers(
+        frame in proptest::collection::vec(any::<u8>(), 18..=1514),
+        inline in prop_oneof![Just(0usize), Just(ETH_L2_INLINE_HEADER_SIZE)],
+        (wqe_index, qpn, fm_ce_se, cs_flags) in (any::<u16>(), 0..1u32 << 24, any::<u8>(), any::<u8>()),
+        (lkey, addr) in (any::<u32>(), 0..u64::MAX - 2048),
+        fill in any::<[u8; 64]>(),
+    ) {
+        let s = RawSend { wqe_index, qpn, fm_ce_se, cs_flags, inline, lkey, addr };
+        let mut ours = fill;
+        let ds = eth_seg::write_raw_send(&mut ours, &s, &frame) as usize;
+        prop_assert_eq!(ds, if inline == 0 { 3 } else { 4 });
+        let c = c_raw_send(&s, &frame);
+        prop_assert_eq!(&ours[..16 * ds], &c[..16 * ds]);
+        prop_assert_eq!(&ours[16 * ds..], &fill[16 * ds..], "nothing past ds");
     }
 }
 

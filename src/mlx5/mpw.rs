@@ -6,6 +6,7 @@
 //! 16). A session (one WQE) closes at [`EMPW_MAX_PACKETS`] packets or when
 //! the next packet would take it past [`EMPW_MAX_DS`] units.
 
+#[cfg(test)]
 use super::eth_seg::write_eth_seg;
 use super::prm::Opcode;
 use super::progress::SqProgress;
@@ -51,6 +52,15 @@ pub fn session(pkts: &[RawPkt], inline: bool) -> (usize, usize) {
         n += 1;
     }
     (n, ds)
+}
+
+/// A session's Ethernet segment (no inline header, mss 0): the 16 bytes
+/// `write_eth_seg(.., cs_flags, 0, &[])` writes, built as one unit.
+#[inline(always)]
+const fn session_eth(cs_flags: u8) -> [u8; 16] {
+    let mut e = [0u8; 16];
+    e[4] = cs_flags;
+    e
 }
 
 /// The WQEs and WQEBBs a list takes (checked before anything is written).
@@ -116,10 +126,7 @@ impl Writer<'_> {
     #[inline(always)]
     unsafe fn write_one(&self, pkts: &[RawPkt], bb: u16, ds: u8, fm: u8) {
         let ctrl = CtrlSeg::new(bb, Opcode::ENHANCED_MPSW, 0, self.qpn, fm, ds, 0, [0; 4]);
-        let mut eth = [0u8; 32];
-        write_eth_seg(&mut eth, self.cs_flags, 0, &[]);
-        let mut e16 = [0u8; 16];
-        e16.copy_from_slice(&eth[..16]);
+        let e16 = session_eth(self.cs_flags);
         // SAFETY: the caller owns the ds units from bb; ctrl, eth and the
         // packets' units are exactly `ds` (`session`); inline sources are
         // readable and outside the ring.
@@ -149,6 +156,15 @@ mod tests {
                 len,
             })
             .collect()
+    }
+
+    #[test]
+    fn the_session_eth_unit_is_write_eth_segs() {
+        for cs in 0..=255 {
+            let mut eth = [0xaau8; 32];
+            assert_eq!(write_eth_seg(&mut eth, cs, 0, &[]), 16);
+            assert_eq!(eth[..16], session_eth(cs));
+        }
     }
 
     #[test]

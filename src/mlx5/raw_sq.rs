@@ -1,6 +1,6 @@
 //! A raw packet SQ (`IBV_QPT_RAW_PACKET`) posted directly: frames already
 //! built in a registered buffer go out either one SEND WQE per packet
-//! ([`RawSq::post_send`], [`eth_seg::write_raw_send`]) or packed into
+//! ([`RawSq::post_send`], [`RawSendWords`]) or packed into
 //! enhanced multi-packet WQEs ([`RawSq::post_mpw`], `mpw.rs`). The ring,
 //! the doorbell (record, BlueFlame or 8-byte doorbell) and the consumer
 //! progress are the ones the RDMA direct SQ uses (`wqe.rs`, `doorbell.rs`,
@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::doorbell::Doorbell;
 use super::error::DirectError;
-use super::eth_seg::{self, RawSend, ETH_L2_INLINE_HEADER_SIZE};
+use super::eth_seg::{RawSendWords, ETH_L2_INLINE_HEADER_SIZE};
 use super::keepalive::KeepAlive;
 use super::mmio::{HwMmio, Mmio};
 use super::mpw::{self, EMPW_MAX_WQEBBS};
@@ -38,7 +38,7 @@ pub struct RawSqConfig {
     /// The device's minimum inline header (libmlx5 collapses the kernel's
     /// NONE/L2/IP/TCP_UDP to 0 or [`ETH_L2_INLINE_HEADER_SIZE`]).
     pub min_inline: usize,
-    /// The Ethernet segment's `cs_flags` ([`eth_seg::CS_L3`] | [`eth_seg::CS_L4`]).
+    /// The Ethernet segment's `cs_flags` ([`CS_L3`](super::eth_seg::CS_L3) | [`CS_L4`](super::eth_seg::CS_L4)).
     pub cs_flags: u8,
     /// The lkey of the buffer the frames lie in.
     pub lkey: u32,
@@ -203,33 +203,23 @@ impl<M: Mmio> RawSq<M> {
         let q0 = self.quiet_for(pkts.len());
         let rec = self.progress.recorder();
         let (mut quiet, mut sent, mut bb) = (q0, self.sent, self.pi);
+        let c = &self.cfg;
+        // Every WQE's store words but the index, stamp and frame: once per list.
+        let words = RawSendWords::new(self.qpn, c.cs_flags, c.min_inline, c.lkey);
         let mut last = Last { bb, ds: 0 };
         for p in pkts {
-            let fm = next_fm(&mut quiet, self.cfg.cq_every);
+            let fm = next_fm(&mut quiet, c.cq_every);
             sent += 1;
             rec.record(bb, sent, 1);
-            let s = RawSend {
-                wqe_index: bb,
-                qpn: self.qpn,
-                fm_ce_se: fm,
-                cs_flags: self.cfg.cs_flags,
-                inline: self.cfg.min_inline,
-                lkey: self.cfg.lkey,
-                addr: p.addr,
-            };
             // SAFETY: WQEBB bb is free (room checked for the whole list) and
             // 64 aligned bytes of the ring, owned by this SQ; the frame lies
-            // in the declared readable source (`check`) and is not ring memory.
-            let (wqe, frame) = unsafe {
-                (
-                    &mut *self.ring.bb_ptr(bb).cast::<[u8; 64]>(),
-                    core::slice::from_raw_parts(p.addr as *const u8, p.len as usize),
-                )
+            // in the declared readable source (`check`), is at least the
+            // minimum inline long (`check`) and is not ring memory.
+            let ds = unsafe {
+                let src = p.addr as *const u8;
+                words.put(self.ring.bb_ptr(bb), (bb, fm), src, p.addr, p.len)
             };
-            last = Last {
-                bb,
-                ds: eth_seg::write_raw_send(wqe, &s, frame),
-            };
+            last = Last { bb, ds };
             bb = bb.wrapping_add(1);
         }
         (self.quiet, self.sent, self.pi) = (quiet, sent, bb);

@@ -86,6 +86,18 @@ pub unsafe fn inline(dst: *mut u8, hdr: u32, src: *const u8, len: usize) {
     unsafe { imp::inline(dst, hdr, src, len) }
 }
 
+/// Copies 16 bytes from `src` (any alignment) to `dst` as one 16-byte
+/// unit: a fixed-length copy (the raw SEND's inline L2 header tail).
+///
+/// # Safety
+/// `src` readable for 16 bytes, not overlapping `dst`; `dst` valid for 16
+/// bytes of writes and 16-byte aligned.
+#[inline(always)]
+pub unsafe fn copy16(dst: *mut u8, src: *const u8) {
+    // SAFETY: caller contract.
+    unsafe { imp::copy16(dst, src) }
+}
+
 /// A UD address vector held in registers across a post list (three
 /// 16-byte units on x86-64), stored into each WQE with [`av`].
 pub use imp::AvRegs;
@@ -143,6 +155,19 @@ mod scalar {
         unsafe {
             dst.cast::<u64>().write(w0);
             dst.add(8).cast::<u64>().write(w1);
+        }
+    }
+
+    /// # Safety
+    /// As [`super::copy16`].
+    #[inline(always)]
+    pub unsafe fn copy16(dst: *mut u8, src: *const u8) {
+        // SAFETY: caller contract (16 readable bytes at src, 16 writable,
+        // aligned ones at dst).
+        unsafe {
+            let s = src.cast::<u64>();
+            dst.cast::<u64>().write(s.read_unaligned());
+            dst.add(8).cast::<u64>().write(s.add(1).read_unaligned());
         }
     }
 
@@ -228,6 +253,14 @@ mod ssse3 {
     pub unsafe fn ctrl(dst: *mut u8, w0: u64, w1: u64) {
         // SAFETY: SSE2 is enabled for the whole build; dst: caller contract.
         unsafe { _mm_store_si128(dst.cast::<__m128i>(), _mm_set_epi64x(w1 as i64, w0 as i64)) }
+    }
+
+    /// # Safety
+    /// As [`super::copy16`].
+    #[inline(always)]
+    pub unsafe fn copy16(dst: *mut u8, src: *const u8) {
+        // SAFETY: SSE2 is enabled for the whole build; src/dst: caller contract.
+        unsafe { _mm_store_si128(dst.cast(), _mm_loadu_si128(src.cast())) }
     }
 
     /// `TAIL[r]` moves the last `r` bytes of a 16-byte unit to its front
@@ -397,6 +430,23 @@ mod tests {
     fn inline_units_carry_header_and_payload() {
         check_inline(inline);
         check_inline(scalar::inline);
+    }
+
+    #[test]
+    fn copy16_copies_one_unit_from_any_alignment() {
+        let src: [u8; 40] = core::array::from_fn(|i| (i * 11 + 2) as u8);
+        for at in 0..24 {
+            let (mut a, mut b) = (Av([0xee; 64]), Av([0xee; 64]));
+            // SAFETY: src[at..at + 16] is in bounds; 64 aligned bytes each.
+            unsafe {
+                copy16(a.0.as_mut_ptr().add(16), src[at..].as_ptr());
+                scalar::copy16(b.0.as_mut_ptr().add(16), src[at..].as_ptr());
+            }
+            for d in [a.0, b.0] {
+                assert_eq!(d[16..32], src[at..at + 16], "at {at}");
+                assert!(d[..16].iter().chain(&d[32..]).all(|&x| x == 0xee));
+            }
+        }
     }
 
     #[repr(align(16))]
