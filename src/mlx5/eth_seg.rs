@@ -137,10 +137,10 @@ impl RawSendWords {
         let c1 = (fm_ce_se as u64) << 24;
         let d0 = self.lkey | len.wrapping_sub(self.inline).swap_bytes() as u64;
         let d1 = addr.wrapping_add(self.inline as u64).swap_bytes();
-        // SAFETY: dst is one aligned WQEBB (caller): units at 0, 16, 32 and
-        // 48 are inside it and 16-byte aligned; with the inline header the
-        // frame holds at least its 18 bytes (caller), read as bytes 0..2
-        // and 2..18.
+        // dst is one aligned WQEBB (caller): units at 0, 16, 32 and 48 are
+        // inside it and 16-byte aligned. With the inline header the frame
+        // holds at least its 18 bytes (caller), read as bytes 0..2 and 2..18.
+        // SAFETY: both bounds above hold for every store and load below.
         unsafe {
             segwr::ctrl(dst, c0, c1);
             if self.inline != 0 {

@@ -211,10 +211,9 @@ impl<M: Mmio> RawSq<M> {
             let fm = next_fm(&mut quiet, c.cq_every);
             sent += 1;
             rec.record(bb, sent, 1);
-            // SAFETY: WQEBB bb is free (room checked for the whole list) and
-            // 64 aligned bytes of the ring, owned by this SQ; the frame lies
-            // in the declared readable source (`check`), is at least the
-            // minimum inline long (`check`) and is not ring memory.
+            // WQEBB bb is free (room checked for the whole list): 64 aligned
+            // bytes of the ring, owned by this SQ. The frame is not ring memory.
+            // SAFETY: as above; the frame is readable and >= the minimum inline (`check`).
             let ds = unsafe {
                 let src = p.addr as *const u8;
                 words.put(self.ring.bb_ptr(bb), (bb, fm), src, p.addr, p.len)
