@@ -4,7 +4,8 @@
 # The host (scripts/vm-job.sh) drops a batch as $R/jobs/TAG (renamed into place whole); this
 # loop takes the oldest, moves it to $R/run/TAG, and runs its .vm/main.sh as a fresh boot
 # would: in a new in-RAM overlay over the host's root, with TAG's directory as
-# /rdmaperf-results, killed after .vm/timeout seconds. Then every process but this one is
+# /rdmaperf-results, in the foreground (signal dispositions as at boot), killed after
+# .vm/timeout seconds. Then every process but this one is
 # killed, the network is put back as booted (scripts/vm-reset.sh), and the batch's root is
 # unmounted. Markers written into TAG/.vm: console (the batch's output), times, rc, reset.
 # A reset that cannot restore the boot state writes $R/.vm/broken and ends the loop (the VM
@@ -51,21 +52,16 @@ serve_run() {
         return
     fi
     t1=$(serve_now)
-    chroot $J/root /bin/bash /rdmaperf-results/.vm/main.sh > "$d/.vm/console" 2>&1 &
-    pid=$!
-    rc=
-    while kill -0 $pid 2>/dev/null; do
-        if awk -v a="$t1" -v b="$(serve_now)" -v l="$limit" 'BEGIN{exit !(b - a > l)}'; then
-            echo "rxe-vm serve: the batch ran past ${limit}s (RDMAPERF_VM_TIMEOUT) and was killed" >> "$d/.vm/console"
-            kill -9 -1
-            rc=124
-            break
-        fi
-        sleep 0.2
-    done
-    wait $pid
-    st=$?
-    [ -n "$rc" ] || rc=$st
+    # In the foreground, as at boot: a background job of a non-interactive shell starts with
+    # SIGINT and SIGQUIT ignored, and every process of the batch would inherit that (a stock
+    # perftest stopped with SIGINT would spin on). busybox's timeout execs the batch itself and
+    # kills it from a watcher process.
+    timeout -s KILL "$limit" chroot $J/root /bin/bash /rdmaperf-results/.vm/main.sh > "$d/.vm/console" 2>&1
+    rc=$?
+    if awk -v a="$t1" -v b="$(serve_now)" -v l="$limit" 'BEGIN{exit !(b - a >= l)}'; then
+        echo "rxe-vm serve: the batch ran past ${limit}s (RDMAPERF_VM_TIMEOUT) and was killed" >> "$d/.vm/console"
+        rc=124
+    fi
     t2=$(serve_now)
     # What the batch started and left running goes with it, as at power-off.
     kill -9 -1 2>/dev/null

@@ -3,6 +3,8 @@
 //! gives it, whatever the batch before left behind. The first batch leaves a file in /tmp, a
 //! running process, a veth pair with an rxe on it, a network namespace, a second address on
 //! dummy0, huge pages, and rxe0 deleted; the second finds none of it and rxe0 back as booted.
+//! Nor may it start with a signal ignored that a boot leaves at its default (a served batch
+//! once started with SIGINT ignored, so a stock perftest stopped with SIGINT spun on).
 //! Both must have been served (not booted), or the test proves nothing: it uses the serving
 //! VM of `scripts/test.sh` when one is up, and starts its own otherwise.
 
@@ -32,6 +34,7 @@ cat /proc/sys/vm/nr_hugepages > $RESULTS/huge.txt
 "#;
 
 const CHECK: &str = r#"
+grep SigIgn /proc/self/status > $RESULTS/sigign.txt
 ls /tmp/served-leftover > $RESULTS/leftover.txt 2>&1
 ps -eo args > $RESULTS/ps.txt
 ls /sys/class/infiniband > $RESULTS/ib.txt
@@ -164,6 +167,16 @@ fn a_served_batch_starts_from_the_boot_state() {
             "fe80:0000:0000:0000:0000:00ff:fe00:0701",
             "0000:0000:0000:0000:0000:ffff:a9fe:0701"
         ]
+    );
+    // Signal dispositions as at boot: a batch run as a background job of a non-interactive
+    // shell would start with SIGINT and SIGQUIT ignored, inherited by every process in it.
+    let sigign = clean.shown_files(["sigign.txt"])[0];
+    let mask = u64::from_str_radix(sigign.trim().trim_start_matches("SigIgn:").trim(), 16)
+        .unwrap_or_else(|e| panic!("SigIgn in {sigign:?}: {e}"));
+    assert_eq!(
+        mask & 0b110,
+        0,
+        "SIGINT or SIGQUIT ignored in a served batch: {sigign}"
     );
     let w = clean.single("write");
     assert_eq!(w.rc, Some(0), "write-bw on the restored rxe0:\n{}", w.out);
