@@ -135,28 +135,36 @@ pub fn decide(
     Ok((m, format!("{} (asked)", m.name())))
 }
 
+/// The devices both methods' tests decide for: a ConnectX-6 (enhanced MPW,
+/// no minimum inline), a ConnectX-4 (18-byte minimum inline) and a non-mlx5 RNIC.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(super) mod test_devices {
+    use super::RawDevice;
 
-    const CX6: RawDevice = RawDevice {
+    pub(in crate::tool::setup) const CX6: RawDevice = RawDevice {
         mlx5: true,
         enhanced_mpw: true,
         min_inline: 0,
         wr_api: true,
     };
-    const CX4: RawDevice = RawDevice {
+    pub(in crate::tool::setup) const CX4: RawDevice = RawDevice {
         mlx5: true,
         enhanced_mpw: false,
         min_inline: 18,
         wr_api: true,
     };
-    const OTHER: RawDevice = RawDevice {
+    pub(in crate::tool::setup) const OTHER: RawDevice = RawDevice {
         mlx5: false,
         enhanced_mpw: false,
         min_inline: 0,
         wr_api: false,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_devices::{CX4, CX6, OTHER};
+    use super::*;
 
     fn auto(d: &RawDevice, qps: u64) -> (RawMethod, String) {
         decide(None, d, qps).unwrap()

@@ -77,26 +77,8 @@ pub fn decide_recv(
 
 #[cfg(test)]
 mod tests {
+    use super::super::raw_method::test_devices::{CX4, CX6, OTHER};
     use super::*;
-
-    const CX6: RawDevice = RawDevice {
-        mlx5: true,
-        enhanced_mpw: true,
-        min_inline: 0,
-        wr_api: true,
-    };
-    const CX4: RawDevice = RawDevice {
-        mlx5: true,
-        enhanced_mpw: false,
-        min_inline: 18,
-        wr_api: true,
-    };
-    const OTHER: RawDevice = RawDevice {
-        mlx5: false,
-        enhanced_mpw: false,
-        min_inline: 0,
-        wr_api: false,
-    };
 
     #[test]
     fn auto_picks_direct_where_the_sender_would() {
