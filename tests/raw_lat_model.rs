@@ -419,4 +419,23 @@ mod with_model {
         // What was measured before the loss is still a table.
         assert_eq!(row(&pair.client)[1], "37");
     }
+    #[test]
+    fn a_duration_run_counts_the_sample_window() {
+        let pair = ping_pong("-D 1", None, Duration::from_secs(5));
+        for s in [&pair.client, &pair.server] {
+            let o = &s.run.outcome;
+            assert_eq!(o.error, None);
+            assert!(s.run.tposted.is_empty(), "no stamps under -D");
+            assert!(o.measured > 0 && o.measured <= o.iters, "{o:?}");
+            let cols = row(s);
+            assert_eq!(cols.len(), 4, "{cols:?}");
+            assert_eq!(cols[1], o.measured.to_string());
+            let r = s.report.as_ref().unwrap();
+            assert!(r.contains("tps average"), "{r}");
+        }
+        // The sides ran the same ping-pong: their sends differ by at most
+        // the one in flight when the client's time ran out.
+        let (c, s) = (pair.client.run.outcome.iters, pair.server.run.outcome.iters);
+        assert!(c.abs_diff(s) <= 1, "client {c}, server {s}");
+    }
 }

@@ -197,3 +197,52 @@ fn run_direct(
     )
     .map_err(post_failed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CX6: RawDevice = RawDevice {
+        mlx5: true,
+        enhanced_mpw: true,
+        min_inline: 0,
+        wr_api: true,
+    };
+    const CX4: RawDevice = RawDevice {
+        mlx5: true,
+        enhanced_mpw: false,
+        min_inline: 18,
+        wr_api: true,
+    };
+    const OTHER: RawDevice = RawDevice {
+        mlx5: false,
+        enhanced_mpw: false,
+        min_inline: 18,
+        wr_api: false,
+    };
+
+    #[test]
+    fn direct_mpw_is_refused_and_auto_takes_direct() {
+        let e = decide_lat(Some(RawMethod::DirectMpw), &CX6).unwrap_err();
+        assert!(
+            e.contains("one frame at a time") && e.contains("--post direct"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "one sentence: {e}");
+        let (m, why) = decide_lat(None, &CX6).unwrap();
+        assert_eq!(m, RawMethod::Direct, "{why}");
+        assert!(why.contains("one frame per post"), "{why}");
+        assert_eq!(decide_lat(None, &CX4).unwrap().0, RawMethod::Direct);
+        assert_eq!(decide_lat(None, &OTHER).unwrap().0, RawMethod::PostSend);
+    }
+
+    #[test]
+    fn the_other_methods_are_raw_eth_bws_choice() {
+        for m in [RawMethod::PostSend, RawMethod::WrApi, RawMethod::Direct] {
+            assert_eq!(decide_lat(Some(m), &CX6).unwrap().0, m);
+        }
+        let e = decide_lat(Some(RawMethod::Direct), &OTHER).unwrap_err();
+        assert!(e.starts_with("rdmaperf raw-eth-lat: --post direct"), "{e}");
+        assert!(decide_lat(Some(RawMethod::WrApi), &OTHER).is_err());
+    }
+}
