@@ -438,4 +438,21 @@ mod with_model {
         let (c, s) = (pair.client.run.outcome.iters, pair.server.run.outcome.iters);
         assert!(c.abs_diff(s) <= 1, "client {c}, server {s}");
     }
+    #[test]
+    fn u_and_h_dump_the_samples_before_the_table() {
+        let pair = check_exact("-n 50 -U -H");
+        let r = pair.client.report.as_ref().unwrap();
+        let parts: Vec<&str> = r.split("#, usec\n").collect();
+        assert_eq!(parts.len(), 3, "two dumps: {r}");
+        let lines = |t: &str| t.lines().take_while(|l| !l.starts_with("---")).count();
+        assert_eq!(lines(parts[1]), 49, "-U: every sample, in order");
+        assert_eq!(lines(parts[2]), 47, "-H: sorted, less the two largest");
+        let v: Vec<f64> = parts[2]
+            .lines()
+            .take(47)
+            .map(|l| l.split(", ").nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert!(v.windows(2).all(|w| w[0] <= w[1]), "-H sorted: {v:?}");
+        assert_eq!(r.matches("t_min[usec]").count(), 2, "the header again: {r}");
+    }
 }

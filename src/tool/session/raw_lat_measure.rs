@@ -130,6 +130,7 @@ pub fn report(p: &RawParams, run: &RawLatRun, hz: f64) -> Result<String, String>
         s.push_str(&text::lat_duration_row(p.size, measured, &r, &info, 0.0));
     } else {
         let mut d = stats::lat_deltas(&run.tposted);
+        s.push_str(&dumps(p, &d, hz, &info));
         let st = stats::lat_exact(&mut d, hz, RTT_FACTOR, LatUnits::Usec)
             .map_err(|e| format!("the run's numbers: {e}"))?;
         s.push_str(&text::lat_row(p.size, run.outcome.iters, &st, &info, 0.0));
@@ -137,6 +138,27 @@ pub fn report(p: &RawParams, run: &RawLatRun, hz: f64) -> Result<String, String>
     s.push_str(text::RESULT_LINE);
     s.push('\n');
     Ok(s)
+}
+
+/// `-U` (the samples in order) and `-H` (sorted, less perftest's two
+/// largest, `LAT_MEASURE_TAIL`), each as perftest's "#, usec" lines, then
+/// the table's header again, as `print_report_lat` prints them.
+fn dumps(p: &RawParams, deltas: &[u64], hz: f64, info: &TestInfo) -> String {
+    let q = stats::lat_quotient(hz, RTT_FACTOR, LatUnits::Usec);
+    let mut s = String::new();
+    if p.unsorted {
+        s.push_str(&text::lat_dump(LatUnits::Usec, deltas, q));
+    }
+    if p.histogram {
+        let mut sorted = deltas.to_vec();
+        sorted.sort_unstable();
+        sorted.truncate(sorted.len().saturating_sub(2));
+        s.push_str(&text::lat_dump(LatUnits::Usec, &sorted, q));
+    }
+    if p.unsorted || p.histogram {
+        s.push_str(&text::lat_header(info));
+    }
+    s
 }
 
 /// The loop's error worded for the user.
