@@ -143,7 +143,14 @@ where
         dur: bool,
         out: &mut LatOutcome,
     ) -> Result<(), Option<LatError>> {
-        let wc = match wait(self.rcq, &self.now, &self.cfg, at, 0) {
+        // A server waits for its client as long as it takes (Ctrl-C, -D):
+        // only a silence once the ping-pong runs is a stall.
+        let stall = if at == 1 && !self.cfg.initiator {
+            u64::MAX
+        } else {
+            self.cfg.stall_ticks
+        };
+        let wc = match wait(self.rcq, &self.now, (&self.cfg, stall), at, 0) {
             Ok(Some(wc)) => wc,
             Ok(None) => return Err(None),
             Err(e) => return Err(Some(e)),
@@ -190,7 +197,8 @@ where
         if !signal {
             return Ok(());
         }
-        match wait(self.scq, &self.now, &self.cfg, *scnt, *scnt) {
+        let stall = self.cfg.stall_ticks;
+        match wait(self.scq, &self.now, (&self.cfg, stall), *scnt, *scnt) {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(None),
             Err(e) => Err(Some(e)),
@@ -200,12 +208,13 @@ where
 
 /// Spins on `cq` until a completion arrives (with `upto` above 0: until a
 /// send completion retires frame `upto`), watching Ctrl-C, the `-D` end and
-/// the stall watchdog; `at` names the round trip in a stall.
+/// the stall watchdog (`stall` ticks of silence); `at` names the round trip
+/// in a stall.
 #[inline(always)]
 fn wait<C: CompletionQueue, F: Fn() -> u64>(
     cq: &mut C,
     now: &F,
-    cfg: &RawLatConfig,
+    (cfg, stall): (&RawLatConfig, u64),
     at: u64,
     upto: u64,
 ) -> Waited {
@@ -234,7 +243,7 @@ fn wait<C: CompletionQueue, F: Fn() -> u64>(
         if cfg.ended(t) {
             return Ok(None);
         }
-        match watchdog::check(idle_ticks, cfg.stall_ticks, cfg.frame_len as u64) {
+        match watchdog::check(idle_ticks, stall, cfg.frame_len as u64) {
             Expiry::No => {}
             Expiry::PeerExited => return Err(LatError::PeerExited { at }),
             Expiry::PeerFinished => return Err(LatError::PeerFinished { at }),

@@ -222,3 +222,41 @@ fn a_failed_send_stops_the_run() {
     assert!(matches!(out.error, Some(LatError::Completion { .. })));
     assert_eq!(out.iters, 1);
 }
+
+#[test]
+fn a_server_waits_for_its_client_without_a_stall() {
+    // Nothing ever arrives: far past the stall allowance, the server is
+    // still waiting when its -D time ends; a client would have stalled.
+    let w = Shared::default();
+    let mut c = cfg(10, false, 1);
+    (c.end, c.sample_start, c.sample_stop) = (2_000_000, 1, 2);
+    let tick = std::cell::Cell::new(0u64);
+    let (mut sq, mut rq) = (Sq(w.clone()), Rq(w.clone()));
+    let (mut scq, mut rcq) = (Scq(w.clone()), Rcq(w.clone()));
+    let run = |c: RawLatConfig, sq: &mut Sq, rq: &mut Rq, scq: &mut Scq, rcq: &mut Rcq| {
+        RawLatLoop {
+            cfg: c,
+            sq,
+            scq,
+            rq,
+            rcq,
+            frames: &ONE,
+            rx: RX,
+            tposted: &mut [],
+            now: || {
+                tick.set(tick.get() + 1000);
+                tick.get()
+            },
+        }
+        .run()
+    };
+    let out = run(c, &mut sq, &mut rq, &mut scq, &mut rcq);
+    assert_eq!(out.error, None);
+    assert!(tick.get() >= 2_000_000, "ended by -D");
+    assert_eq!(out.iters, 0);
+    // The client's first reply has the stall allowance.
+    (c.initiator, c.end) = (true, 0);
+    w.borrow_mut().drop_from = 1;
+    let out = run(c, &mut sq, &mut rq, &mut scq, &mut rcq);
+    assert_eq!(out.error, Some(LatError::Stalled { at: 1 }));
+}
