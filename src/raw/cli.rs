@@ -57,7 +57,7 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
             Some("the rate flags (--burst_size, --rate_limit, ...)")
         }
         RawTool::Lat => None,
-        RawTool::BurstLat => Some("the raw-eth-burst-lat loop"),
+        RawTool::BurstLat => Some("the raw-eth-burst-lat tool glue (its loop is in)"),
         RawTool::FsRate => None,
         RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
         RawTool::Bw if r.duplex => Some("-b (both ways: the receive side)"),

@@ -9,6 +9,7 @@ pub mod lat;
 pub mod pace;
 pub mod peer;
 pub mod period;
+pub mod raw_burst_lat;
 pub mod raw_bw;
 pub mod raw_lat;
 pub mod raw_recv;
@@ -20,6 +21,8 @@ pub mod watchdog;
 
 #[cfg(test)]
 mod bw_tests;
+#[cfg(test)]
+mod raw_burst_lat_tests;
 #[cfg(test)]
 mod raw_lat_tests;
 #[cfg(test)]

@@ -66,7 +66,7 @@ pub struct RxRing {
 
 impl RxRing {
     #[inline(always)]
-    fn post<R: RecvQueue>(&self, rq: &mut R, slot: u64) -> Result<(), PostError> {
+    pub(crate) fn post<R: RecvQueue>(&self, rq: &mut R, slot: u64) -> Result<(), PostError> {
         let addr = self.base + slot * self.stride as u64;
         rq.post_recv(slot, addr, self.lkey, self.room)
     }
