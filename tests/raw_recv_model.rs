@@ -20,7 +20,11 @@ fn raw_recv_model_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use super::common::model_env::{raw_recv_model, register_rx_tx};
     use etherparse::{
         EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv6Header, SingleVlanHeader, TcpHeader,
         UdpHeader,
@@ -28,10 +32,7 @@ mod with_model {
     use rdmaperf::mlx5::raw_sq::{RawPkt, RawSq, RawSqConfig};
     use rdmaperf::mlx5::rq::DirectRq;
     use rdmaperf::mlx5::DirectCq;
-    use rdmaperf::model::{
-        Access, FlowRule, IpMatch, L4Match, Model, ModelConfig, ModelMmio, ModelRecvMmio,
-        ModelTransport, RecvSpec,
-    };
+    use rdmaperf::model::{FlowRule, IpMatch, L4Match, Model, ModelMmio, ModelRecvMmio};
     use rdmaperf::post::rx_offload::{RxOffload, CQE_L2_OK, CQE_L3_OK, CQE_L4_OK, WC_IP_CSUM_OK};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode, WcStatus};
     use rdmaperf::raw::frame::{self, FrameSpec, Ip, L4};
@@ -77,28 +78,9 @@ mod with_model {
     }
 
     fn rig(b: &mut Bufs, slots: u32, room: u32, rqs: &[usize], sq: RawSqConfig) -> Rig {
-        let model = Model::new(ModelConfig {
-            qps: 2,
-            wqe_cnt: 256,
-            cqe_cnt: 1024,
-            qpn: QPN,
-            transport: ModelTransport::RawEth { min_inline: 0 },
-            record_history: false,
-            recv: Some(RecvSpec {
-                slots,
-                qpn: QPN,
-                ..RecvSpec::default()
-            }),
-            ..ModelConfig::default()
-        })
-        .unwrap();
+        let model = raw_recv_model(QPN, 1024, slots);
         // SAFETY: both buffers outlive the model (declared before it).
-        let (rx, tx) = unsafe {
-            (
-                model.register(b.rx.as_mut_ptr(), b.rx.len(), Access::LOCAL_WRITE),
-                model.register(b.tx.as_mut_ptr(), b.tx.len(), Access::NONE),
-            )
-        };
+        let (rx, tx) = unsafe { register_rx_tx(&model, &mut b.rx, &mut b.tx) };
         let (mut sq, mut cq) = model
             .raw_pair(RawSqConfig {
                 lkey: tx.lkey,
