@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod ctrl;
+pub mod fabric_steps;
 pub mod fake_cuda;
 pub mod mlx5;
 #[cfg(feature = "model")]
