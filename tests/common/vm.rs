@@ -25,6 +25,22 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The newest executable in `dir` whose name is `{prefix}-<hash>` (no extension): a test or
+/// bench binary cargo built, run in the guest.
+pub fn newest_bin(dir: &Path, prefix: &str) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('-'))
+                && p.extension().is_none()
+        })
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+}
+
 /// `Ok` when the VM can run here: packages, qemu, perftest and the kernel/initramfs cache
 /// (`scripts/setup.sh --check`). Otherwise the reason, to be printed as `SKIPPED: <reason>`.
 ///
