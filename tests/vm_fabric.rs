@@ -120,13 +120,7 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
 
     fn batch() -> Option<&'static vm::BatchResult> {
         let r = vm::shared_batch(&BATCH, env!("CARGO_BIN_EXE_rdmaperf"), 3000, script)?;
-        let path = r.file("mpirun.path").unwrap_or("");
-        if path.contains("no mpirun") {
-            assert!(
-                !vm::vm_required(),
-                "mpirun is missing in the VM: scripts/setup.sh installs openmpi-bin"
-            );
-            println!("SKIPPED: no mpirun (install openmpi-bin: scripts/setup.sh)");
+        if r.mpirun_missing() {
             return None;
         }
         if let Some(t) = r.file("times") {

@@ -334,6 +334,20 @@ impl BatchResult {
         self.files.get(name).map(String::as_str)
     }
 
+    /// True (after printing SKIPPED) where the guest script found no `mpirun` (it writes
+    /// "no mpirun" to `$RESULTS/mpirun.path`); a failure instead where the VM is required.
+    pub fn mpirun_missing(&self) -> bool {
+        if !self.file("mpirun.path").unwrap_or("").contains("no mpirun") {
+            return false;
+        }
+        assert!(
+            !vm_required(),
+            "mpirun is missing in the VM: scripts/setup.sh installs openmpi-bin"
+        );
+        println!("SKIPPED: no mpirun (install openmpi-bin: scripts/setup.sh)");
+        true
+    }
+
     /// The files `names` (empty where the script wrote none), each printed under its name
     /// (the test harness shows it when the test fails).
     pub fn shown_files<const N: usize>(&self, names: [&str; N]) -> [&str; N] {
