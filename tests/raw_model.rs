@@ -275,73 +275,51 @@ mod with_model {
         write_pcap("raw-direct.pcap", &all);
     }
 
-    #[test]
-    fn mpw_by_pointer_every_size_and_the_32_packet_limit() {
+    /// An eMPW method over every size at post lists of 1, 16 and 64 (written to `pcap`),
+    /// then its session limit: `full` 64-byte frames fill one WQE, one more opens a second.
+    fn mpw_sizes_and_limit(method: Method, wqe_cnt: u32, cq_every: u32, full: usize, pcap: &str) {
         let mut all = Vec::new();
         for size in SIZES {
             for list in [1, 16, 64] {
                 let c = Case {
                     list,
-                    wqe_cnt: 256,
-                    cq_every: 3,
-                    ..case(Method::MpwPtr, size)
+                    wqe_cnt,
+                    cq_every,
+                    ..case(method, size)
                 };
                 all.extend(check(c));
             }
         }
-        // Exactly 32 packets: one WQE; 33: two (32 + 1).
         let one = Case {
-            n: 32,
-            list: 32,
-            wqe_cnt: 256,
+            n: full,
+            list: full,
+            wqe_cnt,
             cq_every: 1,
-            ..case(Method::MpwPtr, 64)
+            ..case(method, 64)
         };
         assert_eq!(planned_wqes(&one), 1);
         check(one);
         let two = Case {
-            n: 33,
-            list: 33,
+            n: full + 1,
+            list: full + 1,
             ..one
         };
         assert_eq!(planned_wqes(&two), 2);
         check(two);
-        write_pcap("raw-direct-mpw.pcap", &all);
+        write_pcap(pcap, &all);
+    }
+
+    #[test]
+    fn mpw_by_pointer_every_size_and_the_32_packet_limit() {
+        // Exactly 32 packets: one WQE; 33: two (32 + 1).
+        mpw_sizes_and_limit(Method::MpwPtr, 256, 3, 32, "raw-direct-mpw.pcap");
     }
 
     #[test]
     fn mpw_inline_every_size_and_the_60_unit_limit() {
-        let mut all = Vec::new();
-        for size in SIZES {
-            for list in [1, 16, 64] {
-                let c = Case {
-                    list,
-                    wqe_cnt: 512,
-                    cq_every: 8,
-                    ..case(Method::MpwInline, size)
-                };
-                all.extend(check(c));
-            }
-        }
         // 60-byte frames take 4 units: 14 fill 58 of the 60; the 15th opens
         // a second session (WQE size, not the packet count, closes it).
-        let full = Case {
-            n: 14,
-            list: 14,
-            wqe_cnt: 512,
-            cq_every: 1,
-            ..case(Method::MpwInline, 64)
-        };
-        assert_eq!(planned_wqes(&full), 1);
-        check(full);
-        let over = Case {
-            n: 15,
-            list: 15,
-            ..full
-        };
-        assert_eq!(planned_wqes(&over), 2);
-        check(over);
-        write_pcap("raw-direct-mpw-inline.pcap", &all);
+        mpw_sizes_and_limit(Method::MpwInline, 512, 8, 14, "raw-direct-mpw-inline.pcap");
     }
 
     #[test]
