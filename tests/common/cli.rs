@@ -43,6 +43,13 @@ pub fn run_rdmaperf(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `rdmaperf <args>` refused before any run: exit status 2, the message naming `want`.
+pub fn refused_before_run(args: &[&str], want: &str) {
+    let (rc, _, err) = run_rdmaperf(args);
+    assert_eq!(rc, 2, "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: {err}");
+}
+
 /// `rdmaperf doctor <args>` on this host (or the `--sysfs-root` given).
 pub fn doctor(args: &[&str]) -> (i32, String, String) {
     run_rdmaperf(&[&["doctor"], args].concat())
