@@ -15,7 +15,11 @@ fn raw_model_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use super::common::raw_eth::{udp4, DST_MAC, SRC_MAC};
     use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
     use rdmaperf::mlx5::mpw;
     use rdmaperf::mlx5::raw_sq::{RawPkt, RawSq, RawSqConfig};
@@ -25,8 +29,6 @@ mod with_model {
     use rdmaperf::raw::frame::{self, FrameSpec};
     use rdmaperf::raw::pcap::{self, PcapWriter};
 
-    const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
-    const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
     const SEED: u32 = 0x5eed;
     /// `-s` values around the 18-byte inline header, one WQEBB, perftest's
     /// 236-byte inline, eMPW's 256-byte inline limit (260/261) and the MTU.
@@ -58,15 +60,6 @@ mod with_model {
         wr_ids: Vec<u64>,
         wqes: u64,
         outstanding: u32,
-    }
-
-    fn spec(size: usize) -> FrameSpec {
-        FrameSpec::udp4(
-            size,
-            (SRC_MAC, DST_MAC),
-            ([10, 0, 0, 1], [10, 0, 0, 2]),
-            (5000, 6000),
-        )
     }
 
     /// perftest's buffer: frame `i` (flow `i % 4`, its own payload seed) at
@@ -107,7 +100,7 @@ mod with_model {
     }
 
     fn run(c: Case) -> Outcome {
-        let s = spec(c.size);
+        let s = udp4(c.size);
         // Declared before the model: registered memory outlives it.
         let (mut buf, sent, stride) = buffer(&s, c.n);
         let model = Model::new(ModelConfig {
@@ -337,7 +330,7 @@ mod with_model {
 
     #[test]
     fn a_device_that_wants_the_inline_header_refuses_frames_without_it() {
-        let s = spec(64);
+        let s = udp4(64);
         let (mut buf, _, _) = buffer(&s, 1);
         let model = Model::new(ModelConfig {
             transport: ModelTransport::RawEth { min_inline: 18 },

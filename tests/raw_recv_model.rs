@@ -25,6 +25,7 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use super::common::model_env::{raw_recv_model, register_rx_tx};
+    use super::common::raw_eth::{assert_one_bad_checksum, udp4, DST_MAC, SRC_MAC};
     use etherparse::{
         EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv6Header, SingleVlanHeader, TcpHeader,
         UdpHeader,
@@ -40,8 +41,6 @@ mod with_model {
         post_all, run_raw_recv, DirectRx, RawRecvCfg, RawRecvCounts, RxClassify, VerbsRx,
     };
 
-    const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
-    const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
     const OTHER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 9];
     const QPN: u32 = 0x123;
     const STRIDE: usize = 2048;
@@ -351,15 +350,6 @@ mod with_model {
         );
     }
 
-    fn udp4(size: usize) -> FrameSpec {
-        FrameSpec::udp4(
-            size,
-            (SRC_MAC, DST_MAC),
-            ([10, 0, 0, 1], [10, 0, 0, 2]),
-            (5000, 6000),
-        )
-    }
-
     /// One IPv4 header bit flipped in one of ten frames: that frame's L3
     /// bit is clear (etherparse agrees the header checksum is wrong), the
     /// loop counts it bad, and the report names the count.
@@ -380,13 +370,7 @@ mod with_model {
         }
         let mut c = RawRecvCounts::default();
         count::<DirectRx>(&mut r, &mut c, 10);
-        assert_eq!((c.packets, c.csum_ok, c.csum_bad), (10, 9, 1), "{c:?}");
-        let f = c.findings(64);
-        assert_eq!(f.len(), 1, "{f:?}");
-        assert!(
-            f[0].starts_with("1 of 10 IPv4 TCP/UDP frames arrived with a bad checksum"),
-            "{f:?}"
-        );
+        assert_one_bad_checksum(&c, 10);
     }
 
     /// Rules match their specs: another MAC, another destination IP, another

@@ -25,6 +25,7 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use super::common::model_env::{raw_recv_model, register_rx_tx};
+    use super::common::raw_eth::assert_one_bad_checksum;
     use std::collections::VecDeque;
     use std::time::Duration;
 
@@ -456,13 +457,7 @@ mod with_model {
             &[bad],
         );
         let c = &s.out.counts;
-        assert_eq!((c.packets, c.csum_ok, c.csum_bad), (201, 200, 1), "{c:?}");
-        let f = c.findings(64);
-        assert_eq!(f.len(), 1, "{f:?}");
-        assert!(
-            f[0].starts_with("1 of 201 IPv4 TCP/UDP frames arrived with a bad checksum"),
-            "{f:?}"
-        );
+        assert_one_bad_checksum(c, 201);
         assert!(s.report.contains(" finding: 1 of 201"), "{}", s.report);
     }
 }

@@ -9,6 +9,7 @@ pub mod fake_cuda;
 pub mod mlx5;
 #[cfg(feature = "model")]
 pub mod model_env;
+pub mod raw_eth;
 pub mod source;
 pub mod vm;
 pub mod vm_cases;
