@@ -151,7 +151,7 @@ sleep 1; echo "left=$(pgrep -c -f 'rdmaperf fabric')" > $RESULTS/term.info
         let lat = tool.ends_with("-lat");
         // perftest's JSON keeps 2 decimals of BW_average: under TCG a slow alltoall
         // pair can round to 0.00 MB/sec; its message rate (6 decimals) must be > 0.
-        fabric_steps::check_steps(&v, &plan, name, &out, |ok| {
+        fabric_steps::check_steps(&v, &plan, name, out, |ok| {
             if lat {
                 ok["lat"]["t_typical"].as_f64().unwrap_or(-1.0) > 0.0
             } else {

@@ -180,7 +180,7 @@ ip -s link show type veth > $RESULTS/links.txt 2>&1
         let v = r.json(name);
         assert_eq!(v["complete"], true, "{name}\n{out}");
         let plan = Plan::new(Pattern::Pairs, np, Direction::Uni, false).unwrap();
-        fabric_steps::check_steps(&v, &plan, name, &out, |ok| {
+        fabric_steps::check_steps(&v, &plan, name, out, |ok| {
             ok["bw"].as_f64().unwrap_or(-1.0) >= 0.0
         });
     }
