@@ -7,8 +7,9 @@
 //! the WQEs its limit says (where the rig can count them). Control path:
 //! allocation and formatting are fine here.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::exec::{retry_while_full, WAIT};
 use super::raw_cases::{raw_cases, RawCase, RawMethod, RawRun, RawShape};
 use super::Outcome;
 use crate::mlx5::raw_sq::RawPkt;
@@ -36,7 +37,6 @@ pub trait RawRig {
     }
 }
 
-const WAIT: Duration = Duration::from_secs(20);
 /// Frames of a size case (fewer where the buffer holds fewer).
 const FRAMES: usize = 100;
 /// A size case's post lists after its first frame, which goes alone.
@@ -125,16 +125,8 @@ pub fn run_raw_case(rig: &mut dyn RawRig, c: &RawCase) -> Result<(), String> {
 }
 
 fn post_with_room(rig: &mut dyn RawRig, m: RawMethod, pkts: &[RawPkt]) -> Result<(), String> {
-    let t0 = Instant::now();
-    loop {
-        match rig.post(m, pkts) {
-            Ok(()) => return Ok(()),
-            Err(PostError::QueueFull) if t0.elapsed() < WAIT => {
-                rig.pending()?;
-            }
-            Err(e) => return Err(format!("post of {} frames failed: {e:?}", pkts.len())),
-        }
-    }
+    let what = ("frames", pkts.len());
+    retry_while_full(rig, |r| r.post(m, pkts), |r| r.pending().map(drop), what)
 }
 
 /// Waits until every frame posted is accounted for by a completion.
