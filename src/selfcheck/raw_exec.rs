@@ -43,15 +43,6 @@ const FRAMES: usize = 100;
 const LIST: usize = 16;
 const SEED: u32 = 0x5e1f_c4ec;
 
-fn spec(size: usize) -> FrameSpec {
-    FrameSpec::udp4(
-        size,
-        ([0x02, 0, 0, 0, 0, 1], [0x02, 0, 0, 0, 0, 2]),
-        ([10, 0, 0, 1], [10, 0, 0, 2]),
-        (5000, 6000),
-    )
-}
-
 /// Runs every raw case, each on a fresh rig from `rig` (an `Err` is the
 /// reason the case is SKIPPED); `before(i, case, rig)` runs before case `i`
 /// (fault injection in tests).
@@ -82,7 +73,7 @@ pub fn run_raw_case(rig: &mut dyn RawRig, c: &RawCase) -> Result<(), String> {
         RawShape::Size(s) => (s as usize, FRAMES),
         RawShape::Session { n, .. } => (64, n as usize),
     };
-    let s = spec(size);
+    let s = FrameSpec::sample_udp4(size);
     let stride = s.frame_len().next_multiple_of(64);
     let buf = rig.buf();
     let n = n.min(buf.len() / stride);

@@ -7,14 +7,9 @@ use rdmaperf::run::raw_recv::RawRecvCounts;
 pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
 pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
 
-/// A `size`-byte UDP/IPv4 frame, 10.0.0.1:5000 to 10.0.0.2:6000.
+/// A `size`-byte UDP/IPv4 frame from `SRC_MAC`, 10.0.0.1:5000 to `DST_MAC`, 10.0.0.2:6000.
 pub fn udp4(size: usize) -> FrameSpec {
-    FrameSpec::udp4(
-        size,
-        (SRC_MAC, DST_MAC),
-        ([10, 0, 0, 1], [10, 0, 0, 2]),
-        (5000, 6000),
-    )
+    FrameSpec::sample_udp4(size)
 }
 
 /// `n` frames counted, one with a bad IPv4 checksum, and that the one finding naming it
