@@ -3,6 +3,11 @@
 # (scripts/test.sh runs it as its "aarch64" step).
 #
 #   scripts/aarch64.sh          # after scripts/setup.sh (cross gcc, qemu-user, arm64 rdma-core)
+#   scripts/aarch64.sh build    # only what compiles (0, 1's builds, 3's test binaries)
+#   scripts/aarch64.sh run      # only what runs (1's -V, 2, 3), building whatever is missing
+#
+# scripts/test.sh runs `build` beside the VM test step (at idle priority: the VM's TCG threads
+# come first) and `run` after it, at normal priority, so that no test's timing competes with it.
 #
 # 0. clippy for the target;
 # 1. the release binary for aarch64-unknown-linux-gnu, linked against the arm64 rdma-core,
@@ -36,14 +41,23 @@ done
 [ -f /usr/lib/aarch64-linux-gnu/pkgconfig/libibverbs.pc ] \
     || die "arm64 rdma-core is missing: run scripts/setup.sh as root (dpkg --add-architecture arm64; libibverbs-dev:arm64 …)"
 
+phase=${1:-all}
+case $phase in all|build|run) ;; *) die "unknown phase '$phase' (all, build or run)";; esac
 rc=0
 run() { echo "+ $*"; "$@" || { echo "aarch64.sh: FAILED: $*" >&2; rc=1; }; }
+tests=()
+for t in "${MODEL_TESTS[@]}"; do tests+=(--test "$t"); done
 
-# Lints that differ per target (c_char is u8 on aarch64, cfg'd code).
-run cargo clippy --target "$TARGET" --all-targets --features "$FEATURES" -- -D warnings \
-    -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
-run cargo build --release --bin rdmaperf
-run cargo build --release --bin rdmaperf --target "$TARGET"
+if [ "$phase" != run ]; then
+    # Lints that differ per target (c_char is u8 on aarch64, cfg'd code).
+    run cargo clippy --target "$TARGET" --all-targets --features "$FEATURES" -- -D warnings \
+        -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
+    run cargo build --release --bin rdmaperf
+    run cargo build --release --bin rdmaperf --target "$TARGET"
+    run cargo test --no-run --target "$TARGET" --features "$FEATURES" --lib "${tests[@]}" --benches
+fi
+[ "$phase" = build ] && exit $rc
+
 bin=target/$TARGET/release/rdmaperf
 if [ -x "$bin" ]; then
     readelf -h "$bin" 2>/dev/null | grep -q 'Machine:.*AArch64' || { echo "aarch64.sh: $bin is not an aarch64 ELF" >&2; rc=1; }
@@ -52,8 +66,6 @@ fi
 # --all-features: the debug build test.sh's build step left (nothing to compile but this file).
 run env RDMAPERF_REQUIRE_DISASM=1 cargo test --all-features --test disasm_bf -- --nocapture
 
-tests=()
-for t in "${MODEL_TESTS[@]}"; do tests+=(--test "$t"); done
 # The benches run once each as tests (criterion's test mode under `cargo test --benches`), in
 # the same debug build as the tests: an optimised aarch64 build of the crate and criterion
 # would cost minutes and check nothing more (test mode times nothing), as on x86-64.
