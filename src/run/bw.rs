@@ -125,6 +125,25 @@ pub struct BwOutcome {
     pub post_calls: u64,
 }
 
+impl BwOutcome {
+    /// A stop request (Ctrl-C) seen at the top of a pass, recorded as the error; `true`
+    /// ends the loop.
+    #[inline(always)]
+    pub(super) fn stop_requested(&mut self) -> bool {
+        let stop = stop::requested();
+        if stop {
+            self.error = Some(RunError::Interrupted);
+        }
+        stop
+    }
+
+    /// An iteration run's end: all `total` messages posted and completed.
+    #[inline(always)]
+    pub(super) const fn all_done(&self, total: u64) -> bool {
+        self.posted >= total && self.completed >= total
+    }
+}
+
 /// Per-QP counters, handed in so the loop allocates nothing.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QpCount {
@@ -278,14 +297,10 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
             t: t0,
         };
         loop {
-            if stop::requested() {
-                out.error = Some(RunError::Interrupted);
+            if out.stop_requested() || self.clock_says_end(&mut k, &mut out) {
                 break;
             }
-            if self.clock_says_end(&mut k, &mut out) {
-                break;
-            }
-            if self.deadlines.is_none() && out.posted >= total && out.completed >= total {
+            if self.deadlines.is_none() && out.all_done(total) {
                 break;
             }
             let posted_before = out.posted;

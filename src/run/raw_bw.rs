@@ -9,7 +9,6 @@
 //! QP and sequence, the stop flag and the stall watchdog.
 
 use super::bw::{stalled, wr_id, BwOutcome, Deadlines, QpCount, RunError, Window};
-use super::stop;
 use super::watchdog::{self, Expiry};
 use crate::mlx5::raw_sq::{RawPkt, RawSq};
 use crate::mlx5::Mmio;
@@ -153,14 +152,10 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
         }
         let mut w = Window::new(self.deadlines.is_some());
         loop {
-            if stop::requested() {
-                out.error = Some(RunError::Interrupted);
+            if out.stop_requested() || self.window_over(&mut w, &mut out) {
                 break;
             }
-            if self.window_over(&mut w, &mut out) {
-                break;
-            }
-            if self.deadlines.is_none() && out.posted >= total && out.completed >= total {
+            if self.deadlines.is_none() && out.all_done(total) {
                 break;
             }
             let before = out.posted;
