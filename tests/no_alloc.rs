@@ -573,4 +573,128 @@ mod with_model {
             );
         }
     }
+    /// The raw ping-pong (`run::raw_lat::RawLatLoop`) over the direct SQ
+    /// and RQ: QP 0's frames loop back into its own RQ (a promiscuous
+    /// rule), the NIC and the loop-back on their own thread; the loop's
+    /// thread allocates nothing.
+    #[test]
+    fn raw_lat_loop_allocates_nothing() {
+        use rdmaperf::run::raw_bw::Direct;
+        use rdmaperf::run::raw_lat::{RawLatConfig, RawLatLoop, RxRing};
+        use std::cell::RefCell;
+        use std::collections::VecDeque;
+
+        /// The model's one CQ, its completions sorted into sends and
+        /// receives (queues reserved before the count).
+        struct Split {
+            cq: rdmaperf::mlx5::DirectCq,
+            q: [VecDeque<Completion>; 2],
+        }
+        struct Half<'a>(&'a RefCell<Split>, usize);
+        impl CompletionQueue for Half<'_> {
+            fn poll(&mut self, out: &mut [Completion]) -> Result<usize, rdmaperf::post::PostError> {
+                let mut s = self.0.borrow_mut();
+                let mut wc = [Completion::default(); 4];
+                let n = s.cq.poll(&mut wc)?;
+                for c in &wc[..n] {
+                    let recv = c.opcode == rdmaperf::post::WcOpcode::RECV;
+                    s.q[recv as usize].push_back(*c);
+                }
+                let q = &mut s.q[self.1];
+                let k = out.len().min(q.len());
+                for o in &mut out[..k] {
+                    *o = q.pop_front().unwrap_or_default();
+                }
+                Ok(k)
+            }
+        }
+
+        const STRIDE: u32 = 128;
+        let mut tx = vec![0u8; 128];
+        tx[..12].fill(0x02);
+        let mut rx = vec![0u8; 64 * STRIDE as usize];
+        let model = Model::new(ModelConfig {
+            recv: Some(RecvSpec {
+                qpn: ModelConfig::default().qpn,
+                ..RecvSpec::default()
+            }),
+            ..ModelConfig::raw_eth_loop(64)
+        })
+        .unwrap();
+        // SAFETY: both buffers outlive the model (declared first).
+        let (txk, rxk) = unsafe {
+            (
+                model.register(tx.as_mut_ptr(), tx.len(), Access::NONE),
+                model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
+            )
+        };
+        let (mut sq, mut cq) = model
+            .raw_pair_with(RawSqConfig::new(txk.lkey, 4), HwMmio)
+            .unwrap();
+        // SAFETY: as above.
+        unsafe { sq.set_frame_source(tx.as_ptr(), tx.len()) };
+        let mut rq = model.raw_rq_with(0, HwMmio).unwrap();
+        cq.attach_recv(rq.qpn(), rq.ring());
+        model.add_flow(FlowRule::promiscuous(0)).unwrap();
+        let ring = RxRing {
+            base: rx.as_ptr() as u64,
+            stride: STRIDE,
+            room: STRIDE,
+            slots: 64,
+            lkey: rxk.lkey,
+        };
+        ring.post_first(&mut rq, 64).unwrap();
+        let split = RefCell::new(Split {
+            cq,
+            q: [VecDeque::with_capacity(64), VecDeque::with_capacity(64)],
+        });
+        let frames = [RawPkt {
+            addr: tx.as_ptr() as u64,
+            len: 60,
+        }];
+        let mut tposted = vec![0u64; 2000];
+        let mut post = Direct(sq);
+        let cfg = RawLatConfig {
+            iters: 2000,
+            initiator: true,
+            cq_mod: 1,
+            rx_depth: 64,
+            stall_ticks: u64::MAX / 4,
+            frame_len: 60,
+            end: 0,
+            sample_start: 0,
+            sample_stop: 0,
+        };
+        let stop = AtomicBool::new(false);
+        let (n, out) = std::thread::scope(|s| {
+            let m = &model;
+            let stop = &stop;
+            let nic = s.spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    if m.step_dbrec() == 0 && m.loop_back() == 0 {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+            let (mut scq, mut rcq) = (Half(&split, 0), Half(&split, 1));
+            let lp = RawLatLoop {
+                cfg,
+                sq: &mut post,
+                scq: &mut scq,
+                rq: &mut rq,
+                rcq: &mut rcq,
+                frames: &frames,
+                rx: ring,
+                tposted: &mut tposted,
+                now: rdmaperf::clock::now,
+            };
+            let res = count(|| lp.run());
+            stop.store(true, Ordering::Release);
+            nic.join().unwrap();
+            res
+        });
+        assert_eq!(out.error, None);
+        assert_eq!(out.iters, 2000);
+        assert_eq!(n, 0, "the raw ping-pong allocated {n} times");
+    }
 }

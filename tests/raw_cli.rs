@@ -432,3 +432,22 @@ fn compare_of_raw_tools() {
         "compare runs the sender's post methods (--client)",
     );
 }
+
+#[test]
+fn unsorted_and_histogram_are_latency_flags() {
+    const M: &str = "--client -B 02:00:00:00:00:01 -E 02:00:00:00:00:02";
+    let p = ok(RawTool::Lat, &format!("{M} -U --report-histogrm"));
+    assert!(p.unsorted && p.histogram);
+    let p = ok(RawTool::Lat, M);
+    assert!(!p.unsorted && !p.histogram);
+    refused(
+        RawTool::Bw,
+        &format!("{M} -U"),
+        &["-U: Available only on Latency tests"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("{M} -H"),
+        &["-H: Available only on Latency tests"],
+    );
+}

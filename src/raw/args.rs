@@ -51,6 +51,8 @@ pub const FLAGS: &[Flag] = &[
     take(Some('F'), "CPU-freq", false),
     take(Some('h'), "help", false),
     take(None, "report_gbits", false),
+    take(Some('U'), "report-unsorted", false),
+    take(Some('H'), "report-histogrm", false),
     take(Some('l'), "post_list", true),
     take(None, "post", true),
     take(Some('B'), "source_mac", true),

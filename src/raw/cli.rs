@@ -1,7 +1,7 @@
 //! `rdmaperf raw-eth-bw ...` (and `raw_ethernet_bw` as a multicall name):
 //! the flags and perftest's rules, then the checks made before anything is
 //! opened ([`prepare`]), and what does not run yet ([`not_yet`]: everything
-//! but raw-eth-bw one way (sender and one-QP server) and raw-eth-fs-rate
+//! but raw-eth-bw one way (sender and one-QP server), raw-eth-lat and raw-eth-fs-rate
 //! says so and exits 2,
 //! docs/raw-ethernet.md).
 //! `tool::raw` runs what does.
@@ -58,11 +58,16 @@ pub fn prepare_runnable(tool: RawTool, argv: &[String]) -> Result<RawParams, i32
 
 /// What rdmaperf does not run yet for this command line, as the refusal
 /// naming it and the stock tool to use; None when it runs (raw-eth-bw one
-/// way: the sender, and the server on one QP; raw-eth-fs-rate).
+/// way: the sender, and the server on one QP; raw-eth-lat; raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
     let missing = match r.tool {
-        RawTool::Lat => Some("the raw-eth-lat ping-pong"),
+        RawTool::Lat if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
+        RawTool::Lat if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
+        RawTool::Lat if !p.pacing.is_empty() => {
+            Some("the rate flags (--burst_size, --rate_limit, ...)")
+        }
+        RawTool::Lat => None,
         RawTool::BurstLat => Some("the raw-eth-burst-lat loop"),
         RawTool::FsRate => None,
         RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
@@ -78,7 +83,7 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     }?;
     Some(format!(
         "rdmaperf {}: the command line and {dev} pass every check, but {missing} is not in \
-         rdmaperf yet (raw-eth-bw one way and raw-eth-fs-rate run: docs/raw-ethernet.md): run stock {} for now",
+         rdmaperf yet (raw-eth-bw one way, raw-eth-lat and raw-eth-fs-rate run: docs/raw-ethernet.md): run stock {} for now",
         r.tool.name(),
         r.tool.perftest_name()
     ))
@@ -192,6 +197,11 @@ mod tests {
                 format!("--client {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2 --flows 4"),
             ),
             (RawTool::FsRate, format!("--server {M}")),
+            (RawTool::Lat, format!("--client {M}")),
+            (
+                RawTool::Lat,
+                format!("--server {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2"),
+            ),
             (RawTool::Bw, format!("--server {M}")),
             (
                 RawTool::Bw,
@@ -223,11 +233,6 @@ mod tests {
                 RawTool::Bw,
                 format!("--client {M} --rate_limit 10"),
                 "the rate flags",
-            ),
-            (
-                RawTool::Lat,
-                format!("--client {M}"),
-                "raw-eth-lat ping-pong",
             ),
             (
                 RawTool::BurstLat,

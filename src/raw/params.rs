@@ -38,6 +38,9 @@ pub struct RawParams {
     pub sniffer: bool,
     pub reply_every: u32,
     pub report_gbits: bool,
+    /// `-U` and `-H` (latency tools): the samples unsorted, and sorted.
+    pub unsorted: bool,
+    pub histogram: bool,
     /// `-l`: frames per post call (perftest's post list).
     pub post_list: u32,
     /// `--post` (rdmaperf's): the sender's post method as given, None for auto.
@@ -265,6 +268,8 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
             1,
         )? as u32,
         report_gbits: a.has("report_gbits"),
+        unsorted: a.has("report-unsorted"),
+        histogram: a.has("report-histogrm"),
         post_list: n(a, "post_list", "-l", "post list", 1, raw.tx_depth.max(1), 1)? as u32,
         post: opt(a, "post", post_word)?.filter(|w| w != "auto"),
         pacing: pacing(a),
@@ -272,6 +277,12 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
         raw,
     };
     headers_fit(&p)?;
+    if test == Test::Bw && (p.unsorted || p.histogram) {
+        return Err(format!(
+            "{}: Available only on Latency tests (perftest's rule): drop it, or run raw-eth-lat",
+            if p.unsorted { "-U" } else { "-H" }
+        ));
+    }
     Ok(p)
 }
 

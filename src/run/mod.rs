@@ -10,6 +10,7 @@ pub mod pace;
 pub mod peer;
 pub mod period;
 pub mod raw_bw;
+pub mod raw_lat;
 pub mod raw_recv;
 pub mod raw_recv_report;
 pub mod recv;
@@ -19,5 +20,7 @@ pub mod watchdog;
 
 #[cfg(test)]
 mod bw_tests;
+#[cfg(test)]
+mod raw_lat_tests;
 #[cfg(test)]
 mod raw_recv_tests;

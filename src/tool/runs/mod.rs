@@ -11,6 +11,7 @@ pub mod lat;
 pub mod raw_bw;
 pub mod raw_compare;
 pub mod raw_fs_rate;
+pub mod raw_lat;
 pub mod raw_server;
 pub mod rdma_bw;
 pub mod send_bw;

@@ -13,6 +13,7 @@ pub mod direct;
 pub mod info;
 pub mod mcast;
 pub mod queues;
+pub mod raw_lat_measure;
 pub mod raw_measure;
 pub mod raw_recv_measure;
 pub mod validate;

@@ -8,6 +8,7 @@ pub mod direct_qp;
 pub mod gpu_mem;
 pub mod memory;
 pub mod method;
+pub mod raw_lat_res;
 pub mod raw_method;
 pub mod raw_recv_method;
 pub mod raw_recv_res;
