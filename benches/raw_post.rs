@@ -120,12 +120,7 @@ trait Stretch {
 }
 
 fn spec() -> FrameSpec {
-    FrameSpec::udp4(
-        64,
-        ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]),
-        ([10, 0, 0, 1], [10, 0, 0, 2]),
-        (5000, 6000),
-    )
+    FrameSpec::sample_udp4(64)
 }
 
 /// perftest's buffer of FILL frames, a cache line apart; and the frames.

@@ -150,15 +150,11 @@ fi
 # ---- build, lint, test ----------------------------------------------------------------------
 # One debug build for everything after it: the test step, the fuzz step and the disasm test all
 # take --all-features, so building with it here leaves them nothing to compile but the test
-# step's own link. The default-feature build is checked (not linked) beside it: the release
-# binary of the main step is default-feature too.
+# step's own link.
 step build cargo build --all-targets --all-features
-step check-default cargo check --all-targets
 step fmt cargo fmt --check
-# The two unsafe lints are denied in src/lib.rs; naming them here extends them to the other
-# crate roots (main.rs, tests, benches, build.rs).
-step clippy cargo clippy --all-targets --all-features -- -D warnings \
-    -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
+# check-default and clippy (below) check, lint and build nothing the tests use: they run beside
+# the test step (bg_builds).
 if [ -d benches ] || grep -q '^\[\[bench\]\]' Cargo.toml; then
     # Run each bench once in criterion's test mode, from the debug build the build step made
     # (`--all-targets` builds the benches): an optimised build of every dependency would cost
@@ -176,23 +172,31 @@ fi
 # dev-dependency (a full scalar build of those cost ~2.5 min and ran the same cases again).
 scalar() { env RUSTFLAGS="-C target-cpu=x86-64" CARGO_TARGET_DIR=target/scalar cargo test --all-features --lib "$@"; }
 
-# The builds no test step needs (the scalar library; aarch64's clippy, release binary and test
-# binaries: ~8 min of CPU on a fresh machine) compile beside the VM test step, whose TCG guest
-# leaves the host's CPUs idle a share of the time (17 % in vm_fabric_kill: timeouts, netem
+# The checks and builds no test step needs (check-default, clippy, the scalar library; aarch64's
+# clippy, release binary and test binaries: ~9 min of CPU on a fresh machine) compile beside
+# the VM test step, whose TCG guest leaves the host's CPUs idle a share of the time (17 % in vm_fabric_kill: timeouts, netem
 # delays, waiting peers). They run under SCHED_IDLE, so the guest's threads always come first
 # and no VM timing competes with a compiler; nothing they build runs until the test step has
 # ended (scalar-fallback and aarch64's `run` half, at normal priority, after it). They start
 # once cargo test has begun running tests: its build lock is then free (a compile holding it
 # would hold the test step up) and its links are done.
-# RDMAPERF_NO_OVERLAP=1 builds them here instead, before the test step.
+# RDMAPERF_NO_OVERLAP=1 runs them here instead, before the test step.
+bg_step() { # NAME CMD... (in bg_builds): runs CMD, appends "NAME rc seconds" to bg.rec
+    local name=$1 t0=$SECONDS rc=0
+    shift
+    printf '\n==== %s: %s ====\n' "$name" "$*"
+    "$@" || rc=$?
+    echo "$name $rc $((SECONDS - t0))" >> "$LOG_DIR/bg.rec"
+}
+# The default-feature build is checked (not linked): the release binary of the main step is
+# default-feature too. The two unsafe lints are denied in src/lib.rs; naming them in clippy
+# extends them to the other crate roots (main.rs, tests, benches, build.rs).
 bg_builds() {
-    local t0 rc
-    t0=$SECONDS; rc=0; scalar --no-run || rc=$?
-    echo "scalar-build $rc $((SECONDS - t0))" >> "$LOG_DIR/bg.rec"
-    if [ -z "${RDMAPERF_NO_AARCH64:-}" ]; then
-        t0=$SECONDS; rc=0; bash scripts/aarch64.sh build || rc=$?
-        echo "aarch64-build $rc $((SECONDS - t0))" >> "$LOG_DIR/bg.rec"
-    fi
+    bg_step check-default cargo check --all-targets
+    bg_step clippy cargo clippy --all-targets --all-features -- -D warnings \
+        -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
+    bg_step scalar-build scalar --no-run
+    [ -n "${RDMAPERF_NO_AARCH64:-}" ] || bg_step aarch64-build bash scripts/aarch64.sh build
 }
 bg_start() { # before cargo test: waits for it to begin running tests (or to end)
     [ -z "${RDMAPERF_NO_OVERLAP:-}" ] || return 0
@@ -201,7 +205,7 @@ bg_start() { # before cargo test: waits for it to begin running tests (or to end
         while ! grep -q '^ *Running ' "$LOG_DIR/test.log" 2>/dev/null && [ ! -f "$LOG_DIR/test.done" ]; do
             sleep 2
         done
-        exec chrt -i 0 bash -c "$(declare -f scalar bg_builds); LOG_DIR='$LOG_DIR'; bg_builds"
+        exec chrt -i 0 bash -c "$(declare -f scalar bg_step bg_builds); LOG_DIR='$LOG_DIR'; bg_builds"
     ) > "$LOG_DIR/bg.log" 2>&1 &
     BG_PID=$!
 }
@@ -221,8 +225,11 @@ bg_finish() { # waits for the builds, shows their output, records each as a step
     unset BG_PID
 }
 if [ -n "${RDMAPERF_NO_OVERLAP:-}" ]; then
-    step scalar-build scalar --no-run
-    [ -n "${RDMAPERF_NO_AARCH64:-}" ] || step aarch64-build bash scripts/aarch64.sh build
+    : > "$LOG_DIR/bg.rec"
+    bg_builds
+    while read -r name rc secs; do
+        if [ "$rc" = 0 ]; then record "$name" ok 0 "$secs"; else record "$name" "FAILED (exit $rc)" 1 "$secs"; fi
+    done < "$LOG_DIR/bg.rec"
 fi
 
 # The README's first command, as a user runs it: the release build and write-bw in the VM.

@@ -23,7 +23,10 @@ for m in $(cat /mods/order); do
 done
 
 o=trans=virtio,version=9p2000.L,msize=262144
-mount -t 9p -o $o,ro host /lower || fail "cannot mount the host root (9p tag 'host')"
+# rdmaperf.root_cache=MODE on the kernel command line (rxe-vm.sh: RDMAPERF_VM_ROOT_CACHE) sets
+# the host root's 9p cache mode; the results share is always uncached (the host reads it live).
+rc_mode=$(sed -n 's/.*rdmaperf\.root_cache=\([a-z]*\).*/\1/p' /proc/cmdline)
+mount -t 9p -o $o,ro${rc_mode:+,cache=$rc_mode} host /lower || fail "cannot mount the host root (9p tag 'host')"
 mount -t tmpfs -o mode=755 upper /upper
 mkdir -p /upper/u /upper/w
 if ! mount -t overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w overlay /newroot; then

@@ -22,6 +22,10 @@
 //! }
 //! ```
 //!
+//! Where each name is a common prefix and the constant's own name (rdma-core's
+//! `MLX5_OPCODE_SEND` for `SEND`), `name "MLX5_OPCODE_" or "UNKNOWN" { SEND = 0x0a, }`
+//! writes it from the constant, so the name is not spelled twice.
+//!
 //! Without the `name or "…"` line the type gets its constants only (for
 //! values whose names come from elsewhere, such as librdmacm's
 //! `rdma_event_str`). Methods beyond these go in an `impl` block of their own.
@@ -33,7 +37,7 @@ macro_rules! value_newtype {
         $vis:vis struct $ty:ident($repr:ty);
         $(#[$name_doc:meta])*
         name or $unknown:literal {
-            $($(#[$c_doc:meta])* $c:ident = $val:expr => $text:literal,)*
+            $($(#[$c_doc:meta])* $c:ident = $val:expr => $text:expr,)*
         }
     ) => {
         value_newtype! {
@@ -51,6 +55,23 @@ macro_rules! value_newtype {
                     return $text;
                 })*
                 $unknown
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $ty:ident($repr:ty);
+        $(#[$name_doc:meta])*
+        name $prefix:literal or $unknown:literal {
+            $($(#[$c_doc:meta])* $c:ident = $val:expr,)*
+        }
+    ) => {
+        value_newtype! {
+            $(#[$meta])*
+            $vis struct $ty($repr);
+            $(#[$name_doc])*
+            name or $unknown {
+                $($(#[$c_doc])* $c = $val => concat!($prefix, stringify!($c)),)*
             }
         }
     };
@@ -91,6 +112,22 @@ mod tests {
         consts {
             X = 7,
         }
+    }
+
+    value_newtype! {
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        struct Prefixed(u8);
+        name "PRE_" or "UNKNOWN" {
+            ONE = 1,
+            TWO_WORDS = 2,
+        }
+    }
+
+    #[test]
+    fn a_prefixed_name_is_the_prefix_and_the_constant() {
+        assert_eq!(Prefixed::ONE.name(), "PRE_ONE");
+        assert_eq!(Prefixed::TWO_WORDS.name(), "PRE_TWO_WORDS");
+        assert_eq!(Prefixed(9).name(), "UNKNOWN");
     }
 
     #[test]

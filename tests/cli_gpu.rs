@@ -7,7 +7,7 @@ use rdmaperf::cli::{self, Parsed};
 use rdmaperf::gpu::GpuSelect;
 
 mod common;
-use common::cli::client_argv;
+use common::cli::{client_argv, SCATTER_OFF_NOTICE};
 
 fn resolve(cmdline: &str) -> Result<Params, String> {
     match cli::parse(client_argv(cmdline)) {
@@ -171,8 +171,7 @@ fn use_cuda_bus_id_wins_over_use_cuda() {
 /// perftest master's force_dependecies: device memory, SEND, size <= 64 or -a.
 #[test]
 fn scatter_to_cqe_goes_off_for_small_gpu_sends_only() {
-    let line = "Scatter2CQE (size <= 64) is not supported with device memory send tests: \
-                setting MLX5_SCATTER_TO_CQE=0";
+    let line = SCATTER_OFF_NOTICE;
     for (cmd, off) in [
         ("send-bw --use_cuda=0 -s 64", true),
         ("send-bw --use_cuda=0 -s 2", true),

@@ -4,7 +4,7 @@
 //! suggests, the exit statuses, selfcheck's hint, `--samples-file`'s columns.
 
 mod common;
-use common::cli::{outcome, run_rdmaperf as run};
+use common::cli::{outcome, refused_before_run, run_rdmaperf as run};
 use std::process::Command;
 
 #[test]
@@ -178,27 +178,23 @@ fn cpus_pins_a_single_thread_run() {
     // a core no process may use is refused (status 2), ahead of the device.
     let p = common::cli::params("write-lat --cpus 0");
     assert_eq!(p.cpus.as_deref(), Some(&[0][..]));
-    let (rc, _, err) = run(&[
-        "write-lat",
-        "--cpus",
-        "1000",
-        "-d",
-        "nosuch_dev0",
-        "127.0.0.1",
-    ]);
-    assert_eq!(rc, 2, "{err}");
-    assert!(
-        err.contains("--cpus 1000: the run cannot be pinned there"),
-        "{err}"
+    refused_before_run(
+        &[
+            "write-lat",
+            "--cpus",
+            "1000",
+            "-d",
+            "nosuch_dev0",
+            "127.0.0.1",
+        ],
+        "--cpus 1000: the run cannot be pinned there",
     );
 }
 
 #[test]
 fn refusals_before_a_run_exit_2() {
     // Refused by the tool (not the CLI's rules), before any device is opened.
-    let (rc, _, err) = run(&["write-lat", "--mr_per_qp", "127.0.0.1"]);
-    assert_eq!(rc, 2, "{err}");
-    assert!(err.contains("--mr_per_qp"), "{err}");
+    refused_before_run(&["write-lat", "--mr_per_qp", "127.0.0.1"], "--mr_per_qp");
     // A run that cannot start (no such device) is a failed run.
     let (rc, _, err) = run(&["write-bw", "-d", "nosuch_dev0", "127.0.0.1"]);
     assert_eq!(rc, 1, "{err}");

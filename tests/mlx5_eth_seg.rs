@@ -90,12 +90,7 @@ fn eth_seg_size_matches_the_header() {
 
 #[test]
 fn raw_send_wqe_carries_perftests_frame() {
-    let spec = FrameSpec::udp4(
-        64,
-        ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]),
-        ([10, 0, 0, 1], [10, 0, 0, 2]),
-        (5000, 6000),
-    );
+    let spec = FrameSpec::sample_udp4(64);
     let f = frame::frame(&spec, 0, 0, 1);
     let s = RawSend {
         wqe_index: 7,

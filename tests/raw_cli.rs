@@ -9,7 +9,7 @@ use rdmaperf::raw::params::{self, RawParams, Side};
 use rdmaperf::raw::{args, tools::RawTool};
 
 mod common;
-use common::cli::run_rdmaperf as run;
+use common::cli::{refused_before_run, run_rdmaperf as run};
 
 const M: &str = "-B 02:00:00:00:00:01 -E 02:00:00:00:00:02";
 const L3: &str = "-j 10.0.0.1 -J 10.0.0.2";
@@ -392,46 +392,44 @@ fn post_method_and_post_list() {
 
 #[test]
 fn compare_of_raw_tools() {
-    let (code, _, err) = run(&[
-        "compare",
-        "raw-eth-lat",
-        "--client",
-        "-B",
-        "02:00:00:00:00:01",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("compare runs raw-eth-bw's sender only"),
-        "{err}"
+    refused_before_run(
+        &[
+            "compare",
+            "raw-eth-lat",
+            "--client",
+            "-B",
+            "02:00:00:00:00:01",
+        ],
+        "compare runs raw-eth-bw's sender only",
     );
     // raw-eth-bw goes through the raw flags and checks: a bad flag or value
     // is refused before any device is looked at.
-    let (code, _, err) = run(&["compare", "raw-eth-bw", "--client", "--reps", "0"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--reps 0"), "{err}");
-    let (code, _, err) = run(&[
-        "compare",
-        "raw-eth-bw",
-        "--client",
-        "-B",
-        "02:00:00:00:00:01",
-        "-a",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("do not support -a"), "{err}");
+    refused_before_run(
+        &["compare", "raw-eth-bw", "--client", "--reps", "0"],
+        "--reps 0",
+    );
+    refused_before_run(
+        &[
+            "compare",
+            "raw-eth-bw",
+            "--client",
+            "-B",
+            "02:00:00:00:00:01",
+            "-a",
+        ],
+        "do not support -a",
+    );
     // The server runs on its own, not under compare (refused before any
     // device, so on any host).
-    let (code, _, err) = run(&[
-        "compare",
-        "raw-eth-bw",
-        "--server",
-        "-B",
-        "02:00:00:00:00:01",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("compare runs the sender's post methods (--client)"),
-        "{err}"
+    refused_before_run(
+        &[
+            "compare",
+            "raw-eth-bw",
+            "--server",
+            "-B",
+            "02:00:00:00:00:01",
+        ],
+        "compare runs the sender's post methods (--client)",
     );
 }
 

@@ -15,7 +15,11 @@ fn raw_model_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use super::common::raw_eth::{udp4, DST_MAC, SRC_MAC};
     use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
     use rdmaperf::mlx5::mpw;
     use rdmaperf::mlx5::raw_sq::{RawPkt, RawSq, RawSqConfig};
@@ -25,8 +29,6 @@ mod with_model {
     use rdmaperf::raw::frame::{self, FrameSpec};
     use rdmaperf::raw::pcap::{self, PcapWriter};
 
-    const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
-    const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
     const SEED: u32 = 0x5eed;
     /// `-s` values around the 18-byte inline header, one WQEBB, perftest's
     /// 236-byte inline, eMPW's 256-byte inline limit (260/261) and the MTU.
@@ -58,15 +60,6 @@ mod with_model {
         wr_ids: Vec<u64>,
         wqes: u64,
         outstanding: u32,
-    }
-
-    fn spec(size: usize) -> FrameSpec {
-        FrameSpec::udp4(
-            size,
-            (SRC_MAC, DST_MAC),
-            ([10, 0, 0, 1], [10, 0, 0, 2]),
-            (5000, 6000),
-        )
     }
 
     /// perftest's buffer: frame `i` (flow `i % 4`, its own payload seed) at
@@ -107,7 +100,7 @@ mod with_model {
     }
 
     fn run(c: Case) -> Outcome {
-        let s = spec(c.size);
+        let s = udp4(c.size);
         // Declared before the model: registered memory outlives it.
         let (mut buf, sent, stride) = buffer(&s, c.n);
         let model = Model::new(ModelConfig {
@@ -275,73 +268,51 @@ mod with_model {
         write_pcap("raw-direct.pcap", &all);
     }
 
-    #[test]
-    fn mpw_by_pointer_every_size_and_the_32_packet_limit() {
+    /// An eMPW method over every size at post lists of 1, 16 and 64 (written to `pcap`),
+    /// then its session limit: `full` 64-byte frames fill one WQE, one more opens a second.
+    fn mpw_sizes_and_limit(method: Method, wqe_cnt: u32, cq_every: u32, full: usize, pcap: &str) {
         let mut all = Vec::new();
         for size in SIZES {
             for list in [1, 16, 64] {
                 let c = Case {
                     list,
-                    wqe_cnt: 256,
-                    cq_every: 3,
-                    ..case(Method::MpwPtr, size)
+                    wqe_cnt,
+                    cq_every,
+                    ..case(method, size)
                 };
                 all.extend(check(c));
             }
         }
-        // Exactly 32 packets: one WQE; 33: two (32 + 1).
         let one = Case {
-            n: 32,
-            list: 32,
-            wqe_cnt: 256,
+            n: full,
+            list: full,
+            wqe_cnt,
             cq_every: 1,
-            ..case(Method::MpwPtr, 64)
+            ..case(method, 64)
         };
         assert_eq!(planned_wqes(&one), 1);
         check(one);
         let two = Case {
-            n: 33,
-            list: 33,
+            n: full + 1,
+            list: full + 1,
             ..one
         };
         assert_eq!(planned_wqes(&two), 2);
         check(two);
-        write_pcap("raw-direct-mpw.pcap", &all);
+        write_pcap(pcap, &all);
+    }
+
+    #[test]
+    fn mpw_by_pointer_every_size_and_the_32_packet_limit() {
+        // Exactly 32 packets: one WQE; 33: two (32 + 1).
+        mpw_sizes_and_limit(Method::MpwPtr, 256, 3, 32, "raw-direct-mpw.pcap");
     }
 
     #[test]
     fn mpw_inline_every_size_and_the_60_unit_limit() {
-        let mut all = Vec::new();
-        for size in SIZES {
-            for list in [1, 16, 64] {
-                let c = Case {
-                    list,
-                    wqe_cnt: 512,
-                    cq_every: 8,
-                    ..case(Method::MpwInline, size)
-                };
-                all.extend(check(c));
-            }
-        }
         // 60-byte frames take 4 units: 14 fill 58 of the 60; the 15th opens
         // a second session (WQE size, not the packet count, closes it).
-        let full = Case {
-            n: 14,
-            list: 14,
-            wqe_cnt: 512,
-            cq_every: 1,
-            ..case(Method::MpwInline, 64)
-        };
-        assert_eq!(planned_wqes(&full), 1);
-        check(full);
-        let over = Case {
-            n: 15,
-            list: 15,
-            ..full
-        };
-        assert_eq!(planned_wqes(&over), 2);
-        check(over);
-        write_pcap("raw-direct-mpw-inline.pcap", &all);
+        mpw_sizes_and_limit(Method::MpwInline, 512, 8, 14, "raw-direct-mpw-inline.pcap");
     }
 
     #[test]
@@ -359,7 +330,7 @@ mod with_model {
 
     #[test]
     fn a_device_that_wants_the_inline_header_refuses_frames_without_it() {
-        let s = spec(64);
+        let s = udp4(64);
         let (mut buf, _, _) = buffer(&s, 1);
         let model = Model::new(ModelConfig {
             transport: ModelTransport::RawEth { min_inline: 18 },

@@ -20,7 +20,12 @@ fn raw_recv_model_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use super::common::model_env::{raw_recv_model, register_rx_tx};
+    use super::common::raw_eth::{assert_one_bad_checksum, udp4, DST_MAC, SRC_MAC};
     use etherparse::{
         EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv6Header, SingleVlanHeader, TcpHeader,
         UdpHeader,
@@ -28,10 +33,7 @@ mod with_model {
     use rdmaperf::mlx5::raw_sq::{RawPkt, RawSq, RawSqConfig};
     use rdmaperf::mlx5::rq::DirectRq;
     use rdmaperf::mlx5::DirectCq;
-    use rdmaperf::model::{
-        Access, FlowRule, IpMatch, L4Match, Model, ModelConfig, ModelMmio, ModelRecvMmio,
-        ModelTransport, RecvSpec,
-    };
+    use rdmaperf::model::{FlowRule, IpMatch, L4Match, Model, ModelMmio, ModelRecvMmio};
     use rdmaperf::post::rx_offload::{RxOffload, CQE_L2_OK, CQE_L3_OK, CQE_L4_OK, WC_IP_CSUM_OK};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode, WcStatus};
     use rdmaperf::raw::frame::{self, FrameSpec, Ip, L4};
@@ -39,8 +41,6 @@ mod with_model {
         post_all, run_raw_recv, DirectRx, RawRecvCfg, RawRecvCounts, RxClassify, VerbsRx,
     };
 
-    const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
-    const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
     const OTHER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 9];
     const QPN: u32 = 0x123;
     const STRIDE: usize = 2048;
@@ -77,28 +77,9 @@ mod with_model {
     }
 
     fn rig(b: &mut Bufs, slots: u32, room: u32, rqs: &[usize], sq: RawSqConfig) -> Rig {
-        let model = Model::new(ModelConfig {
-            qps: 2,
-            wqe_cnt: 256,
-            cqe_cnt: 1024,
-            qpn: QPN,
-            transport: ModelTransport::RawEth { min_inline: 0 },
-            record_history: false,
-            recv: Some(RecvSpec {
-                slots,
-                qpn: QPN,
-                ..RecvSpec::default()
-            }),
-            ..ModelConfig::default()
-        })
-        .unwrap();
+        let model = raw_recv_model(QPN, 1024, slots);
         // SAFETY: both buffers outlive the model (declared before it).
-        let (rx, tx) = unsafe {
-            (
-                model.register(b.rx.as_mut_ptr(), b.rx.len(), Access::LOCAL_WRITE),
-                model.register(b.tx.as_mut_ptr(), b.tx.len(), Access::NONE),
-            )
-        };
+        let (rx, tx) = unsafe { register_rx_tx(&model, &mut b.rx, &mut b.tx) };
         let (mut sq, mut cq) = model
             .raw_pair(RawSqConfig {
                 lkey: tx.lkey,
@@ -369,15 +350,6 @@ mod with_model {
         );
     }
 
-    fn udp4(size: usize) -> FrameSpec {
-        FrameSpec::udp4(
-            size,
-            (SRC_MAC, DST_MAC),
-            ([10, 0, 0, 1], [10, 0, 0, 2]),
-            (5000, 6000),
-        )
-    }
-
     /// One IPv4 header bit flipped in one of ten frames: that frame's L3
     /// bit is clear (etherparse agrees the header checksum is wrong), the
     /// loop counts it bad, and the report names the count.
@@ -398,13 +370,7 @@ mod with_model {
         }
         let mut c = RawRecvCounts::default();
         count::<DirectRx>(&mut r, &mut c, 10);
-        assert_eq!((c.packets, c.csum_ok, c.csum_bad), (10, 9, 1), "{c:?}");
-        let f = c.findings(64);
-        assert_eq!(f.len(), 1, "{f:?}");
-        assert!(
-            f[0].starts_with("1 of 10 IPv4 TCP/UDP frames arrived with a bad checksum"),
-            "{f:?}"
-        );
+        assert_one_bad_checksum(&c, 10);
     }
 
     /// Rules match their specs: another MAC, another destination IP, another

@@ -181,31 +181,35 @@ mod with_model {
         assert_eq!((link, recs.len()), (1, wire.len()));
     }
 
+    /// Each command-line tail in `runs` with `method` sends its `-n` frames of every flow;
+    /// the wire of them all goes to `pcap`.
+    fn sends_every_run(method: Method, runs: &[(&str, u64)], pcap: &str) {
+        let mut all = Vec::new();
+        for &(extra, n) in runs {
+            all.extend(check(method, extra, n));
+        }
+        pcap_of(pcap, &all);
+    }
+
     #[test]
     fn direct_sends_n_frames_of_every_flow() {
-        let mut all = Vec::new();
-        for (extra, n) in [
+        let runs = [
             ("-n 1000", 1000),
             ("-n 333 -s 64 -Q 7", 333),
             ("-n 240 -s 128 --flows 4 --flows_burst 3", 240),
             ("-n 500 -s 65 -l 4 -Q 16 -t 64", 500),
-        ] {
-            all.extend(check(Method::Direct, extra, n));
-        }
-        pcap_of("raw-bw-direct.pcap", &all);
+        ];
+        sends_every_run(Method::Direct, &runs, "raw-bw-direct.pcap");
     }
 
     #[test]
     fn direct_mpw_sends_n_frames_of_every_flow() {
-        let mut all = Vec::new();
-        for (extra, n) in [
+        let runs = [
             ("-n 1000 -l 32", 1000),
             ("-n 333 -s 64 -l 16 -Q 50", 333),
             ("-n 240 -s 128 --flows 4 -l 8", 240),
             ("-n 100 -s 1518", 100),
-        ] {
-            all.extend(check(Method::DirectMpw, extra, n));
-        }
-        pcap_of("raw-bw-direct-mpw.pcap", &all);
+        ];
+        sends_every_run(Method::DirectMpw, &runs, "raw-bw-direct-mpw.pcap");
     }
 }

@@ -20,16 +20,19 @@ fn raw_server_model_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use super::common::model_env::{raw_recv_model, register_rx_tx};
+    use super::common::raw_eth::assert_one_bad_checksum;
     use std::collections::VecDeque;
     use std::time::Duration;
 
     use rdmaperf::clock::Clock;
     use rdmaperf::mlx5::raw_sq::RawSqConfig;
     use rdmaperf::mlx5::DirectCq;
-    use rdmaperf::model::{
-        Access, FlowRule, IpMatch, L4Match, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec,
-    };
+    use rdmaperf::model::{FlowRule, IpMatch, L4Match, Model, ModelMmio};
     use rdmaperf::post::rx_offload::{RxOffload, WC_IP_CSUM_OK};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
     use rdmaperf::raw::params::{self, RawParams};
@@ -202,28 +205,9 @@ mod with_model {
         let mut tx = vec![0u8; slots.buffer_len()];
         slots::fill(&mut tx, &pc.frame_spec(), &slots, 0x5eed);
         let mut rx = vec![0u8; rx_slots as usize * stride as usize];
-        let model = Model::new(ModelConfig {
-            qps: 2,
-            wqe_cnt: 256,
-            cqe_cnt: 4096,
-            qpn: QPN,
-            transport: ModelTransport::RawEth { min_inline: 0 },
-            record_history: false,
-            recv: Some(RecvSpec {
-                slots: rx_slots,
-                qpn: QPN,
-                ..RecvSpec::default()
-            }),
-            ..ModelConfig::default()
-        })
-        .unwrap();
+        let model = raw_recv_model(QPN, 4096, rx_slots);
         // SAFETY: both buffers outlive the model (declared before it).
-        let (txk, rxk) = unsafe {
-            (
-                model.register(tx.as_mut_ptr(), tx.len(), Access::NONE),
-                model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
-            )
-        };
+        let (rxk, txk) = unsafe { register_rx_tx(&model, &mut rx, &mut tx) };
         let (mut sq, mut cq) = model.raw_pair(RawSqConfig::new(txk.lkey, 8)).unwrap();
         // SAFETY: as above.
         unsafe { sq.set_frame_source(tx.as_ptr(), tx.len()) };
@@ -473,13 +457,7 @@ mod with_model {
             &[bad],
         );
         let c = &s.out.counts;
-        assert_eq!((c.packets, c.csum_ok, c.csum_bad), (201, 200, 1), "{c:?}");
-        let f = c.findings(64);
-        assert_eq!(f.len(), 1, "{f:?}");
-        assert!(
-            f[0].starts_with("1 of 201 IPv4 TCP/UDP frames arrived with a bad checksum"),
-            "{f:?}"
-        );
+        assert_one_bad_checksum(c, 201);
         assert!(s.report.contains(" finding: 1 of 201"), "{}", s.report);
     }
 }

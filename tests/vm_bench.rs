@@ -11,16 +11,7 @@ use std::path::PathBuf;
 /// (`cargo build --all-targets --all-features`, scripts/test.sh's build step, leaves it
 /// in target/debug/deps). Test mode times nothing, so it need not be optimised.
 fn bench_binary() -> Option<PathBuf> {
-    let deps = vm::repo().join("target/debug/deps");
-    std::fs::read_dir(deps)
-        .ok()?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.starts_with("post_path-") && p.extension().is_none()
-        })
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+    vm::newest_bin(&vm::repo().join("target/debug/deps"), "post_path")
 }
 
 #[test]

@@ -164,12 +164,7 @@ kr() {
         else {
             return;
         };
-        if r.file("mpirun.path").unwrap_or("").contains("no mpirun") {
-            assert!(
-                !vm::vm_required(),
-                "mpirun is missing in the VM: scripts/setup.sh installs openmpi-bin"
-            );
-            println!("SKIPPED: no mpirun (install openmpi-bin: scripts/setup.sh)");
+        if r.mpirun_missing() {
             return;
         }
         let kills = r.expect_file("kills");

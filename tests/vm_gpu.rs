@@ -15,6 +15,7 @@
 //! (rxe has no dma-buf MRs).
 
 mod common;
+use common::cli::SCATTER_OFF_NOTICE;
 use common::vm;
 
 const SCRIPT: &str = r#"
@@ -289,8 +290,7 @@ fn relaxed_ordering_and_scatter_to_cqe(r: &vm::BatchResult) {
             p.client.out
         );
     }
-    let line = "Scatter2CQE (size <= 64) is not supported with device memory send tests: \
-                setting MLX5_SCATTER_TO_CQE=0";
+    let line = SCATTER_OFF_NOTICE;
     for (case, off) in [
         ("s32", true),
         ("sbw", false),

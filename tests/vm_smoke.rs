@@ -88,16 +88,8 @@ fn vm_runs_stock_perftest_pair() {
 
 /// The newest `verbs_loopback-*` test executable next to this one.
 fn verbs_loopback_bin() -> Option<PathBuf> {
-    let dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
-    std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            n.starts_with("verbs_loopback-") && p.extension().is_none()
-        })
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+    let exe = std::env::current_exe().ok()?;
+    vm::newest_bin(exe.parent()?, "verbs_loopback")
 }
 
 #[test]

@@ -35,17 +35,17 @@ value_newtype! {
     #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
     pub struct Opcode(u8);
     /// The rdma-core constant name.
-    name or "UNKNOWN" {
-        NOP = 0x00 => "MLX5_OPCODE_NOP",
-        SEND_INVAL = 0x01 => "MLX5_OPCODE_SEND_INVAL",
-        RDMA_WRITE = 0x08 => "MLX5_OPCODE_RDMA_WRITE",
-        RDMA_WRITE_IMM = 0x09 => "MLX5_OPCODE_RDMA_WRITE_IMM",
-        SEND = 0x0a => "MLX5_OPCODE_SEND",
-        SEND_IMM = 0x0b => "MLX5_OPCODE_SEND_IMM",
-        RDMA_READ = 0x10 => "MLX5_OPCODE_RDMA_READ",
-        ATOMIC_CS = 0x11 => "MLX5_OPCODE_ATOMIC_CS",
-        ATOMIC_FA = 0x12 => "MLX5_OPCODE_ATOMIC_FA",
-        ENHANCED_MPSW = 0x29 => "MLX5_OPCODE_ENHANCED_MPSW",
+    name "MLX5_OPCODE_" or "UNKNOWN" {
+        NOP = 0x00,
+        SEND_INVAL = 0x01,
+        RDMA_WRITE = 0x08,
+        RDMA_WRITE_IMM = 0x09,
+        SEND = 0x0a,
+        SEND_IMM = 0x0b,
+        RDMA_READ = 0x10,
+        ATOMIC_CS = 0x11,
+        ATOMIC_FA = 0x12,
+        ENHANCED_MPSW = 0x29,
     }
 }
 
@@ -110,20 +110,20 @@ value_newtype! {
     #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
     pub struct Syndrome(u8);
     /// The rdma-core constant name.
-    name or "UNKNOWN" {
-        LOCAL_LENGTH_ERR = 0x01 => "MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR",
-        LOCAL_QP_OP_ERR = 0x02 => "MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR",
-        LOCAL_PROT_ERR = 0x04 => "MLX5_CQE_SYNDROME_LOCAL_PROT_ERR",
-        WR_FLUSH_ERR = 0x05 => "MLX5_CQE_SYNDROME_WR_FLUSH_ERR",
-        MW_BIND_ERR = 0x06 => "MLX5_CQE_SYNDROME_MW_BIND_ERR",
-        BAD_RESP_ERR = 0x10 => "MLX5_CQE_SYNDROME_BAD_RESP_ERR",
-        LOCAL_ACCESS_ERR = 0x11 => "MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR",
-        REMOTE_INVAL_REQ_ERR = 0x12 => "MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR",
-        REMOTE_ACCESS_ERR = 0x13 => "MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR",
-        REMOTE_OP_ERR = 0x14 => "MLX5_CQE_SYNDROME_REMOTE_OP_ERR",
-        TRANSPORT_RETRY_EXC_ERR = 0x15 => "MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR",
-        RNR_RETRY_EXC_ERR = 0x16 => "MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR",
-        REMOTE_ABORTED_ERR = 0x22 => "MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR",
+    name "MLX5_CQE_SYNDROME_" or "UNKNOWN" {
+        LOCAL_LENGTH_ERR = 0x01,
+        LOCAL_QP_OP_ERR = 0x02,
+        LOCAL_PROT_ERR = 0x04,
+        WR_FLUSH_ERR = 0x05,
+        MW_BIND_ERR = 0x06,
+        BAD_RESP_ERR = 0x10,
+        LOCAL_ACCESS_ERR = 0x11,
+        REMOTE_INVAL_REQ_ERR = 0x12,
+        REMOTE_ACCESS_ERR = 0x13,
+        REMOTE_OP_ERR = 0x14,
+        TRANSPORT_RETRY_EXC_ERR = 0x15,
+        RNR_RETRY_EXC_ERR = 0x16,
+        REMOTE_ABORTED_ERR = 0x22,
     }
 }
 

@@ -50,6 +50,11 @@ pub(crate) struct RecvLog {
     pub(crate) history: Vec<(usize, MmioEvent)>,
 }
 
+/// The events of queue `i` (a QP, a receive ring) in a recorded `history`, in order.
+pub(crate) fn events_of(history: &[(usize, MmioEvent)], i: usize) -> Vec<MmioEvent> {
+    history.iter().filter(|e| e.0 == i).map(|e| e.1).collect()
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -470,12 +475,7 @@ impl Model {
     }
     /// QP `q`'s MMIO events so far (if `record_history`).
     pub fn history_of(&self, q: usize) -> Vec<MmioEvent> {
-        let log = lock(&self.shared.log);
-        log.history
-            .iter()
-            .filter(|e| e.0 == q)
-            .map(|e| e.1)
-            .collect()
+        events_of(&lock(&self.shared.log).history, q)
     }
     pub fn clear_history(&self) {
         lock(&self.shared.log).history.clear();

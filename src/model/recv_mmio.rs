@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::event::MmioEvent;
-use super::handle::{lock, Model, Shared};
+use super::handle::{events_of, lock, Model, Shared};
 use crate::mlx5::{barrier, Mmio};
 
 /// Records the stores of one receive ring (a peer QP's RQ, or the SRQ).
@@ -96,11 +96,6 @@ impl Model {
 
     /// Every recorded store to receive ring `ring` (if `record_history`).
     pub fn recv_history(&self, ring: usize) -> Vec<MmioEvent> {
-        let log = lock(&self.shared.recv_log);
-        log.history
-            .iter()
-            .filter(|e| e.0 == ring)
-            .map(|e| e.1)
-            .collect()
+        events_of(&lock(&self.shared.recv_log).history, ring)
     }
 }

@@ -45,6 +45,17 @@ pub fn prepare(tool: RawTool, argv: &[String]) -> Result<(RawParams, String), i3
     Ok((p, dev))
 }
 
+/// [`prepare`], then [`not_yet`]'s refusal (printed, exit 2): the parameters of a command
+/// line rdmaperf runs, or the exit status when nothing is to run.
+pub fn prepare_runnable(tool: RawTool, argv: &[String]) -> Result<RawParams, i32> {
+    let (p, dev) = prepare(tool, argv)?;
+    if let Some(e) = not_yet(&p, &dev) {
+        eprintln!("{e}");
+        return Err(2);
+    }
+    Ok(p)
+}
+
 /// What rdmaperf does not run yet for this command line, as the refusal
 /// naming it and the stock tool to use; None when it runs (raw-eth-bw one
 /// way: the sender, and the server on one QP; raw-eth-lat; raw-eth-fs-rate).

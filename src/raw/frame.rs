@@ -120,6 +120,17 @@ impl FrameSpec {
         }
     }
 
+    /// The sample frame the selfcheck, the tests and the benches send: `size` bytes of
+    /// UDP/IPv4 from 02:00:00:00:00:01, 10.0.0.1:5000 to 02:00:00:00:00:02, 10.0.0.2:6000.
+    pub fn sample_udp4(size: usize) -> Self {
+        Self::udp4(
+            size,
+            ([0x02, 0, 0, 0, 0, 1], [0x02, 0, 0, 0, 0, 2]),
+            ([10, 0, 0, 1], [10, 0, 0, 2]),
+            (5000, 6000),
+        )
+    }
+
     /// The bytes handed to the NIC: `-s` less the CRC.
     pub fn frame_len(&self) -> usize {
         self.size - CRC

@@ -107,15 +107,6 @@ pub fn fill(buf: &mut [u8], spec: &FrameSpec, s: &Slots, seed: u32) {
 mod tests {
     use super::*;
 
-    fn spec(size: usize) -> FrameSpec {
-        FrameSpec::udp4(
-            size,
-            ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]),
-            ([10, 0, 0, 1], [10, 0, 0, 2]),
-            (5000, 6000),
-        )
-    }
-
     #[test]
     fn perftests_geometry() {
         let s = Slots::new(64, 1, 1, 1, 4096);
@@ -147,7 +138,7 @@ mod tests {
 
     #[test]
     fn every_slot_holds_its_flows_frame() {
-        let sp = spec(128);
+        let sp = FrameSpec::sample_udp4(128);
         let s = Slots::new(128, 2, 1, 1, 4096);
         let mut buf = vec![0u8; s.buffer_len()];
         fill(&mut buf, &sp, &s, 7);

@@ -125,6 +125,25 @@ pub struct BwOutcome {
     pub post_calls: u64,
 }
 
+impl BwOutcome {
+    /// A stop request (Ctrl-C) seen at the top of a pass, recorded as the error; `true`
+    /// ends the loop.
+    #[inline(always)]
+    pub(super) fn stop_requested(&mut self) -> bool {
+        let stop = stop::requested();
+        if stop {
+            self.error = Some(RunError::Interrupted);
+        }
+        stop
+    }
+
+    /// An iteration run's end: all `total` messages posted and completed.
+    #[inline(always)]
+    pub(super) const fn all_done(&self, total: u64) -> bool {
+        self.posted >= total && self.completed >= total
+    }
+}
+
 /// Per-QP counters, handed in so the loop allocates nothing.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QpCount {
@@ -173,10 +192,83 @@ pub struct BwLoop<'a, S, C, F> {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Phase {
+pub(super) enum Phase {
     Warmup,
     Sample,
     Cooldown,
+}
+
+/// A send loop's place in the duration window and its idle stretch, shared by the RDMA and
+/// the raw Ethernet bandwidth loops (the same phases, the same measured window).
+pub(super) struct Window {
+    pub(super) phase: Phase,
+    /// Completions at the sample's start.
+    pub(super) base: u64,
+    pub(super) idle: watchdog::Idle,
+}
+
+impl Window {
+    /// A duration run (`timed`) starts in the warm-up; an iteration run samples from the start.
+    pub(super) fn new(timed: bool) -> Self {
+        Window {
+            phase: if timed { Phase::Warmup } else { Phase::Sample },
+            base: 0,
+            idle: watchdog::Idle::default(),
+        }
+    }
+
+    /// Moves the duration window on at time `t`; `true` at its end.
+    #[inline(always)]
+    pub(super) fn advance(&mut self, d: &Deadlines, t: u64, out: &mut BwOutcome) -> bool {
+        if self.phase == Phase::Warmup && t >= d.sample_start {
+            self.phase = Phase::Sample;
+            out.t_start = t;
+            self.base = out.completed;
+        } else if self.phase == Phase::Sample && t >= d.sample_stop {
+            self.phase = Phase::Cooldown;
+            out.t_end = t;
+            out.measured = out.completed - self.base;
+        } else if self.phase == Phase::Cooldown && t >= d.end {
+            return true;
+        }
+        false
+    }
+
+    /// The times and count the report uses, by how the loop ended (`timed`: with deadlines).
+    pub(super) fn close<F: Fn() -> u64>(&self, out: &mut BwOutcome, timed: bool, t0: u64, now: &F) {
+        let sample_done = timed && self.phase == Phase::Cooldown;
+        if out.error.is_some() && !sample_done {
+            // Stopped early (error, stall, Ctrl-C): the partial result is every
+            // message completed, from the loop's start to the last completion,
+            // whatever phase the duration state machine was in.
+            out.t_start = t0;
+            out.t_end = self.idle.last_progress(now).max(t0 + 1);
+            out.measured = out.completed;
+        } else if !timed {
+            out.t_end = now();
+            out.measured = out.completed;
+        } else if self.phase == Phase::Sample {
+            // The run ended inside the sample window (end came before stop).
+            out.t_end = now();
+            out.measured = out.completed - self.base;
+        }
+    }
+}
+
+/// The stall error: names the first QP with WRs outstanding (QP 0 where none is).
+pub(super) fn stalled(counts: &[QpCount], idle_ticks: u64) -> RunError {
+    let (qp, c) = counts
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.scnt > c.ccnt)
+        .map(|(i, c)| (i as u32, *c))
+        .unwrap_or((0, QpCount::default()));
+    RunError::Stalled {
+        qp,
+        outstanding: c.scnt - c.ccnt,
+        last_completed: c.ccnt,
+        idle_ticks,
+    }
 }
 
 impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
@@ -195,30 +287,20 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
         let t0 = (self.now)();
         out.t_start = t0;
         let mut k = Ticks {
-            phase: if self.deadlines.is_some() {
-                Phase::Warmup
-            } else {
-                Phase::Sample
-            },
-            sample_base: 0,
+            win: Window::new(self.deadlines.is_some()),
             period: self
                 .periods
                 .map(|l| (l, PeriodClock::new(t0, l.period_ticks()))),
             // A paced run reads the clock every pass: its spin is the pacing.
             paced: pace.paced(),
             fresh: true,
-            idle: watchdog::Idle::default(),
             t: t0,
         };
         loop {
-            if stop::requested() {
-                out.error = Some(RunError::Interrupted);
+            if out.stop_requested() || self.clock_says_end(&mut k, &mut out) {
                 break;
             }
-            if self.clock_says_end(&mut k, &mut out) {
-                break;
-            }
-            if self.deadlines.is_none() && out.posted >= total && out.completed >= total {
+            if self.deadlines.is_none() && out.all_done(total) {
                 break;
             }
             let posted_before = out.posted;
@@ -229,7 +311,8 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                 break;
             }
         }
-        self.close(&mut out, &k, t0);
+        k.win
+            .close(&mut out, self.deadlines.is_some(), t0, &self.now);
         out
     }
 
@@ -253,21 +336,10 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
                 log.publish(&s);
             }
         }
-        let Some(d) = self.deadlines else {
-            return false;
-        };
-        if k.phase == Phase::Warmup && t >= d.sample_start {
-            k.phase = Phase::Sample;
-            out.t_start = t;
-            k.sample_base = out.completed;
-        } else if k.phase == Phase::Sample && t >= d.sample_stop {
-            k.phase = Phase::Cooldown;
-            out.t_end = t;
-            out.measured = out.completed - k.sample_base;
-        } else if k.phase == Phase::Cooldown && t >= d.end {
-            return true;
+        match self.deadlines {
+            Some(d) => k.win.advance(&d, t, out),
+            None => false,
         }
-        false
     }
 
     /// Keeps every QP's TX window full (`scnt - ccnt + post_list <= tx_depth`), as far as
@@ -332,7 +404,7 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
         posted_before: u64,
     ) -> Result<(), Ended> {
         if out.completed >= out.posted {
-            k.idle.progress();
+            k.win.idle.progress();
             k.fresh = true;
             return Ok(());
         }
@@ -345,11 +417,11 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
         };
         self.retire(n, out)?;
         if n > 0 || out.posted > posted_before {
-            k.idle.progress();
+            k.win.idle.progress();
             k.fresh = true;
             return Ok(());
         }
-        let Some((_, idle_ticks)) = k.idle.empty(&self.now) else {
+        let Some((_, idle_ticks)) = k.win.idle.empty(&self.now) else {
             return Ok(());
         };
         k.fresh = true;
@@ -400,40 +472,8 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
             out.error = Some(p);
             return Err(Ended);
         }
-        let (qp, c) = self
-            .counts
-            .iter()
-            .enumerate()
-            .find(|(_, c)| c.scnt > c.ccnt)
-            .map(|(i, c)| (i as u32, *c))
-            .unwrap_or((0, QpCount::default()));
-        out.error = Some(RunError::Stalled {
-            qp,
-            outstanding: c.scnt - c.ccnt,
-            last_completed: c.ccnt,
-            idle_ticks,
-        });
+        out.error = Some(stalled(self.counts, idle_ticks));
         Err(Ended)
-    }
-
-    /// The times and count the report uses, by how the loop ended.
-    fn close(&self, out: &mut BwOutcome, k: &Ticks<'_>, t0: u64) {
-        let sample_done = self.deadlines.is_some() && k.phase == Phase::Cooldown;
-        if out.error.is_some() && !sample_done {
-            // Stopped early (error, stall, Ctrl-C): the partial result is every
-            // message completed, from the loop's start to the last completion,
-            // whatever phase the duration state machine was in.
-            out.t_start = t0;
-            out.t_end = k.idle.last_progress(&self.now).max(t0 + 1);
-            out.measured = out.completed;
-        } else if self.deadlines.is_none() {
-            out.t_end = (self.now)();
-            out.measured = out.completed;
-        } else if k.phase == Phase::Sample {
-            // The run ended inside the sample window (end came before stop).
-            out.t_end = (self.now)();
-            out.measured = out.completed - k.sample_base;
-        }
     }
 }
 
@@ -442,13 +482,10 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
 /// and once per idle stretch of spins; the watchdog on its own idle readings; a paced run
 /// every pass.
 struct Ticks<'a> {
-    phase: Phase,
-    /// Completions at the sample's start.
-    sample_base: u64,
+    win: Window,
     period: Option<(&'a PeriodLog, PeriodClock)>,
     paced: bool,
     fresh: bool,
-    idle: watchdog::Idle,
     /// The last reading.
     t: u64,
 }

@@ -16,7 +16,6 @@ use super::bw::{fill_list, BwConfig, BwOutcome, QpCount, QpTarget, RunError};
 use super::recv::{
     post_next, recv_stall, wants_more, Phase, RecvBuf, RecvConfig, RxCount, Ticks, Window,
 };
-use super::stop;
 use super::watchdog::{self, Expiry};
 use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WcStatus, WrDesc};
 
@@ -92,11 +91,7 @@ impl<S: SendQueue, R: RecvQueue, C: CompletionQueue, D: CompletionQueue, F: Fn()
         out.tx.t_start = t0;
         let mut p = Ticks::new(self.first_phase(), t0);
         loop {
-            if stop::requested() {
-                out.tx.error = Some(RunError::Interrupted);
-                break;
-            }
-            if self.window_over(&mut p, &mut out, total) {
+            if out.tx.stop_requested() || self.window_over(&mut p, &mut out, total) {
                 break;
             }
             if p.phase != Phase::BeforeFirst && self.fill_windows(&mut out, nqp).is_err() {

@@ -8,8 +8,7 @@
 //! window ([`Deadlines`]: warm-up, sample, cool-down), `wr_id`'s encoding of
 //! QP and sequence, the stop flag and the stall watchdog.
 
-use super::bw::{wr_id, BwOutcome, Deadlines, QpCount, RunError};
-use super::stop;
+use super::bw::{stalled, wr_id, BwOutcome, Deadlines, QpCount, RunError, Window};
 use super::watchdog::{self, Expiry};
 use crate::mlx5::raw_sq::{RawPkt, RawSq};
 use crate::mlx5::Mmio;
@@ -126,20 +125,6 @@ pub struct RawBwLoop<'a, P, C, F> {
     pub now: F,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Warmup,
-    Sample,
-    Cooldown,
-}
-
-/// The loop's place in the duration window.
-struct Window {
-    phase: Phase,
-    base: u64,
-    idle: watchdog::Idle,
-}
-
 impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
     /// Runs to the last frame's completion (or the window's end), an error
     /// or a stop request.
@@ -165,24 +150,12 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
             });
             return out;
         }
-        let mut w = Window {
-            phase: if self.deadlines.is_some() {
-                Phase::Warmup
-            } else {
-                Phase::Sample
-            },
-            base: 0,
-            idle: watchdog::Idle::default(),
-        };
+        let mut w = Window::new(self.deadlines.is_some());
         loop {
-            if stop::requested() {
-                out.error = Some(RunError::Interrupted);
+            if out.stop_requested() || self.window_over(&mut w, &mut out) {
                 break;
             }
-            if self.window_over(&mut w, &mut out) {
-                break;
-            }
-            if self.deadlines.is_none() && out.posted >= total && out.completed >= total {
+            if self.deadlines.is_none() && out.all_done(total) {
                 break;
             }
             let before = out.posted;
@@ -190,7 +163,7 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
                 break;
             }
         }
-        self.close(&mut out, &w, t0);
+        w.close(&mut out, self.deadlines.is_some(), t0, &self.now);
         out
     }
 
@@ -200,16 +173,7 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
         let Some(d) = self.deadlines else {
             return false;
         };
-        let t = (self.now)();
-        if w.phase == Phase::Warmup && t >= d.sample_start {
-            (w.phase, out.t_start, w.base) = (Phase::Sample, t, out.completed);
-        } else if w.phase == Phase::Sample && t >= d.sample_stop {
-            (w.phase, out.t_end) = (Phase::Cooldown, t);
-            out.measured = out.completed - w.base;
-        } else if w.phase == Phase::Cooldown && t >= d.end {
-            return true;
-        }
-        false
+        w.advance(&d, (self.now)(), out)
     }
 
     /// Every QP's window filled: `scnt + list <= tx_depth + ccnt`. A
@@ -297,36 +261,8 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
         if watchdog::check(idle_ticks, self.cfg.stall_ticks, in_flight) == Expiry::No {
             return Ok(());
         }
-        let (qp, c) = self
-            .counts
-            .iter()
-            .enumerate()
-            .find(|(_, c)| c.scnt > c.ccnt)
-            .map(|(i, c)| (i as u32, *c))
-            .unwrap_or((0, QpCount::default()));
-        out.error = Some(RunError::Stalled {
-            qp,
-            outstanding: c.scnt - c.ccnt,
-            last_completed: c.ccnt,
-            idle_ticks,
-        });
+        out.error = Some(stalled(self.counts, idle_ticks));
         Err(())
-    }
-
-    /// The window the report uses, by how the loop ended (as the RDMA bw loop).
-    fn close(&self, out: &mut BwOutcome, w: &Window, t0: u64) {
-        let sample_done = self.deadlines.is_some() && w.phase == Phase::Cooldown;
-        if out.error.is_some() && !sample_done {
-            out.t_start = t0;
-            out.t_end = w.idle.last_progress(&self.now).max(t0 + 1);
-            out.measured = out.completed;
-        } else if self.deadlines.is_none() {
-            out.t_end = (self.now)();
-            out.measured = out.completed;
-        } else if w.phase == Phase::Sample {
-            out.t_end = (self.now)();
-            out.measured = out.completed - w.base;
-        }
     }
 }
 

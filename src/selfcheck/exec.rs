@@ -55,7 +55,8 @@ pub trait Rig {
     fn describe_error(&self, c: &Completion) -> String;
 }
 
-const WAIT: Duration = Duration::from_secs(20);
+/// How long a case waits for room, completions or receives.
+pub(super) const WAIT: Duration = Duration::from_secs(20);
 const SLOT: usize = 64;
 const IMM: u32 = 0x1234_5678;
 
@@ -295,12 +296,29 @@ impl Burst {
 }
 
 fn post_with_room(rig: &mut dyn Rig, op: Op, wrs: &[WrDesc]) -> Result<(), String> {
+    let what = ("WRs", wrs.len());
+    let progress = |r: &mut _| {
+        Rig::progress(r);
+        Ok(())
+    };
+    retry_while_full(rig, |r| r.post(op, wrs), progress, what)
+}
+
+/// `post` retried while the queue is full (up to [`WAIT`]), `progress` between tries; any
+/// other error, or a queue full for that long, fails naming the `what.1` `what.0` posted
+/// (the rigs of the RDMA and the raw Ethernet cases).
+pub(super) fn retry_while_full<R: ?Sized>(
+    rig: &mut R,
+    mut post: impl FnMut(&mut R) -> Result<(), PostError>,
+    mut progress: impl FnMut(&mut R) -> Result<(), String>,
+    what: (&str, usize),
+) -> Result<(), String> {
     let t0 = Instant::now();
     loop {
-        match rig.post(op, wrs) {
+        match post(rig) {
             Ok(()) => return Ok(()),
-            Err(PostError::QueueFull) if t0.elapsed() < WAIT => rig.progress(),
-            Err(e) => return Err(format!("post of {} WRs failed: {e:?}", wrs.len())),
+            Err(PostError::QueueFull) if t0.elapsed() < WAIT => progress(rig)?,
+            Err(e) => return Err(format!("post of {} {} failed: {e:?}", what.1, what.0)),
         }
     }
 }

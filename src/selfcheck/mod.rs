@@ -66,6 +66,19 @@ impl MethodRun {
     }
 }
 
+impl Outcome {
+    /// One case's JSON row; `not_run` is the status word for [`Outcome::NotRun`] (the methods
+    /// say "n/a", the raw cases "skipped").
+    pub fn json(&self, case: &impl std::fmt::Display, not_run: &str) -> serde_json::Value {
+        let (status, reason) = match self {
+            Outcome::Ok => ("ok", None),
+            Outcome::Failed(e) => ("failed", Some(e.clone())),
+            Outcome::NotRun(e) => (not_run, Some(e.clone())),
+        };
+        serde_json::json!({"case": case.to_string(), "status": status, "reason": reason})
+    }
+}
+
 /// Runs every case of every transport for one method; `rig(tr)` builds the
 /// rig (an `Err` marks that transport's cases not run); `before(i, rig)` is
 /// called before case `i` (fault injection in tests).
@@ -194,18 +207,7 @@ pub fn json(facts: &[(String, String)], runs: &[MethodRun]) -> serde_json::Value
     let methods: Vec<Value> = runs
         .iter()
         .map(|r| {
-            let cases: Vec<Value> = r
-                .cases
-                .iter()
-                .map(|(c, o)| {
-                    let (status, reason) = match o {
-                        Outcome::Ok => ("ok", None),
-                        Outcome::Failed(e) => ("failed", Some(e.clone())),
-                        Outcome::NotRun(e) => ("n/a", Some(e.clone())),
-                    };
-                    json!({"case": c.to_string(), "status": status, "reason": reason})
-                })
-                .collect();
+            let cases: Vec<Value> = r.cases.iter().map(|(c, o)| o.json(c, "n/a")).collect();
             json!({
                 "method": r.method,
                 "unavailable": r.unavailable,

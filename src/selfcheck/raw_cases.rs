@@ -181,14 +181,7 @@ pub fn raw_json(run: &RawRun) -> serde_json::Value {
     let cases: Vec<serde_json::Value> = run
         .cases
         .iter()
-        .map(|(c, o)| {
-            let (status, reason) = match o {
-                Outcome::Ok => ("ok", None),
-                Outcome::Failed(e) => ("failed", Some(e.clone())),
-                Outcome::NotRun(e) => ("skipped", Some(e.clone())),
-            };
-            json!({"case": c.to_string(), "status": status, "reason": reason})
-        })
+        .map(|(c, o)| o.json(c, "skipped"))
         .collect();
     json!({"failed": run.failures(), "cases": cases})
 }

@@ -7,8 +7,9 @@
 //! the WQEs its limit says (where the rig can count them). Control path:
 //! allocation and formatting are fine here.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::exec::{retry_while_full, WAIT};
 use super::raw_cases::{raw_cases, RawCase, RawMethod, RawRun, RawShape};
 use super::Outcome;
 use crate::mlx5::raw_sq::RawPkt;
@@ -36,21 +37,11 @@ pub trait RawRig {
     }
 }
 
-const WAIT: Duration = Duration::from_secs(20);
 /// Frames of a size case (fewer where the buffer holds fewer).
 const FRAMES: usize = 100;
 /// A size case's post lists after its first frame, which goes alone.
 const LIST: usize = 16;
 const SEED: u32 = 0x5e1f_c4ec;
-
-fn spec(size: usize) -> FrameSpec {
-    FrameSpec::udp4(
-        size,
-        ([0x02, 0, 0, 0, 0, 1], [0x02, 0, 0, 0, 0, 2]),
-        ([10, 0, 0, 1], [10, 0, 0, 2]),
-        (5000, 6000),
-    )
-}
 
 /// Runs every raw case, each on a fresh rig from `rig` (an `Err` is the
 /// reason the case is SKIPPED); `before(i, case, rig)` runs before case `i`
@@ -82,7 +73,7 @@ pub fn run_raw_case(rig: &mut dyn RawRig, c: &RawCase) -> Result<(), String> {
         RawShape::Size(s) => (s as usize, FRAMES),
         RawShape::Session { n, .. } => (64, n as usize),
     };
-    let s = spec(size);
+    let s = FrameSpec::sample_udp4(size);
     let stride = s.frame_len().next_multiple_of(64);
     let buf = rig.buf();
     let n = n.min(buf.len() / stride);
@@ -125,16 +116,8 @@ pub fn run_raw_case(rig: &mut dyn RawRig, c: &RawCase) -> Result<(), String> {
 }
 
 fn post_with_room(rig: &mut dyn RawRig, m: RawMethod, pkts: &[RawPkt]) -> Result<(), String> {
-    let t0 = Instant::now();
-    loop {
-        match rig.post(m, pkts) {
-            Ok(()) => return Ok(()),
-            Err(PostError::QueueFull) if t0.elapsed() < WAIT => {
-                rig.pending()?;
-            }
-            Err(e) => return Err(format!("post of {} frames failed: {e:?}", pkts.len())),
-        }
-    }
+    let what = ("frames", pkts.len());
+    retry_while_full(rig, |r| r.post(m, pkts), |r| r.pending().map(drop), what)
 }
 
 /// Waits until every frame posted is accounted for by a completion.

@@ -43,10 +43,10 @@ value_newtype! {
     /// `enum ibv_atomic_cap` as a newtype (read from the device).
     #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
     pub struct AtomicCap(u32);
-    name or "UNKNOWN" {
-        NONE = sys::IBV_ATOMIC_NONE => "ATOMIC_NONE",
-        HCA = sys::IBV_ATOMIC_HCA => "ATOMIC_HCA",
-        GLOB = sys::IBV_ATOMIC_GLOB => "ATOMIC_GLOB",
+    name "ATOMIC_" or "UNKNOWN" {
+        NONE = sys::IBV_ATOMIC_NONE,
+        HCA = sys::IBV_ATOMIC_HCA,
+        GLOB = sys::IBV_ATOMIC_GLOB,
     }
 }
 
@@ -80,13 +80,13 @@ value_newtype! {
     #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
     pub struct PortState(u32);
     /// The name `ibv_devinfo` prints.
-    name or "PORT_UNKNOWN" {
-        NOP = sys::IBV_PORT_NOP => "PORT_NOP",
-        DOWN = sys::IBV_PORT_DOWN => "PORT_DOWN",
-        INIT = sys::IBV_PORT_INIT => "PORT_INIT",
-        ARMED = sys::IBV_PORT_ARMED => "PORT_ARMED",
-        ACTIVE = sys::IBV_PORT_ACTIVE => "PORT_ACTIVE",
-        ACTIVE_DEFER = sys::IBV_PORT_ACTIVE_DEFER => "PORT_ACTIVE_DEFER",
+    name "PORT_" or "PORT_UNKNOWN" {
+        NOP = sys::IBV_PORT_NOP,
+        DOWN = sys::IBV_PORT_DOWN,
+        INIT = sys::IBV_PORT_INIT,
+        ARMED = sys::IBV_PORT_ARMED,
+        ACTIVE = sys::IBV_PORT_ACTIVE,
+        ACTIVE_DEFER = sys::IBV_PORT_ACTIVE_DEFER,
     }
 }
 

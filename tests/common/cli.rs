@@ -23,6 +23,11 @@ pub fn params(cmdline: &str) -> Params {
     }
 }
 
+/// perftest master's notice where device memory turns scatter-to-CQE off (a SEND of at
+/// most 64 bytes), word for word.
+pub const SCATTER_OFF_NOTICE: &str = "Scatter2CQE (size <= 64) is not supported with device \
+                                      memory send tests: setting MLX5_SCATTER_TO_CQE=0";
+
 /// A finished process as the tests read it: exit code (-1 when killed),
 /// stdout, stderr.
 pub fn outcome(o: std::process::Output) -> (i32, String, String) {
@@ -41,6 +46,13 @@ pub fn run_rdmaperf(args: &[&str]) -> (i32, String, String) {
             .output()
             .expect("run rdmaperf"),
     )
+}
+
+/// `rdmaperf <args>` refused before any run: exit status 2, the message naming `want`.
+pub fn refused_before_run(args: &[&str], want: &str) {
+    let (rc, _, err) = run_rdmaperf(args);
+    assert_eq!(rc, 2, "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: {err}");
 }
 
 /// `rdmaperf doctor <args>` on this host (or the `--sysfs-root` given).

@@ -4,10 +4,12 @@
 
 pub mod cli;
 pub mod ctrl;
+pub mod fabric_steps;
 pub mod fake_cuda;
 pub mod mlx5;
 #[cfg(feature = "model")]
 pub mod model_env;
+pub mod raw_eth;
 pub mod source;
 pub mod vm;
 pub mod vm_cases;

@@ -4,7 +4,9 @@
 use super::mlx5::libmlx5_av;
 use rdmaperf::mlx5::device::ud_av;
 use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio, Transport};
-use rdmaperf::model::{Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelTransport, MrKeys};
+use rdmaperf::model::{
+    Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelTransport, MrKeys, RecvSpec,
+};
 use rdmaperf::post::WrDesc;
 
 /// Bytes in each buffer.
@@ -127,4 +129,38 @@ pub fn doorbell_kinds(h: &[MmioEvent]) -> (usize, usize) {
         count(|e| matches!(e, MmioEvent::Db64 { .. })),
         count(|e| matches!(e, MmioEvent::Bf64 { .. })),
     )
+}
+
+/// A raw Ethernet model of two QPs from QPN `qpn` (no minimum inline, no history) whose
+/// RQs hold `slots` receives each: the raw receive tests' NIC.
+pub fn raw_recv_model(qpn: u32, cqe_cnt: u32, slots: u32) -> Model {
+    Model::new(ModelConfig {
+        qps: 2,
+        wqe_cnt: 256,
+        cqe_cnt,
+        qpn,
+        transport: ModelTransport::RawEth { min_inline: 0 },
+        record_history: false,
+        recv: Some(RecvSpec {
+            slots,
+            qpn,
+            ..RecvSpec::default()
+        }),
+        ..ModelConfig::default()
+    })
+    .unwrap()
+}
+
+/// `rx` registered for the NIC to write into, `tx` for it to read frames from.
+///
+/// # Safety
+/// Both buffers must stay in place until the model is gone.
+pub unsafe fn register_rx_tx(model: &Model, rx: &mut [u8], tx: &mut [u8]) -> (MrKeys, MrKeys) {
+    // SAFETY: the caller keeps both buffers alive for the model.
+    unsafe {
+        (
+            model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
+            model.register(tx.as_mut_ptr(), tx.len(), Access::NONE),
+        )
+    }
 }

@@ -25,6 +25,22 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The newest executable in `dir` whose name is `{prefix}-<hash>` (no extension): a test or
+/// bench binary cargo built, run in the guest.
+pub fn newest_bin(dir: &Path, prefix: &str) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('-'))
+                && p.extension().is_none()
+        })
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+}
+
 /// `Ok` when the VM can run here: packages, qemu, perftest and the kernel/initramfs cache
 /// (`scripts/setup.sh --check`). Otherwise the reason, to be printed as `SKIPPED: <reason>`.
 ///
@@ -316,6 +332,20 @@ impl BatchResult {
     /// The file `$RESULTS/<name>`, if the script wrote it.
     pub fn file(&self, name: &str) -> Option<&str> {
         self.files.get(name).map(String::as_str)
+    }
+
+    /// True (after printing SKIPPED) where the guest script found no `mpirun` (it writes
+    /// "no mpirun" to `$RESULTS/mpirun.path`); a failure instead where the VM is required.
+    pub fn mpirun_missing(&self) -> bool {
+        if !self.file("mpirun.path").unwrap_or("").contains("no mpirun") {
+            return false;
+        }
+        assert!(
+            !vm_required(),
+            "mpirun is missing in the VM: scripts/setup.sh installs openmpi-bin"
+        );
+        println!("SKIPPED: no mpirun (install openmpi-bin: scripts/setup.sh)");
+        true
     }
 
     /// The files `names` (empty where the script wrote none), each printed under its name

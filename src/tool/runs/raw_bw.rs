@@ -34,14 +34,10 @@ use crate::tool::setup::raw_res::{RawPort, RawRes};
 
 /// Runs `rdmaperf <raw tool> <argv>`; returns the exit status.
 pub fn main(tool: RawTool, argv: &[String]) -> i32 {
-    let (p, dev) = match cli::prepare(tool, argv) {
-        Ok(x) => x,
+    let p = match cli::prepare_runnable(tool, argv) {
+        Ok(p) => p,
         Err(status) => return status,
     };
-    if let Some(e) = cli::not_yet(&p, &dev) {
-        eprintln!("{e}");
-        return 2;
-    }
     stop::install();
     let ran = match tool {
         RawTool::FsRate => super::raw_fs_rate::run(&p),

@@ -80,14 +80,10 @@ pub fn main(argv: &[String]) -> i32 {
         eprintln!("{e}");
         return 2;
     }
-    let (p, dev) = match cli::prepare(RawTool::Bw, &a.rest) {
-        Ok(x) => x,
+    let p = match cli::prepare_runnable(RawTool::Bw, &a.rest) {
+        Ok(p) => p,
         Err(status) => return status,
     };
-    if let Some(e) = cli::not_yet(&p, &dev) {
-        eprintln!("{e}");
-        return 2;
-    }
     stop::install();
     match run(&p, &a) {
         Ok(()) => stop::exit_status().unwrap_or(0),

@@ -12,9 +12,10 @@ use std::path::Path;
 use crate::clock::Clock;
 use crate::mlx5::device::{cq_from_ibv_cq, rq_from_ibv_qp};
 use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
+use crate::post::{CompletionQueue, RecvQueue};
 use crate::raw::params::RawParams;
 use crate::raw::rx_drops;
-use crate::run::raw_recv::{post_all, DirectRx, RawRecvCfg, VerbsRx};
+use crate::run::raw_recv::{post_all, DirectRx, RawRecvCfg, RxClassify, VerbsRx};
 use crate::tool::common::fail::Fail;
 use crate::tool::session::raw_recv_measure::{self, RecvOutcome, TOOL_WAITS};
 use crate::tool::setup::raw_method;
@@ -72,9 +73,24 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
     Ok(())
 }
 
-fn post_failed(e: crate::post::PostError) -> Fail {
-    Fail::new(format!(
-        "rdmaperf raw-eth-bw --server: posting the receives failed: {e:?}"
+/// Every receive slot posted, then the receive loop run to its end (either method).
+fn post_and_receive<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
+    p: &RawParams,
+    (rq, cq): (&mut R, &mut C),
+    cfg: &RawRecvCfg,
+    clock: &Clock,
+) -> Result<RecvOutcome, Fail> {
+    post_all(rq, cfg).map_err(|e| {
+        Fail::new(format!(
+            "rdmaperf raw-eth-bw --server: posting the receives failed: {e:?}"
+        ))
+    })?;
+    Ok(raw_recv_measure::receive::<_, _, K>(
+        p,
+        (rq, cq),
+        cfg,
+        clock,
+        TOOL_WAITS,
     ))
 }
 
@@ -87,14 +103,7 @@ fn run_verbs(
 ) -> Result<RecvOutcome, Fail> {
     let mut rq = VerbsRecv::new(&res.qp).map_err(Fail::verbs)?;
     let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
-    post_all(&mut rq, cfg).map_err(post_failed)?;
-    Ok(raw_recv_measure::receive::<_, _, VerbsRx>(
-        p,
-        (&mut rq, &mut cq),
-        cfg,
-        clock,
-        TOOL_WAITS,
-    ))
+    post_and_receive::<_, _, VerbsRx>(p, (&mut rq, &mut cq), cfg, clock)
 }
 
 /// The mlx5 direct RQ and CQ poller.
@@ -114,12 +123,5 @@ fn run_direct(
     let cq = unsafe { cq_from_ibv_cq(res.cq.raw()) };
     let mut cq = cq.map_err(|e| Fail::new(e.to_string()))?;
     cq.attach_recv(rq.qpn(), rq.ring());
-    post_all(&mut rq, cfg).map_err(post_failed)?;
-    Ok(raw_recv_measure::receive::<_, _, DirectRx>(
-        p,
-        (&mut rq, &mut cq),
-        cfg,
-        clock,
-        TOOL_WAITS,
-    ))
+    post_and_receive::<_, _, DirectRx>(p, (&mut rq, &mut cq), cfg, clock)
 }
