@@ -159,8 +159,9 @@ if [ -d benches ] || grep -q '^\[\[bench\]\]' Cargo.toml; then
     # Run each bench once in criterion's test mode, from the debug build the build step made
     # (`--all-targets` builds the benches): an optimised build of every dependency would cost
     # ~3 minutes on a fresh machine and check nothing more, since test mode times nothing.
-    # The timed runs are `cargo bench --all-features` (docs/benchmarks.md).
-    step bench cargo test --all-features --benches
+    # The timed runs are `cargo bench --all-features` (docs/benchmarks.md). `--bench '*'` takes the
+    # bench targets alone: `--benches` also ran the library's unit tests, which the test step runs.
+    step bench cargo test --all-features --bench '*'
 fi
 
 # The direct path's segment stores have an SSSE3 form (the default x86-64-v2 build,
