@@ -19,7 +19,11 @@ fn raw_lat_model_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use super::common::raw_steer_model::{self, CLIENT, SERVER};
     use std::cell::RefCell;
     use std::collections::VecDeque;
     use std::rc::Rc;
@@ -32,13 +36,13 @@ mod with_model {
     use rdmaperf::mlx5::raw_sq::RawSqConfig;
     use rdmaperf::mlx5::DirectCq;
     use rdmaperf::model::{
-        Access, FlowRule, IpMatch, L4Match, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec,
+        Access, FlowRule, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec,
     };
     use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
-    use rdmaperf::raw::params::{self, RawParams};
+    use rdmaperf::raw::params::RawParams;
     use rdmaperf::raw::pcap::{self, PcapWriter};
     use rdmaperf::raw::slots::{self, Slots};
-    use rdmaperf::raw::{args, frame, steer, tools::RawTool};
+    use rdmaperf::raw::{frame, steer, tools::RawTool};
     use rdmaperf::run::lat::LatError;
     use rdmaperf::run::raw_bw::Direct;
     use rdmaperf::run::raw_lat::RxRing;
@@ -47,51 +51,17 @@ mod with_model {
     use rdmaperf::tool::setup::raw_recv_res::slot_stride;
     use rdmaperf::verbs::flow as vflow;
 
-    const CLIENT: &str = "--client -B 02:00:00:00:00:01 -E 02:00:00:00:00:02 -j 10.0.0.1 \
-                          -J 10.0.0.2 -k 5000 -K 6000";
-    const SERVER: &str = "--server -B 02:00:00:00:00:02 -E 02:00:00:00:00:01 -j 10.0.0.1 \
-                          -J 10.0.0.2 -k 5000 -K 6000";
     const QPN: u32 = 0x123;
     const SEED: u32 = 0x5eed;
 
     fn params(cmd: &str) -> RawParams {
-        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-        args::parse(&argv)
-            .and_then(|a| params::resolve(RawTool::Lat, &a))
-            .unwrap_or_else(|e| panic!("{cmd}: {e}"))
-    }
-
-    fn some_if<T: Copy + PartialEq + Default>(m: vflow::Masked<T>) -> Option<T> {
-        (m.mask != T::default()).then_some(m.val)
+        raw_steer_model::params(RawTool::Lat, cmd)
     }
 
     /// One of `raw::steer`'s rules as the model's flow table holds it, on
     /// raw QP 0.
     fn model_rule(r: &vflow::FlowRule) -> FlowRule {
-        let mut m = match r.kind {
-            vflow::FlowKind::Sniffer => return FlowRule::sniffer(0),
-            vflow::FlowKind::AllDefault => return FlowRule::promiscuous(0),
-            vflow::FlowKind::Normal => FlowRule::mac(0, r.dst_mac.val),
-        };
-        m = match r.ip {
-            Some(vflow::IpMatch::V4(ip)) => m.with_ip(IpMatch::V4 {
-                src: some_if(ip.src),
-                dst: some_if(ip.dst),
-            }),
-            Some(vflow::IpMatch::V6(ip)) => m.with_ip(IpMatch::V6 {
-                src: some_if(ip.src),
-                dst: some_if(ip.dst),
-            }),
-            None => m,
-        };
-        match r.l4 {
-            Some(l4) => m.with_l4(L4Match {
-                tcp: l4.tcp,
-                src_port: some_if(l4.src_port),
-                dst_port: some_if(l4.dst_port),
-            }),
-            None => m,
-        }
+        raw_steer_model::model_rule(r, 0)
     }
 
     /// What crossed the wire: (from the client?, microseconds, frame).

@@ -26,18 +26,19 @@ mod common;
 mod with_model {
     use super::common::model_env::{raw_recv_model, register_rx_tx};
     use super::common::raw_eth::assert_one_bad_checksum;
+    use super::common::raw_steer_model::{self, CLIENT, SERVER};
     use std::collections::VecDeque;
     use std::time::Duration;
 
     use rdmaperf::clock::Clock;
     use rdmaperf::mlx5::raw_sq::RawSqConfig;
     use rdmaperf::mlx5::DirectCq;
-    use rdmaperf::model::{FlowRule, IpMatch, L4Match, Model, ModelMmio};
+    use rdmaperf::model::{FlowRule, Model, ModelMmio};
     use rdmaperf::post::rx_offload::{RxOffload, WC_IP_CSUM_OK};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
-    use rdmaperf::raw::params::{self, RawParams};
+    use rdmaperf::raw::params::RawParams;
     use rdmaperf::raw::slots::{self, Slots};
-    use rdmaperf::raw::{args, frame, steer, tools::RawTool};
+    use rdmaperf::raw::{frame, steer, tools::RawTool};
     use rdmaperf::run::raw_bw::{Direct, DirectMpw};
     use rdmaperf::run::raw_recv::{post_all, DirectRx, RawRecvCfg, VerbsRx};
     use rdmaperf::tool::session::raw_measure;
@@ -45,53 +46,17 @@ mod with_model {
     use rdmaperf::tool::setup::raw_recv_res::slot_stride;
     use rdmaperf::verbs::flow as vflow;
 
-    const CLIENT: &str = "--client -B 02:00:00:00:00:01 -E 02:00:00:00:00:02 -j 10.0.0.1 \
-                          -J 10.0.0.2 -k 5000 -K 6000";
-    const SERVER: &str = "--server -B 02:00:00:00:00:02 -E 02:00:00:00:00:01 -j 10.0.0.1 \
-                          -J 10.0.0.2 -k 5000 -K 6000";
     const QPN: u32 = 0x123;
     /// The server's RQ is raw QP 1.
     const RING: usize = 1;
 
     fn params(cmd: &str) -> RawParams {
-        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-        args::parse(&argv)
-            .and_then(|a| params::resolve(RawTool::Bw, &a))
-            .unwrap_or_else(|e| panic!("{cmd}: {e}"))
-    }
-
-    fn some_if<T: Copy + PartialEq + Default>(m: vflow::Masked<T>) -> Option<T> {
-        (m.mask != T::default()).then_some(m.val)
+        raw_steer_model::params(RawTool::Bw, cmd)
     }
 
     /// One of `raw::steer`'s rules as the model's flow table holds it.
     fn model_rule(r: &vflow::FlowRule) -> FlowRule {
-        assert_eq!(r.ether_type.mask, 0, "the model matches no ethertype");
-        let mut m = match r.kind {
-            vflow::FlowKind::Sniffer => return FlowRule::sniffer(RING),
-            vflow::FlowKind::AllDefault => return FlowRule::promiscuous(RING),
-            vflow::FlowKind::Normal => FlowRule::mac(RING, r.dst_mac.val),
-        };
-        assert_eq!(r.dst_mac.mask, [0xff; 6]);
-        m = match r.ip {
-            Some(vflow::IpMatch::V4(ip)) => m.with_ip(IpMatch::V4 {
-                src: some_if(ip.src),
-                dst: some_if(ip.dst),
-            }),
-            Some(vflow::IpMatch::V6(ip)) => m.with_ip(IpMatch::V6 {
-                src: some_if(ip.src),
-                dst: some_if(ip.dst),
-            }),
-            None => m,
-        };
-        match r.l4 {
-            Some(l4) => m.with_l4(L4Match {
-                tcp: l4.tcp,
-                src_port: some_if(l4.src_port),
-                dst_port: some_if(l4.dst_port),
-            }),
-            None => m,
-        }
+        raw_steer_model::model_rule(r, RING)
     }
 
     /// The sender's CQ: steps the NIC and loops the wire back before each

@@ -10,6 +10,8 @@ pub mod mlx5;
 #[cfg(feature = "model")]
 pub mod model_env;
 pub mod raw_eth;
+#[cfg(feature = "model")]
+pub mod raw_steer_model;
 pub mod source;
 pub mod vm;
 pub mod vm_cases;
