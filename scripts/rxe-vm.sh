@@ -59,6 +59,9 @@ fi
 why=$(bash "$REPO/scripts/setup.sh" --check --vm 2>&1) || die "VM not ready: ${why//$'\n'/; }"
 . "$VM_DIR/ready"
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "RDMAPERF_VM_TIMEOUT='$TIMEOUT' is not a number of seconds"
+ROOT_CACHE=${RDMAPERF_VM_ROOT_CACHE-loose}
+[[ "$ROOT_CACHE" =~ ^(|none|loose|mmap|fscache)$ ]] \
+    || die "RDMAPERF_VM_ROOT_CACHE='$ROOT_CACHE' is not a 9p cache mode (none, loose, mmap or fscache)"
 
 if [ -n "$serve" ]; then
     share=$(mkdir -p "$serve" && cd "$serve" && pwd) || die "cannot create $serve"
@@ -123,9 +126,6 @@ fi
 t0=$(date +%s.%N)
 # Console: strip \r and terminal escapes (SeaBIOS) so the output reads as plain text.
 BIOS=${RDMAPERF_VM_BIOS-/usr/share/qemu/qboot.rom}
-ROOT_CACHE=${RDMAPERF_VM_ROOT_CACHE-loose}
-[[ "$ROOT_CACHE" =~ ^(|none|loose|mmap|fscache)$ ]] \
-    || die "RDMAPERF_VM_ROOT_CACHE='$ROOT_CACHE' is not a 9p cache mode (none, loose, mmap or fscache)"
 [ -f "$BIOS" ] || BIOS=
 [ -n "$serve" ] && echo $$ > "$share/.vm/host.pid"
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, as CI does (.ci/run calls this):
-#   setup (packages + VM kernel/initramfs) -> toolchain -> build -> fmt -> clippy -> benches (test mode)
+#   setup (packages + VM kernel/initramfs) -> toolchain -> build -> fmt -> benches (test mode)
 #   -> main job (scripts/main.sh, the README's first command) -> cargo test (unit tests + soft-RoCE
-#   VM integration tests; beside it, at idle priority, the scalar-fallback and aarch64 builds)
+#   VM integration tests; beside it, at idle priority: check-default, clippy, the scalar-fallback
+#   and aarch64 builds)
 #   -> scalar fallback and aarch64 tests (disassembly, qemu-user) -> fuzz (60 s) -> sanitize (valgrind).
 #
 #   scripts/test.sh                 # as root on Debian 12 the first time (setup installs packages)
@@ -175,9 +176,9 @@ scalar() { env RUSTFLAGS="-C target-cpu=x86-64" CARGO_TARGET_DIR=target/scalar c
 
 # The checks and builds no test step needs (check-default, clippy, the scalar library; aarch64's
 # clippy, release binary and test binaries: ~9 min of CPU on a fresh machine) compile beside
-# the VM test step, whose TCG guest leaves the host's CPUs idle a share of the time (17 % in vm_fabric_kill: timeouts, netem
-# delays, waiting peers). They run under SCHED_IDLE, so the guest's threads always come first
-# and no VM timing competes with a compiler; nothing they build runs until the test step has
+# the VM test step, whose TCG guest leaves the host's CPUs idle a share of the time (17 % in
+# vm_fabric_kill: timeouts, netem delays, waiting peers). They run under SCHED_IDLE, so the
+# guest's threads always come first and no VM timing competes with a compiler; nothing they build runs until the test step has
 # ended (scalar-fallback and aarch64's `run` half, at normal priority, after it). They start
 # once cargo test has begun running tests: its build lock is then free (a compile holding it
 # would hold the test step up) and its links are done.
@@ -212,25 +213,23 @@ bg_start() { # before cargo test: waits for it to begin running tests (or to end
 }
 bg_finish() { # waits for the builds, shows their output, records each as a step
     [ -n "${BG_PID:-}" ] || return 0
-    local t0=$SECONDS name rc secs
+    local t0=$SECONDS
     wait "$BG_PID"
     banner "builds beside the test step (SCHED_IDLE; $((SECONDS - t0)) s left after it)"
     cat "$LOG_DIR/bg.log"
-    while read -r name rc secs; do
-        if [ "$rc" = 0 ]; then
-            record "$name" "ok (beside test)" 0 "$secs"
-        else
-            record "$name" "FAILED (exit $rc)" 1 "$secs"
-        fi
-    done < "$LOG_DIR/bg.rec"
+    bg_record "ok (beside test)"
     unset BG_PID
+}
+bg_record() { # OK-TEXT: records each line of bg.rec as a step
+    local name rc secs
+    while read -r name rc secs; do
+        if [ "$rc" = 0 ]; then record "$name" "$1" 0 "$secs"; else record "$name" "FAILED (exit $rc)" 1 "$secs"; fi
+    done < "$LOG_DIR/bg.rec"
 }
 if [ -n "${RDMAPERF_NO_OVERLAP:-}" ]; then
     : > "$LOG_DIR/bg.rec"
     bg_builds
-    while read -r name rc secs; do
-        if [ "$rc" = 0 ]; then record "$name" ok 0 "$secs"; else record "$name" "FAILED (exit $rc)" 1 "$secs"; fi
-    done < "$LOG_DIR/bg.rec"
+    bg_record ok
 fi
 
 # The README's first command, as a user runs it: the release build and write-bw in the VM.
