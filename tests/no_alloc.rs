@@ -442,20 +442,26 @@ mod with_model {
         assert_eq!(model.take_wire().len(), 2 * (16 + 64 + 64));
     }
 
-    /// The raw receive loop (poll, classify by the CQE's bytes or the
-    /// frame's headers, count, post the slot again) allocates nothing.
-    #[test]
-    fn raw_receive_loop_allocates_nothing() {
-        const STRIDE: usize = 128;
-        let mut rx = vec![0u8; 64 * STRIDE];
-        let model = Model::new(ModelConfig {
+    /// A 64-entry raw Ethernet loop-back model whose QP has an RQ: frames
+    /// the SQ sends arrive in the same QP's receive queue.
+    fn raw_loop_with_rq() -> Model {
+        Model::new(ModelConfig {
             recv: Some(RecvSpec {
                 qpn: ModelConfig::default().qpn,
                 ..RecvSpec::default()
             }),
             ..ModelConfig::raw_eth_loop(64)
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    /// The raw receive loop (poll, classify by the CQE's bytes or the
+    /// frame's headers, count, post the slot again) allocates nothing.
+    #[test]
+    fn raw_receive_loop_allocates_nothing() {
+        const STRIDE: usize = 128;
+        let mut rx = vec![0u8; 64 * STRIDE];
+        let model = raw_loop_with_rq();
         // SAFETY: `rx` outlives the model (declared first).
         let mr = unsafe { model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE) };
         let (_sq, mut cq) = model.raw_pair_with(RawSqConfig::new(0, 1), HwMmio).unwrap();
@@ -613,14 +619,7 @@ mod with_model {
         let mut tx = vec![0u8; 128];
         tx[..12].fill(0x02);
         let mut rx = vec![0u8; 64 * STRIDE as usize];
-        let model = Model::new(ModelConfig {
-            recv: Some(RecvSpec {
-                qpn: ModelConfig::default().qpn,
-                ..RecvSpec::default()
-            }),
-            ..ModelConfig::raw_eth_loop(64)
-        })
-        .unwrap();
+        let model = raw_loop_with_rq();
         // SAFETY: both buffers outlive the model (declared first).
         let (txk, rxk) = unsafe {
             (
