@@ -167,12 +167,54 @@ fn wait_one<C: CompletionQueue, F: Fn() -> u64>(
     cfg: &LatConfig,
     at: u64,
 ) -> Result<Option<Completion>, LatError> {
+    let watch = Watch {
+        ended: |t| cfg.ended(t),
+        stall_ticks: cfg.stall_ticks,
+        bytes: cfg.size as u64,
+        at,
+    };
+    wait_until(cq, now, &watch, |_| true)
+}
+
+/// What a latency wait watches besides its CQ: the `-D` end (`ended` at a
+/// clock reading), the stall watchdog (`stall_ticks` of silence, a message
+/// of `bytes`) and the round trip `at` to name in a stall error.
+pub(crate) struct Watch<E> {
+    pub ended: E,
+    pub stall_ticks: u64,
+    pub bytes: u64,
+    pub at: u64,
+}
+
+/// Spin until a successful completion `accept` takes arrives (one it does
+/// not take counts as progress and the spin goes on), watching Ctrl-C, the
+/// `-D` end and the stall watchdog. `Ok(None)`: the duration ended first.
+#[inline(always)]
+pub(crate) fn wait_until<C, F, E, A>(
+    cq: &mut C,
+    now: &F,
+    watch: &Watch<E>,
+    accept: A,
+) -> Result<Option<Completion>, LatError>
+where
+    C: CompletionQueue,
+    F: Fn() -> u64,
+    E: Fn(u64) -> bool,
+    A: Fn(&Completion) -> bool,
+{
+    let at = watch.at;
     let mut wc = [Completion::default()];
     // No clock reading per empty poll (see `watchdog::SPINS_PER_CLOCK`).
     let mut idle = watchdog::Idle::default();
     loop {
         match cq.poll(&mut wc) {
-            Ok(1) if wc[0].status == WcStatus::SUCCESS => return Ok(Some(wc[0])),
+            Ok(1) if wc[0].status == WcStatus::SUCCESS => {
+                if accept(&wc[0]) {
+                    return Ok(Some(wc[0]));
+                }
+                idle.progress();
+                continue;
+            }
             Ok(1) if stop::requested() => return Err(LatError::Interrupted),
             Ok(1) => return Err(LatError::Completion { wc: wc[0] }),
             Ok(_) => {}
@@ -184,10 +226,10 @@ fn wait_one<C: CompletionQueue, F: Fn() -> u64>(
         let Some((t, idle_ticks)) = idle.empty(now) else {
             continue;
         };
-        if cfg.ended(t) {
+        if (watch.ended)(t) {
             return Ok(None);
         }
-        match watchdog::check(idle_ticks, cfg.stall_ticks, cfg.size as u64) {
+        match watchdog::check(idle_ticks, watch.stall_ticks, watch.bytes) {
             Expiry::No => {}
             Expiry::PeerExited => return Err(LatError::PeerExited { at }),
             Expiry::PeerFinished => return Err(LatError::PeerFinished { at }),

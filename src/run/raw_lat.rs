@@ -13,12 +13,10 @@
 //! CQ. Hot path: no allocation, lock, format, syscall or panic; every buffer
 //! is handed in.
 
-use super::lat::{LatError, LatOutcome};
+use super::lat::{wait_until, LatError, LatOutcome, Watch};
 use super::raw_bw::RawPost;
-use super::stop;
-use super::watchdog::{self, Expiry};
 use crate::mlx5::raw_sq::RawPkt;
-use crate::post::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode, WcStatus};
+use crate::post::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode};
 
 /// A send completion's `wr_id` holds the frames posted up to it (the QP's
 /// number above bit 48: `run::bw::wr_id`, the direct SQ's packet count).
@@ -218,36 +216,13 @@ fn wait<C: CompletionQueue, F: Fn() -> u64>(
     at: u64,
     upto: u64,
 ) -> Waited {
-    let mut wc = [Completion::default()];
-    let mut idle = watchdog::Idle::default();
-    loop {
-        match cq.poll(&mut wc) {
-            Ok(1) if wc[0].status == WcStatus::SUCCESS => {
-                if upto == 0 || wc[0].wr_id & SEQ_MASK >= upto {
-                    return Ok(Some(wc[0]));
-                }
-                idle.progress();
-                continue;
-            }
-            Ok(1) if stop::requested() => return Err(LatError::Interrupted),
-            Ok(1) => return Err(LatError::Completion { wc: wc[0] }),
-            Ok(_) => {}
-            Err(err) => return Err(LatError::Poll { err }),
-        }
-        if stop::requested() {
-            return Err(LatError::Interrupted);
-        }
-        let Some((t, idle_ticks)) = idle.empty(now) else {
-            continue;
-        };
-        if cfg.ended(t) {
-            return Ok(None);
-        }
-        match watchdog::check(idle_ticks, stall, cfg.frame_len as u64) {
-            Expiry::No => {}
-            Expiry::PeerExited => return Err(LatError::PeerExited { at }),
-            Expiry::PeerFinished => return Err(LatError::PeerFinished { at }),
-            Expiry::Stalled => return Err(LatError::Stalled { at }),
-        }
-    }
+    let watch = Watch {
+        ended: |t| cfg.ended(t),
+        stall_ticks: stall,
+        bytes: cfg.frame_len as u64,
+        at,
+    };
+    wait_until(cq, now, &watch, |wc| {
+        upto == 0 || wc.wr_id & SEQ_MASK >= upto
+    })
 }
