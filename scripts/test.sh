@@ -175,13 +175,14 @@ fi
 scalar() { env RUSTFLAGS="-C target-cpu=x86-64" CARGO_TARGET_DIR=target/scalar cargo test --all-features --lib "$@"; }
 
 # The checks and builds no test step needs (check-default, clippy, the scalar library; aarch64's
-# clippy, release binary and test binaries: ~9 min of CPU on a fresh machine) compile beside
-# the VM test step, whose TCG guest leaves the host's CPUs idle a share of the time (17 % in
-# vm_fabric_kill: timeouts, netem delays, waiting peers). They run under SCHED_IDLE, so the
-# guest's threads always come first and no VM timing competes with a compiler; nothing they build runs until the test step has
-# ended (scalar-fallback and aarch64's `run` half, at normal priority, after it). They start
-# once cargo test has begun running tests: its build lock is then free (a compile holding it
-# would hold the test step up) and its links are done.
+# clippy, release binary and test binaries: 9 min 43 s in order on a fresh machine at 3540cdf,
+# aarch64's runs included) compile beside the VM test step, whose TCG guest leaves the host's
+# CPUs idle a share of the time (17 % over vm_fabric_kill: timeouts, netem delays, waiting
+# peers). They run under SCHED_IDLE, so the guest's threads always come first and no VM timing
+# competes with a compiler; nothing they build runs until the test step has ended
+# (scalar-fallback and aarch64's `run` half, at normal priority, after it). They start once
+# cargo test has begun running tests: its build lock is then free (a compile holding it would
+# hold the test step up) and its links are done.
 # RDMAPERF_NO_OVERLAP=1 runs them here instead, before the test step.
 bg_step() { # NAME CMD... (in bg_builds): runs CMD, appends "NAME rc seconds" to bg.rec
     local name=$1 t0=$SECONDS rc=0
