@@ -586,7 +586,7 @@ mod with_model {
     #[test]
     fn raw_lat_loop_allocates_nothing() {
         use rdmaperf::run::raw_bw::Direct;
-        use rdmaperf::run::raw_lat::{RawLatConfig, RawLatLoop, RxRing};
+        use rdmaperf::run::raw_lat::{RawLatConfig, RawLatLoop, RawQp, RxRing};
         use std::cell::RefCell;
         use std::collections::VecDeque;
 
@@ -678,12 +678,14 @@ mod with_model {
             let (mut scq, mut rcq) = (Half(&split, 0), Half(&split, 1));
             let lp = RawLatLoop {
                 cfg,
-                sq: &mut post,
-                scq: &mut scq,
-                rq: &mut rq,
-                rcq: &mut rcq,
-                frames: &frames,
-                rx: ring,
+                qp: RawQp {
+                    sq: &mut post,
+                    scq: &mut scq,
+                    rq: &mut rq,
+                    rcq: &mut rcq,
+                    frames: &frames,
+                    rx: ring,
+                },
                 tposted: &mut tposted,
                 now: rdmaperf::clock::now,
             };

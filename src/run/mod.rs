@@ -24,6 +24,8 @@ mod bw_tests;
 #[cfg(test)]
 mod raw_burst_lat_tests;
 #[cfg(test)]
+mod raw_lat_fakes;
+#[cfg(test)]
 mod raw_lat_tests;
 #[cfg(test)]
 mod raw_recv_tests;

@@ -13,17 +13,18 @@
 //! completion's `wr_id` holds the frames posted up to it, so unsignalled
 //! sends are counted when a later one completes. The server signals each
 //! reply and skips a reply when `-t` of them are outstanding (perftest
-//! does the same). Silence for `stall_ticks` while something is owed is a
-//! stall naming the reply (client) or frame (server) awaited. No rate
-//! limit: the tool refuses those flags. Hot path: no allocation, lock,
+//! does the same); once it has its `-n` frames it waits for its replies'
+//! completions, so the last reply has left before the QP goes. The
+//! client polls both CQs between bursts until neither has anything, and
+//! blocks only when it can post nothing: then `lat::wait_until` takes the
+//! next completion from either CQ, watching Ctrl-C and the stall watchdog
+//! (silence for `stall_ticks` names the reply, on the server the frame,
+//! awaited). No rate limit: the tool refuses those flags. Hot path: no allocation, lock,
 //! format, syscall or panic; every buffer is handed in.
 
-use super::lat::{LatError, LatOutcome};
+use super::lat::{wait_until, LatError, LatOutcome, Watch};
 use super::raw_bw::RawPost;
-use super::raw_lat::RxRing;
-use super::stop;
-use super::watchdog::{self, Expiry};
-use crate::mlx5::raw_sq::RawPkt;
+use super::raw_lat::RawQp;
 use crate::post::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode, WcStatus};
 
 /// A send completion's `wr_id`: the frames posted up to it below bit 48.
@@ -58,16 +59,10 @@ impl BurstLatConfig {
     }
 }
 
-/// One side's loop: its send, receive and CQs, the frames it sends (one
-/// per flow, in turn), the receive ring, the stamps and the clock.
+/// One side's loop: its QP, the stamps and the clock.
 pub struct BurstLatLoop<'a, P, R, C, D, F> {
     pub cfg: BurstLatConfig,
-    pub sq: &'a mut P,
-    pub scq: &'a mut C,
-    pub rq: &'a mut R,
-    pub rcq: &'a mut D,
-    pub frames: &'a [RawPkt],
-    pub rx: RxRing,
+    pub qp: RawQp<'a, P, R, C, D>,
     /// Client: one stamp per `--reply_every`-th send (`cfg.replies()`).
     pub tposted: &'a mut [u64],
     /// Client: one stamp per reply received (`cfg.replies()`).
@@ -86,6 +81,27 @@ pub struct BurstCounts {
     pub received: u64,
 }
 
+/// Both CQs polled as one, the receive CQ first, one completion at a
+/// time; `recv` says which CQ gave the last one.
+struct Both<'a, C, D> {
+    scq: &'a mut C,
+    rcq: &'a mut D,
+    recv: bool,
+}
+
+impl<C: CompletionQueue, D: CompletionQueue> CompletionQueue for Both<'_, C, D> {
+    #[inline(always)]
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        let k = out.len().min(1);
+        let one = &mut out[..k];
+        self.recv = self.rcq.poll(one)? > 0;
+        if self.recv {
+            return Ok(1);
+        }
+        self.scq.poll(one)
+    }
+}
+
 impl<P, R, C, D, F> BurstLatLoop<'_, P, R, C, D, F>
 where
     P: RawPost,
@@ -94,8 +110,9 @@ where
     D: CompletionQueue,
     F: Fn() -> u64,
 {
-    /// Runs this side; the receives must be posted ([`RxRing::post_first`]).
-    /// `outcome.iters` is the frames sent.
+    /// Runs this side; the receives must be posted
+    /// ([`super::raw_lat::RxRing::post_first`]). `outcome.iters` is the
+    /// frames sent, `outcome.measured` those received.
     pub fn run(mut self) -> (LatOutcome, BurstCounts) {
         let mut out = LatOutcome {
             t_start: (self.now)(),
@@ -117,16 +134,15 @@ where
     /// perftest's `run_iter_lat_burst`.
     fn client(&mut self, n: &mut BurstCounts) -> Result<(), LatError> {
         let c = self.cfg;
-        let (burst, every) = (c.burst.max(1), c.reply_every.max(1));
-        let mut idle = watchdog::Idle::default();
+        let every = c.reply_every.max(1);
         let mut left_in_burst = 0u64;
-        while n.received < n.sent / every || n.completed < c.iters {
+        loop {
             if left_in_burst == 0 {
-                left_in_burst = burst;
+                left_in_burst = c.burst.max(1);
             }
-            while n.sent < c.iters && n.sent - n.completed < c.tx_depth && left_in_burst > 0 {
+            while left_in_burst > 0 && self.can_send(n) {
                 let signal = (n.sent + 1) % c.cq_mod.max(1) == 0 || n.sent + 1 == c.iters;
-                self.post(n.sent, signal)?;
+                self.qp.send(n.sent, signal)?;
                 n.sent += 1;
                 left_in_burst -= 1;
                 if n.sent % every == 0 {
@@ -135,128 +151,125 @@ where
                         *s = t;
                     }
                 }
-                idle.progress();
             }
-            let owed = n.received + 1;
-            self.drain(n, &mut idle, owed)?;
+            self.drain(n)?;
+            if n.received >= n.sent / every && n.completed >= c.iters {
+                return Ok(());
+            }
+            if !self.can_send(n) {
+                self.wait(n, n.received + 1)?;
+            }
         }
-        Ok(())
     }
 
-    /// perftest's `run_iter_lat_burst_server`.
+    /// perftest's `run_iter_lat_burst_server`, then the wait for the
+    /// replies' completions.
     fn server(&mut self, n: &mut BurstCounts) -> Result<(), LatError> {
-        let c = self.cfg;
-        let every = c.reply_every.max(1);
-        let mut idle = watchdog::Idle::default();
-        while n.received < c.iters {
-            let before = n.received;
-            self.drain(n, &mut idle, before + 1)?;
-            for k in before + 1..=n.received {
-                if k % every == 0 && n.sent - n.completed < c.tx_depth {
-                    self.post(n.sent, true)?;
-                    n.sent += 1;
-                }
-            }
+        while n.received < self.cfg.iters {
+            self.wait(n, n.received + 1)?;
+        }
+        while n.completed < n.sent {
+            self.wait(n, n.received)?;
         }
         Ok(())
     }
 
     #[inline(always)]
-    fn post(&mut self, k: u64, signal: bool) -> Result<(), LatError> {
-        let i = (k % self.frames.len().max(1) as u64) as usize;
-        let Some(pkt) = self.frames.get(i..=i) else {
-            return Err(LatError::Post {
-                err: PostError::Unsupported,
-            });
-        };
-        self.sq
-            .post_frames(pkt, k, signal)
-            .map_err(|err| LatError::Post { err })
+    fn can_send(&self, n: &BurstCounts) -> bool {
+        n.sent < self.cfg.iters && n.sent - n.completed < self.cfg.tx_depth
     }
 
-    /// Polls both CQs until neither has anything (perftest's `do { } while
-    /// (ne != 0)`), then checks Ctrl-C and the stall watchdog; `owed`
-    /// names what a stall waits for.
+    /// Takes completions from both CQs until neither has one (perftest's
+    /// poll between bursts); Ctrl-C stops it.
     #[inline(always)]
-    fn drain(
-        &mut self,
-        n: &mut BurstCounts,
-        idle: &mut watchdog::Idle,
-        owed: u64,
-    ) -> Result<(), LatError> {
+    fn drain(&mut self, n: &mut BurstCounts) -> Result<(), LatError> {
         let mut wc = [Completion::default()];
         loop {
-            let got = self
-                .rcq
-                .poll(&mut wc)
-                .map_err(|err| LatError::Poll { err })?;
-            if got == 1 {
-                self.take_frame(wc[0], n)?;
-                idle.progress();
-            }
-            let sent = self
-                .scq
-                .poll(&mut wc)
-                .map_err(|err| LatError::Poll { err })?;
-            if sent == 1 {
-                check(wc[0])?;
-                n.completed = n.completed.max(wc[0].wr_id & SEQ_MASK);
-                idle.progress();
-            }
-            if got == 0 && sent == 0 {
+            let mut both = Both {
+                scq: &mut *self.qp.scq,
+                rcq: &mut *self.qp.rcq,
+                recv: false,
+            };
+            let got = both.poll(&mut wc).map_err(|err| LatError::Poll { err })?;
+            if got == 0 {
                 break;
             }
+            let recv = both.recv;
+            check(wc[0])?;
+            self.take(wc[0], recv, n)?;
         }
-        if stop::requested() {
+        if super::stop::requested() {
             return Err(LatError::Interrupted);
         }
-        let Some((_, idle_ticks)) = idle.empty(&self.now) else {
-            return Ok(());
+        Ok(())
+    }
+
+    /// Spins until either CQ has a completion and takes it
+    /// (`lat::wait_until`: Ctrl-C, the stall watchdog); `at` names the
+    /// reply or frame awaited in a stall. A server waits for its client's
+    /// first frame as long as it takes.
+    #[inline(always)]
+    fn wait(&mut self, n: &mut BurstCounts, at: u64) -> Result<(), LatError> {
+        let first = !self.cfg.initiator && n.received == 0;
+        let watch = Watch {
+            ended: |_| false,
+            stall_ticks: if first {
+                u64::MAX
+            } else {
+                self.cfg.stall_ticks
+            },
+            bytes: self.cfg.frame_len as u64,
+            at,
         };
-        match watchdog::check(idle_ticks, self.stall(n), self.cfg.frame_len as u64) {
-            Expiry::No => Ok(()),
-            Expiry::PeerExited => Err(LatError::PeerExited { at: owed }),
-            Expiry::PeerFinished => Err(LatError::PeerFinished { at: owed }),
-            Expiry::Stalled => Err(LatError::Stalled { at: owed }),
+        let mut both = Both {
+            scq: &mut *self.qp.scq,
+            rcq: &mut *self.qp.rcq,
+            recv: false,
+        };
+        let got = wait_until(&mut both, &self.now, &watch, |_| true)?;
+        let recv = both.recv;
+        match got {
+            Some(wc) => self.take(wc, recv, n),
+            None => Ok(()),
         }
     }
 
-    /// A server waits for its client's first frame as long as it takes.
+    /// One completion: a send's counts the frames up to it; a received
+    /// frame is stamped (client) or answered (server, every
+    /// `--reply_every`-th while fewer than `-t` replies are outstanding),
+    /// and its slot posted again.
     #[inline(always)]
-    fn stall(&self, n: &BurstCounts) -> u64 {
-        if !self.cfg.initiator && n.received == 0 {
-            u64::MAX
-        } else {
-            self.cfg.stall_ticks
+    fn take(&mut self, wc: Completion, recv: bool, n: &mut BurstCounts) -> Result<(), LatError> {
+        if !recv {
+            n.completed = n.completed.max(wc.wr_id & SEQ_MASK);
+            return Ok(());
         }
-    }
-
-    /// One received frame: stamped (client), its slot posted again.
-    #[inline(always)]
-    fn take_frame(&mut self, wc: Completion, n: &mut BurstCounts) -> Result<(), LatError> {
-        check(wc)?;
         if wc.opcode != WcOpcode::RECV {
             return Err(LatError::Completion { wc });
         }
+        n.received += 1;
         if self.cfg.initiator {
             let t = (self.now)();
-            if let Some(s) = self.tcompleted.get_mut(n.received as usize) {
+            if let Some(s) = self.tcompleted.get_mut((n.received - 1) as usize) {
                 *s = t;
             }
+        } else if n.received % self.cfg.reply_every.max(1) == 0
+            && n.sent - n.completed < self.cfg.tx_depth
+        {
+            self.qp.send(n.sent, true)?;
+            n.sent += 1;
         }
-        n.received += 1;
-        let slot = wc.wr_id % self.rx.slots.max(1) as u64;
-        self.rx
-            .post(self.rq, slot)
-            .map_err(|err| LatError::Post { err })
+        self.qp.repost(&wc)
     }
 }
 
+/// A completion's status: a failure is the run's error (Ctrl-C's flush
+/// is an interruption).
 #[inline(always)]
 fn check(wc: Completion) -> Result<(), LatError> {
     if wc.status == WcStatus::SUCCESS {
         Ok(())
-    } else if stop::requested() {
+    } else if super::stop::requested() {
         Err(LatError::Interrupted)
     } else {
         Err(LatError::Completion { wc })

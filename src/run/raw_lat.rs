@@ -75,16 +75,47 @@ impl RxRing {
     }
 }
 
-/// One side's ping-pong: its send, receive and CQs, the frames it sends
-/// (one per flow, in turn), the receive ring, the stamps and the clock.
-pub struct RawLatLoop<'a, P, R, C, D, F> {
-    pub cfg: RawLatConfig,
+/// One raw packet QP as the latency loops drive it: its send queue and
+/// CQ, its receive queue and CQ, the frames it sends (one per flow, in
+/// turn) and its receive ring.
+pub struct RawQp<'a, P, R, C, D> {
     pub sq: &'a mut P,
     pub scq: &'a mut C,
     pub rq: &'a mut R,
     pub rcq: &'a mut D,
     pub frames: &'a [RawPkt],
     pub rx: RxRing,
+}
+
+impl<P: RawPost, R: RecvQueue, C, D> RawQp<'_, P, R, C, D> {
+    /// Posts frame `k` (the flows' frames in turn).
+    #[inline(always)]
+    pub(crate) fn send(&mut self, k: u64, signal: bool) -> Result<(), LatError> {
+        let i = (k % self.frames.len().max(1) as u64) as usize;
+        let Some(pkt) = self.frames.get(i..=i) else {
+            return Err(LatError::Post {
+                err: PostError::Unsupported,
+            });
+        };
+        self.sq
+            .post_frames(pkt, k, signal)
+            .map_err(|err| LatError::Post { err })
+    }
+
+    /// Posts the receive slot `wc` freed again.
+    #[inline(always)]
+    pub(crate) fn repost(&mut self, wc: &Completion) -> Result<(), LatError> {
+        let slot = wc.wr_id % self.rx.slots.max(1) as u64;
+        self.rx
+            .post(self.rq, slot)
+            .map_err(|err| LatError::Post { err })
+    }
+}
+
+/// One side's ping-pong: its QP, the stamps and the clock.
+pub struct RawLatLoop<'a, P, R, C, D, F> {
+    pub cfg: RawLatConfig,
+    pub qp: RawQp<'a, P, R, C, D>,
     /// One stamp per send (iterations mode; may be empty under `-D`).
     pub tposted: &'a mut [u64],
     pub now: F,
@@ -148,7 +179,7 @@ where
         } else {
             self.cfg.stall_ticks
         };
-        let wc = match wait(self.rcq, &self.now, (&self.cfg, stall), at, 0) {
+        let wc = match wait(self.qp.rcq, &self.now, (&self.cfg, stall), at, 0) {
             Ok(Some(wc)) => wc,
             Ok(None) => return Err(None),
             Err(e) => return Err(Some(e)),
@@ -161,10 +192,7 @@ where
             out.measured += 1;
         }
         if dur || at + self.cfg.rx_depth <= self.cfg.iters {
-            let slot = wc.wr_id % self.rx.slots.max(1) as u64;
-            self.rx
-                .post(self.rq, slot)
-                .map_err(|err| Some(LatError::Post { err }))?;
+            self.qp.repost(&wc).map_err(Some)?;
         }
         Ok(())
     }
@@ -183,20 +211,12 @@ where
         let k = *scnt;
         *scnt += 1;
         let signal = *scnt % self.cfg.cq_mod.max(1) == 0 || (!dur && *scnt == iters);
-        let i = (k % self.frames.len().max(1) as u64) as usize;
-        let Some(pkt) = self.frames.get(i..=i) else {
-            return Err(Some(LatError::Post {
-                err: PostError::Unsupported,
-            }));
-        };
-        self.sq
-            .post_frames(pkt, k, signal)
-            .map_err(|err| Some(LatError::Post { err }))?;
+        self.qp.send(k, signal).map_err(Some)?;
         if !signal {
             return Ok(());
         }
         let stall = self.cfg.stall_ticks;
-        match wait(self.scq, &self.now, (&self.cfg, stall), *scnt, *scnt) {
+        match wait(self.qp.scq, &self.now, (&self.cfg, stall), *scnt, *scnt) {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(None),
             Err(e) => Err(Some(e)),

@@ -1,77 +1,13 @@
 //! The raw ping-pong on fakes: a peer that answers each frame at once (or
 //! drops one), the stamps, the signalled sends, the reposts and the stall.
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
-use std::rc::Rc;
+use std::cell::Cell;
 
 use super::lat::LatError;
-use super::raw_bw::RawPost;
 use super::raw_lat::*;
+use super::raw_lat_fakes::*;
 use crate::mlx5::raw_sq::RawPkt;
-use crate::post::wc::poll_queued;
-use crate::post::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode, WcStatus};
-
-#[derive(Default)]
-struct Wire {
-    /// (addr, first, signal) per post.
-    posts: Vec<(u64, u64, bool)>,
-    reposts: Vec<(u64, u64)>,
-    sends: VecDeque<Completion>,
-    recvs: VecDeque<Completion>,
-    /// The peer answers no frame from this one on (1-based).
-    drop_from: u64,
-}
-type Shared = Rc<RefCell<Wire>>;
-
-fn recv_wc(slot: u64) -> Completion {
-    Completion {
-        wr_id: slot,
-        opcode: WcOpcode::RECV,
-        status: WcStatus::SUCCESS,
-        byte_len: 60,
-        ..Completion::default()
-    }
-}
-
-struct Sq(Shared);
-impl RawPost for Sq {
-    fn post_frames(&mut self, p: &[RawPkt], first: u64, signal: bool) -> Result<(), PostError> {
-        let mut w = self.0.borrow_mut();
-        w.posts.push((p[0].addr, first, signal));
-        if signal {
-            w.sends.push_back(Completion {
-                wr_id: first + 1,
-                status: WcStatus::SUCCESS,
-                ..Completion::default()
-            });
-        }
-        let n = first + 1;
-        if w.drop_from == 0 || n < w.drop_from {
-            w.recvs.push_back(recv_wc(first % 4));
-        }
-        Ok(())
-    }
-}
-struct Rq(Shared);
-impl RecvQueue for Rq {
-    fn post_recv(&mut self, wr_id: u64, addr: u64, _: u32, _: u32) -> Result<(), PostError> {
-        self.0.borrow_mut().reposts.push((wr_id, addr));
-        Ok(())
-    }
-}
-struct Scq(Shared);
-impl CompletionQueue for Scq {
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-        Ok(poll_queued(&mut self.0.borrow_mut().sends, out))
-    }
-}
-struct Rcq(Shared);
-impl CompletionQueue for Rcq {
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-        Ok(poll_queued(&mut self.0.borrow_mut().recvs, out))
-    }
-}
+use crate::post::{Completion, PostError, WcStatus};
 
 fn cfg(iters: u64, initiator: bool, cq_mod: u64) -> RawLatConfig {
     RawLatConfig {
@@ -87,45 +23,23 @@ fn cfg(iters: u64, initiator: bool, cq_mod: u64) -> RawLatConfig {
     }
 }
 
-const RX: RxRing = RxRing {
-    base: 0x10_000,
-    stride: 128,
-    room: 128,
-    slots: 4,
-    lkey: 7,
-};
-
 fn run(c: RawLatConfig, w: &Shared, frames: &[RawPkt]) -> (super::lat::LatOutcome, Vec<u64>) {
     let mut tposted = vec![0u64; c.iters as usize];
-    let tick = std::cell::Cell::new(0u64);
-    let (mut sq, mut rq) = (Sq(w.clone()), Rq(w.clone()));
-    let (mut scq, mut rcq) = (Scq(w.clone()), Rcq(w.clone()));
+    let tick = Cell::new(0u64);
+    let mut q = Queues::on(w);
     let out = RawLatLoop {
         cfg: c,
-        sq: &mut sq,
-        scq: &mut scq,
-        rq: &mut rq,
-        rcq: &mut rcq,
-        frames,
-        rx: RX,
+        qp: q.qp(frames),
         tposted: &mut tposted,
-        now: || {
-            tick.set(tick.get() + 1);
-            tick.get()
-        },
+        now: ticking(&tick, 1),
     }
     .run();
     (out, tposted)
 }
 
-const ONE: [RawPkt; 1] = [RawPkt {
-    addr: 0x1000,
-    len: 60,
-}];
-
 #[test]
 fn the_client_sends_first_and_takes_every_reply() {
-    let w = Shared::default();
+    let w = answering(1);
     let (out, tposted) = run(cfg(10, true, 1), &w, &ONE);
     assert_eq!(out.error, None);
     assert_eq!(out.iters, 10);
@@ -148,7 +62,7 @@ fn the_client_sends_first_and_takes_every_reply() {
 
 #[test]
 fn the_server_waits_first() {
-    let w = Shared::default();
+    let w = answering(1);
     w.borrow_mut().recvs.push_back(recv_wc(3));
     let (out, _) = run(cfg(5, false, 1), &w, &ONE);
     assert_eq!(out.error, None);
@@ -163,7 +77,7 @@ fn the_server_waits_first() {
 
 #[test]
 fn every_cq_mod_th_send_and_the_last_are_signalled() {
-    let w = Shared::default();
+    let w = answering(1);
     let (out, _) = run(cfg(10, true, 3), &w, &ONE);
     assert_eq!(out.error, None);
     let signalled: Vec<u64> = w
@@ -179,7 +93,7 @@ fn every_cq_mod_th_send_and_the_last_are_signalled() {
 #[test]
 fn the_flows_frames_go_in_turn() {
     let frames = [0x1000, 0x2000, 0x3000].map(|addr| RawPkt { addr, len: 60 });
-    let w = Shared::default();
+    let w = answering(1);
     let (out, _) = run(cfg(5, true, 1), &w, &frames);
     assert_eq!(out.error, None);
     let addrs: Vec<u64> = w.borrow().posts.iter().map(|p| p.0).collect();
@@ -188,7 +102,7 @@ fn the_flows_frames_go_in_turn() {
 
 #[test]
 fn a_lost_frame_is_a_stall_at_its_round_trip() {
-    let w = Shared::default();
+    let w = answering(1);
     w.borrow_mut().drop_from = 4;
     let (out, _) = run(cfg(10, true, 1), &w, &ONE);
     assert_eq!(out.error, Some(LatError::Stalled { at: 4 }));
@@ -199,7 +113,7 @@ fn a_lost_frame_is_a_stall_at_its_round_trip() {
 fn a_send_waits_for_its_own_completion() {
     // An unasked CQE for frame 1 (the direct SQ's own cadence) does not
     // stand for frame 3's.
-    let w = Shared::default();
+    let w = answering(1);
     w.borrow_mut().sends.push_back(Completion {
         wr_id: 1,
         status: WcStatus::SUCCESS,
@@ -212,7 +126,7 @@ fn a_send_waits_for_its_own_completion() {
 
 #[test]
 fn a_failed_send_stops_the_run() {
-    let w = Shared::default();
+    let w = answering(1);
     w.borrow_mut().sends.push_back(Completion {
         wr_id: 1,
         status: WcStatus(4),
@@ -227,37 +141,28 @@ fn a_failed_send_stops_the_run() {
 fn a_server_waits_for_its_client_without_a_stall() {
     // Nothing ever arrives: far past the stall allowance, the server is
     // still waiting when its -D time ends; a client would have stalled.
-    let w = Shared::default();
+    let w = answering(1);
     let mut c = cfg(10, false, 1);
     (c.end, c.sample_start, c.sample_stop) = (2_000_000, 1, 2);
-    let tick = std::cell::Cell::new(0u64);
-    let (mut sq, mut rq) = (Sq(w.clone()), Rq(w.clone()));
-    let (mut scq, mut rcq) = (Scq(w.clone()), Rcq(w.clone()));
-    let run = |c: RawLatConfig, sq: &mut Sq, rq: &mut Rq, scq: &mut Scq, rcq: &mut Rcq| {
+    let tick = Cell::new(0u64);
+    let mut q = Queues::on(&w);
+    let mut run = |c: RawLatConfig| {
         RawLatLoop {
             cfg: c,
-            sq,
-            scq,
-            rq,
-            rcq,
-            frames: &ONE,
-            rx: RX,
+            qp: q.qp(&ONE),
             tposted: &mut [],
-            now: || {
-                tick.set(tick.get() + 1000);
-                tick.get()
-            },
+            now: ticking(&tick, 1000),
         }
         .run()
     };
-    let out = run(c, &mut sq, &mut rq, &mut scq, &mut rcq);
+    let out = run(c);
     assert_eq!(out.error, None);
     assert!(tick.get() >= 2_000_000, "ended by -D");
     assert_eq!(out.iters, 0);
     // The client's first reply has the stall allowance.
     (c.initiator, c.end) = (true, 0);
     w.borrow_mut().drop_from = 1;
-    let out = run(c, &mut sq, &mut rq, &mut scq, &mut rcq);
+    let out = run(c);
     assert_eq!(out.error, Some(LatError::Stalled { at: 1 }));
 }
 
@@ -287,7 +192,7 @@ impl crate::post::SendQueue for VerbsSq {
 fn the_verbs_posts_wr_ids_retire_their_own_frames() {
     // post-send/wr-api (`raw_bw::Verbs`): the wr_id of frame k is k + 1,
     // the count the loop waits for; with -Q 4 only every 4th is asked.
-    let w = Shared::default();
+    let w = answering(1);
     let mut sq = super::raw_bw::Verbs {
         sq: VerbsSq(w.clone()),
         qp: 0,
@@ -295,21 +200,13 @@ fn the_verbs_posts_wr_ids_retire_their_own_frames() {
         inline_max: 0,
         descs: vec![crate::post::WrDesc::default(); 1].into_boxed_slice(),
     };
-    let (mut rq, mut scq, mut rcq) = (Rq(w.clone()), Scq(w.clone()), Rcq(w.clone()));
-    let tick = std::cell::Cell::new(0u64);
+    let mut q = Queues::on(&w);
+    let tick = Cell::new(0u64);
     let out = RawLatLoop {
         cfg: cfg(9, true, 4),
-        sq: &mut sq,
-        scq: &mut scq,
-        rq: &mut rq,
-        rcq: &mut rcq,
-        frames: &ONE,
-        rx: RX,
+        qp: q.qp_with(&mut sq, &ONE),
         tposted: &mut [0; 9],
-        now: || {
-            tick.set(tick.get() + 1);
-            tick.get()
-        },
+        now: ticking(&tick, 1),
     }
     .run();
     assert_eq!(out.error, None);

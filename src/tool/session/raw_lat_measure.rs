@@ -17,7 +17,7 @@ use crate::report::stats::{self, LatUnits};
 use crate::report::text;
 use crate::run::lat::{LatError, LatOutcome};
 use crate::run::raw_bw::RawPost;
-use crate::run::raw_lat::{RawLatConfig, RawLatLoop, RxRing};
+use crate::run::raw_lat::{RawLatConfig, RawLatLoop, RawQp, RxRing};
 use crate::tool::setup::raw_lat_res::rx_depth;
 
 /// The tool's stall allowance (as raw-eth-bw's sender).
@@ -93,12 +93,14 @@ where
     let mut tposted = vec![0u64; stamps];
     let outcome = RawLatLoop {
         cfg,
-        sq,
-        scq,
-        rq,
-        rcq,
-        frames,
-        rx,
+        qp: RawQp {
+            sq,
+            scq,
+            rq,
+            rcq,
+            frames,
+            rx,
+        },
         tposted: &mut tposted,
         now: clock::now,
     }
