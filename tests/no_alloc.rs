@@ -28,13 +28,18 @@ mod with_model {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use rdmaperf::mlx5::raw_sq::{RawPkt, RawSqConfig};
+    use rdmaperf::mlx5::rq::DirectRq;
     use rdmaperf::mlx5::{DirectSq, HwMmio};
     use rdmaperf::model::{Access, FlowRule, Model, ModelConfig, RecvSpec};
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WcStatus, WrDesc};
     use rdmaperf::run::bw::{BwConfig, BwLoop, QpCount, QpTarget};
+    use rdmaperf::run::raw_bw::Direct;
+    use rdmaperf::run::raw_lat::{RawLatConfig, RawLatLoop, RawQp, RxRing};
     use rdmaperf::run::raw_recv::{
         post_all, run_raw_recv, DirectRx, RawRecvCfg, RawRecvCounts, VerbsRx,
     };
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
 
     struct Counting;
 
@@ -579,42 +584,54 @@ mod with_model {
             );
         }
     }
-    /// The raw ping-pong (`run::raw_lat::RawLatLoop`) over the direct SQ
-    /// and RQ: QP 0's frames loop back into its own RQ (a promiscuous
-    /// rule), the NIC and the loop-back on their own thread; the loop's
-    /// thread allocates nothing.
-    #[test]
-    fn raw_lat_loop_allocates_nothing() {
-        use rdmaperf::run::raw_bw::Direct;
-        use rdmaperf::run::raw_lat::{RawLatConfig, RawLatLoop, RawQp, RxRing};
-        use std::cell::RefCell;
-        use std::collections::VecDeque;
-
-        /// The model's one CQ, its completions sorted into sends and
-        /// receives (queues reserved before the count).
-        struct Split {
-            cq: rdmaperf::mlx5::DirectCq,
-            q: [VecDeque<Completion>; 2],
-        }
-        struct Half<'a>(&'a RefCell<Split>, usize);
-        impl CompletionQueue for Half<'_> {
-            fn poll(&mut self, out: &mut [Completion]) -> Result<usize, rdmaperf::post::PostError> {
-                let mut s = self.0.borrow_mut();
-                let mut wc = [Completion::default(); 4];
-                let n = s.cq.poll(&mut wc)?;
-                for c in &wc[..n] {
-                    let recv = c.opcode == rdmaperf::post::WcOpcode::RECV;
-                    s.q[recv as usize].push_back(*c);
-                }
-                let q = &mut s.q[self.1];
-                let k = out.len().min(q.len());
-                for o in &mut out[..k] {
-                    *o = q.pop_front().unwrap_or_default();
-                }
-                Ok(k)
+    /// The model's one CQ, its completions sorted into sends and receives
+    /// (queues reserved before the count).
+    struct Split {
+        cq: rdmaperf::mlx5::DirectCq,
+        q: [VecDeque<Completion>; 2],
+    }
+    struct Half<'a>(&'a RefCell<Split>, usize);
+    impl CompletionQueue for Half<'_> {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, rdmaperf::post::PostError> {
+            let mut s = self.0.borrow_mut();
+            let mut wc = [Completion::default(); 4];
+            let n = s.cq.poll(&mut wc)?;
+            for c in &wc[..n] {
+                let recv = c.opcode == rdmaperf::post::WcOpcode::RECV;
+                s.q[recv as usize].push_back(*c);
             }
+            let q = &mut s.q[self.1];
+            let k = out.len().min(q.len());
+            for o in &mut out[..k] {
+                *o = q.pop_front().unwrap_or_default();
+            }
+            Ok(k)
         }
+    }
 
+    /// A raw latency loop's QP on the loop-back model.
+    type LoopQp<'a> = RawQp<'a, Direct<HwMmio>, DirectRq<HwMmio>, Half<'a>, Half<'a>>;
+
+    /// Sets the flag when dropped: the NIC thread stops also when the
+    /// loop's thread panics (a scope would otherwise wait for it forever).
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+
+    /// The stall allowance of the loops below: a lost frame ends the test
+    /// with a stall in seconds rather than a hang.
+    fn stall_ticks() -> u64 {
+        rdmaperf::clock::Clock::calibrate().cycles_for(std::time::Duration::from_secs(5))
+    }
+
+    /// `go` on the direct SQ and RQ of QP 0, whose frames loop back into
+    /// its own RQ (a promiscuous rule; 64 receives posted), the NIC and
+    /// the loop-back on their own thread; what `go` returned and the
+    /// allocations it made on its thread.
+    fn on_loop_back_qp<R>(go: impl FnOnce(LoopQp<'_>) -> R) -> (u64, R) {
         const STRIDE: u32 = 128;
         let mut tx = vec![0u8; 128];
         tx[..12].fill(0x02);
@@ -651,51 +668,90 @@ mod with_model {
             addr: tx.as_ptr() as u64,
             len: 60,
         }];
-        let mut tposted = vec![0u64; 2000];
         let mut post = Direct(sq);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let m = &model;
+            let stop = &stop;
+            // Both every turn: a loop-back only when the SQ is idle would
+            // let the wire pile up past the 64 receives (frames dropped).
+            s.spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    let (sent, looped) = (m.step_dbrec(), m.loop_back());
+                    if sent == 0 && looped == 0 {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+            let _stop = StopOnDrop(stop);
+            let (mut scq, mut rcq) = (Half(&split, 0), Half(&split, 1));
+            let qp = RawQp::new((&mut post, &mut scq), (&mut rq, &mut rcq), (&frames, ring));
+            count(|| go(qp))
+        })
+    }
+
+    /// The raw ping-pong (`run::raw_lat::RawLatLoop`) allocates nothing.
+    #[test]
+    fn raw_lat_loop_allocates_nothing() {
+        let mut tposted = vec![0u64; 2000];
         let cfg = RawLatConfig {
             iters: 2000,
             initiator: true,
             cq_mod: 1,
             rx_depth: 64,
-            stall_ticks: u64::MAX / 4,
+            stall_ticks: stall_ticks(),
             frame_len: 60,
             end: 0,
             sample_start: 0,
             sample_stop: 0,
         };
-        let stop = AtomicBool::new(false);
-        let (n, out) = std::thread::scope(|s| {
-            let m = &model;
-            let stop = &stop;
-            let nic = s.spawn(move || {
-                while !stop.load(Ordering::Acquire) {
-                    if m.step_dbrec() == 0 && m.loop_back() == 0 {
-                        std::hint::spin_loop();
-                    }
-                }
-            });
-            let (mut scq, mut rcq) = (Half(&split, 0), Half(&split, 1));
-            let lp = RawLatLoop {
+        let (n, out) = on_loop_back_qp(|qp| {
+            RawLatLoop {
                 cfg,
-                qp: RawQp {
-                    sq: &mut post,
-                    scq: &mut scq,
-                    rq: &mut rq,
-                    rcq: &mut rcq,
-                    frames: &frames,
-                    rx: ring,
-                },
+                qp,
                 tposted: &mut tposted,
                 now: rdmaperf::clock::now,
-            };
-            let res = count(|| lp.run());
-            stop.store(true, Ordering::Release);
-            nic.join().unwrap();
-            res
+            }
+            .run()
         });
         assert_eq!(out.error, None);
         assert_eq!(out.iters, 2000);
         assert_eq!(n, 0, "the raw ping-pong allocated {n} times");
+    }
+
+    /// The burst loop (`run::raw_burst_lat::BurstLatLoop`) as a client
+    /// allocates nothing: its frames come back as its replies
+    /// (`--reply_every 1`), bursts of 16 under `-t 32`, so fewer frames
+    /// are in flight than the 64 receives posted.
+    #[test]
+    fn raw_burst_lat_loop_allocates_nothing() {
+        use rdmaperf::run::raw_burst_lat::{BurstLatConfig, BurstLatLoop};
+        let cfg = BurstLatConfig {
+            iters: 2000,
+            initiator: true,
+            burst: 16,
+            reply_every: 1,
+            tx_depth: 32,
+            cq_mod: 16,
+            stall_ticks: stall_ticks(),
+            frame_len: 60,
+        };
+        let (mut tposted, mut tcompleted) = (vec![0u64; 2000], vec![0u64; 2000]);
+        let (n, (out, counts)) = on_loop_back_qp(|qp| {
+            BurstLatLoop {
+                cfg,
+                qp,
+                tposted: &mut tposted,
+                tcompleted: &mut tcompleted,
+                now: rdmaperf::clock::now,
+            }
+            .run()
+        });
+        assert_eq!(out.error, None, "{counts:?}");
+        assert_eq!(
+            (counts.sent, counts.completed, counts.received),
+            (2000, 2000, 2000)
+        );
+        assert_eq!(n, 0, "the burst loop allocated {n} times");
     }
 }

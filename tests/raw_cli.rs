@@ -75,8 +75,13 @@ fn perftests_defaults_per_tool() {
     );
     let burst = ok(RawTool::BurstLat, &format!("-P {M}"));
     assert_eq!(
-        (burst.inline_size, burst.raw.duplex, burst.raw.tx_depth),
-        (0, true, 128)
+        (
+            burst.size,
+            burst.inline_size,
+            burst.raw.duplex,
+            burst.raw.tx_depth
+        ),
+        (64, 0, true, 128)
     );
     let fs = ok(RawTool::FsRate, &format!("--server {M}"));
     assert_eq!(fs.inline_size, 0);
@@ -316,7 +321,16 @@ fn mode_rules() {
         &format!("-P {M} -b"),
         &["Bidirectional is only available in BW test"],
     );
-    ok(RawTool::BurstLat, &format!("-P {M} -b"));
+    refused(
+        RawTool::BurstLat,
+        &format!("-P {M} -b"),
+        &["Bi-Dir is not supported in LAT under load test"],
+    );
+    refused(
+        RawTool::BurstLat,
+        &format!("-P {M} -D 2"),
+        &["currently support iteration mode only"],
+    );
     assert_eq!(ok(RawTool::Bw, &format!("-P {M} -q 4")).raw.qps, 4);
     let r = ok(
         RawTool::Lat,

@@ -64,10 +64,10 @@ pub enum Command {
     /// Raw Ethernet packet rate (raw_ethernet_bw; ConnectX, CAP_NET_RAW): the sender (--client) and the one-QP receiver (--server) run.
     #[command(name = "raw-eth-bw", disable_help_flag = true)]
     RawEthBw(OwnParser),
-    /// Raw Ethernet ping-pong latency (raw_ethernet_lat): flags and frames only so far.
+    /// Raw Ethernet ping-pong latency (raw_ethernet_lat; ConnectX, CAP_NET_RAW): both sides run.
     #[command(name = "raw-eth-lat", disable_help_flag = true)]
     RawEthLat(OwnParser),
-    /// Raw Ethernet latency under bursts (raw_ethernet_burst_lat): flags and frames only so far.
+    /// Raw Ethernet latency under bursts (raw_ethernet_burst_lat; ConnectX, CAP_NET_RAW): both sides run, without a rate limit.
     #[command(name = "raw-eth-burst-lat", disable_help_flag = true)]
     RawEthBurstLat(OwnParser),
     /// Flow-rule insertion rate (raw_ethernet_fs_rate; ConnectX, CAP_NET_RAW).

@@ -1,9 +1,9 @@
 //! `rdmaperf raw-eth-bw ...` (and `raw_ethernet_bw` as a multicall name):
 //! the flags and perftest's rules, then the checks made before anything is
 //! opened ([`prepare`]), and what does not run yet ([`not_yet`]: everything
-//! but raw-eth-bw one way (sender and one-QP server), raw-eth-lat and raw-eth-fs-rate
-//! says so and exits 2,
-//! docs/raw-ethernet.md).
+//! but raw-eth-bw one way (sender and one-QP server), raw-eth-lat,
+//! raw-eth-burst-lat without a rate limit and raw-eth-fs-rate says so and
+//! exits 2, docs/raw-ethernet.md).
 //! `tool::raw` runs what does.
 
 use super::args::{self, FLAGS};
@@ -58,9 +58,19 @@ pub fn prepare_runnable(tool: RawTool, argv: &[String]) -> Result<RawParams, i32
 
 /// What rdmaperf does not run yet for this command line, as the refusal
 /// naming it and the stock tool to use; None when it runs (raw-eth-bw one
-/// way: the sender, and the server on one QP; raw-eth-lat; raw-eth-fs-rate).
+/// way: the sender, and the server on one QP; raw-eth-lat;
+/// raw-eth-burst-lat without a rate limit; raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
+    if r.tool == RawTool::BurstLat {
+        if let Some(e) = burst_refusal(p) {
+            return Some(e);
+        }
+        if let Some((k, _)) = rate_flag(p) {
+            let what = format!("--{k} (a rate limit on the QP: perftest's HW and PP limiters)");
+            return Some(not_in_rdmaperf(r.tool, dev, &what));
+        }
+    }
     let missing = match r.tool {
         RawTool::Lat if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
         RawTool::Lat if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
@@ -68,7 +78,9 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
             Some("the rate flags (--burst_size, --rate_limit, ...)")
         }
         RawTool::Lat => None,
-        RawTool::BurstLat => Some("the raw-eth-burst-lat tool glue (its loop is in)"),
+        RawTool::BurstLat if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
+        RawTool::BurstLat if p.post_list > 1 => Some("-l (a post list in the burst loop)"),
+        RawTool::BurstLat => None,
         RawTool::FsRate => None,
         RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
         RawTool::Bw if r.duplex => Some("-b (both ways: the receive side)"),
@@ -81,12 +93,63 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
         }
         RawTool::Bw => None,
     }?;
-    Some(format!(
+    Some(not_in_rdmaperf(r.tool, dev, missing))
+}
+
+/// The refusal of `missing` on `dev`: one sentence naming the stock tool.
+fn not_in_rdmaperf(tool: RawTool, dev: &str, missing: &str) -> String {
+    format!(
         "rdmaperf {}: the command line and {dev} pass every check, but {missing} is not in \
-         rdmaperf yet (raw-eth-bw one way, raw-eth-lat and raw-eth-fs-rate run: docs/raw-ethernet.md): run stock {} for now",
-        r.tool.name(),
-        r.tool.perftest_name()
-    ))
+         rdmaperf yet (raw-eth-bw one way, raw-eth-lat, raw-eth-burst-lat and raw-eth-fs-rate \
+         run: docs/raw-ethernet.md): drop it, or run stock {} for now",
+        tool.name(),
+        tool.perftest_name()
+    )
+}
+
+/// raw-eth-burst-lat's `--burst_size` (perftest: a whole number from 0;
+/// 0 or none: `-t`, "Setting burst size to tx depth").
+pub fn burst_size(p: &RawParams) -> Result<u64, String> {
+    let given = p.pacing.iter().rev().find(|(k, _)| *k == "burst_size");
+    let Some((_, v)) = given else {
+        return Ok(p.raw.tx_depth);
+    };
+    match super::values::num("--burst_size", "Burst size", v, 0, i32::MAX as u64)? {
+        0 => Ok(p.raw.tx_depth),
+        b => Ok(b),
+    }
+}
+
+/// The rate flag given, other than `--burst_size`.
+fn rate_flag(p: &RawParams) -> Option<&(&'static str, String)> {
+    p.pacing.iter().find(|(k, _)| *k != "burst_size")
+}
+
+/// raw-eth-burst-lat's own refusals, in one sentence each: a bad
+/// `--burst_size`; perftest's software limiter, which it refuses on a
+/// latency test; a `--reply_every` above `-n` (no reply to time).
+fn burst_refusal(p: &RawParams) -> Option<String> {
+    let name = "rdmaperf raw-eth-burst-lat";
+    if let Err(e) = burst_size(p) {
+        return Some(format!("{name}: {e}"));
+    }
+    if let Some((_, v)) = p.pacing.iter().find(|(k, _)| *k == "rate_limit_type") {
+        if v.eq_ignore_ascii_case("sw") {
+            return Some(format!(
+                "{name}: --rate_limit_type SW: SW Rate limiter cann't be executed on non-BW, \
+                 ATOMIC or bidirectional SEND tests (perftest's rule): drop it; without a rate \
+                 limit the bursts go back to back"
+            ));
+        }
+    }
+    if u64::from(p.reply_every) > p.raw.iters {
+        return Some(format!(
+            "{name}: --reply_every {} is above -n {}: no reply would be timed: set \
+             --reply_every to at most -n",
+            p.reply_every, p.raw.iters
+        ));
+    }
+    None
 }
 
 /// `rdmaperf compare <raw tool>` other than raw-eth-bw: refused (compare
@@ -189,6 +252,29 @@ mod tests {
     }
 
     #[test]
+    fn burst_lat_refuses_the_sw_limiter_a_bad_burst_and_reply_every_above_n() {
+        let b = |c: &str| p(RawTool::BurstLat, &format!("--client {M} {c}"));
+        for (c, what) in [
+            ("--rate_limit_type SW", "SW Rate limiter cann't be executed"),
+            (
+                "--burst_size x",
+                "--burst_size 'x': Burst size must be a whole number",
+            ),
+            ("-n 10 --reply_every 11", "--reply_every 11 is above -n 10"),
+        ] {
+            let e = not_yet(&b(c), "mlx5_0").unwrap_or_else(|| panic!("{c}: runs"));
+            assert!(
+                e.starts_with("rdmaperf raw-eth-burst-lat: ") && e.contains(what),
+                "{e}"
+            );
+            assert!(!e.contains('\n'), "one sentence: {e}");
+        }
+        assert_eq!(burst_size(&b("")), Ok(128), "none: -t (128 by default)");
+        assert_eq!(burst_size(&b("-t 64 --burst_size 0")), Ok(64), "0: -t");
+        assert_eq!(burst_size(&b("--burst_size 10")), Ok(10));
+    }
+
+    #[test]
     fn what_runs_and_what_is_refused() {
         let runs = [
             (RawTool::Bw, format!("--client {M}")),
@@ -203,6 +289,11 @@ mod tests {
                 format!("--server {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2"),
             ),
             (RawTool::Bw, format!("--server {M}")),
+            (RawTool::BurstLat, format!("--client {M}")),
+            (
+                RawTool::BurstLat,
+                format!("--server {M} --burst_size 16 --reply_every 4 -n 64 -t 32 -Q 8"),
+            ),
             (
                 RawTool::Bw,
                 format!("--server {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2 --flows 4 -r 1024"),
@@ -236,8 +327,18 @@ mod tests {
             ),
             (
                 RawTool::BurstLat,
-                format!("--client {M}"),
-                "raw-eth-burst-lat",
+                format!("--client {M} --burst_size 8 --rate_limit 10"),
+                "--rate_limit (a rate limit on the QP",
+            ),
+            (
+                RawTool::BurstLat,
+                format!("--server {M} --rate_limit_type PP"),
+                "--rate_limit_type (a rate limit",
+            ),
+            (
+                RawTool::BurstLat,
+                format!("--client {M} -l 2"),
+                "-l (a post list",
             ),
         ];
         for (t, c, what) in &refused {

@@ -227,7 +227,9 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
     derive(&mut raw, &mut notes);
     let mtu = n(a, "mtu", "-m", "MTU", MIN_MTU, MAX_MTU, DEF_MTU)?;
     let test = tool.test();
-    let size_default = if test == Test::Lat {
+    // perftest: DEF_SIZE_BW on bw tests only (LAT_BY_BW takes the latency
+    // default, raised to 64 B).
+    let size_default = if matches!(test, Test::Lat | Test::LatByBw) {
         def::DEF_SIZE_LAT
     } else {
         def::DEF_SIZE_BW

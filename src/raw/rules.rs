@@ -118,6 +118,16 @@ pub const RULES: &[RawRule] = &[
         mirrors: "flow_rules_force_dependecies: 'Flows burst is designed to work with more then single flow'",
         check: |r| refuse(r.flows == 1 && r.flows_burst > 1, "--flows_burst: Flows burst is designed to work with more then single flow: add --flows N (N > 1)"),
     },
+    RawRule {
+        name: "lat_by_bw_iterations",
+        mirrors: "force_dependecies: 'Latency under load test is currently support iteration mode only'",
+        check: |r| refuse(r.tool.test() == Test::LatByBw && r.duration.is_some(), "-D: Latency under load test is currently support iteration mode only: drop -D and set the frames with -n"),
+    },
+    RawRule {
+        name: "lat_by_bw_unidir",
+        mirrors: "force_dependecies: 'Bi-Dir is not supported in LAT under load test'",
+        check: |r| refuse(r.tool.test() == Test::LatByBw && duplex(r), "-b: Bi-Dir is not supported in LAT under load test: drop -b (and -v, which turns it on)"),
+    },
 ];
 
 /// The first rule `r` breaks, in perftest's order.

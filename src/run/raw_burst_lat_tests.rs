@@ -27,10 +27,10 @@ fn run(c: BurstLatConfig, w: &Shared) -> Ran {
     let mut tposted = vec![0u64; c.replies() as usize];
     let mut tcompleted = vec![0u64; c.replies() as usize];
     let tick = Cell::new(0u64);
-    let mut q = Queues::on(w);
+    let (mut sq, mut q) = (Sq(w.clone()), Queues::on(w));
     let (out, n) = BurstLatLoop {
         cfg: c,
-        qp: q.qp(&ONE),
+        qp: q.qp(&mut sq, &ONE),
         tposted: &mut tposted,
         tcompleted: &mut tcompleted,
         now: ticking(&tick, 1),
@@ -88,14 +88,7 @@ fn every_cq_mod_th_send_and_the_last_are_signalled() {
     let (out, n, _, _) = run(c, &w);
     assert_eq!(out.error, None);
     assert_eq!(n.completed, 10);
-    let sig: Vec<u64> = w
-        .borrow()
-        .posts
-        .iter()
-        .filter(|p| p.2)
-        .map(|p| p.1 + 1)
-        .collect();
-    assert_eq!(sig, [3, 6, 9, 10]);
+    assert_eq!(signalled(&w), [3, 6, 9, 10]);
 }
 
 #[test]
@@ -131,4 +124,28 @@ fn the_server_waits_for_its_first_frame_then_stalls_on_a_gap() {
     let (out, n, _, _) = run(c, &w);
     assert_eq!(out.error, Some(LatError::Stalled { at: 4 }));
     assert_eq!(n.received, 3);
+}
+
+/// A server with `-t 2` given 20 frames at once; its send completions
+/// come at once, or (`hold`) never.
+fn flooded_server(hold: bool) -> Ran {
+    let w = Shared::default();
+    w.borrow_mut().recvs.extend((0..20).map(recv_wc));
+    w.borrow_mut().hold_sends = hold;
+    let mut c = cfg(20, 8, 1, false);
+    (c.tx_depth, c.stall_ticks) = (2, 500);
+    run(c, &w)
+}
+
+#[test]
+fn the_server_skips_a_reply_only_while_t_replies_are_in_flight() {
+    // The send CQ is read before a reply is skipped: each frame answered.
+    let (out, n, _, _) = flooded_server(false);
+    assert_eq!(out.error, None);
+    assert_eq!((n.received, n.sent, n.completed), (20, 20, 20));
+    // Completions that never come: two replies, the rest skipped, and the
+    // wait for those two's completions at the end is a stall.
+    let (out, n, _, _) = flooded_server(true);
+    assert_eq!((n.received, n.sent, n.completed), (20, 2, 0));
+    assert_eq!(out.error, Some(LatError::Stalled { at: 20 }));
 }

@@ -87,6 +87,25 @@ pub struct RawQp<'a, P, R, C, D> {
     pub rx: RxRing,
 }
 
+impl<'a, P, R, C, D> RawQp<'a, P, R, C, D> {
+    /// The QP of a send queue and CQ, a receive queue and CQ, the frames
+    /// and the receive ring.
+    pub fn new(
+        (sq, scq): (&'a mut P, &'a mut C),
+        (rq, rcq): (&'a mut R, &'a mut D),
+        (frames, rx): (&'a [RawPkt], RxRing),
+    ) -> Self {
+        RawQp {
+            sq,
+            scq,
+            rq,
+            rcq,
+            frames,
+            rx,
+        }
+    }
+}
+
 impl<P: RawPost, R: RecvQueue, C, D> RawQp<'_, P, R, C, D> {
     /// Posts frame `k` (the flows' frames in turn).
     #[inline(always)]

@@ -37,6 +37,12 @@ pub fn answering(every: u64) -> Shared {
     w
 }
 
+/// The frames (1-based) whose post asked for a completion.
+pub fn signalled(w: &Shared) -> Vec<u64> {
+    let w = w.borrow();
+    w.posts.iter().filter(|p| p.2).map(|p| p.1 + 1).collect()
+}
+
 /// A received frame in receive slot `slot`.
 pub fn recv_wc(slot: u64) -> Completion {
     Completion {
@@ -103,42 +109,22 @@ pub const ONE: [RawPkt; 1] = [RawPkt {
     len: 60,
 }];
 
-/// The fake QP's four queues on one wire.
-pub struct Queues(pub Sq, pub Rq, pub Scq, pub Rcq);
+/// The fake QP's receive queue and CQs on one wire.
+pub struct Queues(pub Rq, pub Scq, pub Rcq);
 
 impl Queues {
     pub fn on(w: &Shared) -> Queues {
-        Queues(Sq(w.clone()), Rq(w.clone()), Scq(w.clone()), Rcq(w.clone()))
+        Queues(Rq(w.clone()), Scq(w.clone()), Rcq(w.clone()))
     }
 
-    /// The QP a loop drives, sending `frames` with the fake's own SQ.
-    pub fn qp<'a>(&'a mut self, frames: &'a [RawPkt]) -> RawQp<'a, Sq, Rq, Scq, Rcq> {
-        let Queues(sq, rq, scq, rcq) = self;
-        RawQp {
-            sq,
-            scq,
-            rq,
-            rcq,
-            frames,
-            rx: RX,
-        }
-    }
-
-    /// The same with another send queue.
-    pub fn qp_with<'a, P>(
+    /// The QP a loop drives, sending `frames` with `sq`.
+    pub fn qp<'a, P>(
         &'a mut self,
         sq: &'a mut P,
         frames: &'a [RawPkt],
     ) -> RawQp<'a, P, Rq, Scq, Rcq> {
-        let Queues(_, rq, scq, rcq) = self;
-        RawQp {
-            sq,
-            scq,
-            rq,
-            rcq,
-            frames,
-            rx: RX,
-        }
+        let Queues(rq, scq, rcq) = self;
+        RawQp::new((sq, scq), (rq, rcq), (frames, RX))
     }
 }
 

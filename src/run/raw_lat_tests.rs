@@ -26,10 +26,10 @@ fn cfg(iters: u64, initiator: bool, cq_mod: u64) -> RawLatConfig {
 fn run(c: RawLatConfig, w: &Shared, frames: &[RawPkt]) -> (super::lat::LatOutcome, Vec<u64>) {
     let mut tposted = vec![0u64; c.iters as usize];
     let tick = Cell::new(0u64);
-    let mut q = Queues::on(w);
+    let (mut sq, mut q) = (Sq(w.clone()), Queues::on(w));
     let out = RawLatLoop {
         cfg: c,
-        qp: q.qp(frames),
+        qp: q.qp(&mut sq, frames),
         tposted: &mut tposted,
         now: ticking(&tick, 1),
     }
@@ -80,14 +80,7 @@ fn every_cq_mod_th_send_and_the_last_are_signalled() {
     let w = answering(1);
     let (out, _) = run(cfg(10, true, 3), &w, &ONE);
     assert_eq!(out.error, None);
-    let signalled: Vec<u64> = w
-        .borrow()
-        .posts
-        .iter()
-        .filter(|p| p.2)
-        .map(|p| p.1 + 1)
-        .collect();
-    assert_eq!(signalled, [3, 6, 9, 10]);
+    assert_eq!(signalled(&w), [3, 6, 9, 10]);
 }
 
 #[test]
@@ -145,11 +138,11 @@ fn a_server_waits_for_its_client_without_a_stall() {
     let mut c = cfg(10, false, 1);
     (c.end, c.sample_start, c.sample_stop) = (2_000_000, 1, 2);
     let tick = Cell::new(0u64);
-    let mut q = Queues::on(&w);
+    let (mut sq, mut q) = (Sq(w.clone()), Queues::on(&w));
     let mut run = |c: RawLatConfig| {
         RawLatLoop {
             cfg: c,
-            qp: q.qp(&ONE),
+            qp: q.qp(&mut sq, &ONE),
             tposted: &mut [],
             now: ticking(&tick, 1000),
         }
@@ -204,7 +197,7 @@ fn the_verbs_posts_wr_ids_retire_their_own_frames() {
     let tick = Cell::new(0u64);
     let out = RawLatLoop {
         cfg: cfg(9, true, 4),
-        qp: q.qp_with(&mut sq, &ONE),
+        qp: q.qp(&mut sq, &ONE),
         tposted: &mut [0; 9],
         now: ticking(&tick, 1),
     }

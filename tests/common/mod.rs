@@ -11,6 +11,8 @@ pub mod mlx5;
 pub mod model_env;
 pub mod raw_eth;
 #[cfg(feature = "model")]
+pub mod raw_lat_host;
+#[cfg(feature = "model")]
 pub mod raw_steer_model;
 pub mod source;
 pub mod vm;

@@ -41,7 +41,7 @@ pub fn main(tool: RawTool, argv: &[String]) -> i32 {
     stop::install();
     let ran = match tool {
         RawTool::FsRate => super::raw_fs_rate::run(&p),
-        RawTool::Lat => super::raw_lat::run(&p),
+        RawTool::Lat | RawTool::BurstLat => super::raw_lat::run(&p),
         _ if p.raw.side == Some(Side::Server) => super::raw_server::run(&p),
         _ => run(&p),
     };

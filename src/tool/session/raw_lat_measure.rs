@@ -6,9 +6,8 @@
 
 use std::time::Duration;
 
-use crate::clock::{self, Clock};
+use crate::clock::Clock;
 use crate::mlx5::raw_sq::RawPkt;
-use crate::post::{CompletionQueue, PostError, RecvQueue};
 use crate::raw::ctx::Side;
 use crate::raw::params::RawParams;
 use crate::raw::slots::Slots;
@@ -16,8 +15,7 @@ use crate::report::info::{OutputMode, TestInfo};
 use crate::report::stats::{self, LatUnits};
 use crate::report::text;
 use crate::run::lat::{LatError, LatOutcome};
-use crate::run::raw_bw::RawPost;
-use crate::run::raw_lat::{RawLatConfig, RawLatLoop, RawQp, RxRing};
+use crate::run::raw_lat::RawLatConfig;
 use crate::tool::setup::raw_lat_res::rx_depth;
 
 /// The tool's stall allowance (as raw-eth-bw's sender).
@@ -33,6 +31,25 @@ pub struct RawLatRun {
     pub tposted: Vec<u64>,
     /// `-D`: the sample window in ticks.
     pub window: u64,
+}
+
+impl RawLatRun {
+    /// Before the run: a stamp per send in iterations mode, none under `-D`.
+    pub fn new(cfg: &RawLatConfig, window: u64) -> RawLatRun {
+        let stamps = if cfg.end == 0 { cfg.iters } else { 0 };
+        RawLatRun {
+            outcome: LatOutcome::default(),
+            tposted: vec![0; stamps as usize],
+            window,
+        }
+    }
+
+    /// After it: the outcome, the stamps cut to the sends made.
+    pub fn ended(mut self, outcome: LatOutcome) -> RawLatRun {
+        self.tposted.truncate(outcome.iters as usize);
+        self.outcome = outcome;
+        self
+    }
 }
 
 /// The frames a side sends: one per flow, each at its flow region's start
@@ -72,74 +89,53 @@ pub fn config(p: &RawParams, clock: &Clock, stall: Duration, start: u64) -> (Raw
     (c, c.sample_stop - c.sample_start)
 }
 
-/// Posts the receives, then runs the ping-pong with `sq`/`scq` and
-/// `rq`/`rcq`, sending `frames` in turn and receiving into `rx`.
-pub fn measure<P, R, C, D>(
-    p: &RawParams,
-    (sq, scq): (&mut P, &mut C),
-    (rq, rcq): (&mut R, &mut D),
-    (frames, rx): (&[RawPkt], RxRing),
-    (clock, stall): (&Clock, Duration),
-) -> Result<RawLatRun, PostError>
-where
-    P: RawPost,
-    R: RecvQueue,
-    C: CompletionQueue,
-    D: CompletionQueue,
-{
-    rx.post_first(rq, rx_depth(p))?;
-    let (cfg, window) = config(p, clock, stall, clock::now());
-    let stamps = if cfg.end == 0 { cfg.iters as usize } else { 0 };
-    let mut tposted = vec![0u64; stamps];
-    let outcome = RawLatLoop {
-        cfg,
-        qp: RawQp {
-            sq,
-            scq,
-            rq,
-            rcq,
-            frames,
-            rx,
-        },
-        tposted: &mut tposted,
-        now: clock::now,
-    }
-    .run();
-    tposted.truncate(outcome.iters.min(stamps as u64) as usize);
-    Ok(RawLatRun {
-        outcome,
-        tposted,
-        window,
-    })
-}
-
 /// perftest's table: the header, one row, the closing line. Iterations
 /// mode needs two stamps (one round trip).
 pub fn report(p: &RawParams, run: &RawLatRun, hz: f64) -> Result<String, String> {
-    let info = TestInfo {
-        output: OutputMode::Full,
-        duration_s: p.raw.duration.map(|s| s as u32),
-        ..TestInfo::default()
+    let Some(secs) = p.raw.duration else {
+        return lat_table(p, stats::lat_deltas(&run.tposted), run.outcome.iters, hz);
     };
+    let info = table_info(Some(secs));
     let mut s = text::lat_header(&info);
-    if p.raw.duration.is_some() {
-        let measured = run.outcome.measured;
-        if measured == 0 {
-            return Err("no round trip ended inside the sample window".into());
-        }
-        let r = stats::lat_duration(run.window, measured, hz, RTT_FACTOR)
-            .map_err(|e| format!("the run's numbers: {e}"))?;
-        s.push_str(&text::lat_duration_row(p.size, measured, &r, &info, 0.0));
-    } else {
-        let mut d = stats::lat_deltas(&run.tposted);
-        s.push_str(&dumps(p, &d, hz, &info));
-        let st = stats::lat_exact(&mut d, hz, RTT_FACTOR, LatUnits::Usec)
-            .map_err(|e| format!("the run's numbers: {e}"))?;
-        s.push_str(&text::lat_row(p.size, run.outcome.iters, &st, &info, 0.0));
+    let measured = run.outcome.measured;
+    if measured == 0 {
+        return Err("no round trip ended inside the sample window".into());
     }
+    let r = stats::lat_duration(run.window, measured, hz, RTT_FACTOR)
+        .map_err(|e| format!("the run's numbers: {e}"))?;
+    s.push_str(&text::lat_duration_row(p.size, measured, &r, &info, 0.0));
     s.push_str(text::RESULT_LINE);
     s.push('\n');
     Ok(s)
+}
+
+fn table_info(duration: Option<u64>) -> TestInfo {
+    TestInfo {
+        output: OutputMode::Full,
+        duration_s: duration.map(|s| s as u32),
+        ..TestInfo::default()
+    }
+}
+
+/// perftest's `print_report_lat` over the samples `deltas` (cycles of a
+/// round trip; one way is half): the header, the `-U`/`-H` dumps, the row
+/// with `iters` as `#iterations`, the closing line.
+pub fn lat_table(p: &RawParams, mut d: Vec<u64>, iters: u64, hz: f64) -> Result<String, String> {
+    let info = table_info(None);
+    let mut s = text::lat_header(&info);
+    s.push_str(&dumps(p, &d, hz, &info));
+    let st = stats::lat_exact(&mut d, hz, RTT_FACTOR, LatUnits::Usec)
+        .map_err(|e| format!("the run's numbers: {e}"))?;
+    s.push_str(&text::lat_row(p.size, iters, &st, &info, 0.0));
+    s.push_str(text::RESULT_LINE);
+    s.push('\n');
+    Ok(s)
+}
+
+/// The table's header and closing line without a row (what
+/// raw_ethernet_burst_lat's server prints).
+pub fn no_row() -> String {
+    text::lat_header(&table_info(None)) + text::RESULT_LINE
 }
 
 /// `-U` (the samples in order) and `-H` (sorted, less perftest's two

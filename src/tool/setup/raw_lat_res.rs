@@ -1,4 +1,4 @@
-//! raw-eth-lat's resources on a device (perftest's `ctx_init` and
+//! raw-eth-lat's and raw-eth-burst-lat's resources on a device (perftest's `ctx_init` and
 //! `send_set_up_connection` with duplex set, as raw_ethernet_send_lat.c
 //! runs them on both sides): the PD, a send CQ and a receive CQ, one raw
 //! packet QP (INIT → RTR → RTS with the state and port only) with `-r`
@@ -79,9 +79,10 @@ impl RawLatRes {
         for rule in steer::rules(p) {
             flows.push(Flow::create(&qp, &rule).map_err(|e| {
                 Fail::new(format!(
-                    "rdmaperf raw-eth-lat: attaching a steering rule failed: {e} (a ConnectX \
+                    "rdmaperf {}: attaching a steering rule failed: {e} (a ConnectX \
                      port in Ethernet mode, root or CAP_NET_RAW, and --sniffer/--promiscuous \
-                     only where the device allows them)"
+                     only where the device allows them)",
+                    p.raw.tool.name()
                 ))
             })?);
         }

@@ -1,0 +1,365 @@
+//! What the raw latency tools' client-against-server model tests share
+//! (`raw_lat_model`, `raw_burst_lat_model`): each side is a model host of
+//! its own (a raw QP 0 with its direct SQ, RQ and CQ, and a flow table
+//! built from that side's command line by `raw::steer`, as
+//! `ibv_create_flow` would install it), run in its own thread. A side's
+//! polls step its NIC, put what its port sent on the wire to the peer
+//! (dropping the `n`-th frame where asked), and deliver the peer's frames
+//! to its port (`Model::deliver`). Every frame is logged with its time for
+//! the checks and the pcap.
+
+use super::raw_steer_model::{self, CLIENT, SERVER};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
+use rdmaperf::clock::Clock;
+use rdmaperf::mlx5::raw_sq::RawSqConfig;
+use rdmaperf::mlx5::DirectCq;
+use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec};
+use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
+use rdmaperf::raw::params::RawParams;
+use rdmaperf::raw::pcap::{self, PcapWriter};
+use rdmaperf::raw::slots::{self, Slots};
+use rdmaperf::raw::{frame, steer, tools::RawTool};
+use rdmaperf::run::raw_bw::Direct;
+use rdmaperf::run::raw_lat::{RawQp, RxRing};
+use rdmaperf::tool::session::raw_burst_lat_measure::BurstLatRun;
+use rdmaperf::tool::session::raw_lat_measure::frames;
+use rdmaperf::tool::session::raw_lat_measure::RawLatRun;
+use rdmaperf::tool::session::raw_lat_session::{Ran, Session};
+use rdmaperf::tool::setup::raw_lat_res::rx_depth;
+use rdmaperf::tool::setup::raw_recv_res::slot_stride;
+
+const QPN: u32 = 0x123;
+const SEED: u32 = 0x5eed;
+
+/// What crossed the wire: (from the client?, microseconds, frame).
+pub type Log = Arc<Mutex<Vec<(bool, u64, Vec<u8>)>>>;
+
+/// One host's port: its model, the wire both ways, and the CQ's
+/// completions sorted into sends and receives.
+struct Port {
+    model: Model,
+    cq: DirectCq,
+    out: Sender<Vec<u8>>,
+    inp: Receiver<Vec<u8>>,
+    client: bool,
+    /// Drop the `n`-th frame this port sends (1-based), if any.
+    drop_nth: Option<u64>,
+    sent: u64,
+    log: Log,
+    t0: Instant,
+    sends: VecDeque<Completion>,
+    recvs: VecDeque<Completion>,
+}
+
+impl Port {
+    fn pump(&mut self) -> Result<(), PostError> {
+        self.model.step();
+        for f in self.model.take_wire() {
+            self.sent += 1;
+            let us = self.t0.elapsed().as_micros() as u64;
+            self.log.lock().unwrap().push((self.client, us, f.clone()));
+            if self.drop_nth != Some(self.sent) {
+                let _ = self.out.send(f);
+            }
+        }
+        while let Ok(f) = self.inp.try_recv() {
+            self.model.deliver(&f);
+        }
+        let mut wc = [Completion::default(); 8];
+        let n = self.cq.poll(&mut wc)?;
+        for c in &wc[..n] {
+            if c.opcode == WcOpcode::RECV {
+                self.recvs.push_back(*c);
+            } else {
+                self.sends.push_back(*c);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The send or the receive half of the port's one CQ.
+struct HalfCq(Rc<RefCell<Port>>, bool);
+impl CompletionQueue for HalfCq {
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        let mut p = self.0.borrow_mut();
+        p.pump()?;
+        let q = if self.1 { &mut p.recvs } else { &mut p.sends };
+        let n = out.len().min(q.len());
+        for (o, c) in out.iter_mut().zip(q.drain(..n)) {
+            *o = c;
+        }
+        Ok(n)
+    }
+}
+
+/// What one side ran (`tool::session::raw_lat_session`, as the tool runs
+/// it) and its printed table, its send buffer and layout, its parameters,
+/// and the frames its flow table matched to no rule.
+pub struct Side {
+    pub lat: Option<RawLatRun>,
+    pub bursts: Option<BurstLatRun>,
+    pub report: Result<String, String>,
+    pub tx: Vec<u8>,
+    pub slots: Slots,
+    pub p: RawParams,
+    pub no_match: u64,
+}
+
+/// One end of the wire: out, in, the log and its start, the frame to drop.
+struct Wire {
+    out: Sender<Vec<u8>>,
+    inp: Receiver<Vec<u8>>,
+    log: Log,
+    t0: Instant,
+    drop_nth: Option<u64>,
+}
+
+/// One side, as the tool runs it, on a model host of its own.
+fn side(p: RawParams, w: Wire, stall: Duration) -> Side {
+    let client = p.raw.side != Some(rdmaperf::raw::ctx::Side::Server);
+    let slots = Slots::new(p.size, p.raw.flows, 1, 1, 4096);
+    let posted = rx_depth(&p) as u32;
+    let stride = slot_stride(p.size);
+    // Declared before the model: registered memory outlives it.
+    let mut tx = vec![0u8; slots.buffer_len()];
+    slots::fill(&mut tx, &p.frame_spec(), &slots, SEED);
+    let mut rx = vec![0u8; posted as usize * stride as usize];
+    let model = Model::new(ModelConfig {
+        qps: 1,
+        wqe_cnt: 256,
+        cqe_cnt: 4096,
+        qpn: QPN,
+        transport: ModelTransport::RawEth { min_inline: 0 },
+        record_history: false,
+        recv: Some(RecvSpec {
+            slots: posted.next_power_of_two().max(2),
+            qpn: QPN,
+            ..RecvSpec::default()
+        }),
+        ..ModelConfig::default()
+    })
+    .unwrap();
+    // SAFETY: both buffers outlive the model (declared before it).
+    let (txk, rxk) = unsafe {
+        (
+            model.register(tx.as_mut_ptr(), tx.len(), Access::NONE),
+            model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
+        )
+    };
+    let (mut sq, mut cq) = model.raw_pair(RawSqConfig::new(txk.lkey, 8)).unwrap();
+    // SAFETY: as above.
+    unsafe { sq.set_frame_source(tx.as_ptr(), tx.len()) };
+    let mut rq = model.raw_rq(0).unwrap();
+    cq.attach_recv(rq.qpn(), rq.ring());
+    for r in steer::rules(&p) {
+        model.add_flow(raw_steer_model::model_rule(&r, 0)).unwrap();
+    }
+    let frames = frames(tx.as_ptr() as u64, &slots);
+    let ring = RxRing {
+        base: rx.as_ptr() as u64,
+        stride,
+        room: stride,
+        slots: posted,
+        lkey: rxk.lkey,
+    };
+    let port = Rc::new(RefCell::new(Port {
+        model,
+        cq,
+        out: w.out,
+        inp: w.inp,
+        client,
+        drop_nth: w.drop_nth,
+        sent: 0,
+        log: w.log,
+        t0: w.t0,
+        sends: VecDeque::new(),
+        recvs: VecDeque::new(),
+    }));
+    let (mut scq, mut rcq) = (HalfCq(port.clone(), false), HalfCq(port.clone(), true));
+    let mut post = Direct::<ModelMmio>(sq);
+    let qp = RawQp::new((&mut post, &mut scq), (&mut rq, &mut rcq), (&frames, ring));
+    let clock = Clock::calibrate();
+    let session = Session {
+        p: &p,
+        clock: &clock,
+        stall,
+    };
+    let ran = session.run(qp).unwrap();
+    let report = ran.report(&p, clock.hz());
+    let (lat, bursts) = match ran {
+        Ran::PingPong(r) => (Some(r), None),
+        Ran::Bursts(r) => (None, Some(r)),
+    };
+    let port = port.borrow();
+    let v = port.model.violations();
+    assert!(v.is_empty(), "{v:?}");
+    assert!(port.model.eth_rejected().is_empty());
+    let no_match = port.model.raw_rx_stats().no_match;
+    drop(port);
+    drop(rx);
+    Side {
+        lat,
+        bursts,
+        report,
+        tx,
+        slots,
+        p,
+        no_match,
+    }
+}
+
+/// Client and server of `tool` against each other.
+pub struct Pair {
+    pub client: Side,
+    pub server: Side,
+    pub log: Vec<(bool, u64, Vec<u8>)>,
+}
+
+/// Client and server of `tool`, `extra` on both command lines (MACs, IPs
+/// and ports mirrored), each in its own thread; the client's `drop_nth`
+/// frame is lost on the wire.
+pub fn pair(tool: RawTool, extra: &str, drop_nth: Option<u64>, stall: Duration) -> Pair {
+    let (c2s, s_in) = channel();
+    let (s2c, c_in) = channel();
+    let log: Log = Arc::default();
+    let t0 = Instant::now();
+    let params = |side: &str| raw_steer_model::params(tool, &format!("{side} {extra}"));
+    let (sp, cp) = (params(SERVER), params(CLIENT));
+    let sw = Wire {
+        out: s2c,
+        inp: s_in,
+        log: log.clone(),
+        t0,
+        drop_nth: None,
+    };
+    let server = std::thread::spawn(move || side(sp, sw, stall));
+    let cw = Wire {
+        out: c2s,
+        inp: c_in,
+        log: log.clone(),
+        t0,
+        drop_nth,
+    };
+    let client = side(cp, cw, stall);
+    let server = server.join().unwrap();
+    let log = std::mem::take(&mut *log.lock().unwrap());
+    Pair {
+        client,
+        server,
+        log,
+    }
+}
+
+/// The latency table's row in a side's report: the line starting with
+/// `-s`.
+pub fn row(s: &Side) -> Vec<String> {
+    let report = s.report.as_ref().unwrap();
+    let line = report
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{} ", s.p.size)))
+        .unwrap_or_else(|| panic!("no row: {report}"));
+    line.split_whitespace().map(String::from).collect()
+}
+
+/// A side's table: the header, and a row of nine columns with `iters` as
+/// `#iterations` and seven positive figures, min ≤ typical ≤ max.
+pub fn check_row(s: &Side, iters: u64, at: &str) {
+    let r = s.report.as_ref().unwrap();
+    assert!(r.contains("t_min[usec]") && r.contains("99.9"), "{at}: {r}");
+    let cols = row(s);
+    assert_eq!(cols.len(), 9, "{at}: {cols:?}");
+    assert_eq!(cols[1], iters.to_string(), "{at}: #iterations");
+    let figs: Vec<f64> = cols[2..].iter().map(|c| c.parse().unwrap()).collect();
+    assert!(figs.iter().all(|v| *v > 0.0), "{at}: {figs:?}");
+    assert!(
+        figs[0] <= figs[2] && figs[2] <= figs[1],
+        "{at}: min ≤ typical ≤ max"
+    );
+}
+
+/// The client's `-U` and `-H` dumps (perftest's "#, usec" lines before
+/// the table, whose header comes again after them): the samples of each.
+pub fn dumps(s: &Side) -> (Vec<f64>, Vec<f64>) {
+    let r = s.report.as_ref().unwrap();
+    let parts: Vec<&str> = r.split("#, usec\n").collect();
+    assert_eq!(parts.len(), 3, "two dumps: {r}");
+    assert_eq!(r.matches("t_min[usec]").count(), 2, "the header again: {r}");
+    let samples = |t: &str| -> Vec<f64> {
+        t.lines()
+            .take_while(|l| !l.starts_with("---"))
+            .map(|l| l.split(", ").nth(1).unwrap().parse().unwrap())
+            .collect()
+    };
+    (samples(parts[1]), samples(parts[2]))
+}
+
+/// A frame on the wire: the sender's slot for its flow, byte for byte,
+/// and its headers as etherparse reads them (the server's with MACs, IPs
+/// and ports swapped).
+pub fn check_frame(f: &[u8], from: &Side, flow: u64, at: &str) {
+    let off = (flow * from.slots.flow_bytes) as usize;
+    let len = from.slots.frame_len as usize;
+    assert_eq!(f.len(), len, "{at}");
+    assert_eq!(f, &from.tx[off..off + len], "{at}: not the slot's frame");
+    let want = frame::frame(&from.p.frame_spec(), flow as u16, 0, SEED);
+    assert_eq!(f[..42], want[..42], "{at}: not raw::frame's headers");
+    let client = from.p.raw.side != Some(rdmaperf::raw::ctx::Side::Server);
+    let (me, peer) = if client { (1, 2) } else { (2, 1) };
+    let (eth, rest) = Ethernet2Header::from_slice(f).unwrap();
+    assert_eq!(eth.source, [2, 0, 0, 0, 0, me], "{at}");
+    assert_eq!(eth.destination, [2, 0, 0, 0, 0, peer], "{at}");
+    let (ip, rest) = Ipv4Header::from_slice(rest).unwrap();
+    assert_eq!(ip.header_checksum, ip.calc_header_checksum(), "{at}");
+    assert_eq!(ip.source, [10, 0, 0, me], "{at}");
+    assert_eq!(ip.destination, [10, 0, 0, peer], "{at}");
+    let (udp, _) = UdpHeader::from_slice(rest).unwrap();
+    let f16 = flow as u16;
+    let ports = if client {
+        (5000 + f16, 6000 + f16)
+    } else {
+        (6000 + f16, 5000 + f16)
+    };
+    assert_eq!((udp.source_port, udp.destination_port), ports, "{at}");
+}
+
+/// Every logged frame checked against its sender (frame k of a side is
+/// flow `k % --flows`); the frames each way, (client's, server's).
+pub fn check_log(pair: &Pair, at: &str) -> (u64, u64) {
+    let flows = pair.client.p.raw.flows.max(1) as u64;
+    let (mut from_client, mut from_server) = (0u64, 0u64);
+    for (i, (client, _, f)) in pair.log.iter().enumerate() {
+        let (side, k) = if *client {
+            from_client += 1;
+            (&pair.client, from_client - 1)
+        } else {
+            from_server += 1;
+            (&pair.server, from_server - 1)
+        };
+        check_frame(f, side, k % flows, &format!("{at}: frame {i}"));
+    }
+    (from_client, from_server)
+}
+
+/// The log written as `target/<name>` (pcap, linktype 1) and read back:
+/// the records it holds.
+pub fn write_pcap(log: &[(bool, u64, Vec<u8>)], name: &str) -> usize {
+    let mut w = PcapWriter::new(Vec::new()).unwrap();
+    for (_, us, f) in log {
+        w.record(*us, f).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), &bytes).unwrap();
+    let (link, recs) = pcap::read(&bytes).unwrap();
+    assert_eq!(link, 1);
+    recs.len()
+}
