@@ -23,9 +23,8 @@
 //! format, syscall or panic; every buffer is handed in.
 
 use super::lat::{wait_until, LatError, LatOutcome, Watch};
-use super::raw_bw::RawPost;
-use super::raw_lat::RawQp;
-use crate::post::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode, WcStatus};
+use super::raw_lat::LatQp;
+use crate::post::{Completion, CompletionQueue, PostError, WcOpcode, WcStatus};
 
 /// A send completion's `wr_id`: the frames posted up to it below bit 48.
 const SEQ_MASK: u64 = (1 << 48) - 1;
@@ -59,10 +58,11 @@ impl BurstLatConfig {
     }
 }
 
-/// One side's loop: its QP, the stamps and the clock.
-pub struct BurstLatLoop<'a, P, R, C, D, F> {
+/// One side's loop: its QP (a [`super::raw_lat::RawQp`]), the stamps and
+/// the clock.
+pub struct BurstLatLoop<'a, Q, F> {
     pub cfg: BurstLatConfig,
-    pub qp: RawQp<'a, P, R, C, D>,
+    pub qp: Q,
     /// Client: one stamp per `--reply_every`-th send (`cfg.replies()`).
     pub tposted: &'a mut [u64],
     /// Client: one stamp per reply received (`cfg.replies()`).
@@ -102,14 +102,7 @@ impl<C: CompletionQueue, D: CompletionQueue> CompletionQueue for Both<'_, C, D> 
     }
 }
 
-impl<P, R, C, D, F> BurstLatLoop<'_, P, R, C, D, F>
-where
-    P: RawPost,
-    R: RecvQueue,
-    C: CompletionQueue,
-    D: CompletionQueue,
-    F: Fn() -> u64,
-{
+impl<Q: LatQp, F: Fn() -> u64> BurstLatLoop<'_, Q, F> {
     /// Runs this side; the receives must be posted
     /// ([`super::raw_lat::RxRing::post_first`]). `outcome.iters` is the
     /// frames sent, `outcome.measured` those received.
@@ -185,9 +178,10 @@ where
     fn drain(&mut self, n: &mut BurstCounts) -> Result<(), LatError> {
         let mut wc = [Completion::default()];
         loop {
+            let (scq, rcq) = self.qp.cqs();
             let mut both = Both {
-                scq: &mut *self.qp.scq,
-                rcq: &mut *self.qp.rcq,
+                scq,
+                rcq,
                 recv: false,
             };
             let got = both.poll(&mut wc).map_err(|err| LatError::Poll { err })?;
@@ -221,9 +215,10 @@ where
             bytes: self.cfg.frame_len as u64,
             at,
         };
+        let (scq, rcq) = self.qp.cqs();
         let mut both = Both {
-            scq: &mut *self.qp.scq,
-            rcq: &mut *self.qp.rcq,
+            scq,
+            rcq,
             recv: false,
         };
         let got = wait_until(&mut both, &self.now, &watch, |_| true)?;
@@ -270,7 +265,8 @@ where
         while n.sent - n.completed >= self.cfg.tx_depth {
             let got = self
                 .qp
-                .scq
+                .cqs()
+                .0
                 .poll(&mut wc)
                 .map_err(|err| LatError::Poll { err })?;
             if got == 0 {

@@ -106,10 +106,33 @@ impl<'a, P, R, C, D> RawQp<'a, P, R, C, D> {
     }
 }
 
-impl<P: RawPost, R: RecvQueue, C, D> RawQp<'_, P, R, C, D> {
+/// What the raw latency loops do with their QP: post frame `k`, post a
+/// freed receive slot again, poll the send and receive CQs. [`RawQp`] is
+/// the one there is; the loops take it through this so that their bounds
+/// are written once.
+pub trait LatQp {
+    type Scq: CompletionQueue;
+    type Rcq: CompletionQueue;
     /// Posts frame `k` (the flows' frames in turn).
+    fn send(&mut self, k: u64, signal: bool) -> Result<(), LatError>;
+    /// Posts the receive slot `wc` freed again.
+    fn repost(&mut self, wc: &Completion) -> Result<(), LatError>;
+    /// The send CQ and the receive CQ.
+    fn cqs(&mut self) -> (&mut Self::Scq, &mut Self::Rcq);
+}
+
+impl<P, R, C, D> LatQp for RawQp<'_, P, R, C, D>
+where
+    P: RawPost,
+    R: RecvQueue,
+    C: CompletionQueue,
+    D: CompletionQueue,
+{
+    type Scq = C;
+    type Rcq = D;
+
     #[inline(always)]
-    pub(crate) fn send(&mut self, k: u64, signal: bool) -> Result<(), LatError> {
+    fn send(&mut self, k: u64, signal: bool) -> Result<(), LatError> {
         let i = (k % self.frames.len().max(1) as u64) as usize;
         let Some(pkt) = self.frames.get(i..=i) else {
             return Err(LatError::Post {
@@ -121,20 +144,24 @@ impl<P: RawPost, R: RecvQueue, C, D> RawQp<'_, P, R, C, D> {
             .map_err(|err| LatError::Post { err })
     }
 
-    /// Posts the receive slot `wc` freed again.
     #[inline(always)]
-    pub(crate) fn repost(&mut self, wc: &Completion) -> Result<(), LatError> {
+    fn repost(&mut self, wc: &Completion) -> Result<(), LatError> {
         let slot = wc.wr_id % self.rx.slots.max(1) as u64;
         self.rx
             .post(self.rq, slot)
             .map_err(|err| LatError::Post { err })
     }
+
+    #[inline(always)]
+    fn cqs(&mut self) -> (&mut C, &mut D) {
+        (self.scq, self.rcq)
+    }
 }
 
-/// One side's ping-pong: its QP, the stamps and the clock.
-pub struct RawLatLoop<'a, P, R, C, D, F> {
+/// One side's ping-pong: its QP (a [`RawQp`]), the stamps and the clock.
+pub struct RawLatLoop<'a, Q, F> {
     pub cfg: RawLatConfig,
-    pub qp: RawQp<'a, P, R, C, D>,
+    pub qp: Q,
     /// One stamp per send (iterations mode; may be empty under `-D`).
     pub tposted: &'a mut [u64],
     pub now: F,
@@ -143,14 +170,7 @@ pub struct RawLatLoop<'a, P, R, C, D, F> {
 /// What one wait ended with: `Ok(None)` when the `-D` run ended first.
 type Waited = Result<Option<Completion>, LatError>;
 
-impl<P, R, C, D, F> RawLatLoop<'_, P, R, C, D, F>
-where
-    P: RawPost,
-    R: RecvQueue,
-    C: CompletionQueue,
-    D: CompletionQueue,
-    F: Fn() -> u64,
-{
+impl<Q: LatQp, F: Fn() -> u64> RawLatLoop<'_, Q, F> {
     /// Runs the ping-pong; the receives must be posted
     /// ([`RxRing::post_first`] with `cfg.rx_depth`).
     pub fn run(mut self) -> LatOutcome {
@@ -198,7 +218,7 @@ where
         } else {
             self.cfg.stall_ticks
         };
-        let wc = match wait(self.qp.rcq, &self.now, (&self.cfg, stall), at, 0) {
+        let wc = match wait(self.qp.cqs().1, &self.now, (&self.cfg, stall), at, 0) {
             Ok(Some(wc)) => wc,
             Ok(None) => return Err(None),
             Err(e) => return Err(Some(e)),
@@ -235,7 +255,7 @@ where
             return Ok(());
         }
         let stall = self.cfg.stall_ticks;
-        match wait(self.qp.scq, &self.now, (&self.cfg, stall), *scnt, *scnt) {
+        match wait(self.qp.cqs().0, &self.now, (&self.cfg, stall), *scnt, *scnt) {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(None),
             Err(e) => Err(Some(e)),
