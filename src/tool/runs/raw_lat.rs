@@ -97,23 +97,17 @@ fn on_one_qp(p: &RawParams, m: &Session) -> Result<(Ran, RawMethod), Fail> {
         },
         port.ctx.name(),
         p.ib_port,
-        res.flows.len(),
+        res.ruled.0.len(),
     );
-    let frames = measure::frames(res.tx.addr(), &res.slots);
-    let rx = RxRing {
-        base: res.rx.addr(),
-        stride: res.stride,
-        room: res.stride,
-        slots: res.rx_slots,
-        lkey: res.rx.lkey(),
-    };
+    let frames = measure::frames(res.tx.0.addr(), &res.tx.1);
+    let rx = res.rx.1;
     let ran = match method {
         RawMethod::PostSend => {
-            let sq = PostSendQueue::new(&res.qp, 1, None).map_err(Fail::verbs)?;
+            let sq = PostSendQueue::new(res.qp(), 1, None).map_err(Fail::verbs)?;
             run_verbs(p, &res, sq, (&frames, rx), m)?
         }
         RawMethod::WrApi => {
-            let sq = WrApiQueue::new(&res.qp, None).map_err(Fail::verbs)?;
+            let sq = WrApiQueue::new(res.qp(), None).map_err(Fail::verbs)?;
             run_verbs(p, &res, sq, (&frames, rx), m)?
         }
         _ => run_direct(p, &res, &port, (&frames, rx), m)?,
@@ -174,13 +168,13 @@ fn run_verbs<S: SendQueue>(
     (frames, rx): (&[RawPkt], RxRing),
     m: &Session,
 ) -> Result<Ran, Fail> {
-    let mut scq = VerbsCq::new(&res.scq, 1).map_err(Fail::verbs)?;
-    let mut rcq = VerbsCq::new(&res.rcq, 1).map_err(Fail::verbs)?;
-    let mut rq = VerbsRecv::new(&res.qp).map_err(Fail::verbs)?;
+    let mut scq = VerbsCq::new(&res.cqs.0, 1).map_err(Fail::verbs)?;
+    let mut rcq = VerbsCq::new(&res.cqs.1, 1).map_err(Fail::verbs)?;
+    let mut rq = VerbsRecv::new(res.qp()).map_err(Fail::verbs)?;
     let mut post = Verbs {
         sq,
         qp: 0,
-        lkey: res.tx.lkey(),
+        lkey: res.tx.0.lkey(),
         inline_max: p.inline_size,
         descs: vec![WrDesc::default(); 1].into_boxed_slice(),
     };
@@ -202,21 +196,26 @@ fn run_direct(
     m: &Session,
 ) -> Result<Ran, Fail> {
     let depth = (p.raw.tx_depth as u32).max(1);
-    let mut cfg = RawSqConfig::new(res.tx.lkey(), (depth / 16).max(1));
+    let mut cfg = RawSqConfig::new(res.tx.0.lkey(), (depth / 16).max(1));
     cfg.min_inline = port.dev.min_inline;
     let e = |e: crate::mlx5::DirectError| Fail::new(e.to_string());
     // The QP is live while `res` is (borrowed past this call, which drops
     // the SQ and RQ before returning), fresh, posted to by this SQ and RQ
     // only, and the one QP of this process writing its BlueFlame register.
     // SAFETY: as said above.
-    let mut sq = unsafe { raw_sq_from_ibv_qp(res.qp.raw(), cfg) }.map_err(e)?;
+    let mut sq = unsafe { raw_sq_from_ibv_qp(res.qp().raw(), cfg) }.map_err(e)?;
     // SAFETY: the MR's buffer stays registered and readable while `res` lives.
-    unsafe { sq.set_frame_source(res.tx.addr() as *const u8, res.slots.buffer_len()) };
+    unsafe { sq.set_frame_source(res.tx.0.addr() as *const u8, res.tx.1.buffer_len()) };
     // SAFETY: as for the SQ: nothing was posted to the RQ, only this posts.
-    let mut rq = unsafe { rq_from_ibv_qp(res.qp.raw()) }.map_err(e)?;
+    let mut rq = unsafe { rq_from_ibv_qp(res.qp().raw()) }.map_err(e)?;
     // SAFETY: both CQs live in `res` past this call, are fresh, and are
     // polled by these pollers only.
-    let (scq, rcq) = unsafe { (cq_from_ibv_cq(res.scq.raw()), cq_from_ibv_cq(res.rcq.raw())) };
+    let (scq, rcq) = unsafe {
+        (
+            cq_from_ibv_cq(res.cqs.0.raw()),
+            cq_from_ibv_cq(res.cqs.1.raw()),
+        )
+    };
     let (mut scq, mut rcq) = (scq.map_err(e)?, rcq.map_err(e)?);
     scq.attach(sq.progress());
     rcq.attach_recv(rq.qpn(), rq.ring());

@@ -18,6 +18,7 @@ use crate::post::Op;
 use crate::raw::params::RawParams;
 use crate::raw::slots::{self, Slots};
 use crate::raw::steer;
+use crate::run::raw_lat::RxRing;
 use crate::tool::common::fail::Fail;
 use crate::verbs::flow::Flow;
 use crate::verbs::{Access, AlignedBuf, Cq, Mr, Pd, Qp, QpInit, QpType};
@@ -32,21 +33,18 @@ pub fn rx_depth(p: &RawParams) -> u64 {
     }
 }
 
-/// One side's QP, buffers and rules.
+/// One side's QP, buffers and rules. The PD lives as long as the QP and
+/// the MRs that hold it.
 pub struct RawLatRes {
-    /// Dropped first: a rule goes before its QP.
-    pub flows: Vec<Flow>,
-    pub qp: Arc<Qp>,
-    pub tx: Mr,
-    pub rx: Mr,
-    pub scq: Arc<Cq>,
-    pub rcq: Arc<Cq>,
-    pub pd: Arc<Pd>,
-    /// The send buffer's layout (one frame per flow).
-    pub slots: Slots,
-    /// Receive slots and their stride.
-    pub rx_slots: u32,
-    pub stride: u32,
+    /// The steering rules, then the QP they bring frames to (a rule is
+    /// destroyed before its QP: tuple order).
+    pub ruled: (Vec<Flow>, Arc<Qp>),
+    /// The send buffer and its layout (this side's frame per flow).
+    pub tx: (Mr, Slots),
+    /// The receive buffer and its ring (one slot per receive).
+    pub rx: (Mr, RxRing),
+    /// The send CQ and the receive CQ.
+    pub cqs: (Arc<Cq>, Arc<Cq>),
 }
 
 impl RawLatRes {
@@ -66,37 +64,57 @@ impl RawLatRes {
             ..QpInit::new(QpType::RAW_PACKET)
         };
         let qp = Qp::create(&pd, &scq, &rcq, &init).map_err(Fail::verbs)?;
-        let page = crate::verbs::mr::page_size() as u64;
-        let slots = Slots::new(p.size, p.raw.flows, 1, 1, page);
-        let mut buf = AlignedBuf::zeroed(slots.buffer_len()).map_err(Fail::verbs)?;
-        slots::fill(buf.as_mut_slice(), &p.frame_spec(), &slots, 0x5eed);
-        let tx = Mr::new(&pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
-        let stride = slot_stride(p.size);
-        let buf = AlignedBuf::zeroed(rx_slots as usize * stride as usize).map_err(Fail::verbs)?;
-        let rx = Mr::new(&pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
+        let tx = tx_frames(&pd, p)?;
+        let rx = rx_ring(&pd, p, rx_slots)?;
         qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
-        let mut flows = Vec::new();
-        for rule in steer::rules(p) {
-            flows.push(Flow::create(&qp, &rule).map_err(|e| {
-                Fail::new(format!(
-                    "rdmaperf {}: attaching a steering rule failed: {e} (a ConnectX \
-                     port in Ethernet mode, root or CAP_NET_RAW, and --sniffer/--promiscuous \
-                     only where the device allows them)",
-                    p.raw.tool.name()
-                ))
-            })?);
-        }
+        let flows = steer::rules(p)
+            .iter()
+            .map(|rule| Flow::create(&qp, rule).map_err(|e| rule_failed(p, e)))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(RawLatRes {
-            flows,
-            qp,
+            ruled: (flows, qp),
             tx,
             rx,
-            scq,
-            rcq,
-            pd,
-            slots,
-            rx_slots,
-            stride,
+            cqs: (scq, rcq),
         })
     }
+
+    pub fn qp(&self) -> &Arc<Qp> {
+        &self.ruled.1
+    }
+}
+
+/// The registered send buffer with this side's frame per flow
+/// (`raw::slots`: perftest's payload and headers).
+fn tx_frames(pd: &Arc<Pd>, p: &RawParams) -> Result<(Mr, Slots), Fail> {
+    let page = crate::verbs::mr::page_size() as u64;
+    let slots = Slots::new(p.size, p.raw.flows, 1, 1, page);
+    let mut buf = AlignedBuf::zeroed(slots.buffer_len()).map_err(Fail::verbs)?;
+    slots::fill(buf.as_mut_slice(), &p.frame_spec(), &slots, 0x5eed);
+    let mr = Mr::new(pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
+    Ok((mr, slots))
+}
+
+/// The registered receive buffer: `n` cache-line-rounded slots, each
+/// posted for a whole slot.
+fn rx_ring(pd: &Arc<Pd>, p: &RawParams, n: u32) -> Result<(Mr, RxRing), Fail> {
+    let stride = slot_stride(p.size);
+    let buf = AlignedBuf::zeroed(n as usize * stride as usize).map_err(Fail::verbs)?;
+    let mr = Mr::new(pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
+    let ring = RxRing {
+        base: mr.addr(),
+        stride,
+        room: stride,
+        slots: n,
+        lkey: mr.lkey(),
+    };
+    Ok((mr, ring))
+}
+
+fn rule_failed(p: &RawParams, e: crate::verbs::VerbsError) -> Fail {
+    Fail::new(format!(
+        "rdmaperf {}: attaching a steering rule failed: {e} (a ConnectX port in Ethernet mode, \
+         root or CAP_NET_RAW, and --sniffer/--promiscuous only where the device allows them)",
+        p.raw.tool.name()
+    ))
 }
