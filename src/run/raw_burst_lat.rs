@@ -8,19 +8,19 @@
 //!
 //! The client ends when every send has completed and every reply it is
 //! owed (`sent / reply_every`) has arrived; the server when it has
-//! received `-n` frames. Every receive is posted again, as perftest. The
-//! client asks a completion every `-Q`-th send and on the last; a
-//! completion's `wr_id` holds the frames posted up to it, so unsignalled
-//! sends are counted when a later one completes. The server signals each
-//! reply and skips a reply when `-t` of them are outstanding (perftest
-//! does the same); once it has its `-n` frames it waits for its replies'
-//! completions, so the last reply has left before the QP goes. The
-//! client polls both CQs between bursts until neither has anything, and
-//! blocks only when it can post nothing: then `lat::wait_until` takes the
-//! next completion from either CQ, watching Ctrl-C and the stall watchdog
-//! (silence for `stall_ticks` names the reply, on the server the frame,
-//! awaited). No rate limit: the tool refuses those flags. Hot path: no allocation, lock,
-//! format, syscall or panic; every buffer is handed in.
+//! received `-n` frames and its replies have completed (so the last reply
+//! has left before the QP goes). Every receive is posted again, as
+//! perftest. The client asks a completion every `-Q`-th send and on the
+//! last; a completion's `wr_id` holds the frames posted up to it, so
+//! unsignalled sends are counted when a later one completes. The server
+//! signals each reply and skips one while `-t` of them are outstanding,
+//! as perftest (it reads its send CQ first). The client polls both CQs
+//! between bursts until neither has anything, and blocks only when it can
+//! post nothing; every block is `lat::wait_until` on both CQs, watching
+//! Ctrl-C and the stall watchdog (silence for `stall_ticks` names the
+//! reply, on the server the frame, awaited). No rate limit: the tool
+//! refuses those flags. Hot path: no allocation, lock, format, syscall or
+//! panic; every buffer is handed in.
 
 use super::lat::{wait_until, LatError, LatOutcome, Watch};
 use super::raw_lat::LatQp;
@@ -169,7 +169,7 @@ impl<Q: LatQp, F: Fn() -> u64> BurstLatLoop<'_, Q, F> {
 
     #[inline(always)]
     fn can_send(&self, n: &BurstCounts) -> bool {
-        n.sent < self.cfg.iters && n.sent - n.completed < self.cfg.tx_depth
+        n.sent < self.cfg.iters && n.sent.saturating_sub(n.completed) < self.cfg.tx_depth
     }
 
     /// Takes completions from both CQs until neither has one (perftest's
@@ -262,7 +262,7 @@ impl<Q: LatQp, F: Fn() -> u64> BurstLatLoop<'_, Q, F> {
     #[inline(always)]
     fn reply_room(&mut self, n: &mut BurstCounts) -> Result<bool, LatError> {
         let mut wc = [Completion::default()];
-        while n.sent - n.completed >= self.cfg.tx_depth {
+        while n.sent.saturating_sub(n.completed) >= self.cfg.tx_depth {
             let got = self
                 .qp
                 .cqs()
