@@ -8,6 +8,7 @@
 use super::args::RawArgs;
 pub use super::ctx::{Raw, Side};
 use super::frame::{self, FrameSpec, Ip, L4};
+use super::rate::{self, RawRate};
 use super::tools::{RawTool, Test};
 use super::values::{self, Addr};
 use crate::cli::defaults as def;
@@ -46,8 +47,11 @@ pub struct RawParams {
     /// `--post` (rdmaperf's): the sender's post method as given, None for auto.
     pub post: Option<String>,
     /// `--burst_size`, `--typical_pkt_size`, `--rate_limit`, `--rate_units`,
-    /// `--rate_limit_type` as given (the rate rules come with the loops).
+    /// `--rate_limit_type` as given (the tools that take no rate refuse them).
     pub pacing: Vec<(&'static str, String)>,
+    /// raw-eth-bw's rate limit, read with perftest's rules (`super::rate`);
+    /// None for the other tools and for an unlimited run.
+    pub rate: Option<RawRate>,
     /// perftest's messages for what it changed (size clamped, duplex forced).
     pub notes: Vec<String>,
 }
@@ -273,6 +277,7 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
         post_list: n(a, "post_list", "-l", "post list", 1, raw.tx_depth.max(1), 1)? as u32,
         post: opt(a, "post", post_word)?.filter(|w| w != "auto"),
         pacing: pacing(a),
+        rate: bw_rate(tool, a, &raw, &mut notes)?,
         notes,
         raw,
     };
@@ -364,6 +369,24 @@ fn vlan(a: &RawArgs) -> Result<Option<u8>, String> {
         None if a.has("vlan_en") => Some(1),
         None => None,
     })
+}
+
+/// raw-eth-bw's rate limit; a server sends nothing, so it only notes it.
+fn bw_rate(
+    tool: RawTool,
+    a: &RawArgs,
+    raw: &Raw,
+    notes: &mut Vec<String>,
+) -> Result<Option<RawRate>, String> {
+    if tool != RawTool::Bw {
+        return Ok(None);
+    }
+    let depth = raw.tx_depth.min(u32::MAX as u64) as u32;
+    let rate = rate::rate_of(a, depth, raw.duplex, notes)?;
+    if rate.is_some() && raw.side == Some(Side::Server) && !raw.duplex {
+        notes.push("the rate limit paces the sender: this server sends nothing".into());
+    }
+    Ok(rate)
 }
 
 fn pacing(a: &RawArgs) -> Vec<(&'static str, String)> {
