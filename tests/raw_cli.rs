@@ -465,17 +465,9 @@ fn compare_of_raw_tools() {
         "do not support -a",
     );
     // A rate limit would hold every method at it.
+    let rated = format!("compare raw-eth-bw --client {M} --rate_limit=1");
     refused_before_run(
-        &[
-            "compare",
-            "raw-eth-bw",
-            "--client",
-            "-B",
-            "02:00:00:00:00:01",
-            "-E",
-            "02:00:00:00:00:02",
-            "--rate_limit=1",
-        ],
+        &rated.split_whitespace().collect::<Vec<_>>(),
         "drop --rate_limit",
     );
     // The server runs on its own, not under compare (refused before any

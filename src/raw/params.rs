@@ -277,7 +277,7 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
         post_list: n(a, "post_list", "-l", "post list", 1, raw.tx_depth.max(1), 1)? as u32,
         post: opt(a, "post", post_word)?.filter(|w| w != "auto"),
         pacing: pacing(a),
-        rate: bw_rate(tool, a, &raw, &mut notes)?,
+        rate: rate::rate_of(a, &raw, &mut notes)?,
         notes,
         raw,
     };
@@ -369,24 +369,6 @@ fn vlan(a: &RawArgs) -> Result<Option<u8>, String> {
         None if a.has("vlan_en") => Some(1),
         None => None,
     })
-}
-
-/// raw-eth-bw's rate limit; a server sends nothing, so it only notes it.
-fn bw_rate(
-    tool: RawTool,
-    a: &RawArgs,
-    raw: &Raw,
-    notes: &mut Vec<String>,
-) -> Result<Option<RawRate>, String> {
-    if tool != RawTool::Bw {
-        return Ok(None);
-    }
-    let depth = raw.tx_depth.min(u32::MAX as u64) as u32;
-    let rate = rate::rate_of(a, depth, raw.duplex, notes)?;
-    if rate.is_some() && raw.side == Some(Side::Server) && !raw.duplex {
-        notes.push("the rate limit paces the sender: this server sends nothing".into());
-    }
-    Ok(rate)
 }
 
 fn pacing(a: &RawArgs) -> Vec<(&'static str, String)> {

@@ -16,6 +16,8 @@
 //!   (`ibv_modify_qp_rate_limit`; perftest parses them and drops them).
 
 use super::args::RawArgs;
+use super::ctx::{Raw, Side};
+use super::tools::RawTool;
 use crate::cli::rate::{RateKind, RateLimit, RateUnits};
 
 /// How a raw-eth-bw sender is limited.
@@ -41,14 +43,26 @@ pub struct PacketPacing {
 /// perftest's notice when the QP refuses the HW limit it tried first.
 pub const SW_FALLBACK: &str = "The QP failed to accept HW rate limit, providing SW rate limit";
 
-/// The rate limit of a raw-eth-bw run (None: unlimited), with perftest's
-/// rules and its notices added to `notes`.
-pub fn rate_of(
-    a: &RawArgs,
-    tx_depth: u32,
-    duplex: bool,
-    notes: &mut Vec<String>,
-) -> Result<Option<RawRate>, String> {
+/// A rate limit as read (None: unlimited), or the refusal naming the fix.
+pub type RateResult = Result<Option<RawRate>, String>;
+
+/// The rate limit of a raw-eth-bw run, with perftest's rules and its
+/// notices added to `notes`; None for the other tools (they refuse the
+/// flags while they take no rate). A server sends nothing: it only notes it.
+pub fn rate_of(a: &RawArgs, raw: &Raw, notes: &mut Vec<String>) -> RateResult {
+    if raw.tool != RawTool::Bw {
+        return Ok(None);
+    }
+    let depth = raw.tx_depth.min(u32::MAX as u64) as u32;
+    let rate = limit(a, depth, raw.duplex, notes)?;
+    if rate.is_some() && raw.side == Some(Side::Server) && !raw.duplex {
+        notes.push("the rate limit paces the sender: this server sends nothing".into());
+    }
+    Ok(rate)
+}
+
+/// [`rate_of`]'s rules for a sender with TX depth `tx_depth`.
+fn limit(a: &RawArgs, tx_depth: u32, duplex: bool, notes: &mut Vec<String>) -> RateResult {
     let burst = burst_size(a)?;
     let typical = typical_size(a)?;
     let Some(value) = value(a)? else {

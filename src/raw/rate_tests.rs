@@ -5,7 +5,7 @@ fn rate(cmd: &str) -> (Result<Option<RawRate>, String>, Vec<String>) {
     let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
     let a = args::parse(&argv).expect(cmd);
     let mut notes = Vec::new();
-    let r = rate_of(&a, 128, a.has("bidirectional"), &mut notes);
+    let r = limit(&a, 128, a.has("bidirectional"), &mut notes);
     (r, notes)
 }
 
