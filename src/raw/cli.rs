@@ -57,8 +57,9 @@ pub fn prepare_runnable(tool: RawTool, argv: &[String]) -> Result<RawParams, i32
 }
 
 /// What rdmaperf does not run yet for this command line, as the refusal
-/// naming it and the stock tool to use; None when it runs (raw-eth-bw one
-/// way: the sender, and the server on one QP; raw-eth-lat; raw-eth-fs-rate).
+/// naming it and the stock tool to use; None when it runs (raw-eth-bw: the
+/// sender, the server on one QP, `-b` on one QP by iterations; raw-eth-lat;
+/// raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
     let missing = match r.tool {
@@ -71,7 +72,10 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
         RawTool::BurstLat => Some("the raw-eth-burst-lat tool glue (its loop is in)"),
         RawTool::FsRate => None,
         RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
-        RawTool::Bw if r.duplex => Some("-b (both ways: the receive side)"),
+        RawTool::Bw if r.duplex && r.duration.is_some() => {
+            Some("-b with -D (both ways for a time)")
+        }
+        RawTool::Bw if r.duplex && r.qps > 1 => Some("-b with -q above 1 (one QP both ways runs)"),
         RawTool::Bw if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
         RawTool::Bw if r.side == Some(super::ctx::Side::Server) && r.qps > 1 => {
             Some("a raw-eth-bw server with more than one QP (-q)")
@@ -210,6 +214,8 @@ mod tests {
                 RawTool::Bw,
                 format!("--server {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2 --flows 4 -r 1024"),
             ),
+            (RawTool::Bw, format!("--server {M} -b")),
+            (RawTool::Bw, format!("--client {M} -b -n 100")),
         ];
         for (t, c) in &runs {
             assert_eq!(not_yet(&p(*t, c), "mlx5_0"), None, "{c}");
@@ -220,8 +226,12 @@ mod tests {
                 format!("--server {M} -q 2"),
                 "more than one QP",
             ),
-            (RawTool::Bw, format!("--server {M} -b"), "-b (both ways"),
-            (RawTool::Bw, format!("--client {M} -b"), "-b (both ways"),
+            (RawTool::Bw, format!("--server {M} -b -D 5"), "-b with -D"),
+            (
+                RawTool::Bw,
+                format!("--client {M} -b -q 2"),
+                "-b with -q above 1",
+            ),
             (
                 RawTool::Bw,
                 format!("--client {M} -v"),

@@ -89,6 +89,35 @@ impl<S: SendQueue> RawPost for Verbs<S> {
     }
 }
 
+/// What else each pass of the send loop does: the receive side of `-b`
+/// (`run::raw_duplex`). Its errors are its own to keep and report.
+pub trait Beside {
+    /// One turn of the other side; false ends the loop.
+    fn pass(&mut self) -> bool;
+    /// Whether sends may go out (a duplex server waits for its first frame).
+    fn may_send(&self) -> bool;
+    /// Whether the other side has all it waits for.
+    fn done(&self) -> bool;
+}
+
+/// Nothing beside the sender (one way).
+pub struct Alone;
+
+impl Beside for Alone {
+    #[inline(always)]
+    fn pass(&mut self) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn may_send(&self) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn done(&self) -> bool {
+        true
+    }
+}
+
 /// The loop's numbers (perftest's names).
 #[derive(Clone, Copy, Debug)]
 pub struct RawBwConfig {
@@ -137,6 +166,15 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
     /// limiter, perftest's `--rate_limit_type=SW`). With [`Unpaced`] the
     /// pacing folds away and no clock is read for it.
     pub fn run_paced<Q: Pace>(&mut self, pace: &mut Q) -> BwOutcome {
+        self.run_beside(pace, &mut Alone)
+    }
+
+    /// [`run_paced`](Self::run_paced) with `beside` (the receive side of
+    /// `-b`) given a pass after each of the sender's: the loop ends when
+    /// both are done, sends start once `beside` lets them (the run's clock
+    /// starts there), and the end is the last send completion (perftest's
+    /// `tcompleted`), however long the receives took after it.
+    pub fn run_beside<Q: Pace, B: Beside>(&mut self, pace: &mut Q, beside: &mut B) -> BwOutcome {
         let total = self.cfg.iters * self.posts.len() as u64;
         let t0 = (self.now)();
         let mut out = BwOutcome {
@@ -159,23 +197,38 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
             return out;
         }
         let mut w = Window::new(self.deadlines.is_some());
+        let mut gated = !beside.may_send();
+        let mut t_sent = 0;
         loop {
             if out.stop_requested() || self.window_over(&mut w, &mut out) {
                 break;
             }
-            if self.deadlines.is_none() && out.all_done(total) {
+            let sent = self.deadlines.is_none() && out.all_done(total);
+            if sent && t_sent == 0 {
+                t_sent = (self.now)();
+            }
+            if sent && beside.done() {
                 break;
+            }
+            if gated && beside.may_send() {
+                gated = false;
+                out.t_start = (self.now)();
             }
             let before = out.posted;
             // A paced run reads the clock every pass: its spin is the pacing.
             let t = if pace.paced() { (self.now)() } else { 0 };
-            if self.fill(pace, t, &mut out).is_err()
+            if (!gated && self.fill(pace, t, &mut out).is_err())
                 || self.drain(&mut w, &mut out, before).is_err()
+                || !beside.pass()
             {
                 break;
             }
         }
-        w.close(&mut out, self.deadlines.is_some(), t0, &self.now);
+        let t_first = out.t_start;
+        w.close(&mut out, self.deadlines.is_some(), t_first, &self.now);
+        if t_sent != 0 && out.error.is_none() {
+            out.t_end = t_sent;
+        }
         out
     }
 

@@ -5,7 +5,7 @@
 //! of `common::compare_table`. A method the device cannot run is listed
 //! with the reason.
 
-use super::raw_bw::run_once;
+use super::raw_send::run_once;
 use crate::raw::cli;
 use crate::raw::tools::RawTool;
 use crate::report::stats::BwUnits;

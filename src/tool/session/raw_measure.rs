@@ -16,8 +16,8 @@ use crate::report::info::{OutputMode, TestInfo};
 use crate::report::stats::{self, BwInput, BwResult, BwUnits};
 use crate::report::text;
 use crate::run::bw::{BwOutcome, QpCount, RunError};
-use crate::run::pace::SwPace;
-use crate::run::raw_bw::{RawBwConfig, RawBwLoop, RawPost};
+use crate::run::pace::{SwPace, Unpaced};
+use crate::run::raw_bw::{Alone, Beside, RawBwConfig, RawBwLoop, RawPost};
 use std::time::Duration;
 
 /// perftest's `-Q`, held to the TX depth so a window always holds a
@@ -50,6 +50,17 @@ pub fn measure<P: RawPost, C: CompletionQueue>(
     slots: Slots,
     clock: &Clock,
 ) -> BwOutcome {
+    measure_beside(p, (posts, cq), (bases, slots), clock, &mut Alone)
+}
+
+/// [`measure`] with `beside` (`-b`'s receive side) in the same loop.
+pub fn measure_beside<P: RawPost, C: CompletionQueue, B: Beside>(
+    p: &RawParams,
+    (posts, cq): (&mut [P], &mut C),
+    (bases, slots): (&[u64], Slots),
+    clock: &Clock,
+    beside: &mut B,
+) -> BwOutcome {
     let cfg = config(p, clock);
     let mut counts = vec![QpCount::default(); posts.len()];
     let mut list = vec![RawPkt::default(); cfg.post_list as usize];
@@ -76,9 +87,9 @@ pub fn measure<P: RawPost, C: CompletionQueue>(
     match &p.rate {
         Some(RawRate::Sw(r)) => {
             let gap = clock.cycles_for(Duration::from_secs_f64(r.burst_gap_secs(p.size)));
-            lp.run_paced(&mut SwPace::new(gap, r.burst, clock::now()))
+            lp.run_beside(&mut SwPace::new(gap, r.burst, clock::now()), beside)
         }
-        _ => lp.run(),
+        _ => lp.run_beside(&mut Unpaced, beside),
     }
 }
 

@@ -8,17 +8,12 @@
 
 use std::sync::Arc;
 
-use super::raw_res::RawPort;
+pub use super::raw_res::slot_stride;
+use super::raw_res::{attach_rules, RawPort};
 use crate::raw::params::RawParams;
-use crate::raw::steer;
 use crate::tool::common::fail::Fail;
 use crate::verbs::flow::Flow;
 use crate::verbs::{Access, AlignedBuf, Cq, Mr, Pd, Qp, QpInit, QpType};
-
-/// One receive slot's stride: the frame rounded up to a cache line.
-pub fn slot_stride(size: u64) -> u32 {
-    (size as u32).next_multiple_of(64)
-}
 
 /// The server's QP, its receive buffer and rules.
 pub struct RawRecvRes {
@@ -52,16 +47,7 @@ impl RawRecvRes {
         let buf = AlignedBuf::zeroed(slots as usize * stride as usize).map_err(Fail::verbs)?;
         let mr = Mr::new(&pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
         qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
-        let mut flows = Vec::new();
-        for rule in steer::rules(p) {
-            flows.push(Flow::create(&qp, &rule).map_err(|e| {
-                Fail::new(format!(
-                    "rdmaperf raw-eth-bw --server: attaching a steering rule failed: {e} \
-                     (a ConnectX port in Ethernet mode, root or CAP_NET_RAW, and \
-                     --sniffer/--promiscuous only where the device allows them)"
-                ))
-            })?);
-        }
+        let flows = attach_rules(&qp, p)?;
         Ok(RawRecvRes {
             flows,
             qp,
@@ -72,17 +58,5 @@ impl RawRecvRes {
             stride,
             csum_reported: ctx.raw_rx_csum(),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_hold_a_frame_on_cache_lines() {
-        assert_eq!(slot_stride(64), 64);
-        assert_eq!(slot_stride(65), 128);
-        assert_eq!(slot_stride(1518), 1536);
     }
 }

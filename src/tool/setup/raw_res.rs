@@ -15,8 +15,10 @@ use crate::raw::line_rate;
 use crate::raw::params::RawParams;
 use crate::raw::rate::RawRate;
 use crate::raw::slots::{self, Slots};
+use crate::raw::steer;
 use crate::tool::common::fail::Fail;
-use crate::verbs::{AlignedBuf, Context, Cq, LinkLayer, Mr, Pd, Qp, QpInit, QpType};
+use crate::verbs::flow::Flow;
+use crate::verbs::{Access, AlignedBuf, Context, Cq, LinkLayer, Mr, Pd, Qp, QpInit, QpType};
 
 /// perftest's words when the port is not Ethernet (its spelling kept).
 pub const NOT_ETHERNET: &str = "Raw Etherent test can only run on Ethernet link";
@@ -101,6 +103,11 @@ impl RawPort {
     }
 }
 
+/// One receive slot's stride: the frame rounded up to a cache line.
+pub fn slot_stride(size: u64) -> u32 {
+    (size as u32).next_multiple_of(64)
+}
+
 /// One sender QP with its frames.
 pub struct RawQp {
     pub qp: Arc<Qp>,
@@ -109,10 +116,24 @@ pub struct RawQp {
 
 /// The PD, the send CQ and the QPs, each with its buffer of frames.
 pub struct RawRes {
+    /// `-b`: the receive side. Dropped first: its rules go before the QP.
+    pub rx: Option<RawRx>,
     pub pd: Arc<Pd>,
     pub cq: Arc<Cq>,
     pub qps: Vec<RawQp>,
     pub slots: Slots,
+}
+
+/// The receive side of a duplex QP (`-b`): the steering rules (first: they
+/// go before the QP), its own CQ, and the receive buffer of `slots` slots.
+pub struct RawRx {
+    pub flows: Vec<Flow>,
+    pub cq: Arc<Cq>,
+    pub mr: Mr,
+    pub slots: u32,
+    pub stride: u32,
+    /// The device checks receive checksums (`IBV_RAW_PACKET_CAP_IP_CSUM`).
+    pub csum_reported: bool,
 }
 
 impl RawRes {
@@ -130,20 +151,30 @@ impl RawRes {
             crate::verbs::mr::page_size() as u64,
         );
         let spec = p.frame_spec();
+        // -b: one QP (`raw::cli::not_yet`) receiving on its own CQ.
+        let rx_slots = if p.raw.duplex {
+            p.raw.rx_depth.max(1) as u32
+        } else {
+            0
+        };
+        let rcq = match rx_slots {
+            0 => cq.clone(),
+            n => Cq::new(ctx, n, false).map_err(Fail::verbs)?,
+        };
         let mut qps = Vec::new();
         for i in 0..p.raw.qps {
             let init = QpInit {
                 max_send_wr: depth,
-                max_recv_wr: 1,
+                max_recv_wr: rx_slots.max(1),
                 // -I: the verbs methods send frames up to it inline.
                 max_inline_data: if method.is_direct() { 0 } else { p.inline_size },
                 send_ops_flags: (method == RawMethod::WrApi).then(|| send_ops_flags(&[Op::Send])),
                 ..QpInit::new(QpType::RAW_PACKET)
             };
-            let qp = Qp::create(&pd, &cq, &cq, &init).map_err(Fail::verbs)?;
+            let qp = Qp::create(&pd, &cq, &rcq, &init).map_err(Fail::verbs)?;
             let mut buf = AlignedBuf::zeroed(slots.buffer_len()).map_err(Fail::verbs)?;
             slots::fill(buf.as_mut_slice(), &spec, &slots, 0x5eed ^ i as u32);
-            let mr = Mr::new(&pd, buf, crate::verbs::Access::LOCAL_WRITE).map_err(Fail::verbs)?;
+            let mr = Mr::new(&pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
             qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
             if let Some(RawRate::Pp(pp)) = &p.rate {
                 qp.set_rate_limit(pp.kbps, pp.max_burst, pp.typical_pkt)
@@ -151,13 +182,72 @@ impl RawRes {
             }
             qps.push(RawQp { qp, mr });
         }
-        Ok(RawRes { pd, cq, qps, slots })
+        let rx = match rx_slots {
+            0 => None,
+            n => Some(RawRx::create(port, p, &pd, &qps[0].qp, rcq, n)?),
+        };
+        Ok(RawRes {
+            rx,
+            pd,
+            cq,
+            qps,
+            slots,
+        })
     }
+}
+
+impl RawRx {
+    /// The receive buffer registered, then `raw::steer`'s rules on `qp`.
+    fn create(
+        port: &RawPort,
+        p: &RawParams,
+        pd: &Arc<Pd>,
+        qp: &Arc<Qp>,
+        cq: Arc<Cq>,
+        slots: u32,
+    ) -> Result<RawRx, Fail> {
+        let stride = slot_stride(p.size);
+        let buf = AlignedBuf::zeroed(slots as usize * stride as usize).map_err(Fail::verbs)?;
+        let mr = Mr::new(pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
+        Ok(RawRx {
+            flows: attach_rules(qp, p)?,
+            cq,
+            mr,
+            slots,
+            stride,
+            csum_reported: port.ctx.raw_rx_csum(),
+        })
+    }
+}
+
+/// `raw::steer`'s rules for `p` attached to `qp` (perftest creates them on
+/// a server or a duplex side), each destroyed when dropped.
+pub fn attach_rules(qp: &Arc<Qp>, p: &RawParams) -> Result<Vec<Flow>, Fail> {
+    steer::rules(p)
+        .iter()
+        .map(|rule| {
+            Flow::create(qp, rule).map_err(|e| {
+                Fail::new(format!(
+                    "rdmaperf {}: attaching a steering rule failed: {e} (a ConnectX port in \
+                     Ethernet mode, root or CAP_NET_RAW, and --sniffer/--promiscuous only \
+                     where the device allows them)",
+                    p.raw.tool.name()
+                ))
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_hold_a_frame_on_cache_lines() {
+        assert_eq!(slot_stride(64), 64);
+        assert_eq!(slot_stride(65), 128);
+        assert_eq!(slot_stride(1518), 1536);
+    }
 
     #[test]
     fn packet_pacing_needs_the_devices_range() {
