@@ -6,6 +6,7 @@
 
 use rdmaperf::cli;
 use rdmaperf::raw::params::{self, RawParams, Side};
+use rdmaperf::raw::rate::{self, RawRate};
 use rdmaperf::raw::{args, tools::RawTool};
 
 mod common;
@@ -370,6 +371,50 @@ fn without_a_device_the_tool_says_so() {
 }
 
 #[test]
+fn rate_flags_on_raw_eth_bw() {
+    let p = ok(
+        RawTool::Bw,
+        &format!("--client {M} --rate_limit 10 --rate_units M --rate_limit_type PP"),
+    );
+    assert!(
+        matches!(p.rate, Some(RawRate::Pp(pp)) if pp.kbps == 81920),
+        "{:?}",
+        p.rate
+    );
+    let s = ok(RawTool::Bw, &format!("--client {M} --rate_limit 2"));
+    assert!(matches!(s.rate, Some(RawRate::Sw(_))), "{:?}", s.rate);
+    assert!(
+        s.notes.iter().any(|n| n == rate::SW_FALLBACK),
+        "{:?}",
+        s.notes
+    );
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} --rate_limit 2 --rate_limit_type HW"),
+        &["static rate", "PP"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} --burst_size 4"),
+        &["Can't enable burst mode"],
+    );
+    // The binary takes them before any device is looked at.
+    refused_before_run(
+        &[
+            "raw-eth-bw",
+            "--client",
+            "-B",
+            "02:00:00:00:00:01",
+            "-E",
+            "02:00:00:00:00:02",
+            "--rate_limit=3",
+            "--rate_limit_type=PP",
+        ],
+        "MEGA_BYTE_PS",
+    );
+}
+
+#[test]
 fn post_method_and_post_list() {
     let p = ok(
         RawTool::Bw,
@@ -418,6 +463,12 @@ fn compare_of_raw_tools() {
             "-a",
         ],
         "do not support -a",
+    );
+    // A rate limit would hold every method at it.
+    let rated = format!("compare raw-eth-bw --client {M} --rate_limit=1");
+    refused_before_run(
+        &rated.split_whitespace().collect::<Vec<_>>(),
+        "drop --rate_limit",
     );
     // The server runs on its own, not under compare (refused before any
     // device, so on any host).

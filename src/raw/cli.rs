@@ -76,9 +76,6 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
         RawTool::Bw if r.side == Some(super::ctx::Side::Server) && r.qps > 1 => {
             Some("a raw-eth-bw server with more than one QP (-q)")
         }
-        RawTool::Bw if !p.pacing.is_empty() => {
-            Some("the rate flags (--burst_size, --rate_limit, ...)")
-        }
         RawTool::Bw => None,
     }?;
     Some(format!(
@@ -99,15 +96,22 @@ pub fn no_compare(tool: RawTool) -> String {
     )
 }
 
-/// `rdmaperf compare raw-eth-bw` with a server command line: refused before
-/// any device (compare runs the sender with each post method); None for a
-/// sender, or a command line `prepare` will refuse anyway.
-pub fn compare_server_refusal(argv: &[String]) -> Option<String> {
+/// Why `rdmaperf compare raw-eth-bw <argv>` cannot run, found from the
+/// flags alone (before any device): a server, or a rate limit.
+pub fn compare_refusal(argv: &[String]) -> Option<String> {
     let p = args::parse(argv)
         .and_then(|a| params::resolve(RawTool::Bw, &a))
         .ok()?;
-    (p.raw.side == Some(super::ctx::Side::Server)).then(|| {
-        "rdmaperf compare raw-eth-bw: compare runs the sender's post methods (--client); a          server counts what any sender sends: run `rdmaperf raw-eth-bw --server ...` beside it"
+    if p.raw.side == Some(super::ctx::Side::Server) {
+        return Some(
+            "rdmaperf compare raw-eth-bw: compare runs the sender's post methods (--client); a \
+             server counts what any sender sends: run `rdmaperf raw-eth-bw --server ...` beside it"
+                .to_string(),
+        );
+    }
+    p.rate.is_some().then(|| {
+        "rdmaperf compare raw-eth-bw: a rate limit holds every post method at the same rate, so \
+         the table would compare the limit: drop --rate_limit and its flags"
             .to_string()
     })
 }
@@ -176,16 +180,15 @@ mod tests {
     #[test]
     fn compare_refuses_a_server_command_line() {
         let argv = |c: &str| c.split_whitespace().map(String::from).collect::<Vec<_>>();
-        let e = compare_server_refusal(&argv(&format!("--server {M}"))).unwrap();
+        let e = compare_refusal(&argv(&format!("--server {M}"))).unwrap();
         assert!(
             e.contains("--client") && e.contains("raw-eth-bw --server"),
             "{e}"
         );
-        assert_eq!(
-            compare_server_refusal(&argv(&format!("--client {M}"))),
-            None
-        );
-        assert_eq!(compare_server_refusal(&argv("--server")), None);
+        assert_eq!(compare_refusal(&argv(&format!("--client {M}"))), None);
+        assert_eq!(compare_refusal(&argv("--server")), None);
+        let e = compare_refusal(&argv(&format!("--client {M} --rate_limit 1"))).unwrap();
+        assert!(e.contains("drop --rate_limit"), "{e}");
     }
 
     #[test]
@@ -230,7 +233,7 @@ mod tests {
                 "--raw_mcast",
             ),
             (
-                RawTool::Bw,
+                RawTool::Lat,
                 format!("--client {M} --rate_limit 10"),
                 "the rate flags",
             ),

@@ -9,6 +9,7 @@
 //! QP and sequence, the stop flag and the stall watchdog.
 
 use super::bw::{stalled, wr_id, BwOutcome, Deadlines, QpCount, RunError, Window};
+use super::pace::{Pace, Unpaced};
 use super::watchdog::{self, Expiry};
 use crate::mlx5::raw_sq::{RawPkt, RawSq};
 use crate::mlx5::Mmio;
@@ -129,6 +130,13 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
     /// Runs to the last frame's completion (or the window's end), an error
     /// or a stop request.
     pub fn run(&mut self) -> BwOutcome {
+        self.run_paced(&mut Unpaced)
+    }
+
+    /// [`run`](Self::run) with the posts paced by `pace` (the SW rate
+    /// limiter, perftest's `--rate_limit_type=SW`). With [`Unpaced`] the
+    /// pacing folds away and no clock is read for it.
+    pub fn run_paced<Q: Pace>(&mut self, pace: &mut Q) -> BwOutcome {
         let total = self.cfg.iters * self.posts.len() as u64;
         let t0 = (self.now)();
         let mut out = BwOutcome {
@@ -159,7 +167,11 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
                 break;
             }
             let before = out.posted;
-            if self.fill(&mut out).is_err() || self.drain(&mut w, &mut out, before).is_err() {
+            // A paced run reads the clock every pass: its spin is the pacing.
+            let t = if pace.paced() { (self.now)() } else { 0 };
+            if self.fill(pace, t, &mut out).is_err()
+                || self.drain(&mut w, &mut out, before).is_err()
+            {
                 break;
             }
         }
@@ -176,14 +188,19 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
         w.advance(&d, (self.now)(), out)
     }
 
-    /// Every QP's window filled: `scnt + list <= tx_depth + ccnt`. A
-    /// full ring (`QueueFull`) waits for completions instead.
+    /// Every QP's window filled: `scnt + list <= tx_depth + ccnt`, as far
+    /// as `pace` lets it at time `t`. A full ring (`QueueFull`) waits for
+    /// completions instead.
     #[inline(always)]
-    fn fill(&mut self, out: &mut BwOutcome) -> Result<(), ()> {
+    fn fill<Q: Pace>(&mut self, pace: &mut Q, t: u64, out: &mut BwOutcome) -> Result<(), ()> {
         let cfg = self.cfg;
         let pl = cfg.post_list as u64;
         for q in 0..self.posts.len() {
-            loop {
+            if !pace.may_post(t) {
+                // Rate limited: poll until the next burst is due.
+                continue;
+            }
+            while pace.in_burst() {
                 let c = self.counts[q];
                 // The last list of an iterations run is cut at -n.
                 let n = if cfg.iters != 0 {
@@ -214,6 +231,7 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
                 }
                 self.counts[q].scnt += n;
                 out.posted += n;
+                pace.posted(n);
             }
         }
         Ok(())

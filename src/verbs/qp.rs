@@ -503,6 +503,29 @@ impl Qp {
         self.to_rts(&RtsAttr::new(0, 0))
     }
 
+    /// `ibv_modify_qp_rate_limit`: the NIC paces this QP's sends at `kbps`
+    /// (packet pacing); `max_burst` bytes back to back and the typical frame
+    /// size help it shape (0: the device's defaults).
+    pub fn set_rate_limit(&self, kbps: u32, max_burst: u32, typical_pkt: u16) -> Result<()> {
+        let mut attr = sys::ibv_qp_rate_limit_attr {
+            rate_limit: kbps,
+            max_burst_sz: max_burst,
+            typical_pkt_sz: typical_pkt,
+            ..Default::default()
+        };
+        // SAFETY: the QP is live; `attr` is a valid attribute struct the
+        // call only reads.
+        let ret = unsafe { sys::ibv_modify_qp_rate_limit(self.raw(), &mut attr) };
+        VerbsError::check(ret, "ibv_modify_qp_rate_limit", || {
+            format!(
+                "the device refused to pace {} QP {:#08x} at {kbps} kbit/s",
+                self.qp_type.name(),
+                self.qpn()
+            )
+        })?;
+        Ok(())
+    }
+
     /// Moves to ERR: outstanding WRs complete with FLUSH_ERR (teardown).
     pub fn to_err(&self) -> Result<()> {
         let mut attr = sys::ibv_qp_attr {

@@ -67,6 +67,9 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
         port.ctx.name(),
         p.ib_port
     );
+    if let Some(line) = raw_measure::rate_banner(p) {
+        println!("{line}");
+    }
     let r = run_once(p, &port, &res, method)?;
     print!("{}", raw_measure::report(p, &r, port.gbps));
     Ok(())

@@ -76,7 +76,7 @@ pub fn main(argv: &[String]) -> i32 {
             return 2;
         }
     };
-    if let Some(e) = cli::compare_server_refusal(&a.rest) {
+    if let Some(e) = cli::compare_refusal(&a.rest) {
         eprintln!("{e}");
         return 2;
     }

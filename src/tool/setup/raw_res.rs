@@ -13,6 +13,7 @@ use crate::post::wr_api::{send_ops_flags, wr_api_probe};
 use crate::post::Op;
 use crate::raw::line_rate;
 use crate::raw::params::RawParams;
+use crate::raw::rate::RawRate;
 use crate::raw::slots::{self, Slots};
 use crate::tool::common::fail::Fail;
 use crate::verbs::{AlignedBuf, Context, Cq, LinkLayer, Mr, Pd, Qp, QpInit, QpType};
@@ -29,6 +30,27 @@ pub fn link_refusal(tool: &str, dev: &str, port: u8, link: LinkLayer) -> Option<
             link.name()
         )
     })
+}
+
+/// The refusal for `--rate_limit_type=PP` at `kbps` on a device pacing
+/// `range` (kbit/s; None: it does not pace raw packet QPs).
+pub fn pacing_refusal(
+    tool: &str,
+    dev: &str,
+    kbps: u32,
+    range: Option<(u32, u32)>,
+) -> Option<String> {
+    match range {
+        None => Some(format!(
+            "rdmaperf {tool}: --rate_limit_type=PP: Packet Pacing isn't supported by {dev}              (its packet_pacing_caps list no raw packet QPs); use --rate_limit_type=SW"
+        )),
+        Some((min, max)) if kbps < min || kbps > max => Some(format!(
+            "rdmaperf {tool}: --rate_limit_type=PP: {dev} paces {min}..={max} kbit/s and              --rate_limit asks {kbps} kbit/s (MiB/s × 8192): give a rate between {:.3} and              {:.3} MiB/s",
+            min as f64 / 8192.0,
+            max as f64 / 8192.0
+        )),
+        Some(_) => None,
+    }
 }
 
 /// An open device and port, checked.
@@ -53,6 +75,10 @@ impl RawPort {
             let mlx5 = select_for_device(DirectRequest::Auto, (*ctx.raw()).device).unwrap_or(false);
             (mlx5, mlx5 && enhanced_mpw(ctx.raw()))
         };
+        if let Some(RawRate::Pp(pp)) = &p.rate {
+            pacing_refusal(tool, ctx.name(), pp.kbps, ctx.raw_pacing_kbps())
+                .map_or(Ok(()), |e| Err(Fail::refused(e)))?;
+        }
         let wr_api = wr_api_probe(&ctx, QpType::RAW_PACKET, send_ops_flags(&[Op::Send])).is_ok();
         let rate = format!("{}/ports/{}/rate", ctx.info().ibdev_path, p.ib_port);
         let gbps = std::fs::read_to_string(rate)
@@ -119,6 +145,10 @@ impl RawRes {
             slots::fill(buf.as_mut_slice(), &spec, &slots, 0x5eed ^ i as u32);
             let mr = Mr::new(&pd, buf, crate::verbs::Access::LOCAL_WRITE).map_err(Fail::verbs)?;
             qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
+            if let Some(RawRate::Pp(pp)) = &p.rate {
+                qp.set_rate_limit(pp.kbps, pp.max_burst, pp.typical_pkt)
+                    .map_err(Fail::verbs)?;
+            }
             qps.push(RawQp { qp, mr });
         }
         Ok(RawRes { pd, cq, qps, slots })
@@ -128,6 +158,24 @@ impl RawRes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packet_pacing_needs_the_devices_range() {
+        let e = pacing_refusal("raw-eth-bw", "mlx5_0", 8192, None).unwrap();
+        assert!(
+            e.contains("isn't supported by mlx5_0") && e.contains("=SW"),
+            "{e}"
+        );
+        let e = pacing_refusal("raw-eth-bw", "mlx5_0", 100, Some((1000, 100_000_000))).unwrap();
+        assert!(
+            e.contains("1000..=100000000 kbit/s") && e.contains("asks 100"),
+            "{e}"
+        );
+        assert_eq!(
+            pacing_refusal("raw-eth-bw", "mlx5_0", 8192, Some((1000, 100_000))),
+            None
+        );
+    }
 
     #[test]
     fn only_ethernet_ports_run() {
