@@ -14,13 +14,15 @@ fn raw_run_model_needs_the_model_feature() {
 }
 
 #[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
 mod with_model {
+    use super::common::model_env::Stepping;
     use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
     use rdmaperf::clock::Clock;
     use rdmaperf::mlx5::raw_sq::RawSqConfig;
-    use rdmaperf::mlx5::DirectCq;
     use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio};
-    use rdmaperf::post::{Completion, CompletionQueue, PostError};
     use rdmaperf::raw::frame;
     use rdmaperf::raw::params::{self, RawParams};
     use rdmaperf::raw::pcap::{self, PcapWriter};
@@ -37,19 +39,6 @@ mod with_model {
     enum Method {
         Direct,
         DirectMpw,
-    }
-
-    /// The model's CQ, stepping its NIC before each poll (as the worker
-    /// CQ of the threads engine does).
-    struct Stepping<'a> {
-        cq: DirectCq,
-        model: &'a Model,
-    }
-    impl CompletionQueue for Stepping<'_> {
-        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-            self.model.step();
-            self.cq.poll(out)
-        }
     }
 
     fn params(extra: &str) -> RawParams {
