@@ -94,10 +94,16 @@ impl<S: SendQueue> RawPost for Verbs<S> {
 pub trait Beside {
     /// One turn of the other side; false ends the loop.
     fn pass(&mut self) -> bool;
-    /// Whether sends may go out (a duplex server waits for its first frame).
-    fn may_send(&self) -> bool;
-    /// Whether the other side has all it waits for.
-    fn done(&self) -> bool;
+    /// Whether sends may go out (a duplex server holds them until its first
+    /// frame); by default they may (a constant the loop folds away).
+    fn may_send(&self) -> bool {
+        true
+    }
+    /// Whether the other side has all it waits for; by default it waits
+    /// for nothing.
+    fn done(&self) -> bool {
+        true
+    }
 }
 
 /// Nothing beside the sender (one way).
@@ -106,14 +112,6 @@ pub struct Alone;
 impl Beside for Alone {
     #[inline(always)]
     fn pass(&mut self) -> bool {
-        true
-    }
-    #[inline(always)]
-    fn may_send(&self) -> bool {
-        true
-    }
-    #[inline(always)]
-    fn done(&self) -> bool {
         true
     }
 }

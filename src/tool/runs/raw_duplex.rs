@@ -20,7 +20,7 @@ use crate::raw::ctx::Side;
 use crate::raw::params::RawParams;
 use crate::report::stats::BwResult;
 use crate::run::raw_duplex::{DuplexRxError, RecvSide};
-use crate::run::raw_recv::{post_all, DirectRx, RawRecvCfg, RawRecvCounts, RxClassify, VerbsRx};
+use crate::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts, RxClassify, VerbsRx};
 use crate::tool::common::fail::Fail;
 use crate::tool::session::{raw_measure, raw_recv_measure};
 use crate::tool::setup::raw_method::{self, RawMethod};
@@ -63,23 +63,14 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
     if let Some(line) = raw_measure::rate_banner(p) {
         println!("{line}");
     }
-    // SAFETY: the MR holds `slots × stride` bytes registered under its
-    // lkey and lives (in `res`) past the run; only the NIC writes it then.
-    let mut cfg = unsafe {
-        RawRecvCfg::new(
-            rx.mr.addr() as *const u8,
-            rx.stride,
-            rx.stride,
-            rx.slots,
-            rx.mr.lkey(),
-        )
-    };
-    cfg.csum_reported = rx.csum_reported;
+    // SAFETY: the MR holds `slots × stride` bytes and lives (in `res`)
+    // past the run; only the NIC writes it then.
+    let cfg = unsafe { rx.recv_cfg() };
     let both = match recv {
         RawRecvMethod::Verbs => {
             let mut rq = VerbsRecv::new(&res.qps[0].qp).map_err(Fail::verbs)?;
             let mut cq = VerbsCq::new(&rx.cq, 16).map_err(Fail::verbs)?;
-            both::<_, _, VerbsRx>(p, (&port, &res, method), (&mut rq, &mut cq), &cfg)?
+            both::<_, _, VerbsRx>(p, (&port, &res, method), (&mut rq, &mut cq, &cfg))?
         }
         RawRecvMethod::Direct => direct_recv(p, (&port, &res, method), rx, &cfg)?,
     };
@@ -114,7 +105,7 @@ fn direct_recv(
     let cq = unsafe { cq_from_ibv_cq(rx.cq.raw()) };
     let mut cq = cq.map_err(|e| Fail::new(e.to_string()))?;
     cq.attach_recv(rq.qpn(), rq.ring());
-    both::<_, _, DirectRx>(p, send, (&mut rq, &mut cq), cfg)
+    both::<_, _, DirectRx>(p, send, (&mut rq, &mut cq, cfg))
 }
 
 /// Every receive posted, then the sender's loop with the receive side
@@ -122,14 +113,9 @@ fn direct_recv(
 fn both<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
     p: &RawParams,
     (port, res, method): (&RawPort, &RawRes, RawMethod),
-    (rq, cq): (&mut R, &mut C),
-    cfg: &RawRecvCfg,
+    (rq, cq, cfg): (&mut R, &mut C, &RawRecvCfg),
 ) -> Result<Both, Fail> {
-    post_all(rq, cfg).map_err(|e| {
-        Fail::new(format!(
-            "rdmaperf raw-eth-bw -b: posting the receives failed: {e:?}"
-        ))
-    })?;
+    raw_recv_measure::post_receives(rq, cfg, "rdmaperf raw-eth-bw -b").map_err(Fail::new)?;
     let mut counts = RawRecvCounts::default();
     let mut wc = [Completion::default(); 16];
     let clock = Clock::calibrate();

@@ -9,29 +9,21 @@
 use std::sync::Arc;
 
 pub use super::raw_res::slot_stride;
-use super::raw_res::{attach_rules, RawPort};
+use super::raw_res::{RawPort, RawRx};
 use crate::raw::params::RawParams;
 use crate::tool::common::fail::Fail;
-use crate::verbs::flow::Flow;
-use crate::verbs::{Access, AlignedBuf, Cq, Mr, Pd, Qp, QpInit, QpType};
+use crate::verbs::{Cq, Pd, Qp, QpInit, QpType};
 
-/// The server's QP, its receive buffer and rules.
+/// The server's QP with its receive side (buffer, CQ, rules).
 pub struct RawRecvRes {
     /// Dropped first: a rule goes before its QP.
-    pub flows: Vec<Flow>,
+    pub rx: RawRx,
     pub qp: Arc<Qp>,
-    pub mr: Mr,
-    pub cq: Arc<Cq>,
     pub pd: Arc<Pd>,
-    /// Receive slots (`-r`) and their stride.
-    pub slots: u32,
-    pub stride: u32,
-    /// The device checks receive checksums (`IBV_RAW_PACKET_CAP_IP_CSUM`).
-    pub csum_reported: bool,
 }
 
 impl RawRecvRes {
-    /// The QP to RTS with its receive buffer registered, then the rules.
+    /// The QP to RTS, then its receive buffer registered and the rules.
     pub fn create(port: &RawPort, p: &RawParams) -> Result<RawRecvRes, Fail> {
         let ctx = &port.ctx;
         let pd = Pd::new(ctx).map_err(Fail::verbs)?;
@@ -43,20 +35,8 @@ impl RawRecvRes {
             ..QpInit::new(QpType::RAW_PACKET)
         };
         let qp = Qp::create(&pd, &cq, &cq, &init).map_err(Fail::verbs)?;
-        let stride = slot_stride(p.size);
-        let buf = AlignedBuf::zeroed(slots as usize * stride as usize).map_err(Fail::verbs)?;
-        let mr = Mr::new(&pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
         qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
-        let flows = attach_rules(&qp, p)?;
-        Ok(RawRecvRes {
-            flows,
-            qp,
-            mr,
-            cq,
-            pd,
-            slots,
-            stride,
-            csum_reported: ctx.raw_rx_csum(),
-        })
+        let rx = RawRx::create(port, p, (&pd, &qp), cq, slots)?;
+        Ok(RawRecvRes { rx, qp, pd })
     }
 }

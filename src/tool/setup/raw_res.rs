@@ -16,6 +16,7 @@ use crate::raw::params::RawParams;
 use crate::raw::rate::RawRate;
 use crate::raw::slots::{self, Slots};
 use crate::raw::steer;
+use crate::run::raw_recv::RawRecvCfg;
 use crate::tool::common::fail::Fail;
 use crate::verbs::flow::Flow;
 use crate::verbs::{Access, AlignedBuf, Context, Cq, LinkLayer, Mr, Pd, Qp, QpInit, QpType};
@@ -124,15 +125,19 @@ pub struct RawRes {
     pub slots: Slots,
 }
 
-/// The receive side of a duplex QP (`-b`): the steering rules (first: they
-/// go before the QP), its own CQ, and the receive buffer of `slots` slots.
+/// The receive side of a duplex QP (`-b`).
 pub struct RawRx {
+    /// `raw::steer`'s rules for this side; first, so they go before the QP.
     pub flows: Vec<Flow>,
+    /// Receives complete here, not on the send CQ (the send loop's drain
+    /// takes a receive completion for an error).
     pub cq: Arc<Cq>,
+    /// `slots` receive slots (`-r`) of `stride` bytes, a `-s` frame each.
     pub mr: Mr,
     pub slots: u32,
     pub stride: u32,
-    /// The device checks receive checksums (`IBV_RAW_PACKET_CAP_IP_CSUM`).
+    /// The device checks receive checksums (`IBV_RAW_PACKET_CAP_IP_CSUM`),
+    /// read when the QP was made.
     pub csum_reported: bool,
 }
 
@@ -184,7 +189,7 @@ impl RawRes {
         }
         let rx = match rx_slots {
             0 => None,
-            n => Some(RawRx::create(port, p, &pd, &qps[0].qp, rcq, n)?),
+            n => Some(RawRx::create(port, p, (&pd, &qps[0].qp), rcq, n)?),
         };
         Ok(RawRes {
             rx,
@@ -197,12 +202,12 @@ impl RawRes {
 }
 
 impl RawRx {
-    /// The receive buffer registered, then `raw::steer`'s rules on `qp`.
-    fn create(
+    /// The receive buffer registered, then `raw::steer`'s rules on `qp`
+    /// (the server's, or a duplex side's), whose receives complete on `cq`.
+    pub fn create(
         port: &RawPort,
         p: &RawParams,
-        pd: &Arc<Pd>,
-        qp: &Arc<Qp>,
+        (pd, qp): (&Arc<Pd>, &Arc<Qp>),
         cq: Arc<Cq>,
         slots: u32,
     ) -> Result<RawRx, Fail> {
@@ -217,6 +222,20 @@ impl RawRx {
             stride,
             csum_reported: port.ctx.raw_rx_csum(),
         })
+    }
+
+    /// The receive loop's view of the buffer: each slot posted whole.
+    ///
+    /// # Safety
+    /// `self` must outlive every loop over the result (it keeps a raw
+    /// pointer into the MR); only the NIC may write the buffer meanwhile.
+    pub unsafe fn recv_cfg(&self) -> RawRecvCfg {
+        let (base, lkey) = (self.mr.addr() as *const u8, self.mr.lkey());
+        // SAFETY: the MR holds `slots × stride` bytes registered under its
+        // lkey (`create`); the caller keeps it alive past the loops.
+        let mut cfg = unsafe { RawRecvCfg::new(base, self.stride, self.stride, self.slots, lkey) };
+        cfg.csum_reported = self.csum_reported;
+        cfg
     }
 }
 
