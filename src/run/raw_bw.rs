@@ -432,6 +432,15 @@ mod tests {
         deadlines: Option<Deadlines>,
         now: impl Fn() -> u64,
     ) -> (BwOutcome, Vec<(u64, usize, bool)>) {
+        run_rec_beside(c, deadlines, now, &mut Alone)
+    }
+
+    fn run_rec_beside(
+        c: RawBwConfig,
+        deadlines: Option<Deadlines>,
+        now: impl Fn() -> u64,
+        beside: &mut impl Beside,
+    ) -> (BwOutcome, Vec<(u64, usize, bool)>) {
         let done = std::cell::Cell::new(0);
         let mut posts = [Rec {
             lists: vec![],
@@ -452,9 +461,58 @@ mod tests {
             deadlines,
             now,
         }
-        .run();
+        .run_beside(&mut Unpaced, beside);
         let [p] = posts;
         (out, p.lists)
+    }
+
+    /// A receive side that lets sends go after `open` passes and is done
+    /// after `done`.
+    struct Gate {
+        passes: u64,
+        open: u64,
+        done: u64,
+    }
+    impl Beside for Gate {
+        fn pass(&mut self) -> bool {
+            self.passes += 1;
+            true
+        }
+        fn may_send(&self) -> bool {
+            self.passes >= self.open
+        }
+        fn done(&self) -> bool {
+            self.passes >= self.done
+        }
+    }
+
+    #[test]
+    fn beside_holds_the_sends_and_the_end_and_the_clock_runs_from_the_first_send() {
+        let t = std::cell::Cell::new(0u64);
+        let mut gate = Gate {
+            passes: 0,
+            open: 5,
+            done: 200,
+        };
+        let now = || {
+            t.set(t.get() + 1);
+            t.get()
+        };
+        let (out, lists) = run_rec_beside(cfg(22, 4), None, now, &mut gate);
+        assert_eq!(out.error, None);
+        assert_eq!((out.posted, out.completed, lists.len()), (22, 22, 22));
+        assert_eq!(
+            gate.passes, 200,
+            "the loop ran until the receive side was done"
+        );
+        // Ticks: the loop's start reads 1; the sends start after 5 passes.
+        assert!(out.t_start > 1, "the clock starts at the first send");
+        assert!(
+            out.t_end < t.get(),
+            "the end is the last send completion ({}), not the loop's end ({})",
+            out.t_end,
+            t.get()
+        );
     }
 
     #[test]

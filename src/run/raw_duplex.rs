@@ -96,3 +96,105 @@ impl<R: RecvQueue, C: CompletionQueue, K: RxClassify, F: Fn() -> u64> Beside
         self.counts.packets >= self.owed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::post::WcStatus;
+    use crate::run::raw_recv::VerbsRx;
+    use crate::run::raw_recv_tests::{recv, Cq, Rq};
+    use std::cell::Cell;
+
+    const OWED: u64 = 3;
+
+    /// A side on scripted completions `wcs`, its clock one tick a reading;
+    /// `last`: where its silence counts from (0: a server's first wait).
+    fn with_side<T>(
+        wcs: Vec<Completion>,
+        (wait_first, last): (bool, u64),
+        f: impl FnOnce(&mut RecvSide<'_, Rq, Cq, VerbsRx, &dyn Fn() -> u64>) -> T,
+    ) -> (T, Rq, RawRecvCounts) {
+        let buf = vec![0u8; 4 * 64];
+        // SAFETY: `buf` holds 4 slots of 64 bytes and outlives the side.
+        let cfg = unsafe { RawRecvCfg::new(buf.as_ptr(), 64, 64, 4, 7) };
+        let (mut rq, mut cq) = (Rq::default(), Cq(wcs.into()));
+        let mut counts = RawRecvCounts::default();
+        let mut wc = [Completion::default(); 4];
+        let t = Cell::new(0u64);
+        let now = || {
+            t.set(t.get() + 1);
+            t.get()
+        };
+        let mut side = RecvSide {
+            rq: &mut rq,
+            cq: &mut cq,
+            cfg: &cfg,
+            counts: &mut counts,
+            owed: OWED,
+            wait_first,
+            stall_ticks: 10,
+            wc: &mut wc,
+            now: &now as &dyn Fn() -> u64,
+            last,
+            error: None,
+            classify: PhantomData,
+        };
+        let out = f(&mut side);
+        (out, rq, counts)
+    }
+
+    #[test]
+    fn a_server_sends_after_its_first_frame_and_is_done_at_n() {
+        let wcs = (0..OWED).map(|s| recv(s, 60, 0, 0)).collect();
+        let ((before, after, done), rq, counts) = with_side(wcs, (true, 0), |s| {
+            let before = s.may_send();
+            while !s.done() {
+                assert!(s.pass(), "{:?}", s.error);
+            }
+            (before, s.may_send(), s.done())
+        });
+        assert!(!before && after && done);
+        assert_eq!(counts.packets, OWED);
+        // Each frame's slot went back to the RQ.
+        assert_eq!(rq.posted.iter().map(|p| p.0).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_server_waits_for_its_first_frame_without_limit() {
+        let (passes, _, _) = with_side(Vec::new(), (true, 0), |s| {
+            (0..1000).all(|_| s.pass()) && s.error.is_none() && !s.may_send()
+        });
+        assert!(passes);
+    }
+
+    #[test]
+    fn silence_from_the_start_stalls_a_client() {
+        let (err, _, counts) = with_side(vec![recv(0, 60, 0, 0)], (false, 1), |s| {
+            assert!(s.may_send(), "a client sends at once");
+            let ended = (0..100).find(|_| !s.pass());
+            assert!(ended.is_some(), "no stall in 100 passes");
+            s.error.take()
+        });
+        assert_eq!(counts.packets, 1);
+        assert_eq!(
+            err,
+            Some(DuplexRxError::Stalled {
+                received: 1,
+                owed: OWED
+            })
+        );
+    }
+
+    #[test]
+    fn a_flushed_receive_ends_the_run() {
+        let flushed = Completion {
+            status: WcStatus::WR_FLUSH_ERR,
+            ..recv(0, 0, 0, 0)
+        };
+        let (err, _, _) = with_side(vec![flushed], (false, 1), |s| {
+            assert!(!s.pass());
+            s.error.take()
+        });
+        assert_eq!(err, Some(DuplexRxError::Recv(RawRecvError::Flushed)));
+    }
+}
