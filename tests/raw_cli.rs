@@ -371,6 +371,24 @@ fn without_a_device_the_tool_says_so() {
 }
 
 #[test]
+fn raw_mcast_groups_and_mgid() {
+    let p = ok(
+        RawTool::Bw,
+        "--server -B 02:00:00:00:00:02 -J 239.129.2.3 -j 1.1.1.1 --raw_mcast",
+    );
+    // raw_ethernet_bw: 01:00:5e and the IP's low 23 bits; the MGID holds
+    // that MAC in bytes 10..16, zeros before.
+    let mut want = [0u8; 16];
+    want[10..].copy_from_slice(&[0x01, 0x00, 0x5e, 0x01, 0x02, 0x03]);
+    assert_eq!(p.mgid(), Some(want));
+    assert_eq!(
+        rdmaperf::tool::runs::raw_server::mgid_text(&want),
+        "00:00:00:00:00:00:00:00:00:00:01:00:5e:01:02:03"
+    );
+    assert_eq!(ok(RawTool::Bw, &format!("--server {M}")).mgid(), None);
+}
+
+#[test]
 fn rate_flags_on_raw_eth_bw() {
     let p = ok(
         RawTool::Bw,

@@ -76,7 +76,6 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
             Some("-b with -D (both ways for a time)")
         }
         RawTool::Bw if r.duplex && r.qps > 1 => Some("-b with -q above 1 (one QP both ways runs)"),
-        RawTool::Bw if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
         RawTool::Bw if r.side == Some(super::ctx::Side::Server) && r.qps > 1 => {
             Some("a raw-eth-bw server with more than one QP (-q)")
         }
@@ -215,6 +214,14 @@ mod tests {
                 format!("--server {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2 --flows 4 -r 1024"),
             ),
             (RawTool::Bw, format!("--server {M} -b")),
+            (
+                RawTool::Bw,
+                "--client -B 02:00:00:00:00:01 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
+            ),
+            (
+                RawTool::Bw,
+                "--server -B 02:00:00:00:00:02 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
+            ),
             (RawTool::Bw, format!("--client {M} -b -n 100")),
         ];
         for (t, c) in &runs {
@@ -238,8 +245,8 @@ mod tests {
                 "-v (MAC forwarding",
             ),
             (
-                RawTool::Bw,
-                "--client -B 02:00:00:00:00:01 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
+                RawTool::Lat,
+                format!("--client {M} -J 224.0.0.5 -j 1.1.1.1 --raw_mcast"),
                 "--raw_mcast",
             ),
             (

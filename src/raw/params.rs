@@ -440,6 +440,17 @@ impl RawParams {
         }
     }
 
+    /// `--raw_mcast`: the group a server joins (`ibv_attach_mcast`), as
+    /// raw_ethernet_bw builds it: zeros, then the multicast MAC of `-J` in
+    /// bytes 10..16. None without `--raw_mcast`.
+    pub fn mgid(&self) -> Option<[u8; 16]> {
+        self.raw.raw_mcast.then(|| {
+            let mut g = [0u8; 16];
+            g[10..].copy_from_slice(&self.dst_mac());
+            g
+        })
+    }
+
     /// `-E`, or with `--raw_mcast` the IPv4 multicast MAC of `-J`.
     pub fn dst_mac(&self) -> [u8; 6] {
         let r = &self.raw;

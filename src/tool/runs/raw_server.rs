@@ -37,6 +37,9 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
         res.rx.flows.len(),
         res.rx.slots
     );
+    if let Some(g) = res.rx.mcast.as_ref().map(|m| m.mgid) {
+        println!(" MGID: {}", mgid_text(&g));
+    }
     let sysfs = Path::new("/sys");
     let before = rx_drops::read_out_of_buffer(sysfs, port.ctx.name(), p.ib_port);
     let clock = Clock::calibrate();
@@ -110,4 +113,12 @@ fn run_direct(
     let mut cq = cq.map_err(|e| Fail::new(e.to_string()))?;
     cq.attach_recv(rq.qpn(), rq.ring());
     post_and_receive::<_, _, DirectRx>(p, (&mut rq, &mut cq), cfg, clock)
+}
+
+/// A GID as perftest prints the raw tools' MGID: 16 hex bytes joined by `:`.
+pub fn mgid_text(g: &[u8; 16]) -> String {
+    g.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }

@@ -19,6 +19,7 @@ use crate::raw::steer;
 use crate::run::raw_recv::RawRecvCfg;
 use crate::tool::common::fail::Fail;
 use crate::verbs::flow::Flow;
+use crate::verbs::qp::McastMember;
 use crate::verbs::{Access, AlignedBuf, Context, Cq, LinkLayer, Mr, Pd, Qp, QpInit, QpType};
 
 /// perftest's words when the port is not Ethernet (its spelling kept).
@@ -129,6 +130,8 @@ pub struct RawRes {
 pub struct RawRx {
     /// `raw::steer`'s rules for this side; first, so they go before the QP.
     pub flows: Vec<Flow>,
+    /// `--raw_mcast`: the QP's membership of the group, in place of rules.
+    pub mcast: Option<McastMember>,
     /// Receives complete here, not on the send CQ (the send loop's drain
     /// takes a receive completion for an error).
     pub cq: Arc<Cq>,
@@ -214,8 +217,14 @@ impl RawRx {
         let stride = slot_stride(p.size);
         let buf = AlignedBuf::zeroed(slots as usize * stride as usize).map_err(Fail::verbs)?;
         let mr = Mr::new(pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
+        // With --raw_mcast the group steers (`steer::rules` gives none).
+        let mcast = match p.mgid() {
+            Some(g) => Some(qp.join_mcast(g, 0).map_err(Fail::verbs)?),
+            None => None,
+        };
         Ok(RawRx {
             flows: attach_rules(qp, p)?,
+            mcast,
             cq,
             mr,
             slots,
