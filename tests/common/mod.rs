@@ -14,7 +14,10 @@ pub mod raw_eth;
 pub mod raw_lat_host;
 #[cfg(feature = "model")]
 pub mod raw_steer_model;
+#[cfg(feature = "model")]
+pub mod raw_tap;
 pub mod source;
+pub mod tap;
 pub mod vm;
 pub mod vm_cases;
 pub mod vm_script;
