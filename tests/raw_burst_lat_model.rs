@@ -1,7 +1,7 @@
 //! raw-eth-burst-lat as the tool runs it (`tool::session::
 //! raw_burst_lat_measure` over `run::raw_burst_lat`), client against
 //! server, on the queue model: each side a model host of its own in its
-//! own thread (`common::raw_lat_host`, shared with raw_lat_model).
+//! own thread (`common::raw_host`, shared with raw_lat_model).
 //! Checked: exactly `-n` frames from the client and `-n / --reply_every`
 //! replies from the server, every frame on the wire equal to the sender's
 //! slot and parsed with etherparse, the client's table row and the
@@ -20,7 +20,7 @@ mod common;
 
 #[cfg(feature = "model")]
 mod with_model {
-    use super::common::raw_lat_host::{self as host, Pair, Side};
+    use super::common::raw_host::{self as host, Pair, Side};
     use std::time::{Duration, Instant};
 
     use rdmaperf::raw::tools::RawTool;
@@ -31,7 +31,7 @@ mod with_model {
 
     /// The burst loop a side ran.
     fn burst(s: &Side) -> &BurstLatRun {
-        s.bursts.as_ref().unwrap()
+        s.run.bursts.as_ref().unwrap()
     }
 
     fn check_exact(extra: &str) -> Pair {
@@ -71,7 +71,7 @@ mod with_model {
         assert!(tp.iter().zip(tc).all(|(p, c)| *p > 0 && c > p), "{extra}");
         host::check_row(c, n, extra);
         // The server prints the header and the closing line, no row.
-        let r = s.report.as_ref().unwrap();
+        let r = s.run.report.as_ref().unwrap();
         assert!(r.contains("t_min[usec]"), "{r}");
         assert_eq!(r.lines().count(), 3, "{r}");
         pair

@@ -1,6 +1,6 @@
 //! raw-eth-lat as the tool runs it (`tool::session::raw_lat_measure` over
 //! `run::raw_lat`), client against server, on the queue model: each side
-//! a model host of its own in its own thread (`common::raw_lat_host`,
+//! a model host of its own in its own thread (`common::raw_host`,
 //! shared with raw_burst_lat_model). Checked:
 //! exactly `-n` round trips on both sides, every frame on the wire equal to
 //! the sender's slot and parsed with etherparse (the client's headers
@@ -20,7 +20,7 @@ mod common;
 
 #[cfg(feature = "model")]
 mod with_model {
-    use super::common::raw_lat_host::{self as host, Pair, Side};
+    use super::common::raw_host::{self as host, Pair, Side};
     use std::time::{Duration, Instant};
 
     use rdmaperf::raw::tools::RawTool;
@@ -29,7 +29,7 @@ mod with_model {
 
     /// The ping-pong a side ran.
     fn lat(s: &Side) -> &RawLatRun {
-        s.lat.as_ref().unwrap()
+        s.run.lat.as_ref().unwrap()
     }
 
     fn check_exact(extra: &str) -> Pair {
@@ -100,7 +100,7 @@ mod with_model {
             let cols = host::row(s);
             assert_eq!(cols.len(), 4, "{cols:?}");
             assert_eq!(cols[1], o.measured.to_string());
-            let r = s.report.as_ref().unwrap();
+            let r = s.run.report.as_ref().unwrap();
             assert!(r.contains("tps average"), "{r}");
         }
         // The sides ran the same ping-pong: their sends differ by at most

@@ -11,7 +11,7 @@ pub mod mlx5;
 pub mod model_env;
 pub mod raw_eth;
 #[cfg(feature = "model")]
-pub mod raw_lat_host;
+pub mod raw_host;
 #[cfg(feature = "model")]
 pub mod raw_steer_model;
 #[cfg(feature = "model")]

@@ -1,12 +1,14 @@
-//! What the raw latency tools' client-against-server model tests share
-//! (`raw_lat_model`, `raw_burst_lat_model`): each side is a model host of
+//! What the raw tools' client-against-server model tests share
+//! (`raw_lat_model`, `raw_burst_lat_model`, `raw_duplex_model`): each side
+//! is a model host of
 //! its own (a raw QP 0 with its direct SQ, RQ and CQ, and a flow table
 //! built from that side's command line by `raw::steer`, as
 //! `ibv_create_flow` would install it), run in its own thread. A side's
 //! polls step its NIC, put what its port sent on the wire to the peer
 //! (dropping the `n`-th frame where asked), and deliver the peer's frames
 //! to its port (`Model::deliver`). Every frame is logged with its time for
-//! the checks and the pcap.
+//! the checks and the pcap. What runs on a side's QP is the test's session
+//! ([`Go`]); the latency tools' is [`lat_session`] ([`pair`]).
 
 use super::raw_steer_model::{self, CLIENT, SERVER};
 use std::cell::RefCell;
@@ -18,8 +20,11 @@ use std::time::{Duration, Instant};
 
 use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
 use rdmaperf::clock::Clock;
+use rdmaperf::mlx5::raw_sq::RawPkt;
 use rdmaperf::mlx5::raw_sq::RawSqConfig;
+use rdmaperf::mlx5::rq::DirectRq;
 use rdmaperf::mlx5::DirectCq;
+use rdmaperf::model::ModelRecvMmio;
 use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec};
 use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
 use rdmaperf::raw::params::RawParams;
@@ -86,7 +91,7 @@ impl Port {
 }
 
 /// The send or the receive half of the port's one CQ.
-struct HalfCq(Rc<RefCell<Port>>, bool);
+pub struct HalfCq(Rc<RefCell<Port>>, bool);
 impl CompletionQueue for HalfCq {
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
         let mut p = self.0.borrow_mut();
@@ -100,13 +105,59 @@ impl CompletionQueue for HalfCq {
     }
 }
 
-/// What one side ran (`tool::session::raw_lat_session`, as the tool runs
-/// it) and its printed table, its send buffer and layout, its parameters,
-/// and the frames its flow table matched to no rule.
-pub struct Side {
+/// A side's QP on its model host, as the session under test gets it: the
+/// direct SQ and the send half of the CQ, the direct RQ and the receive
+/// half, the frames (`raw::slots`, from `tx_base`) and the receive ring.
+pub struct Host<'a> {
+    pub post: &'a mut Direct<ModelMmio>,
+    pub scq: &'a mut HalfCq,
+    pub rq: &'a mut DirectRq<ModelRecvMmio>,
+    pub rcq: &'a mut HalfCq,
+    pub frames: &'a [RawPkt],
+    pub ring: RxRing,
+    pub tx_base: u64,
+    pub slots: Slots,
+}
+
+/// A session: what runs on one side's QP (its parameters, its host, the
+/// stall allowance), and what it gives back.
+pub type Go<R> = fn(&RawParams, Host<'_>, Duration) -> R;
+
+/// What the latency tools' session ran (`tool::session::raw_lat_session`,
+/// as the tool runs it) and its printed table.
+pub struct Lat {
     pub lat: Option<RawLatRun>,
     pub bursts: Option<BurstLatRun>,
     pub report: Result<String, String>,
+}
+
+/// The latency tools' session on a side's QP.
+pub fn lat_session(p: &RawParams, h: Host<'_>, stall: Duration) -> Lat {
+    let qp = RawQp::new((h.post, h.scq), (h.rq, h.rcq), (h.frames, h.ring));
+    let clock = Clock::calibrate();
+    let session = Session {
+        p,
+        clock: &clock,
+        stall,
+    };
+    let ran = session.run(qp).unwrap();
+    let report = ran.report(p, clock.hz());
+    let (lat, bursts) = match ran {
+        Ran::PingPong(r) => (Some(r), None),
+        Ran::Bursts(r) => (None, Some(r)),
+    };
+    Lat {
+        lat,
+        bursts,
+        report,
+    }
+}
+
+/// What one side ran (`run`, its session's result), its send buffer and
+/// layout, its parameters, and the frames its flow table matched to no
+/// rule.
+pub struct Side<R = Lat> {
+    pub run: R,
     pub tx: Vec<u8>,
     pub slots: Slots,
     pub p: RawParams,
@@ -122,11 +173,15 @@ struct Wire {
     drop_nth: Option<u64>,
 }
 
-/// One side, as the tool runs it, on a model host of its own.
-fn side(p: RawParams, w: Wire, stall: Duration) -> Side {
+/// One side, its session `go`, on a model host of its own.
+fn side<R>(p: RawParams, w: Wire, stall: Duration, go: Go<R>) -> Side<R> {
     let client = p.raw.side != Some(rdmaperf::raw::ctx::Side::Server);
-    let slots = Slots::new(p.size, p.raw.flows, 1, 1, 4096);
-    let posted = rx_depth(&p) as u32;
+    let slots = Slots::new(p.size, p.raw.flows, p.raw.flows_burst, p.post_list, 4096);
+    // raw-eth-bw -b posts -r receives; the latency tools their own count.
+    let posted = match p.raw.tool {
+        RawTool::Bw => p.raw.rx_depth.max(1),
+        _ => rx_depth(&p),
+    } as u32;
     let stride = slot_stride(p.size);
     // Declared before the model: registered memory outlives it.
     let mut tx = vec![0u8; slots.buffer_len()];
@@ -185,19 +240,17 @@ fn side(p: RawParams, w: Wire, stall: Duration) -> Side {
     }));
     let (mut scq, mut rcq) = (HalfCq(port.clone(), false), HalfCq(port.clone(), true));
     let mut post = Direct::<ModelMmio>(sq);
-    let qp = RawQp::new((&mut post, &mut scq), (&mut rq, &mut rcq), (&frames, ring));
-    let clock = Clock::calibrate();
-    let session = Session {
-        p: &p,
-        clock: &clock,
-        stall,
+    let host = Host {
+        post: &mut post,
+        scq: &mut scq,
+        rq: &mut rq,
+        rcq: &mut rcq,
+        frames: &frames,
+        ring,
+        tx_base: tx.as_ptr() as u64,
+        slots,
     };
-    let ran = session.run(qp).unwrap();
-    let report = ran.report(&p, clock.hz());
-    let (lat, bursts) = match ran {
-        Ran::PingPong(r) => (Some(r), None),
-        Ran::Bursts(r) => (None, Some(r)),
-    };
+    let run = go(&p, host, stall);
     let port = port.borrow();
     let v = port.model.violations();
     assert!(v.is_empty(), "{v:?}");
@@ -206,9 +259,7 @@ fn side(p: RawParams, w: Wire, stall: Duration) -> Side {
     drop(port);
     drop(rx);
     Side {
-        lat,
-        bursts,
-        report,
+        run,
         tx,
         slots,
         p,
@@ -217,16 +268,26 @@ fn side(p: RawParams, w: Wire, stall: Duration) -> Side {
 }
 
 /// Client and server of `tool` against each other.
-pub struct Pair {
-    pub client: Side,
-    pub server: Side,
+pub struct Pair<R = Lat> {
+    pub client: Side<R>,
+    pub server: Side<R>,
     pub log: Vec<(bool, u64, Vec<u8>)>,
 }
 
-/// Client and server of `tool`, `extra` on both command lines (MACs, IPs
-/// and ports mirrored), each in its own thread; the client's `drop_nth`
-/// frame is lost on the wire.
+/// The latency tools' client and server ([`pair_with`] [`lat_session`]).
 pub fn pair(tool: RawTool, extra: &str, drop_nth: Option<u64>, stall: Duration) -> Pair {
+    pair_with(tool, (extra, drop_nth), stall, lat_session)
+}
+
+/// Client and server of `tool` running `go`, `extra` on both command
+/// lines (MACs, IPs and ports mirrored), each in its own thread; the
+/// client's `drop_nth` frame is lost on the wire.
+pub fn pair_with<R: Send + 'static>(
+    tool: RawTool,
+    (extra, drop_nth): (&str, Option<u64>),
+    stall: Duration,
+    go: Go<R>,
+) -> Pair<R> {
     let (c2s, s_in) = channel();
     let (s2c, c_in) = channel();
     let log: Log = Arc::default();
@@ -240,7 +301,7 @@ pub fn pair(tool: RawTool, extra: &str, drop_nth: Option<u64>, stall: Duration) 
         t0,
         drop_nth: None,
     };
-    let server = std::thread::spawn(move || side(sp, sw, stall));
+    let server = std::thread::spawn(move || side(sp, sw, stall, go));
     let cw = Wire {
         out: c2s,
         inp: c_in,
@@ -248,7 +309,7 @@ pub fn pair(tool: RawTool, extra: &str, drop_nth: Option<u64>, stall: Duration) 
         t0,
         drop_nth,
     };
-    let client = side(cp, cw, stall);
+    let client = side(cp, cw, stall, go);
     let server = server.join().unwrap();
     let log = std::mem::take(&mut *log.lock().unwrap());
     Pair {
@@ -261,7 +322,7 @@ pub fn pair(tool: RawTool, extra: &str, drop_nth: Option<u64>, stall: Duration) 
 /// The latency table's row in a side's report: the line starting with
 /// `-s`.
 pub fn row(s: &Side) -> Vec<String> {
-    let report = s.report.as_ref().unwrap();
+    let report = s.run.report.as_ref().unwrap();
     let line = report
         .lines()
         .find(|l| l.trim_start().starts_with(&format!("{} ", s.p.size)))
@@ -272,7 +333,7 @@ pub fn row(s: &Side) -> Vec<String> {
 /// A side's table: the header, and a row of nine columns with `iters` as
 /// `#iterations` and seven positive figures, min ≤ typical ≤ max.
 pub fn check_row(s: &Side, iters: u64, at: &str) {
-    let r = s.report.as_ref().unwrap();
+    let r = s.run.report.as_ref().unwrap();
     assert!(r.contains("t_min[usec]") && r.contains("99.9"), "{at}: {r}");
     let cols = row(s);
     assert_eq!(cols.len(), 9, "{at}: {cols:?}");
@@ -288,7 +349,7 @@ pub fn check_row(s: &Side, iters: u64, at: &str) {
 /// The client's `-U` and `-H` dumps (perftest's "#, usec" lines before
 /// the table, whose header comes again after them): the samples of each.
 pub fn dumps(s: &Side) -> (Vec<f64>, Vec<f64>) {
-    let r = s.report.as_ref().unwrap();
+    let r = s.run.report.as_ref().unwrap();
     let parts: Vec<&str> = r.split("#, usec\n").collect();
     assert_eq!(parts.len(), 3, "two dumps: {r}");
     assert_eq!(r.matches("t_min[usec]").count(), 2, "the header again: {r}");
@@ -304,7 +365,7 @@ pub fn dumps(s: &Side) -> (Vec<f64>, Vec<f64>) {
 /// A frame on the wire: the sender's slot for its flow, byte for byte,
 /// and its headers as etherparse reads them (the server's with MACs, IPs
 /// and ports swapped).
-pub fn check_frame(f: &[u8], from: &Side, flow: u64, at: &str) {
+pub fn check_frame<R>(f: &[u8], from: &Side<R>, flow: u64, at: &str) {
     let off = (flow * from.slots.flow_bytes) as usize;
     let len = from.slots.frame_len as usize;
     assert_eq!(f.len(), len, "{at}");
@@ -332,7 +393,7 @@ pub fn check_frame(f: &[u8], from: &Side, flow: u64, at: &str) {
 
 /// Every logged frame checked against its sender (frame k of a side is
 /// flow `k % --flows`); the frames each way, (client's, server's).
-pub fn check_log(pair: &Pair, at: &str) -> (u64, u64) {
+pub fn check_log<R>(pair: &Pair<R>, at: &str) -> (u64, u64) {
     let flows = pair.client.p.raw.flows.max(1) as u64;
     let (mut from_client, mut from_server) = (0u64, 0u64);
     for (i, (client, _, f)) in pair.log.iter().enumerate() {
