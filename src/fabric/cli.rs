@@ -100,13 +100,13 @@ fn refuse(p: &Params, o: &FabricOpts) -> Result<(), String> {
         return Err("--check-landing is for a server you start by hand; drop it".into());
     }
     let lat = p.tool.kind == crate::cli::params::Kind::Lat;
-    if lat && o.expect_bw.is_some() {
+    if lat && o.expect.bw.is_some() {
         return Err("--expect-bw needs a bandwidth test (write-bw, ...); use --expect-lat".into());
     }
-    if lat && o.expect_msgrate.is_some() {
+    if lat && o.expect.msgrate.is_some() {
         return Err("--expect-msgrate needs a bandwidth test; use --expect-lat".into());
     }
-    if !lat && o.expect_lat.is_some() {
+    if !lat && o.expect.lat.is_some() {
         return Err("--expect-lat needs a latency test (write-lat, ...); use --expect-bw".into());
     }
     Ok(())

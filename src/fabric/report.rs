@@ -369,9 +369,9 @@ impl Report {
         let mut bad = false;
         let mut thr = Vec::new();
         for (m, want) in [
-            (Metric::Bw, o.expect_bw),
-            (Metric::MsgRate, o.expect_msgrate),
-            (Metric::Lat, o.expect_lat),
+            (Metric::Bw, o.expect.bw),
+            (Metric::MsgRate, o.expect.msgrate),
+            (Metric::Lat, o.expect.lat),
         ] {
             let Some(want) = want else { continue };
             let miss = summary::failures(self.values(m), want, m.better());
