@@ -150,10 +150,7 @@ fn run(_o: FabricOpts, _p: Params) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn v(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::cli::test_args::v;
 
     #[test]
     fn tool_flags_go_through_the_tools_parser() {

@@ -207,10 +207,8 @@ impl Parsing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::test_args::v;
 
-    fn v(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
     fn no_file(_: &str) -> Result<String, String> {
         Err("no such file".into())
     }
