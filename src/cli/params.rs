@@ -76,8 +76,6 @@ pub struct Params {
     pub size_given: bool,
     /// perftest's notices about parameters it changed, printed at the start.
     pub notices: Vec<String>,
-    /// `--retry_count` (-R data QPs; perftest's default 7).
-    pub retry_count: u8,
     /// `--wait_destroy` seconds (0: none).
     pub wait_destroy: u32,
     /// `-W`: port counters to report after each row.
@@ -225,7 +223,6 @@ fn build(c: Ctx) -> Result<Params, String> {
             ..Qos::of(a)
         },
         cpu_util: a.cpu_util,
-        retry_count: a.retry_count.unwrap_or(DEF_RETRY_COUNT),
         wait_destroy: a.wait_destroy.unwrap_or(0),
         counters: c.counters?,
         conn_opts: c.conn_opts?,
