@@ -44,8 +44,9 @@ CROSS_PACKAGES=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-lin
 # crc32_generic: rdma_rxe fails "failed to init crc32 algorithm err:-2" without it.
 # overlay: makes the read-only host root writable inside the guest (changes stay in RAM).
 # rdma_ucm & co: for perftest -R (rdma_cm).
+# tun: the raw Ethernet TAP test puts the queue model's wire on a TAP device (tests/vm_raw.rs).
 GUEST_MODULES=(virtio_pci 9pnet_virtio 9p overlay crc32_generic ib_uverbs configfs iw_cm
-               ib_cm rdma_cm rdma_ucm rdma_rxe dummy)
+               ib_cm rdma_cm rdma_ucm rdma_rxe dummy tun)
 
 say() { echo "setup.sh: $*" >&2; }
 die() { echo "setup.sh: error: $*" >&2; exit 1; }

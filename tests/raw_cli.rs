@@ -6,6 +6,7 @@
 
 use rdmaperf::cli;
 use rdmaperf::raw::params::{self, RawParams, Side};
+use rdmaperf::raw::rate::{self, RawRate};
 use rdmaperf::raw::{args, tools::RawTool};
 
 mod common;
@@ -374,6 +375,68 @@ fn without_a_device_the_tool_says_so() {
 }
 
 #[test]
+fn raw_mcast_groups_and_mgid() {
+    let p = ok(
+        RawTool::Bw,
+        "--server -B 02:00:00:00:00:02 -J 239.129.2.3 -j 1.1.1.1 --raw_mcast",
+    );
+    // raw_ethernet_bw: 01:00:5e and the IP's low 23 bits; the MGID holds
+    // that MAC in bytes 10..16, zeros before.
+    let mut want = [0u8; 16];
+    want[10..].copy_from_slice(&[0x01, 0x00, 0x5e, 0x01, 0x02, 0x03]);
+    assert_eq!(p.mgid(), Some(want));
+    assert_eq!(
+        rdmaperf::tool::runs::raw_server::mgid_text(&want),
+        "00:00:00:00:00:00:00:00:00:00:01:00:5e:01:02:03"
+    );
+    assert_eq!(ok(RawTool::Bw, &format!("--server {M}")).mgid(), None);
+}
+
+#[test]
+fn rate_flags_on_raw_eth_bw() {
+    let p = ok(
+        RawTool::Bw,
+        &format!("--client {M} --rate_limit 10 --rate_units M --rate_limit_type PP"),
+    );
+    assert!(
+        matches!(p.rate, Some(RawRate::Pp(pp)) if pp.kbps == 81920),
+        "{:?}",
+        p.rate
+    );
+    let s = ok(RawTool::Bw, &format!("--client {M} --rate_limit 2"));
+    assert!(matches!(s.rate, Some(RawRate::Sw(_))), "{:?}", s.rate);
+    assert!(
+        s.notes.iter().any(|n| n == rate::SW_FALLBACK),
+        "{:?}",
+        s.notes
+    );
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} --rate_limit 2 --rate_limit_type HW"),
+        &["static rate", "PP"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} --burst_size 4"),
+        &["Can't enable burst mode"],
+    );
+    // The binary takes them before any device is looked at.
+    refused_before_run(
+        &[
+            "raw-eth-bw",
+            "--client",
+            "-B",
+            "02:00:00:00:00:01",
+            "-E",
+            "02:00:00:00:00:02",
+            "--rate_limit=3",
+            "--rate_limit_type=PP",
+        ],
+        "MEGA_BYTE_PS",
+    );
+}
+
+#[test]
 fn post_method_and_post_list() {
     let p = ok(
         RawTool::Bw,
@@ -422,6 +485,12 @@ fn compare_of_raw_tools() {
             "-a",
         ],
         "do not support -a",
+    );
+    // A rate limit would hold every method at it.
+    let rated = format!("compare raw-eth-bw --client {M} --rate_limit=1");
+    refused_before_run(
+        &rated.split_whitespace().collect::<Vec<_>>(),
+        "drop --rate_limit",
     );
     // The server runs on its own, not under compare (refused before any
     // device, so on any host).

@@ -5,7 +5,7 @@
 //! frames on the wire, each equal to the buffer's slot perftest would send
 //! (its headers `raw::frame`'s for its flow, parsed by etherparse), the
 //! loop's counts, the printed row; a pcap per method is left at
-//! target/raw-bw-<method>.pcap.
+//! target/raw-bw-<method>.pcap. The SW rate limiter spaces its bursts.
 
 #[cfg(not(feature = "model"))]
 #[test]
@@ -18,13 +18,12 @@ mod common;
 
 #[cfg(feature = "model")]
 mod with_model {
+    use super::common::model_env::Stepping;
     use super::common::raw_eth::assert_model_clean;
     use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
     use rdmaperf::clock::Clock;
     use rdmaperf::mlx5::raw_sq::RawSqConfig;
-    use rdmaperf::mlx5::DirectCq;
     use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio};
-    use rdmaperf::post::{Completion, CompletionQueue, PostError};
     use rdmaperf::raw::frame;
     use rdmaperf::raw::params::{self, RawParams};
     use rdmaperf::raw::pcap::{self, PcapWriter};
@@ -41,19 +40,6 @@ mod with_model {
     enum Method {
         Direct,
         DirectMpw,
-    }
-
-    /// The model's CQ, stepping its NIC before each poll (as the worker
-    /// CQ of the threads engine does).
-    struct Stepping<'a> {
-        cq: DirectCq,
-        model: &'a Model,
-    }
-    impl CompletionQueue for Stepping<'_> {
-        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-            self.model.step();
-            self.cq.poll(out)
-        }
     }
 
     fn params(extra: &str) -> RawParams {
@@ -199,6 +185,31 @@ mod with_model {
             ("-n 500 -s 65 -l 4 -Q 16 -t 64", 500),
         ];
         sends_every_run(Method::Direct, &runs, "raw-bw-direct.pcap");
+    }
+
+    /// `--rate_limit_type=SW`: 8 frames every 5 ms (1600 frames/s), so 64
+    /// frames are 8 bursts and the last starts 7 gaps after the first; every
+    /// frame still goes out as unpaced (`check`).
+    #[test]
+    fn sw_rate_limit_spaces_the_bursts() {
+        let extra =
+            "-n 64 -t 64 --rate_limit=1600 --rate_units=p --rate_limit_type=SW --burst_size=8";
+        let gap = Clock::fixed(1e9).cycles_for(std::time::Duration::from_millis(5));
+        for m in [Method::Direct, Method::DirectMpw] {
+            check(m, extra, 64);
+            let r = run(m, &params(extra));
+            let took = r.out.t_end - r.out.t_start;
+            assert!(
+                took >= 7 * gap,
+                "{m:?}: 64 frames in {took} ticks, under 7 gaps of {gap}"
+            );
+        }
+        let unpaced = run(Method::Direct, &params("-n 64 -t 64"));
+        println!(
+            "unpaced: 64 frames in {} ticks (paced: at least {})",
+            unpaced.out.t_end - unpaced.out.t_start,
+            7 * gap
+        );
     }
 
     #[test]

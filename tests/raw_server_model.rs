@@ -181,6 +181,12 @@ mod with_model {
         for r in steer::rules(&ps) {
             model.add_flow(model_rule(&r)).unwrap();
         }
+        // --raw_mcast: the QP's group membership (`ibv_attach_mcast` of the
+        // MGID holding the group's MAC) steers the group's frames to it.
+        if let Some(g) = ps.mgid() {
+            let mac: [u8; 6] = g[10..].try_into().unwrap();
+            model.add_flow(FlowRule::mac(RING, mac)).unwrap();
+        }
         // SAFETY: `rx` holds `rx_slots` strides, registered, and outlives
         // every loop over it.
         let cfg = unsafe { RawRecvCfg::new(rx.as_ptr(), stride, stride, rx_slots, rxk.lkey) };
@@ -359,6 +365,28 @@ mod with_model {
             "{}",
             s.report
         );
+    }
+
+    /// `--raw_mcast`: the client sends to the group of `-J` (MAC
+    /// 01:00:5e:00:00:05 for 224.0.0.5, source port 0: no reply port), the
+    /// server attaches no rule and joins the group (MGID: zeros, then that
+    /// MAC); every frame arrives through the membership.
+    #[test]
+    fn raw_mcast_frames_reach_the_groups_member() {
+        let mcast = "-n 200 -s 128 -J 224.0.0.5 --raw_mcast";
+        let s = serve(Method::Direct, mcast, &format!("{mcast} -r 256"), &[]);
+        assert!(
+            steer::rules(&s.server).is_empty(),
+            "no rule with --raw_mcast"
+        );
+        let group = [0x01, 0x00, 0x5e, 0x00, 0x00, 0x05];
+        assert_eq!(s.client.frame_spec().dst_mac, group);
+        assert_eq!(s.server.mgid().map(|g| g[10..] == group), Some(true));
+        let c = &s.out.counts;
+        assert_eq!((c.packets, c.ipv4, c.udp, c.csum_ok), (200, 200, 200, 200));
+        assert_eq!((s.no_match, s.out.end), (0, RecvEnd::Done));
+        let l4 = s.client.frame_spec().l4.unwrap();
+        assert_eq!((l4.src_port, l4.dst_port), (0, 6000));
     }
 
     /// `-D 1` on the server: every frame counted, then the run waits out

@@ -134,7 +134,7 @@ pub const PERFTEST_FLAGS: &[Flag] = &[
     imp(None, "pkey_index", true),
     no(None, "tcp", false, RAW_ETH),
     imp(None, "burst_size", true),
-    no(None, "typical_pkt_size", true, "belongs to perftest's raw_ethernet_* tools: it only supports the PP rate limiter (perftest's rule), which perftest master allows on raw Ethernet QPs only, and rdmaperf's raw tools do not take the rate flags yet - drop it; --rate_limit_type=SW paces any bw test"),
+    no(None, "typical_pkt_size", true, "belongs to perftest's raw_ethernet_* tools: it only supports the PP rate limiter (perftest's rule), which perftest master allows on raw Ethernet QPs only (rdmaperf raw-eth-bw takes it) - drop it; --rate_limit_type=SW paces any bw test"),
     imp(None, "rate_limit", true),
     imp(None, "rate_limit_type", true),
     imp(None, "rate_units", true),

@@ -149,8 +149,8 @@ pub fn rate_of(
     let Some(kind) = kind.unwrap_or(Some(RateKind::Hw)) else {
         return Err(
             "--rate_limit_type=PP: perftest master allows packet pacing on raw Ethernet QPs only \
-             (its raw_ethernet_* tools; rdmaperf's raw-eth-* tools do not take the rate flags \
-             yet); use --rate_limit_type=SW"
+             (its raw_ethernet_* tools, and rdmaperf's raw-eth-bw); use --rate_limit_type=SW \
+             here"
                 .into(),
         );
     };

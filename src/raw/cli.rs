@@ -57,8 +57,9 @@ pub fn prepare_runnable(tool: RawTool, argv: &[String]) -> Result<RawParams, i32
 }
 
 /// What rdmaperf does not run yet for this command line, as the refusal
-/// naming it and the stock tool to use; None when it runs (raw-eth-bw one
-/// way: the sender, and the server on one QP; raw-eth-lat; raw-eth-fs-rate).
+/// naming it and the stock tool to use; None when it runs (raw-eth-bw: the
+/// sender, the server on one QP, `-b` on one QP by iterations; raw-eth-lat;
+/// raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
     let missing = match r.tool {
@@ -71,13 +72,12 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
         RawTool::BurstLat => Some("the raw-eth-burst-lat tool glue (its loop is in)"),
         RawTool::FsRate => None,
         RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
-        RawTool::Bw if r.duplex => Some("-b (both ways: the receive side)"),
-        RawTool::Bw if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
+        RawTool::Bw if r.duplex && r.duration.is_some() => {
+            Some("-b with -D (both ways for a time)")
+        }
+        RawTool::Bw if r.duplex && r.qps > 1 => Some("-b with -q above 1 (one QP both ways runs)"),
         RawTool::Bw if r.side == Some(super::ctx::Side::Server) && r.qps > 1 => {
             Some("a raw-eth-bw server with more than one QP (-q)")
-        }
-        RawTool::Bw if !p.pacing.is_empty() => {
-            Some("the rate flags (--burst_size, --rate_limit, ...)")
         }
         RawTool::Bw => None,
     }?;
@@ -99,15 +99,22 @@ pub fn no_compare(tool: RawTool) -> String {
     )
 }
 
-/// `rdmaperf compare raw-eth-bw` with a server command line: refused before
-/// any device (compare runs the sender with each post method); None for a
-/// sender, or a command line `prepare` will refuse anyway.
-pub fn compare_server_refusal(argv: &[String]) -> Option<String> {
+/// Why `rdmaperf compare raw-eth-bw <argv>` cannot run, found from the
+/// flags alone (before any device): a server, or a rate limit.
+pub fn compare_refusal(argv: &[String]) -> Option<String> {
     let p = args::parse(argv)
         .and_then(|a| params::resolve(RawTool::Bw, &a))
         .ok()?;
-    (p.raw.side == Some(super::ctx::Side::Server)).then(|| {
-        "rdmaperf compare raw-eth-bw: compare runs the sender's post methods (--client); a          server counts what any sender sends: run `rdmaperf raw-eth-bw --server ...` beside it"
+    if p.raw.side == Some(super::ctx::Side::Server) {
+        return Some(
+            "rdmaperf compare raw-eth-bw: compare runs the sender's post methods (--client); a \
+             server counts what any sender sends: run `rdmaperf raw-eth-bw --server ...` beside it"
+                .to_string(),
+        );
+    }
+    p.rate.is_some().then(|| {
+        "rdmaperf compare raw-eth-bw: a rate limit holds every post method at the same rate, so \
+         the table would compare the limit: drop --rate_limit and its flags"
             .to_string()
     })
 }
@@ -176,16 +183,15 @@ mod tests {
     #[test]
     fn compare_refuses_a_server_command_line() {
         let argv = |c: &str| c.split_whitespace().map(String::from).collect::<Vec<_>>();
-        let e = compare_server_refusal(&argv(&format!("--server {M}"))).unwrap();
+        let e = compare_refusal(&argv(&format!("--server {M}"))).unwrap();
         assert!(
             e.contains("--client") && e.contains("raw-eth-bw --server"),
             "{e}"
         );
-        assert_eq!(
-            compare_server_refusal(&argv(&format!("--client {M}"))),
-            None
-        );
-        assert_eq!(compare_server_refusal(&argv("--server")), None);
+        assert_eq!(compare_refusal(&argv(&format!("--client {M}"))), None);
+        assert_eq!(compare_refusal(&argv("--server")), None);
+        let e = compare_refusal(&argv(&format!("--client {M} --rate_limit 1"))).unwrap();
+        assert!(e.contains("drop --rate_limit"), "{e}");
     }
 
     #[test]
@@ -207,6 +213,16 @@ mod tests {
                 RawTool::Bw,
                 format!("--server {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2 --flows 4 -r 1024"),
             ),
+            (RawTool::Bw, format!("--server {M} -b")),
+            (
+                RawTool::Bw,
+                "--client -B 02:00:00:00:00:01 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
+            ),
+            (
+                RawTool::Bw,
+                "--server -B 02:00:00:00:00:02 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
+            ),
+            (RawTool::Bw, format!("--client {M} -b -n 100")),
         ];
         for (t, c) in &runs {
             assert_eq!(not_yet(&p(*t, c), "mlx5_0"), None, "{c}");
@@ -217,20 +233,24 @@ mod tests {
                 format!("--server {M} -q 2"),
                 "more than one QP",
             ),
-            (RawTool::Bw, format!("--server {M} -b"), "-b (both ways"),
-            (RawTool::Bw, format!("--client {M} -b"), "-b (both ways"),
+            (RawTool::Bw, format!("--server {M} -b -D 5"), "-b with -D"),
+            (
+                RawTool::Bw,
+                format!("--client {M} -b -q 2"),
+                "-b with -q above 1",
+            ),
             (
                 RawTool::Bw,
                 format!("--client {M} -v"),
                 "-v (MAC forwarding",
             ),
             (
-                RawTool::Bw,
-                "--client -B 02:00:00:00:00:01 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
+                RawTool::Lat,
+                format!("--client {M} -J 224.0.0.5 -j 1.1.1.1 --raw_mcast"),
                 "--raw_mcast",
             ),
             (
-                RawTool::Bw,
+                RawTool::Lat,
                 format!("--client {M} --rate_limit 10"),
                 "the rate flags",
             ),

@@ -15,6 +15,7 @@ pub mod line_rate;
 pub mod params;
 pub mod pcap;
 pub mod preflight;
+pub mod rate;
 pub mod rules;
 pub mod rx_drops;
 pub mod slots;

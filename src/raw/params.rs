@@ -8,6 +8,7 @@
 use super::args::RawArgs;
 pub use super::ctx::{Raw, Side};
 use super::frame::{self, FrameSpec, HeaderOpts, Ip, L4};
+use super::rate::{self, RawRate};
 use super::tools::{RawTool, Test};
 use super::values::{self, Addr};
 use crate::cli::defaults as def;
@@ -43,8 +44,11 @@ pub struct RawParams {
     /// `--post` (rdmaperf's): the sender's post method as given, None for auto.
     pub post: Option<String>,
     /// `--burst_size`, `--typical_pkt_size`, `--rate_limit`, `--rate_units`,
-    /// `--rate_limit_type` as given (the rate rules come with the loops).
+    /// `--rate_limit_type` as given (the tools that take no rate refuse them).
     pub pacing: Vec<(&'static str, String)>,
+    /// raw-eth-bw's rate limit, read with perftest's rules (`super::rate`);
+    /// None for the other tools and for an unlimited run.
+    pub rate: Option<RawRate>,
     /// perftest's messages for what it changed (size clamped, duplex forced).
     pub notes: Vec<String>,
 }
@@ -272,6 +276,7 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
         post_list: n(a, "post_list", "-l", "post list", 1, raw.tx_depth.max(1), 1)? as u32,
         post: opt(a, "post", post_word)?.filter(|w| w != "auto"),
         pacing: pacing(a),
+        rate: rate::rate_of(a, &raw, &mut notes)?,
         notes,
         raw,
     };
@@ -429,6 +434,17 @@ impl RawParams {
             ip,
             l4: ip.and(l4),
         }
+    }
+
+    /// `--raw_mcast`: the group a server joins (`ibv_attach_mcast`), as
+    /// raw_ethernet_bw builds it: zeros, then the multicast MAC of `-J` in
+    /// bytes 10..16. None without `--raw_mcast`.
+    pub fn mgid(&self) -> Option<[u8; 16]> {
+        self.raw.raw_mcast.then(|| {
+            let mut g = [0u8; 16];
+            g[10..].copy_from_slice(&self.dst_mac());
+            g
+        })
     }
 
     /// `-E`, or with `--raw_mcast` the IPv4 multicast MAC of `-J`.

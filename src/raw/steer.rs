@@ -21,9 +21,14 @@ fn exact<T: Copy>(val: T, mask: T) -> Masked<T> {
 }
 
 /// Every rule, in the order perftest creates them: the sniffer rule, the
-/// promiscuous rule, then one rule per flow (`--flows`).
+/// promiscuous rule, then one rule per flow (`--flows`). None with
+/// `--raw_mcast`: the QP's group membership steers then (perftest creates
+/// rules only "for servers/duplex clients, that not test raw_mcast").
 pub fn rules(p: &RawParams) -> Vec<FlowRule> {
     let mut v = Vec::new();
+    if p.raw.raw_mcast {
+        return v;
+    }
     if p.sniffer {
         v.push(FlowRule::bare(FlowKind::Sniffer, p.ib_port));
     }

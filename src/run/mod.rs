@@ -11,6 +11,7 @@ pub mod peer;
 pub mod period;
 pub mod raw_burst_lat;
 pub mod raw_bw;
+pub mod raw_duplex;
 pub mod raw_lat;
 pub mod raw_recv;
 pub mod raw_recv_report;

@@ -9,6 +9,7 @@
 //! QP and sequence, the stop flag and the stall watchdog.
 
 use super::bw::{stalled, wr_id, BwOutcome, Deadlines, QpCount, RunError, Window};
+use super::pace::{Pace, Unpaced};
 use super::watchdog::{self, Expiry};
 use crate::mlx5::raw_sq::{RawPkt, RawSq};
 use crate::mlx5::Mmio;
@@ -88,6 +89,33 @@ impl<S: SendQueue> RawPost for Verbs<S> {
     }
 }
 
+/// What else each pass of the send loop does: the receive side of `-b`
+/// (`run::raw_duplex`). Its errors are its own to keep and report.
+pub trait Beside {
+    /// One turn of the other side; false ends the loop.
+    fn pass(&mut self) -> bool;
+    /// Whether sends may go out (a duplex server holds them until its first
+    /// frame); by default they may (a constant the loop folds away).
+    fn may_send(&self) -> bool {
+        true
+    }
+    /// Whether the other side has all it waits for; by default it waits
+    /// for nothing.
+    fn done(&self) -> bool {
+        true
+    }
+}
+
+/// Nothing beside the sender (one way).
+pub struct Alone;
+
+impl Beside for Alone {
+    #[inline(always)]
+    fn pass(&mut self) -> bool {
+        true
+    }
+}
+
 /// The loop's numbers (perftest's names).
 #[derive(Clone, Copy, Debug)]
 pub struct RawBwConfig {
@@ -129,6 +157,22 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
     /// Runs to the last frame's completion (or the window's end), an error
     /// or a stop request.
     pub fn run(&mut self) -> BwOutcome {
+        self.run_paced(&mut Unpaced)
+    }
+
+    /// [`run`](Self::run) with the posts paced by `pace` (the SW rate
+    /// limiter, perftest's `--rate_limit_type=SW`). With [`Unpaced`] the
+    /// pacing folds away and no clock is read for it.
+    pub fn run_paced<Q: Pace>(&mut self, pace: &mut Q) -> BwOutcome {
+        self.run_beside(pace, &mut Alone)
+    }
+
+    /// [`run_paced`](Self::run_paced) with `beside` (the receive side of
+    /// `-b`) given a pass after each of the sender's: the loop ends when
+    /// both are done, sends start once `beside` lets them (the run's clock
+    /// starts there), and the end is the last send completion (perftest's
+    /// `tcompleted`), however long the receives took after it.
+    pub fn run_beside<Q: Pace, B: Beside>(&mut self, pace: &mut Q, beside: &mut B) -> BwOutcome {
         let total = self.cfg.iters * self.posts.len() as u64;
         let t0 = (self.now)();
         let mut out = BwOutcome {
@@ -151,19 +195,38 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
             return out;
         }
         let mut w = Window::new(self.deadlines.is_some());
+        let mut gated = !beside.may_send();
+        let mut t_sent = 0;
         loop {
             if out.stop_requested() || self.window_over(&mut w, &mut out) {
                 break;
             }
-            if self.deadlines.is_none() && out.all_done(total) {
+            let sent = self.deadlines.is_none() && out.all_done(total);
+            if sent && t_sent == 0 {
+                t_sent = (self.now)();
+            }
+            if sent && beside.done() {
                 break;
             }
+            if gated && beside.may_send() {
+                gated = false;
+                out.t_start = (self.now)();
+            }
             let before = out.posted;
-            if self.fill(&mut out).is_err() || self.drain(&mut w, &mut out, before).is_err() {
+            // A paced run reads the clock every pass: its spin is the pacing.
+            let t = if pace.paced() { (self.now)() } else { 0 };
+            if (!gated && self.fill(pace, t, &mut out).is_err())
+                || self.drain(&mut w, &mut out, before).is_err()
+                || !beside.pass()
+            {
                 break;
             }
         }
-        w.close(&mut out, self.deadlines.is_some(), t0, &self.now);
+        let t_first = out.t_start;
+        w.close(&mut out, self.deadlines.is_some(), t_first, &self.now);
+        if t_sent != 0 && out.error.is_none() {
+            out.t_end = t_sent;
+        }
         out
     }
 
@@ -176,14 +239,19 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
         w.advance(&d, (self.now)(), out)
     }
 
-    /// Every QP's window filled: `scnt + list <= tx_depth + ccnt`. A
-    /// full ring (`QueueFull`) waits for completions instead.
+    /// Every QP's window filled: `scnt + list <= tx_depth + ccnt`, as far
+    /// as `pace` lets it at time `t`. A full ring (`QueueFull`) waits for
+    /// completions instead.
     #[inline(always)]
-    fn fill(&mut self, out: &mut BwOutcome) -> Result<(), ()> {
+    fn fill<Q: Pace>(&mut self, pace: &mut Q, t: u64, out: &mut BwOutcome) -> Result<(), ()> {
         let cfg = self.cfg;
         let pl = cfg.post_list as u64;
         for q in 0..self.posts.len() {
-            loop {
+            if !pace.may_post(t) {
+                // Rate limited: poll until the next burst is due.
+                continue;
+            }
+            while pace.in_burst() {
                 let c = self.counts[q];
                 // The last list of an iterations run is cut at -n.
                 let n = if cfg.iters != 0 {
@@ -214,6 +282,7 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
                 }
                 self.counts[q].scnt += n;
                 out.posted += n;
+                pace.posted(n);
             }
         }
         Ok(())
@@ -363,6 +432,15 @@ mod tests {
         deadlines: Option<Deadlines>,
         now: impl Fn() -> u64,
     ) -> (BwOutcome, Vec<(u64, usize, bool)>) {
+        run_rec_beside(c, deadlines, now, &mut Alone)
+    }
+
+    fn run_rec_beside(
+        c: RawBwConfig,
+        deadlines: Option<Deadlines>,
+        now: impl Fn() -> u64,
+        beside: &mut impl Beside,
+    ) -> (BwOutcome, Vec<(u64, usize, bool)>) {
         let done = std::cell::Cell::new(0);
         let mut posts = [Rec {
             lists: vec![],
@@ -383,9 +461,58 @@ mod tests {
             deadlines,
             now,
         }
-        .run();
+        .run_beside(&mut Unpaced, beside);
         let [p] = posts;
         (out, p.lists)
+    }
+
+    /// A receive side that lets sends go after `open` passes and is done
+    /// after `done`.
+    struct Gate {
+        passes: u64,
+        open: u64,
+        done: u64,
+    }
+    impl Beside for Gate {
+        fn pass(&mut self) -> bool {
+            self.passes += 1;
+            true
+        }
+        fn may_send(&self) -> bool {
+            self.passes >= self.open
+        }
+        fn done(&self) -> bool {
+            self.passes >= self.done
+        }
+    }
+
+    #[test]
+    fn beside_holds_the_sends_and_the_end_and_the_clock_runs_from_the_first_send() {
+        let t = std::cell::Cell::new(0u64);
+        let mut gate = Gate {
+            passes: 0,
+            open: 5,
+            done: 200,
+        };
+        let now = || {
+            t.set(t.get() + 1);
+            t.get()
+        };
+        let (out, lists) = run_rec_beside(cfg(22, 4), None, now, &mut gate);
+        assert_eq!(out.error, None);
+        assert_eq!((out.posted, out.completed, lists.len()), (22, 22, 22));
+        assert_eq!(
+            gate.passes, 200,
+            "the loop ran until the receive side was done"
+        );
+        // Ticks: the loop's start reads 1; the sends start after 5 passes.
+        assert!(out.t_start > 1, "the clock starts at the first send");
+        assert!(
+            out.t_end < t.get(),
+            "the end is the last send completion ({}), not the loop's end ({})",
+            out.t_end,
+            t.get()
+        );
     }
 
     #[test]

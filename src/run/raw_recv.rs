@@ -240,23 +240,33 @@ pub fn run_raw_recv<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
 ) -> Result<(), RawRecvError> {
     let mut wc = [Completion::default(); BATCH];
     while counts.packets < until {
-        let n = cq.poll(&mut wc).map_err(RawRecvError::Poll)?;
-        if n == 0 {
-            if idle() {
-                return Ok(());
-            }
-            continue;
-        }
-        for c in &wc[..n] {
-            take::<K>(c, cfg, counts)?;
-            if is_recv(c) {
-                let slot = c.wr_id % cfg.slots as u64;
-                rq.post_recv(slot, cfg.addr(slot), cfg.lkey, cfg.room)
-                    .map_err(RawRecvError::Post)?;
-            }
+        if recv_batch::<_, _, K>(rq, cq, cfg, counts, &mut wc)? == 0 && idle() {
+            return Ok(());
         }
     }
     Ok(())
+}
+
+/// One poll of `cq` into `wc`: each completion counted and its slot posted
+/// again. Returns the completions taken (0: the CQ was empty).
+#[inline(always)]
+pub fn recv_batch<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
+    rq: &mut R,
+    cq: &mut C,
+    cfg: &RawRecvCfg,
+    counts: &mut RawRecvCounts,
+    wc: &mut [Completion],
+) -> Result<usize, RawRecvError> {
+    let n = cq.poll(wc).map_err(RawRecvError::Poll)?;
+    for c in &wc[..n] {
+        take::<K>(c, cfg, counts)?;
+        if is_recv(c) {
+            let slot = c.wr_id % cfg.slots as u64;
+            rq.post_recv(slot, cfg.addr(slot), cfg.lkey, cfg.room)
+                .map_err(RawRecvError::Post)?;
+        }
+    }
+    Ok(n)
 }
 
 /// A completion of one of this RQ's receives: every failed one (libibverbs

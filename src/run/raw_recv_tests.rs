@@ -11,8 +11,8 @@ use crate::post::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode, W
 const STRIDE: usize = 128;
 
 #[derive(Default)]
-struct Rq {
-    posted: Vec<(u64, u64, u32)>,
+pub(super) struct Rq {
+    pub(super) posted: Vec<(u64, u64, u32)>,
 }
 impl RecvQueue for Rq {
     fn post_recv(&mut self, wr_id: u64, addr: u64, _: u32, len: u32) -> Result<(), PostError> {
@@ -22,7 +22,7 @@ impl RecvQueue for Rq {
 }
 
 #[derive(Default)]
-struct Cq(VecDeque<Completion>);
+pub(super) struct Cq(pub(super) VecDeque<Completion>);
 impl CompletionQueue for Cq {
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
         Ok(poll_queued(&mut self.0, out))
@@ -44,7 +44,7 @@ fn buffers() -> Vec<u8> {
     b
 }
 
-fn recv(slot: u64, len: u32, wc_flags: u32, rx: u16) -> Completion {
+pub(super) fn recv(slot: u64, len: u32, wc_flags: u32, rx: u16) -> Completion {
     Completion {
         wr_id: slot,
         opcode: WcOpcode::RECV,

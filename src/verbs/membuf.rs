@@ -199,10 +199,7 @@ pub struct OdpCaps {
 impl Context {
     /// `ibv_query_device_ex`'s `odp_caps`.
     pub fn odp_caps(&self) -> Result<OdpCaps> {
-        let mut a = sys::ibv_device_attr_ex::default();
-        // SAFETY: the context is open, `a` a valid out-struct of the size
-        // passed, and a null input asks for the default query.
-        let ret = unsafe { sys::ibv_query_device_ex(self.raw(), std::ptr::null(), &mut a) };
+        let (ret, a) = self.device_attr_ex();
         VerbsError::check(ret, "ibv_query_device_ex", || {
             format!(
                 "--odp: {} did not report its On-Demand Paging capabilities; drop --odp",
@@ -224,11 +221,28 @@ impl Context {
     /// receives (`raw_packet_caps & IBV_RAW_PACKET_CAP_IP_CSUM`); false when
     /// the query fails (nothing is judged then).
     pub fn raw_rx_csum(&self) -> bool {
+        let (ret, a) = self.device_attr_ex();
+        ret == 0 && a.raw_packet_caps & sys::IBV_RAW_PACKET_CAP_IP_CSUM != 0
+    }
+
+    /// The packet pacing range in kbit/s (`packet_pacing_caps`), when the
+    /// device paces raw packet QPs; None when it does not or the query fails.
+    pub fn raw_pacing_kbps(&self) -> Option<(u32, u32)> {
+        let (ret, a) = self.device_attr_ex();
+        let c = a.packet_pacing_caps;
+        let raw = 1u32 << sys::IBV_QPT_RAW_PACKET;
+        (ret == 0 && c.qp_rate_limit_max > 0 && c.supported_qpts & raw != 0)
+            .then_some((c.qp_rate_limit_min, c.qp_rate_limit_max))
+    }
+
+    /// `ibv_query_device_ex` with no input: its status and the attributes
+    /// (zeroed where it failed).
+    fn device_attr_ex(&self) -> (i32, sys::ibv_device_attr_ex) {
         let mut a = sys::ibv_device_attr_ex::default();
         // SAFETY: the context is open, `a` a valid out-struct of the size
         // passed, and a null input asks for the default query.
         let ret = unsafe { sys::ibv_query_device_ex(self.raw(), std::ptr::null(), &mut a) };
-        ret == 0 && a.raw_packet_caps & sys::IBV_RAW_PACKET_CAP_IP_CSUM != 0
+        (ret, a)
     }
 }
 

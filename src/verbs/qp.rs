@@ -262,6 +262,19 @@ pub(crate) fn create_hint(ctx: &Context, init: &QpInit) -> String {
 }
 
 /// A queue pair. Holds its PD and CQs, so they outlive it.
+/// A QP's membership of a multicast group ([`Qp::join_mcast`]).
+pub struct McastMember {
+    qp: Arc<Qp>,
+    pub mgid: [u8; 16],
+    mlid: u16,
+}
+
+impl Drop for McastMember {
+    fn drop(&mut self) {
+        self.qp.detach_mcast(self.mgid, self.mlid);
+    }
+}
+
 pub struct Qp {
     qp: NonNull<sys::ibv_qp>,
     qp_type: QpType,
@@ -503,6 +516,29 @@ impl Qp {
         self.to_rts(&RtsAttr::new(0, 0))
     }
 
+    /// `ibv_modify_qp_rate_limit`: the NIC paces this QP's sends at `kbps`
+    /// (packet pacing); `max_burst` bytes back to back and the typical frame
+    /// size help it shape (0: the device's defaults).
+    pub fn set_rate_limit(&self, kbps: u32, max_burst: u32, typical_pkt: u16) -> Result<()> {
+        let mut attr = sys::ibv_qp_rate_limit_attr {
+            rate_limit: kbps,
+            max_burst_sz: max_burst,
+            typical_pkt_sz: typical_pkt,
+            ..Default::default()
+        };
+        // SAFETY: the QP is live; `attr` is a valid attribute struct the
+        // call only reads.
+        let ret = unsafe { sys::ibv_modify_qp_rate_limit(self.raw(), &mut attr) };
+        VerbsError::check(ret, "ibv_modify_qp_rate_limit", || {
+            format!(
+                "the device refused to pace {} QP {:#08x} at {kbps} kbit/s",
+                self.qp_type.name(),
+                self.qpn()
+            )
+        })?;
+        Ok(())
+    }
+
     /// Moves to ERR: outstanding WRs complete with FLUSH_ERR (teardown).
     pub fn to_err(&self) -> Result<()> {
         let mut attr = sys::ibv_qp_attr {
@@ -514,16 +550,30 @@ impl Qp {
         })
     }
 
-    /// `ibv_attach_mcast`: UD receives for the multicast group `mgid`
-    /// (`mlid`: its LID on InfiniBand, 0 on RoCE) reach this QP too.
+    /// `ibv_attach_mcast`: receives for the multicast group `mgid` (`mlid`:
+    /// its LID on InfiniBand, 0 on RoCE and raw Ethernet) reach this QP too.
     pub fn attach_mcast(&self, mgid: [u8; 16], mlid: u16) -> Result<()> {
         let gid = sys::ibv_gid { raw: mgid };
         // SAFETY: the QP is live; `gid` is a valid ibv_gid the call only reads.
         let ret = unsafe { sys::ibv_attach_mcast(self.raw(), &gid, mlid) };
         VerbsError::check(ret, "ibv_attach_mcast", || {
-            "the device refused to attach the UD QP to the multicast group".into()
+            format!(
+                "the device refused to attach the {} QP to the multicast group",
+                self.qp_type.name()
+            )
         })?;
         Ok(())
+    }
+
+    /// [`attach_mcast`](Self::attach_mcast), detached again when the member
+    /// drops (it holds the QP, so before the QP can go).
+    pub fn join_mcast(self: &Arc<Self>, mgid: [u8; 16], mlid: u16) -> Result<McastMember> {
+        self.attach_mcast(mgid, mlid)?;
+        Ok(McastMember {
+            qp: self.clone(),
+            mgid,
+            mlid,
+        })
     }
 
     /// `ibv_detach_mcast` (best effort: destroying the QP detaches it too).

@@ -12,7 +12,10 @@ pub mod model_env;
 pub mod raw_eth;
 #[cfg(feature = "model")]
 pub mod raw_steer_model;
+#[cfg(feature = "model")]
+pub mod raw_tap;
 pub mod source;
+pub mod tap;
 pub mod vm;
 pub mod vm_cases;
 pub mod vm_script;

@@ -7,7 +7,7 @@ use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio, Transport};
 use rdmaperf::model::{
     Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelTransport, MrKeys, RecvSpec,
 };
-use rdmaperf::post::WrDesc;
+use rdmaperf::post::{Completion, CompletionQueue, PostError, WrDesc};
 
 /// Bytes in each buffer.
 pub const BUF: usize = 1 << 16;
@@ -162,5 +162,19 @@ pub unsafe fn register_rx_tx(model: &Model, rx: &mut [u8], tx: &mut [u8]) -> (Mr
             model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
             model.register(tx.as_mut_ptr(), tx.len(), Access::NONE),
         )
+    }
+}
+
+/// The model's CQ, stepping its NIC before each poll (as the worker CQ of
+/// the threads engine does).
+pub struct Stepping<'a> {
+    pub cq: DirectCq,
+    pub model: &'a Model,
+}
+
+impl CompletionQueue for Stepping<'_> {
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        self.model.step();
+        self.cq.poll(out)
     }
 }

@@ -5,7 +5,7 @@
 //! of `common::compare_table`. A method the device cannot run is listed
 //! with the reason.
 
-use super::raw_bw::run_once;
+use super::raw_send::run_once;
 use crate::raw::cli;
 use crate::raw::tools::RawTool;
 use crate::report::stats::BwUnits;
@@ -76,7 +76,7 @@ pub fn main(argv: &[String]) -> i32 {
             return 2;
         }
     };
-    if let Some(e) = cli::compare_server_refusal(&a.rest) {
+    if let Some(e) = cli::compare_refusal(&a.rest) {
         eprintln!("{e}");
         return 2;
     }

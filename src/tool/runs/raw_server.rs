@@ -15,7 +15,7 @@ use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
 use crate::post::{CompletionQueue, RecvQueue};
 use crate::raw::params::RawParams;
 use crate::raw::rx_drops;
-use crate::run::raw_recv::{post_all, DirectRx, RawRecvCfg, RxClassify, VerbsRx};
+use crate::run::raw_recv::{DirectRx, RawRecvCfg, RxClassify, VerbsRx};
 use crate::tool::common::fail::Fail;
 use crate::tool::session::raw_recv_measure::{self, RecvOutcome, TOOL_WAITS};
 use crate::tool::setup::raw_method;
@@ -34,25 +34,18 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
         " raw-eth-bw server: 1 QP on {} port {}, {} rule(s), {} receives, {why}",
         port.ctx.name(),
         p.ib_port,
-        res.flows.len(),
-        res.slots
+        res.rx.flows.len(),
+        res.rx.slots
     );
+    if let Some(g) = res.rx.mcast.as_ref().map(|m| m.mgid) {
+        println!(" MGID: {}", mgid_text(&g));
+    }
     let sysfs = Path::new("/sys");
     let before = rx_drops::read_out_of_buffer(sysfs, port.ctx.name(), p.ib_port);
     let clock = Clock::calibrate();
-    // SAFETY: the MR holds `slots × stride` bytes registered under its
-    // lkey, and lives (in `res`) past every loop over it; only the NIC
-    // writes it meanwhile.
-    let mut cfg = unsafe {
-        RawRecvCfg::new(
-            res.mr.addr() as *const u8,
-            res.stride,
-            res.stride,
-            res.slots,
-            res.mr.lkey(),
-        )
-    };
-    cfg.csum_reported = res.csum_reported;
+    // SAFETY: the MR holds `slots × stride` bytes, and lives (in `res`)
+    // past every loop over it; only the NIC writes it meanwhile.
+    let cfg = unsafe { res.rx.recv_cfg() };
     let mut out = match method {
         RawRecvMethod::Verbs => run_verbs(p, &res, &cfg, &clock)?,
         RawRecvMethod::Direct => run_direct(p, &res, &cfg, &clock)?,
@@ -80,11 +73,7 @@ fn post_and_receive<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
     cfg: &RawRecvCfg,
     clock: &Clock,
 ) -> Result<RecvOutcome, Fail> {
-    post_all(rq, cfg).map_err(|e| {
-        Fail::new(format!(
-            "rdmaperf raw-eth-bw --server: posting the receives failed: {e:?}"
-        ))
-    })?;
+    raw_recv_measure::post_receives(rq, cfg, "rdmaperf raw-eth-bw --server").map_err(Fail::new)?;
     Ok(raw_recv_measure::receive::<_, _, K>(
         p,
         (rq, cq),
@@ -102,7 +91,7 @@ fn run_verbs(
     clock: &Clock,
 ) -> Result<RecvOutcome, Fail> {
     let mut rq = VerbsRecv::new(&res.qp).map_err(Fail::verbs)?;
-    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+    let mut cq = VerbsCq::new(&res.rx.cq, 16).map_err(Fail::verbs)?;
     post_and_receive::<_, _, VerbsRx>(p, (&mut rq, &mut cq), cfg, clock)
 }
 
@@ -120,8 +109,16 @@ fn run_direct(
     let mut rq = rq.map_err(|e| Fail::new(e.to_string()))?;
     // SAFETY: the CQ lives in `res` past this call, is fresh, and is
     // polled by this poller only.
-    let cq = unsafe { cq_from_ibv_cq(res.cq.raw()) };
+    let cq = unsafe { cq_from_ibv_cq(res.rx.cq.raw()) };
     let mut cq = cq.map_err(|e| Fail::new(e.to_string()))?;
     cq.attach_recv(rq.qpn(), rq.ring());
     post_and_receive::<_, _, DirectRx>(p, (&mut rq, &mut cq), cfg, clock)
+}
+
+/// A GID as perftest prints the raw tools' MGID: 16 hex bytes joined by `:`.
+pub fn mgid_text(g: &[u8; 16]) -> String {
+    g.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }

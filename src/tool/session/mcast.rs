@@ -10,13 +10,12 @@
 //! multicast MAC); on InfiniBand perftest registers the group with the SM
 //! over libibumad, which rdmaperf does not do, so `-g` is refused there.
 
-use std::sync::Arc;
-
 use crate::cli::params::{Kind, Params};
 use crate::ctrl::Dest;
 use crate::tool::common::fail::Fail;
 use crate::tool::setup::resources::{Endpoint, Resources};
-use crate::verbs::{LinkLayer, Qp};
+use crate::verbs::qp::McastMember;
+use crate::verbs::LinkLayer;
 
 /// perftest's `QPNUM_MCAST`: the QPN a UD send to a multicast group names.
 pub const QPN_MCAST: u32 = 0xff_ffff;
@@ -25,16 +24,8 @@ pub const QPN_MCAST: u32 = 0xff_ffff;
 /// go: it holds it); a direct QP's goes with the QP (destroying a QP
 /// detaches it).
 pub struct Joined {
-    qp: Option<Arc<Qp>>,
+    _member: Option<McastMember>,
     pub mgid: [u8; 16],
-}
-
-impl Drop for Joined {
-    fn drop(&mut self) {
-        if let Some(qp) = &self.qp {
-            qp.detach_mcast(self.mgid, 0);
-        }
-    }
 }
 
 /// Whether this side receives on a group (send-bw: the server; send-lat: both).
@@ -64,11 +55,8 @@ pub fn join(
         return Err(Fail::new("internal: -g without a key message"));
     };
     let mgid = m.own_group(!p.is_server());
-    let qp = match (res.qps.first(), res.direct_qps.first()) {
-        (Some(qp), _) => {
-            qp.attach_mcast(mgid, 0).map_err(Fail::verbs)?;
-            Some(qp.clone())
-        }
+    let member = match (res.qps.first(), res.direct_qps.first()) {
+        (Some(qp), _) => Some(qp.join_mcast(mgid, 0).map_err(Fail::verbs)?),
         (None, Some(h)) => {
             h.attach_mcast(mgid, 0).map_err(Fail::verbs)?;
             None
@@ -78,7 +66,10 @@ pub fn join(
     d.gid = Some(mgid);
     d.lid = 0;
     d.qpn = QPN_MCAST;
-    Ok(Some(Joined { qp, mgid }))
+    Ok(Some(Joined {
+        _member: member,
+        mgid,
+    }))
 }
 
 #[cfg(test)]

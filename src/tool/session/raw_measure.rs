@@ -10,12 +10,14 @@ use crate::mlx5::raw_sq::RawPkt;
 use crate::post::{Completion, CompletionQueue};
 use crate::raw::line_rate;
 use crate::raw::params::RawParams;
+use crate::raw::rate::RawRate;
 use crate::raw::slots::Slots;
 use crate::report::info::{OutputMode, TestInfo};
 use crate::report::stats::{self, BwInput, BwResult, BwUnits};
 use crate::report::text;
 use crate::run::bw::{BwOutcome, QpCount, RunError};
-use crate::run::raw_bw::{RawBwConfig, RawBwLoop, RawPost};
+use crate::run::pace::{SwPace, Unpaced};
+use crate::run::raw_bw::{Alone, Beside, RawBwConfig, RawBwLoop, RawPost};
 use std::time::Duration;
 
 /// perftest's `-Q`, held to the TX depth so a window always holds a
@@ -48,6 +50,17 @@ pub fn measure<P: RawPost, C: CompletionQueue>(
     slots: Slots,
     clock: &Clock,
 ) -> BwOutcome {
+    measure_beside(p, (posts, cq), (bases, slots), clock, &mut Alone)
+}
+
+/// [`measure`] with `beside` (`-b`'s receive side) in the same loop.
+pub fn measure_beside<P: RawPost, C: CompletionQueue, B: Beside>(
+    p: &RawParams,
+    (posts, cq): (&mut [P], &mut C),
+    (bases, slots): (&[u64], Slots),
+    clock: &Clock,
+    beside: &mut B,
+) -> BwOutcome {
     let cfg = config(p, clock);
     let mut counts = vec![QpCount::default(); posts.len()];
     let mut list = vec![RawPkt::default(); cfg.post_list as usize];
@@ -57,7 +70,7 @@ pub fn measure<P: RawPost, C: CompletionQueue>(
         .raw
         .duration
         .map(|secs| window(secs, secs / 4, clock, start));
-    RawBwLoop {
+    let mut lp = RawBwLoop {
         cfg,
         posts,
         cq,
@@ -68,8 +81,16 @@ pub fn measure<P: RawPost, C: CompletionQueue>(
         wcs: &mut wcs,
         deadlines,
         now: clock::now,
+    };
+    // The limiter is chosen here, once: the unlimited loop has no pacing
+    // code. Packet pacing (PP) is the QP's own, set when it was created.
+    match &p.rate {
+        Some(RawRate::Sw(r)) => {
+            let gap = clock.cycles_for(Duration::from_secs_f64(r.burst_gap_secs(p.size)));
+            lp.run_beside(&mut SwPace::new(gap, r.burst, clock::now()), beside)
+        }
+        _ => lp.run_beside(&mut Unpaced, beside),
     }
-    .run()
 }
 
 /// perftest's numbers for the run (no peak: the loop keeps no per-frame
@@ -116,6 +137,19 @@ pub fn report(p: &RawParams, r: &BwResult, gbps: Option<f64>) -> String {
         None => s.push_str(" Packet rate: the port's speed is unknown (no sysfs rate)\n"),
     }
     s
+}
+
+/// The banner's rate line ("Rate limit : 2.5 Gb/s, SW, burst 128"), when
+/// the run is limited.
+pub fn rate_banner(p: &RawParams) -> Option<String> {
+    Some(match p.rate.as_ref()? {
+        RawRate::Sw(r) => format!(" Rate limit : {}", r.describe()),
+        RawRate::Pp(pp) => format!(
+            " Rate limit : {} kbit/s, PP (the NIC paces), max burst {} B, typical frame {} B \
+             (0: the device's default)",
+            pp.kbps, pp.max_burst, pp.typical_pkt
+        ),
+    })
 }
 
 /// The loop's error worded for the user.

@@ -19,7 +19,9 @@ use crate::clock::{self, Clock};
 use crate::post::{Completion, CompletionQueue, PostError, RecvQueue};
 use crate::raw::params::RawParams;
 use crate::report::stats::{self, BwInput, BwResult, BwUnits};
-use crate::run::raw_recv::{run_raw_recv, RawRecvCfg, RawRecvCounts, RawRecvError, RxClassify};
+use crate::run::raw_recv::{
+    post_all, run_raw_recv, RawRecvCfg, RawRecvCounts, RawRecvError, RxClassify,
+};
 use crate::run::stop;
 
 /// perftest's server gives up after this long without a frame.
@@ -89,6 +91,12 @@ pub const TOOL_WAITS: Waits = Waits {
     first: None,
     quiet: QUIET,
 };
+
+/// Every receive slot of `cfg` posted (`post_all`), or what failed worded
+/// for `who` (the command).
+pub fn post_receives<R: RecvQueue>(rq: &mut R, cfg: &RawRecvCfg, who: &str) -> Result<(), String> {
+    post_all(rq, cfg).map_err(|e| format!("{who}: posting the receives failed: {e:?}"))
+}
 
 /// Receives with every slot of `cfg` posted already (`post_all`); see the
 /// module's words for when it ends.

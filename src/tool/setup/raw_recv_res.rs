@@ -8,35 +8,22 @@
 
 use std::sync::Arc;
 
-use super::raw_res::RawPort;
+pub use super::raw_res::slot_stride;
+use super::raw_res::{RawPort, RawRx};
 use crate::raw::params::RawParams;
-use crate::raw::steer;
 use crate::tool::common::fail::Fail;
-use crate::verbs::flow::Flow;
-use crate::verbs::{Access, AlignedBuf, Cq, Mr, Pd, Qp, QpInit, QpType};
+use crate::verbs::{Cq, Pd, Qp, QpInit, QpType};
 
-/// One receive slot's stride: the frame rounded up to a cache line.
-pub fn slot_stride(size: u64) -> u32 {
-    (size as u32).next_multiple_of(64)
-}
-
-/// The server's QP, its receive buffer and rules.
+/// The server's QP with its receive side (buffer, CQ, rules).
 pub struct RawRecvRes {
     /// Dropped first: a rule goes before its QP.
-    pub flows: Vec<Flow>,
+    pub rx: RawRx,
     pub qp: Arc<Qp>,
-    pub mr: Mr,
-    pub cq: Arc<Cq>,
     pub pd: Arc<Pd>,
-    /// Receive slots (`-r`) and their stride.
-    pub slots: u32,
-    pub stride: u32,
-    /// The device checks receive checksums (`IBV_RAW_PACKET_CAP_IP_CSUM`).
-    pub csum_reported: bool,
 }
 
 impl RawRecvRes {
-    /// The QP to RTS with its receive buffer registered, then the rules.
+    /// The QP to RTS, then its receive buffer registered and the rules.
     pub fn create(port: &RawPort, p: &RawParams) -> Result<RawRecvRes, Fail> {
         let ctx = &port.ctx;
         let pd = Pd::new(ctx).map_err(Fail::verbs)?;
@@ -48,41 +35,8 @@ impl RawRecvRes {
             ..QpInit::new(QpType::RAW_PACKET)
         };
         let qp = Qp::create(&pd, &cq, &cq, &init).map_err(Fail::verbs)?;
-        let stride = slot_stride(p.size);
-        let buf = AlignedBuf::zeroed(slots as usize * stride as usize).map_err(Fail::verbs)?;
-        let mr = Mr::new(&pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
         qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
-        let mut flows = Vec::new();
-        for rule in steer::rules(p) {
-            flows.push(Flow::create(&qp, &rule).map_err(|e| {
-                Fail::new(format!(
-                    "rdmaperf raw-eth-bw --server: attaching a steering rule failed: {e} \
-                     (a ConnectX port in Ethernet mode, root or CAP_NET_RAW, and \
-                     --sniffer/--promiscuous only where the device allows them)"
-                ))
-            })?);
-        }
-        Ok(RawRecvRes {
-            flows,
-            qp,
-            mr,
-            cq,
-            pd,
-            slots,
-            stride,
-            csum_reported: ctx.raw_rx_csum(),
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_hold_a_frame_on_cache_lines() {
-        assert_eq!(slot_stride(64), 64);
-        assert_eq!(slot_stride(65), 128);
-        assert_eq!(slot_stride(1518), 1536);
+        let rx = RawRx::create(port, p, (&pd, &qp), cq, slots)?;
+        Ok(RawRecvRes { rx, qp, pd })
     }
 }

@@ -13,9 +13,14 @@ use crate::post::wr_api::{send_ops_flags, wr_api_probe};
 use crate::post::Op;
 use crate::raw::line_rate;
 use crate::raw::params::RawParams;
+use crate::raw::rate::RawRate;
 use crate::raw::slots::{self, Slots};
+use crate::raw::steer;
+use crate::run::raw_recv::RawRecvCfg;
 use crate::tool::common::fail::Fail;
-use crate::verbs::{AlignedBuf, Context, Cq, LinkLayer, Mr, Pd, Qp, QpInit, QpType};
+use crate::verbs::flow::Flow;
+use crate::verbs::qp::McastMember;
+use crate::verbs::{Access, AlignedBuf, Context, Cq, LinkLayer, Mr, Pd, Qp, QpInit, QpType};
 
 /// perftest's words when the port is not Ethernet (its spelling kept).
 pub const NOT_ETHERNET: &str = "Raw Etherent test can only run on Ethernet link";
@@ -29,6 +34,27 @@ pub fn link_refusal(tool: &str, dev: &str, port: u8, link: LinkLayer) -> Option<
             link.name()
         )
     })
+}
+
+/// The refusal for `--rate_limit_type=PP` at `kbps` on a device pacing
+/// `range` (kbit/s; None: it does not pace raw packet QPs).
+pub fn pacing_refusal(
+    tool: &str,
+    dev: &str,
+    kbps: u32,
+    range: Option<(u32, u32)>,
+) -> Option<String> {
+    match range {
+        None => Some(format!(
+            "rdmaperf {tool}: --rate_limit_type=PP: Packet Pacing isn't supported by {dev}              (its packet_pacing_caps list no raw packet QPs); use --rate_limit_type=SW"
+        )),
+        Some((min, max)) if kbps < min || kbps > max => Some(format!(
+            "rdmaperf {tool}: --rate_limit_type=PP: {dev} paces {min}..={max} kbit/s and              --rate_limit asks {kbps} kbit/s (MiB/s × 8192): give a rate between {:.3} and              {:.3} MiB/s",
+            min as f64 / 8192.0,
+            max as f64 / 8192.0
+        )),
+        Some(_) => None,
+    }
 }
 
 /// An open device and port, checked.
@@ -53,6 +79,10 @@ impl RawPort {
             let mlx5 = select_for_device(DirectRequest::Auto, (*ctx.raw()).device).unwrap_or(false);
             (mlx5, mlx5 && enhanced_mpw(ctx.raw()))
         };
+        if let Some(RawRate::Pp(pp)) = &p.rate {
+            pacing_refusal(tool, ctx.name(), pp.kbps, ctx.raw_pacing_kbps())
+                .map_or(Ok(()), |e| Err(Fail::refused(e)))?;
+        }
         let wr_api = wr_api_probe(&ctx, QpType::RAW_PACKET, send_ops_flags(&[Op::Send])).is_ok();
         let rate = format!("{}/ports/{}/rate", ctx.info().ibdev_path, p.ib_port);
         let gbps = std::fs::read_to_string(rate)
@@ -75,6 +105,11 @@ impl RawPort {
     }
 }
 
+/// One receive slot's stride: the frame rounded up to a cache line.
+pub fn slot_stride(size: u64) -> u32 {
+    (size as u32).next_multiple_of(64)
+}
+
 /// One sender QP with its frames.
 pub struct RawQp {
     pub qp: Arc<Qp>,
@@ -83,10 +118,30 @@ pub struct RawQp {
 
 /// The PD, the send CQ and the QPs, each with its buffer of frames.
 pub struct RawRes {
+    /// `-b`: the receive side. Dropped first: its rules go before the QP.
+    pub rx: Option<RawRx>,
     pub pd: Arc<Pd>,
     pub cq: Arc<Cq>,
     pub qps: Vec<RawQp>,
     pub slots: Slots,
+}
+
+/// The receive side of a duplex QP (`-b`).
+pub struct RawRx {
+    /// `raw::steer`'s rules for this side; first, so they go before the QP.
+    pub flows: Vec<Flow>,
+    /// `--raw_mcast`: the QP's membership of the group, in place of rules.
+    pub mcast: Option<McastMember>,
+    /// Receives complete here, not on the send CQ (the send loop's drain
+    /// takes a receive completion for an error).
+    pub cq: Arc<Cq>,
+    /// `slots` receive slots (`-r`) of `stride` bytes, a `-s` frame each.
+    pub mr: Mr,
+    pub slots: u32,
+    pub stride: u32,
+    /// The device checks receive checksums (`IBV_RAW_PACKET_CAP_IP_CSUM`),
+    /// read when the QP was made.
+    pub csum_reported: bool,
 }
 
 impl RawRes {
@@ -104,30 +159,141 @@ impl RawRes {
             crate::verbs::mr::page_size() as u64,
         );
         let spec = p.frame_spec();
+        // -b: one QP (`raw::cli::not_yet`) receiving on its own CQ.
+        let rx_slots = if p.raw.duplex {
+            p.raw.rx_depth.max(1) as u32
+        } else {
+            0
+        };
+        let rcq = match rx_slots {
+            0 => cq.clone(),
+            n => Cq::new(ctx, n, false).map_err(Fail::verbs)?,
+        };
         let mut qps = Vec::new();
         for i in 0..p.raw.qps {
             let init = QpInit {
                 max_send_wr: depth,
-                max_recv_wr: 1,
+                max_recv_wr: rx_slots.max(1),
                 // -I: the verbs methods send frames up to it inline.
                 max_inline_data: if method.is_direct() { 0 } else { p.inline_size },
                 send_ops_flags: (method == RawMethod::WrApi).then(|| send_ops_flags(&[Op::Send])),
                 ..QpInit::new(QpType::RAW_PACKET)
             };
-            let qp = Qp::create(&pd, &cq, &cq, &init).map_err(Fail::verbs)?;
+            let qp = Qp::create(&pd, &cq, &rcq, &init).map_err(Fail::verbs)?;
             let mut buf = AlignedBuf::zeroed(slots.buffer_len()).map_err(Fail::verbs)?;
             slots::fill(buf.as_mut_slice(), &spec, &slots, 0x5eed ^ i as u32);
-            let mr = Mr::new(&pd, buf, crate::verbs::Access::LOCAL_WRITE).map_err(Fail::verbs)?;
+            let mr = Mr::new(&pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
             qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
+            if let Some(RawRate::Pp(pp)) = &p.rate {
+                qp.set_rate_limit(pp.kbps, pp.max_burst, pp.typical_pkt)
+                    .map_err(Fail::verbs)?;
+            }
             qps.push(RawQp { qp, mr });
         }
-        Ok(RawRes { pd, cq, qps, slots })
+        let rx = match rx_slots {
+            0 => None,
+            n => Some(RawRx::create(port, p, (&pd, &qps[0].qp), rcq, n)?),
+        };
+        Ok(RawRes {
+            rx,
+            pd,
+            cq,
+            qps,
+            slots,
+        })
     }
+}
+
+impl RawRx {
+    /// The receive buffer registered, then `raw::steer`'s rules on `qp`
+    /// (the server's, or a duplex side's), whose receives complete on `cq`.
+    pub fn create(
+        port: &RawPort,
+        p: &RawParams,
+        (pd, qp): (&Arc<Pd>, &Arc<Qp>),
+        cq: Arc<Cq>,
+        slots: u32,
+    ) -> Result<RawRx, Fail> {
+        let stride = slot_stride(p.size);
+        let buf = AlignedBuf::zeroed(slots as usize * stride as usize).map_err(Fail::verbs)?;
+        let mr = Mr::new(pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
+        // With --raw_mcast the group steers (`steer::rules` gives none).
+        let mcast = match p.mgid() {
+            Some(g) => Some(qp.join_mcast(g, 0).map_err(Fail::verbs)?),
+            None => None,
+        };
+        Ok(RawRx {
+            flows: attach_rules(qp, p)?,
+            mcast,
+            cq,
+            mr,
+            slots,
+            stride,
+            csum_reported: port.ctx.raw_rx_csum(),
+        })
+    }
+
+    /// The receive loop's view of the buffer: each slot posted whole.
+    ///
+    /// # Safety
+    /// `self` must outlive every loop over the result (it keeps a raw
+    /// pointer into the MR); only the NIC may write the buffer meanwhile.
+    pub unsafe fn recv_cfg(&self) -> RawRecvCfg {
+        let (base, lkey) = (self.mr.addr() as *const u8, self.mr.lkey());
+        // SAFETY: the MR holds `slots × stride` bytes registered under its
+        // lkey (`create`); the caller keeps it alive past the loops.
+        let mut cfg = unsafe { RawRecvCfg::new(base, self.stride, self.stride, self.slots, lkey) };
+        cfg.csum_reported = self.csum_reported;
+        cfg
+    }
+}
+
+/// `raw::steer`'s rules for `p` attached to `qp` (perftest creates them on
+/// a server or a duplex side), each destroyed when dropped.
+pub fn attach_rules(qp: &Arc<Qp>, p: &RawParams) -> Result<Vec<Flow>, Fail> {
+    steer::rules(p)
+        .iter()
+        .map(|rule| {
+            Flow::create(qp, rule).map_err(|e| {
+                Fail::new(format!(
+                    "rdmaperf {}: attaching a steering rule failed: {e} (a ConnectX port in \
+                     Ethernet mode, root or CAP_NET_RAW, and --sniffer/--promiscuous only \
+                     where the device allows them)",
+                    p.raw.tool.name()
+                ))
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_hold_a_frame_on_cache_lines() {
+        assert_eq!(slot_stride(64), 64);
+        assert_eq!(slot_stride(65), 128);
+        assert_eq!(slot_stride(1518), 1536);
+    }
+
+    #[test]
+    fn packet_pacing_needs_the_devices_range() {
+        let e = pacing_refusal("raw-eth-bw", "mlx5_0", 8192, None).unwrap();
+        assert!(
+            e.contains("isn't supported by mlx5_0") && e.contains("=SW"),
+            "{e}"
+        );
+        let e = pacing_refusal("raw-eth-bw", "mlx5_0", 100, Some((1000, 100_000_000))).unwrap();
+        assert!(
+            e.contains("1000..=100000000 kbit/s") && e.contains("asks 100"),
+            "{e}"
+        );
+        assert_eq!(
+            pacing_refusal("raw-eth-bw", "mlx5_0", 8192, Some((1000, 100_000))),
+            None
+        );
+    }
 
     #[test]
     fn only_ethernet_ports_run() {

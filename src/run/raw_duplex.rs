@@ -1,0 +1,200 @@
+//! raw-eth-bw `-b` (perftest's `run_iter_bi` on a raw packet QP): each
+//! side sends its frames and receives the peer's in one loop. The sender is
+//! [`super::raw_bw::RawBwLoop`]; this is what it runs beside it
+//! ([`Beside`]): one poll of the receive CQ a pass, each frame counted
+//! ([`super::raw_recv`]) and its slot posted again.
+//!
+//! As perftest, a server does not send before its first frame (so a client
+//! is never flooded before it has started) and its clock starts there.
+//! The loop ends when this side's frames are all completed and the peer's
+//! `-n` have arrived. Silence on the receive CQ for `stall_ticks`, with
+//! frames still owed, is a stall (frames a NIC dropped never come; a peer
+//! run without `-b` sends none): counted from the start on a client, from
+//! the first frame on a server (which waits for its client as long as it
+//! takes, as one-way). Hot path: no allocation, lock, format, syscall or
+//! panic.
+
+use super::raw_bw::Beside;
+use super::raw_recv::{recv_batch, RawRecvCfg, RawRecvCounts, RawRecvError, RxClassify};
+use super::stop;
+use crate::post::{Completion, CompletionQueue, RecvQueue};
+use core::marker::PhantomData;
+
+/// Why the receive side stopped the loop.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DuplexRxError {
+    Recv(RawRecvError),
+    /// No frame for the stall time, `received` of `owed` in.
+    Stalled {
+        received: u64,
+        owed: u64,
+    },
+}
+
+/// The receive side of a duplex run, borrowed from the caller.
+pub struct RecvSide<'a, R, C, K, F> {
+    pub rq: &'a mut R,
+    pub cq: &'a mut C,
+    pub cfg: &'a RawRecvCfg,
+    pub counts: &'a mut RawRecvCounts,
+    /// Frames owed by the peer (`-n`).
+    pub owed: u64,
+    /// Hold the sends until the first frame (the server).
+    pub wait_first: bool,
+    pub stall_ticks: u64,
+    /// Scratch for one poll.
+    pub wc: &'a mut [Completion],
+    pub now: F,
+    /// The last poll that found a frame; the caller starts it at the
+    /// loop's start (a client) or 0 (a server: no limit to the first wait).
+    pub last: u64,
+    pub error: Option<DuplexRxError>,
+    pub classify: PhantomData<K>,
+}
+
+impl<R: RecvQueue, C: CompletionQueue, K: RxClassify, F: Fn() -> u64> Beside
+    for RecvSide<'_, R, C, K, F>
+{
+    #[inline(always)]
+    fn pass(&mut self) -> bool {
+        if self.counts.packets >= self.owed {
+            return true;
+        }
+        let n = match recv_batch::<_, _, K>(self.rq, self.cq, self.cfg, self.counts, self.wc) {
+            Ok(n) => n,
+            Err(e) => {
+                self.error = Some(DuplexRxError::Recv(e));
+                return false;
+            }
+        };
+        if n > 0 {
+            self.last = (self.now)();
+            return true;
+        }
+        // A server's first wait has no limit (Ctrl-C ends it: the sender's
+        // loop watches the stop flag).
+        if self.last == 0 || stop::requested() {
+            return true;
+        }
+        if (self.now)().wrapping_sub(self.last) <= self.stall_ticks {
+            return true;
+        }
+        self.error = Some(DuplexRxError::Stalled {
+            received: self.counts.packets,
+            owed: self.owed,
+        });
+        false
+    }
+
+    #[inline(always)]
+    fn may_send(&self) -> bool {
+        !self.wait_first || self.counts.packets > 0
+    }
+
+    #[inline(always)]
+    fn done(&self) -> bool {
+        self.counts.packets >= self.owed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::post::WcStatus;
+    use crate::run::raw_recv::VerbsRx;
+    use crate::run::raw_recv_tests::{recv, Cq, Rq};
+    use std::cell::Cell;
+
+    const OWED: u64 = 3;
+
+    /// A side on scripted completions `wcs`, its clock one tick a reading;
+    /// `last`: where its silence counts from (0: a server's first wait).
+    fn with_side<T>(
+        wcs: Vec<Completion>,
+        (wait_first, last): (bool, u64),
+        f: impl FnOnce(&mut RecvSide<'_, Rq, Cq, VerbsRx, &dyn Fn() -> u64>) -> T,
+    ) -> (T, Rq, RawRecvCounts) {
+        let buf = vec![0u8; 4 * 64];
+        // SAFETY: `buf` holds 4 slots of 64 bytes and outlives the side.
+        let cfg = unsafe { RawRecvCfg::new(buf.as_ptr(), 64, 64, 4, 7) };
+        let (mut rq, mut cq) = (Rq::default(), Cq(wcs.into()));
+        let mut counts = RawRecvCounts::default();
+        let mut wc = [Completion::default(); 4];
+        let t = Cell::new(0u64);
+        let now = || {
+            t.set(t.get() + 1);
+            t.get()
+        };
+        let mut side = RecvSide {
+            rq: &mut rq,
+            cq: &mut cq,
+            cfg: &cfg,
+            counts: &mut counts,
+            owed: OWED,
+            wait_first,
+            stall_ticks: 10,
+            wc: &mut wc,
+            now: &now as &dyn Fn() -> u64,
+            last,
+            error: None,
+            classify: PhantomData,
+        };
+        let out = f(&mut side);
+        (out, rq, counts)
+    }
+
+    #[test]
+    fn a_server_sends_after_its_first_frame_and_is_done_at_n() {
+        let wcs = (0..OWED).map(|s| recv(s, 60, 0, 0)).collect();
+        let ((before, after, done), rq, counts) = with_side(wcs, (true, 0), |s| {
+            let before = s.may_send();
+            while !s.done() {
+                assert!(s.pass(), "{:?}", s.error);
+            }
+            (before, s.may_send(), s.done())
+        });
+        assert!(!before && after && done);
+        assert_eq!(counts.packets, OWED);
+        // Each frame's slot went back to the RQ.
+        assert_eq!(rq.posted.iter().map(|p| p.0).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_server_waits_for_its_first_frame_without_limit() {
+        let (passes, _, _) = with_side(Vec::new(), (true, 0), |s| {
+            (0..1000).all(|_| s.pass()) && s.error.is_none() && !s.may_send()
+        });
+        assert!(passes);
+    }
+
+    #[test]
+    fn silence_from_the_start_stalls_a_client() {
+        let (err, _, counts) = with_side(vec![recv(0, 60, 0, 0)], (false, 1), |s| {
+            assert!(s.may_send(), "a client sends at once");
+            let ended = (0..100).find(|_| !s.pass());
+            assert!(ended.is_some(), "no stall in 100 passes");
+            s.error.take()
+        });
+        assert_eq!(counts.packets, 1);
+        assert_eq!(
+            err,
+            Some(DuplexRxError::Stalled {
+                received: 1,
+                owed: OWED
+            })
+        );
+    }
+
+    #[test]
+    fn a_flushed_receive_ends_the_run() {
+        let flushed = Completion {
+            status: WcStatus::WR_FLUSH_ERR,
+            ..recv(0, 0, 0, 0)
+        };
+        let (err, _, _) = with_side(vec![flushed], (false, 1), |s| {
+            assert!(!s.pass());
+            s.error.take()
+        });
+        assert_eq!(err, Some(DuplexRxError::Recv(RawRecvError::Flushed)));
+    }
+}

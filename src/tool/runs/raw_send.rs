@@ -1,0 +1,161 @@
+//! raw-eth-bw's sender run once (`run_once`), for `raw-eth-bw --client`,
+//! `-b` (with the receive side beside it, `run_once_beside`) and `compare`:
+//! the post method's queue and CQ set up on the resources (`setup::raw_res`),
+//! the loop run (`session::raw_measure`), the numbers or the error worded.
+
+use crate::clock::Clock;
+use crate::mlx5::device::raw_sq_from_ibv_qp;
+use crate::mlx5::raw_sq::RawSqConfig;
+use crate::mlx5::{DirectCq, HwMmio};
+use crate::post::post_send::PostSendQueue;
+use crate::post::verbs_cq::VerbsCq;
+use crate::post::wr_api::WrApiQueue;
+use crate::post::{SendQueue, WrDesc};
+use crate::raw::params::RawParams;
+use crate::report::stats::BwResult;
+use crate::run::bw::BwOutcome;
+use crate::run::raw_bw::{Alone, Beside, Direct, DirectMpw, RawPost, Verbs};
+use crate::tool::common::fail::Fail;
+use crate::tool::session::raw_measure;
+use crate::tool::setup::raw_method::RawMethod;
+use crate::tool::setup::raw_res::{RawPort, RawRes};
+
+/// One run of the sender with `method` on fresh resources `res`: its
+/// numbers, or the loop's error worded (a Ctrl-C keeps the partial result).
+pub fn run_once(
+    p: &RawParams,
+    port: &RawPort,
+    res: &RawRes,
+    method: RawMethod,
+) -> Result<BwResult, Fail> {
+    run_once_beside(p, port, res, method, &mut Alone)
+}
+
+/// [`run_once`] with `beside` run in the same loop (`-b`'s receive side,
+/// which keeps its own counts and error).
+pub fn run_once_beside<B: Beside>(
+    p: &RawParams,
+    port: &RawPort,
+    res: &RawRes,
+    method: RawMethod,
+    beside: &mut B,
+) -> Result<BwResult, Fail> {
+    let clock = Clock::calibrate();
+    let out = match method {
+        RawMethod::PostSend | RawMethod::WrApi => run_verbs(p, res, method, &clock, beside)?,
+        RawMethod::Direct | RawMethod::DirectMpw => {
+            run_direct(p, (res, port), method, &clock, beside)?
+        }
+    };
+    if let Some(e) = &out.error {
+        if *e != crate::run::bw::RunError::Interrupted {
+            return Err(Fail::new(format!(
+                "rdmaperf raw-eth-bw --post {}: {} ({} of {} frames completed)",
+                method.name(),
+                raw_measure::error_words(e),
+                out.completed,
+                out.posted
+            )));
+        }
+    }
+    raw_measure::result(p, &out, res.qps.len() as u32, clock.hz()).map_err(Fail::new)
+}
+
+fn bases(res: &RawRes) -> Vec<u64> {
+    res.qps.iter().map(|q| q.mr.addr()).collect()
+}
+
+/// `post-send` or `wr-api` over the provider's CQ.
+fn run_verbs<B: Beside>(
+    p: &RawParams,
+    res: &RawRes,
+    method: RawMethod,
+    clock: &Clock,
+    beside: &mut B,
+) -> Result<BwOutcome, Fail> {
+    let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
+    let descs = || vec![WrDesc::default(); p.post_list as usize].into_boxed_slice();
+    if method == RawMethod::PostSend {
+        let mut posts = Vec::new();
+        for (i, q) in res.qps.iter().enumerate() {
+            let sq = PostSendQueue::new(&q.qp, p.post_list as usize, None).map_err(Fail::verbs)?;
+            posts.push(verbs_post(sq, (i, p.inline_size), q.mr.lkey(), descs()));
+        }
+        return Ok(measure(p, (&mut posts, &mut cq), res, clock, beside));
+    }
+    let mut posts = Vec::new();
+    for (i, q) in res.qps.iter().enumerate() {
+        let sq = WrApiQueue::new(&q.qp, None).map_err(Fail::verbs)?;
+        posts.push(verbs_post(sq, (i, p.inline_size), q.mr.lkey(), descs()));
+    }
+    Ok(measure(p, (&mut posts, &mut cq), res, clock, beside))
+}
+
+fn verbs_post<S: SendQueue>(
+    sq: S,
+    (i, inline_max): (usize, u32),
+    lkey: u32,
+    descs: Box<[WrDesc]>,
+) -> Verbs<S> {
+    Verbs {
+        sq,
+        qp: i as u32,
+        lkey,
+        inline_max,
+        descs,
+    }
+}
+
+fn measure<P: RawPost, C: crate::post::CompletionQueue, B: Beside>(
+    p: &RawParams,
+    (posts, cq): (&mut [P], &mut C),
+    res: &RawRes,
+    clock: &Clock,
+    beside: &mut B,
+) -> BwOutcome {
+    raw_measure::measure_beside(p, (posts, cq), (&bases(res), res.slots), clock, beside)
+}
+
+/// `direct` or `direct-mpw`: the mlx5 raw SQ on QP 0 (one QP, checked by
+/// the method choice) and the direct CQ poller.
+fn run_direct<B: Beside>(
+    p: &RawParams,
+    (res, port): (&RawRes, &RawPort),
+    method: RawMethod,
+    clock: &Clock,
+    beside: &mut B,
+) -> Result<BwOutcome, Fail> {
+    let q = &res.qps[0];
+    // A CQE every cq_mod-th frame comes from the loop (`signal_list_end`);
+    // the SQ's own count only adds some where a ring of the largest WQEs
+    // (15 WQEBBs) would otherwise hold none.
+    let depth = (p.raw.tx_depth as u32).max(p.post_list);
+    let mut cfg = RawSqConfig::new(q.mr.lkey(), (depth / 16).max(1));
+    cfg.min_inline = port.dev.min_inline;
+    // The QP is live while `res` is (borrowed for this call, which drops
+    // the SQ before returning), fresh, posted to by this SQ only, and the
+    // one QP of this process writing its BlueFlame register.
+    // SAFETY: as said above.
+    let sq = unsafe { raw_sq_from_ibv_qp(q.qp.raw(), cfg) };
+    let mut sq = sq.map_err(|e| Fail::new(e.to_string()))?;
+    // SAFETY: the MR's buffer stays registered and readable while `res` lives.
+    unsafe { sq.set_frame_source(q.mr.addr() as *const u8, res.slots.buffer_len()) };
+    // SAFETY: the CQ is live while `res` is, fresh, and polled by this
+    // poller only.
+    let mut cq: DirectCq = unsafe { crate::mlx5::device::cq_from_ibv_cq(res.cq.raw()) }
+        .map_err(|e| Fail::new(e.to_string()))?;
+    cq.attach(sq.progress());
+    Ok(match method {
+        RawMethod::DirectMpw => {
+            let posts = &mut [DirectMpw::<HwMmio>(sq)];
+            measure(p, (posts, &mut cq), res, clock, beside)
+        }
+        _ => measure(
+            p,
+            (&mut [Direct::<HwMmio>(sq)], &mut cq),
+            res,
+            clock,
+            beside,
+        ),
+    })
+}
