@@ -119,6 +119,16 @@ trait Stretch {
     fn stretch(&mut self) -> Duration;
 }
 
+/// The timed part of a stretch: `post_all`, which returns the posts that
+/// failed; none may (`why` says what a failure means).
+fn timed_posts(post_all: impl FnOnce() -> u32, why: &str) -> Duration {
+    let t = Instant::now();
+    let failed = post_all();
+    let d = t.elapsed();
+    assert_eq!(failed, 0, "{why}");
+    d
+}
+
 fn spec() -> FrameSpec {
     FrameSpec::sample_udp4(64)
 }
@@ -197,10 +207,7 @@ impl RustRaw {
 
 impl Stretch for RustRaw {
     fn stretch(&mut self) -> Duration {
-        let t = Instant::now();
-        let failed = self.post_all();
-        let d = t.elapsed();
-        assert_eq!(failed, 0, "the ring holds a whole stretch");
+        let d = timed_posts(|| self.post_all(), "the ring holds a whole stretch");
         self.model.step_dbrec();
         black_box(self.model.take_wire());
         let mut wc = [Completion::default(); 64];
@@ -424,10 +431,7 @@ impl WriteRig {
 
 impl Stretch for WriteRig {
     fn stretch(&mut self) -> Duration {
-        let t = Instant::now();
-        let failed = self.post_all();
-        let d = t.elapsed();
-        assert_eq!(failed, 0, "direct WRITE post failed");
+        let d = timed_posts(|| self.post_all(), "direct WRITE post failed");
         self.model.step_dbrec();
         let mut wc = [Completion::default(); 64];
         let mut spins = 0u32;

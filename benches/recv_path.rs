@@ -140,12 +140,19 @@ impl Rings {
     }
 }
 
-struct RustRig {
+/// One side of the comparison: its RQ and CQ over their own rings, and the
+/// receive buffer's address.
+struct Rig<Rq, Cq> {
     rings: Rings,
-    rq: DirectRq,
-    cq: DirectCq,
+    rq: Rq,
+    cq: Cq,
     rx: u64,
 }
+
+/// rdmaperf's receive path.
+type RustRig = Rig<DirectRq, DirectCq>;
+/// The C reference's receive path.
+type CRig = Rig<CrefRq, CrefCq>;
 
 impl RustRig {
     fn new(rx: u64) -> Self {
@@ -202,13 +209,6 @@ impl RustRig {
         }
         t
     }
-}
-
-struct CRig {
-    rings: Rings,
-    rq: CrefRq,
-    cq: CrefCq,
-    rx: u64,
 }
 
 impl CRig {

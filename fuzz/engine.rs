@@ -222,33 +222,47 @@ fn c_strtod(b: &[u8]) -> Option<(f64, bool)> {
     Some((v, endp.cast_const() != c.as_ptr()))
 }
 
+/// Records `decoder`'s outcome class in `seen`: a value it accepted must
+/// pass `accepted`, a refusal must name `step`.
+fn judge<T>(
+    seen: &mut Vec<String>,
+    decoder: &str,
+    step: &str,
+    r: Result<T, WireError>,
+    accepted: impl FnOnce(T) -> Result<(), String>,
+) -> Result<(), String> {
+    match r {
+        Ok(v) => {
+            seen.push(outcome_class(decoder, Ok(())));
+            accepted(v)
+        }
+        Err(e) => {
+            seen.push(outcome_class(decoder, Err(&e)));
+            expect_step(&e, step)
+        }
+    }
+}
+
 /// Runs every decoder on `b`, checks its contract and records the outcome
 /// classes in `seen`. `Err` names the violated contract.
 pub fn check(b: &[u8], seen: &mut Vec<String>) -> Result<(), String> {
     // version
-    match decode_version(b) {
-        Ok(p) => {
-            seen.push(outcome_class("version", Ok(())));
-            if b.len() != wire::VERSION_LEN || p.value.is_nan() || p.value < wire::MIN_PEER_VERSION
-            {
-                return Err(format!("version accepted: {p:?}"));
-            }
-            let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-            if std::str::from_utf8(&b[..end]).is_ok() && end < b.len() && zero_after(b, end) {
-                let again = encode_version(&p.text).map_err(|e| e.to_string())?;
-                if again[..] != *b {
-                    return Err(format!("version re-encodes to {again:?}"));
-                }
-            }
-            if atof(&b[..end]) != Some(p.value) {
-                return Err("version value differs from atof".into());
+    judge(seen, "version", "version", decode_version(b), |p| {
+        if b.len() != wire::VERSION_LEN || p.value.is_nan() || p.value < wire::MIN_PEER_VERSION {
+            return Err(format!("version accepted: {p:?}"));
+        }
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        if std::str::from_utf8(&b[..end]).is_ok() && end < b.len() && zero_after(b, end) {
+            let again = encode_version(&p.text).map_err(|e| e.to_string())?;
+            if again[..] != *b {
+                return Err(format!("version re-encodes to {again:?}"));
             }
         }
-        Err(e) => {
-            seen.push(outcome_class("version", Err(&e)));
-            expect_step(&e, "version")?;
+        if atof(&b[..end]) != Some(p.value) {
+            return Err("version value differs from atof".into());
         }
-    }
+        Ok(())
+    })?;
     // atof against C
     if let Some((c, parsed)) = c_strtod(b) {
         let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
@@ -264,60 +278,48 @@ pub fn check(b: &[u8], seen: &mut Vec<String>) -> Result<(), String> {
         }
     }
     // sysdata
-    match decode_sysdata("cache_line", b) {
-        Ok(v) => {
-            seen.push(outcome_class("sysdata", Ok(())));
+    judge(
+        seen,
+        "sysdata",
+        "cache_line",
+        decode_sysdata("cache_line", b),
+        |v| {
             if v == 0 || v > i32::MAX as u32 || encode_sysdata(v)[..] != *b {
                 return Err(format!("sysdata {v} does not round-trip"));
             }
-        }
-        Err(e) => {
-            seen.push(outcome_class("sysdata", Err(&e)));
-            expect_step(&e, "cache_line")?;
-        }
-    }
+            Ok(())
+        },
+    )?;
     // MTU
-    match decode_mtu(b) {
-        Ok(m) => {
-            seen.push(outcome_class("mtu", Ok(())));
-            if !(1..=5).contains(&m) {
-                return Err(format!("MTU enum {m} accepted"));
-            }
-            if b[0].is_ascii_digit() && zero_after(b, 1) {
-                let again = encode_mtu(m, b.len()).map_err(|e| e.to_string())?;
-                if again != b {
-                    return Err(format!("MTU re-encodes to {again:?}"));
-                }
+    judge(seen, "mtu", "MTU", decode_mtu(b), |m| {
+        if !(1..=5).contains(&m) {
+            return Err(format!("MTU enum {m} accepted"));
+        }
+        if b[0].is_ascii_digit() && zero_after(b, 1) {
+            let again = encode_mtu(m, b.len()).map_err(|e| e.to_string())?;
+            if again != b {
+                return Err(format!("MTU re-encodes to {again:?}"));
             }
         }
-        Err(e) => {
-            seen.push(outcome_class("mtu", Err(&e)));
-            expect_step(&e, "MTU")?;
-        }
-    }
+        Ok(())
+    })?;
     // key message, both forms
-    match decode_key(b) {
-        Ok(d) => {
-            seen.push(outcome_class("key", Ok(())));
-            let again = encode_key(&d).map_err(|e| format!("decoded key cannot re-encode: {e}"))?;
-            if again != b.to_ascii_lowercase() {
-                return Err(format!(
-                    "key re-encodes to {:?}",
-                    String::from_utf8_lossy(&again)
-                ));
-            }
-            if d.key_len() != b.len() {
-                return Err("key form does not match its length".into());
-            }
-            if b.len() == wire::KEY_LEN_GID && !wire::looks_like_gid_key(b) {
-                return Err("decoded GID key does not look like one".into());
-            }
+    judge(seen, "key", "key message", decode_key(b), |d| {
+        let again = encode_key(&d).map_err(|e| format!("decoded key cannot re-encode: {e}"))?;
+        if again != b.to_ascii_lowercase() {
+            return Err(format!(
+                "key re-encodes to {:?}",
+                String::from_utf8_lossy(&again)
+            ));
         }
-        Err(e) => {
-            seen.push(outcome_class("key", Err(&e)));
-            expect_step(&e, "key message")?;
+        if d.key_len() != b.len() {
+            return Err("key form does not match its length".into());
         }
-    }
+        if b.len() == wire::KEY_LEN_GID && !wire::looks_like_gid_key(b) {
+            return Err("decoded GID key does not look like one".into());
+        }
+        Ok(())
+    })?;
     if b.len() >= wire::KEY_LEN && wire::is_plain_key(b) != decode_key(&b[..wire::KEY_LEN]).is_ok()
     {
         return Err("is_plain_key disagrees with decode_key".into());

@@ -264,7 +264,7 @@ fn device_selection_by_index_and_bus_id() {
 fn dmabuf_export_gives_fd_and_offset() {
     let f = Fake::new("dmabuf", &[("FAKE_CUDA_DRIVER_VERSION", "12080")]);
     let cuda = f.open(GpuSelect::Index(0)).unwrap();
-    assert_eq!(cuda.dmabuf_supported, Some(true));
+    assert_eq!(cuda.caps.dmabuf, Some(true));
     let buf = cuda.alloc(4096, true, true).unwrap();
     let d = buf.dmabuf().unwrap();
     assert!(d.fd >= 0);
@@ -274,7 +274,7 @@ fn dmabuf_export_gives_fd_and_offset() {
     drop((buf, cuda, f));
     let f2 = Fake::new("nodmabuf", &[("FAKE_CUDA_DMABUF", "0")]);
     assert_eq!(
-        f2.open(GpuSelect::Index(0)).unwrap().dmabuf_supported,
+        f2.open(GpuSelect::Index(0)).unwrap().caps.dmabuf,
         Some(false)
     );
 }
@@ -350,7 +350,7 @@ fn the_driver_is_loaded_and_initialised_once_and_never_unloaded() {
 fn pcie_mapping_needs_a_12_8_driver() {
     let f = Fake::new("pcie_old", &[]);
     let cuda = f.open(GpuSelect::Index(0)).unwrap();
-    assert_eq!(cuda.driver_version, Some(12040));
+    assert_eq!(cuda.caps.driver_version, Some(12040));
     let e = cuda.alloc(4096, true, true).err().unwrap();
     assert!(
         e.contains("--use_cuda_pcie_mapping needs a CUDA 12.8 driver")

@@ -31,12 +31,14 @@ mod with_model {
     use rdmaperf::mlx5::rq::DirectRq;
     use rdmaperf::mlx5::{DirectSq, HwMmio};
     use rdmaperf::model::{Access, FlowRule, Model, ModelConfig, RecvSpec};
+    use rdmaperf::post::RecvQueue;
     use rdmaperf::post::{Completion, CompletionQueue, Op, SendQueue, WcStatus, WrDesc};
     use rdmaperf::run::bw::{BwConfig, BwLoop, QpCount, QpTarget};
     use rdmaperf::run::raw_bw::Direct;
     use rdmaperf::run::raw_lat::{RawLatConfig, RawLatLoop, RawQp, RxRing};
     use rdmaperf::run::raw_recv::{
-        post_all, run_raw_recv, DirectRx, RawRecvCfg, RawRecvCounts, VerbsRx,
+        post_all, run_raw_recv, DirectRx, RawRecvCfg, RawRecvCounts, RawRecvError, RxClassify,
+        VerbsRx,
     };
     use std::cell::RefCell;
     use std::collections::VecDeque;
@@ -195,6 +197,19 @@ mod with_model {
         })
     }
 
+    /// Runs `f` with `model`'s NIC stepping on a thread of its own (see
+    /// [`nic_thread`]), stopped and joined when `f` returns.
+    fn with_nic<R>(model: &Model, f: impl FnOnce() -> R) -> R {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let nic = nic_thread(s, model, &stop);
+            let res = f();
+            stop.store(true, Ordering::Release);
+            nic.join().unwrap();
+            res
+        })
+    }
+
     fn bw_cfg(iters: u64, post_list: u32, cq_mod: u32, inline: bool) -> BwConfig {
         BwConfig {
             op: Op::Write,
@@ -233,11 +248,9 @@ mod with_model {
         let mut counts = [QpCount::default()];
         let mut list = vec![WrDesc::default(); cfg.post_list as usize];
         let mut wcs = [Completion::default(); 16];
-        let stop = AtomicBool::new(false);
         let Rig { model, sq, cq, .. } = r;
         let sqs = std::slice::from_mut(sq);
-        std::thread::scope(|s| {
-            let nic = nic_thread(s, model, &stop);
+        with_nic(model, || {
             let mut bw = BwLoop {
                 cfg,
                 sqs,
@@ -266,8 +279,6 @@ mod with_model {
             if marker {
                 syscall_marker(b"RDMAPERF_LOOP_END");
             }
-            stop.store(true, Ordering::Release);
-            nic.join().unwrap();
             res
         })
     }
@@ -460,6 +471,18 @@ mod with_model {
         .unwrap()
     }
 
+    /// The raw receive loop with classifier `K` until `until` frames are
+    /// counted (it never idles out).
+    fn receive<K: RxClassify>(
+        rq: &mut impl RecvQueue,
+        cq: &mut impl CompletionQueue,
+        cfg: &RawRecvCfg,
+        counts: &mut RawRecvCounts,
+        until: u64,
+    ) -> Result<(), RawRecvError> {
+        run_raw_recv::<_, _, K>(rq, cq, cfg, counts, until, &mut || true)
+    }
+
     /// The raw receive loop (poll, classify by the CQE's bytes or the
     /// frame's headers, count, post the slot again) allocates nothing.
     #[test]
@@ -485,25 +508,10 @@ mod with_model {
                 assert_eq!(model.deliver(&frame), 1);
             }
             let (n, r) = count(|| {
-                let mut idle = || true;
                 if round % 2 == 0 {
-                    run_raw_recv::<_, _, DirectRx>(
-                        &mut rq,
-                        &mut cq,
-                        &cfg,
-                        &mut counts,
-                        round * 32,
-                        &mut idle,
-                    )
+                    receive::<DirectRx>(&mut rq, &mut cq, &cfg, &mut counts, round * 32)
                 } else {
-                    run_raw_recv::<_, _, VerbsRx>(
-                        &mut rq,
-                        &mut cq,
-                        &cfg,
-                        &mut counts,
-                        round * 32,
-                        &mut idle,
-                    )
+                    receive::<VerbsRx>(&mut rq, &mut cq, &cfg, &mut counts, round * 32)
                 }
             });
             r.unwrap();
@@ -537,9 +545,7 @@ mod with_model {
             let mut counts = [QpCount::default()];
             let mut list = vec![RawPkt::default(); cfg.post_list as usize];
             let mut wcs = [Completion::default(); 16];
-            let stop = AtomicBool::new(false);
-            std::thread::scope(|s| {
-                let nic = nic_thread(s, model, &stop);
+            with_nic(model, || {
                 let mut lp = RawBwLoop {
                     cfg,
                     posts,
@@ -552,10 +558,7 @@ mod with_model {
                     deadlines: None,
                     now: rdmaperf::clock::now,
                 };
-                let res = count(|| lp.run());
-                stop.store(true, Ordering::Release);
-                nic.join().unwrap();
-                res
+                count(|| lp.run())
             })
         }
 

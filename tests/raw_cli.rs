@@ -212,11 +212,15 @@ fn header_rules() {
         &["VLAN PCP", "0 to 8"],
     );
     assert_eq!(
-        ok(RawTool::Bw, &format!("-P {M} --vlan_pcp 8")).vlan_pcp,
+        ok(RawTool::Bw, &format!("-P {M} --vlan_pcp 8"))
+            .header
+            .vlan_pcp,
         Some(8)
     );
     assert_eq!(
-        ok(RawTool::Bw, &format!("-P {M} --vlan_en")).vlan_pcp,
+        ok(RawTool::Bw, &format!("-P {M} --vlan_en"))
+            .header
+            .vlan_pcp,
         Some(1)
     );
     refused(

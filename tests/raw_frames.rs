@@ -93,7 +93,7 @@ fn check(name: &str, s: &FrameSpec, flow: u16, seq: u64, f: &[u8]) -> usize {
     let (eth, mut rest) = Ethernet2Header::from_slice(f).unwrap();
     assert_eq!(eth.destination, s.dst_mac, "{name}");
     assert_eq!(eth.source, s.src_mac, "{name}");
-    let tag = if let Some(pcp) = s.vlan_pcp {
+    let tag = if let Some(pcp) = s.header.vlan_pcp {
         assert_eq!(eth.ether_type.0, 0x8100, "{name}");
         let (v, r) = SingleVlanHeader::from_slice(rest).unwrap();
         let want = if pcp == 8 { ((seq + 1) % 8) as u8 } else { pcp };
@@ -107,14 +107,14 @@ fn check(name: &str, s: &FrameSpec, flow: u16, seq: u64, f: &[u8]) -> usize {
     };
     let (ethertype, tag_len) = tag;
     let pkt = s.size - 18 - tag_len;
-    if let Some(t) = s.ethertype {
+    if let Some(t) = s.header.ethertype {
         assert_eq!(ethertype, t, "{name}");
     }
     let l4_len = s.l4.map_or(0, |l| if l.tcp { 20 } else { 8 });
     let proto = s.l4.map_or(0, |l| if l.tcp { 6 } else { 17 });
     match s.ip {
         None => {
-            if s.ethertype.is_none() {
+            if s.header.ethertype.is_none() {
                 assert_eq!(ethertype as usize, pkt, "{name}: 802.3 length");
             }
             return 14 + tag_len;
@@ -129,10 +129,10 @@ fn check(name: &str, s: &FrameSpec, flow: u16, seq: u64, f: &[u8]) -> usize {
                 "{name}: IPv4 checksum"
             );
             assert_eq!((ip.source, ip.destination), (src, dst), "{name}");
-            assert_eq!(ip.time_to_live, s.hop_limit, "{name}");
+            assert_eq!(ip.time_to_live, s.header.hop_limit, "{name}");
             assert_eq!(ip.protocol.0, proto, "{name}");
             let tos = (ip.dscp.value() << 2) | ip.ecn.value();
-            assert_eq!(tos, s.tos.unwrap_or(0), "{name}");
+            assert_eq!(tos, s.header.tos.unwrap_or(0), "{name}");
             assert_eq!(
                 (ip.identification, ip.fragment_offset.value()),
                 (0, 0),
@@ -153,7 +153,7 @@ fn check(name: &str, s: &FrameSpec, flow: u16, seq: u64, f: &[u8]) -> usize {
                 if proto == 0 { 0x3b } else { proto },
                 "{name}"
             );
-            assert_eq!(ip.hop_limit, s.hop_limit, "{name}");
+            assert_eq!(ip.hop_limit, s.header.hop_limit, "{name}");
             assert_eq!((ip.traffic_class, ip.flow_label.value()), (0, 0), "{name}");
             assert_eq!((ip.source, ip.destination), (src, dst), "{name}");
             rest = r;

@@ -19,7 +19,7 @@ mod common;
 
 #[cfg(feature = "model")]
 mod with_model {
-    use super::common::raw_eth::{udp4, DST_MAC, SRC_MAC};
+    use super::common::raw_eth::{assert_model_clean, udp4, DST_MAC, SRC_MAC};
     use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
     use rdmaperf::mlx5::mpw;
     use rdmaperf::mlx5::raw_sq::{RawPkt, RawSq, RawSqConfig};
@@ -139,12 +139,7 @@ mod with_model {
             drain(&model, &mut cq, &mut wr_ids);
         }
         drain(&model, &mut cq, &mut wr_ids);
-        assert!(model.violations().is_empty(), "{:?}", model.violations());
-        assert!(
-            model.eth_rejected().is_empty(),
-            "{:?}",
-            model.eth_rejected()
-        );
+        assert_model_clean(&model);
         Outcome {
             sent,
             wire: model.take_wire(),

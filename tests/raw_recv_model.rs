@@ -172,19 +172,17 @@ mod with_model {
     fn variants(size: usize) -> Vec<(&'static str, FrameSpec)> {
         let base = FrameSpec::l2(size, SRC_MAC, DST_MAC);
         let with = |ip, l4| FrameSpec { ip, l4, ..base };
-        let vlan = |s: FrameSpec| FrameSpec {
-            vlan_pcp: Some(3),
-            ..s
+        let vlan = |mut s: FrameSpec| {
+            s.header.vlan_pcp = Some(3);
+            s
         };
         vec![
             ("l2", base),
-            (
-                "ethertype",
-                FrameSpec {
-                    ethertype: Some(0x88b5),
-                    ..base
-                },
-            ),
+            ("ethertype", {
+                let mut s = base;
+                s.header.ethertype = Some(0x88b5);
+                s
+            }),
             ("ipv4", with(v4(), None)),
             ("ipv4/udp", with(v4(), l4(false))),
             ("ipv4/tcp", with(v4(), l4(true))),
@@ -659,11 +657,11 @@ mod with_model {
     /// IPv6/UDP with a VLAN tag: typed by both classifiers, not judged.
     #[test]
     fn ipv6_frames_loop_back_typed_and_unchecked() {
-        let s = FrameSpec {
+        let mut s = FrameSpec {
             ip: v6(),
-            vlan_pcp: Some(1),
             ..udp4(128)
         };
+        s.header.vlan_pcp = Some(1);
         for c in [
             loop_back::<DirectRx>(s, 40, Post::MpwPtr, false),
             loop_back::<VerbsRx>(s, 40, Post::Send, true),

@@ -19,6 +19,7 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use super::common::model_env::Stepping;
+    use super::common::raw_eth::assert_model_clean;
     use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
     use rdmaperf::clock::Clock;
     use rdmaperf::mlx5::raw_sq::RawSqConfig;
@@ -85,12 +86,7 @@ mod with_model {
                 measure(p, &mut [DirectMpw::<ModelMmio>(sq)], &mut cq, base, slots)
             }
         };
-        assert!(model.violations().is_empty(), "{:?}", model.violations());
-        assert!(
-            model.eth_rejected().is_empty(),
-            "{:?}",
-            model.eth_rejected()
-        );
+        assert_model_clean(&model);
         Run {
             out,
             wire: model.take_wire(),

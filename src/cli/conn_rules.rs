@@ -13,6 +13,7 @@
 //!   an IPv6 source needs `--ipv6-addr`; the server does not use it.
 
 use super::args::PerfArgs;
+use super::defaults::DEF_RETRY_COUNT;
 use super::kinds::{Conn, ConnOpts};
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 
@@ -131,6 +132,7 @@ pub fn conn_opts(a: &PerfArgs, _conn: Conn) -> Result<ConnOpts, String> {
     };
     Ok(ConnOpts {
         tos,
+        retry_count: a.retry_count.unwrap_or(DEF_RETRY_COUNT),
         comm_rdma_cm: a.comm_rdma_cm,
         prefer_ipv6_gid: a.ipv6,
         ipv6_ctrl: a.ipv6_addr,
@@ -146,6 +148,18 @@ mod tests {
         let mut a = PerfArgs::default();
         f(&mut a);
         conn_opts(&a, Conn::Rc)
+    }
+
+    /// `--retry_count` as given, else perftest's 7 (its rules are in `rules::features`).
+    #[test]
+    fn retry_count_defaults_to_perftest_s() {
+        assert_eq!(opts(|_| {}).unwrap().retry_count, DEF_RETRY_COUNT);
+        let o = opts(|a| {
+            a.retry_count = Some(3);
+            a.rdma_cm = true;
+        })
+        .unwrap();
+        assert_eq!(o.retry_count, 3);
     }
 
     #[test]

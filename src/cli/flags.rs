@@ -298,9 +298,7 @@ pub fn check(args: &[String], takes_value: impl Fn(&str) -> bool) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    fn v(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::cli::test_args::v;
     fn chk(a: &[&str]) -> Result<(), String> {
         check(&v(a), |n| n == "post")
     }

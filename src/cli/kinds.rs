@@ -164,12 +164,15 @@ impl PostChoice {
     }
 }
 
-/// How the two ends find each other: `-T`, `-z`, `--ipv6`, `--ipv6-addr`,
-/// `--bind_source_ip` (rules in `cli::conn_rules`).
+/// How the two ends find each other: `-T`, `--retry_count`, `-z`, `--ipv6`,
+/// `--ipv6-addr`, `--bind_source_ip` (rules in `cli::conn_rules`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConnOpts {
     /// `-T` (with -R): the ToS the RDMA CM puts on the data QPs' path.
     pub tos: Option<u8>,
+    /// `--retry_count` (with -R): the retry count the RDMA CM puts in the
+    /// data QPs' connect request (perftest's default 7).
+    pub retry_count: u8,
     /// `-z`: the control channel over rdma_cm, data QPs connected by hand.
     pub comm_rdma_cm: bool,
     /// `--ipv6`: GID auto-selection prefers IPv6 GIDs.

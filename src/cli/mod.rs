@@ -17,6 +17,8 @@ pub mod near_miss;
 pub mod params;
 pub mod rate;
 pub mod rules;
+#[cfg(test)]
+pub(crate) mod test_args;
 pub mod values;
 pub mod version;
 
@@ -262,9 +264,7 @@ fn compare_methods(names: &[String]) -> Result<Vec<params::PostChoice>, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    fn v(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::cli::test_args::v;
     /// `--methods`: the order kept; auto, unknown and repeated names refused.
     #[test]
     fn compare_methods_are_named_once_each() {

@@ -67,9 +67,7 @@ pub fn command_line(mut argv: Vec<String>) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    fn v(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::cli::test_args::v;
     fn cl(a: &[&str]) -> Result<Vec<String>, String> {
         command_line(v(a))
     }

@@ -8,7 +8,7 @@ pub use super::defaults::*;
 pub use super::kinds::{AtomicType, Conn, ConnOpts, Kind, PostChoice, Tool, Verb};
 pub use super::rate::RateLimit;
 use super::rules::{self, Ctx};
-pub use super::values::{Mode, OutputKind, Qos, SampleReport};
+pub use super::values::{Limits, Mode, OutputKind, Qos, SampleReport};
 use crate::post::Op;
 use std::path::PathBuf;
 /// Everything a test needs, with perftest's defaults applied.
@@ -46,8 +46,7 @@ pub struct Params {
     pub report_gbits: bool,
     pub no_peak: bool,
     pub output: Option<OutputKind>,
-    pub limit_bw: Option<f64>,
-    pub limit_msgrate: Option<f64>,
+    pub limits: Limits,
     pub json_file: Option<PathBuf>,
     pub with_imm: bool,
     pub post: PostChoice,
@@ -77,8 +76,6 @@ pub struct Params {
     pub size_given: bool,
     /// perftest's notices about parameters it changed, printed at the start.
     pub notices: Vec<String>,
-    /// `--retry_count` (-R data QPs; perftest's default 7).
-    pub retry_count: u8,
     /// `--wait_destroy` seconds (0: none).
     pub wait_destroy: u32,
     /// `-W`: port counters to report after each row.
@@ -203,8 +200,10 @@ fn build(c: Ctx) -> Result<Params, String> {
         report_gbits: a.report_gbits,
         no_peak,
         output: c.output?,
-        limit_bw: a.limit_bw,
-        limit_msgrate: a.limit_msgrate,
+        limits: Limits {
+            bw: a.limit_bw,
+            msgrate: a.limit_msgrate,
+        },
         json_file: json_file(a),
         with_imm: a.write_with_imm || a.send_with_imm,
         post: c.post,
@@ -224,7 +223,6 @@ fn build(c: Ctx) -> Result<Params, String> {
             ..Qos::of(a)
         },
         cpu_util: a.cpu_util,
-        retry_count: a.retry_count.unwrap_or(DEF_RETRY_COUNT),
         wait_destroy: a.wait_destroy.unwrap_or(0),
         counters: c.counters?,
         conn_opts: c.conn_opts?,

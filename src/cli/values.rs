@@ -41,6 +41,15 @@ impl Qos {
     }
 }
 
+/// `-w`/`--limit_bw` and `-y`/`--limit_msgrate`: the least average bandwidth
+/// (in the row's units) and message rate (Mpps) a bw test must reach, or it
+/// fails after its result; `None`: not checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Limits {
+    pub bw: Option<f64>,
+    pub msgrate: Option<f64>,
+}
+
 /// What the latency tools print or write besides the result row.
 #[derive(Clone, Debug, Default)]
 pub struct SampleReport {

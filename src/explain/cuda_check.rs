@@ -44,9 +44,10 @@ fn device(lib: &str, i: u32) -> Result<String, String> {
     let mut line = format!("  GPU {i}: {}", cuda.describe());
     line += &format!(
         ", GPUDirect RDMA {}, dma-buf {}, driver {}\n",
-        yes_no(cuda.gdr_supported),
-        yes_no(cuda.dmabuf_supported),
-        cuda.driver_version
+        yes_no(cuda.caps.gdr),
+        yes_no(cuda.caps.dmabuf),
+        cuda.caps
+            .driver_version
             .map_or("version unknown".into(), |v| format!(
                 "CUDA {}.{}",
                 v / 1000,
@@ -60,7 +61,7 @@ fn device(lib: &str, i: u32) -> Result<String, String> {
         plain.va()
     );
     drop(plain);
-    if cuda.dmabuf_supported == Some(true) {
+    if cuda.caps.dmabuf == Some(true) {
         let b = cuda.alloc(PROBE_LEN, true, false)?;
         let d = b.dmabuf().map_or("no fd".into(), |d| {
             format!("fd {} offset {}", d.fd, d.offset)

@@ -100,13 +100,13 @@ fn refuse(p: &Params, o: &FabricOpts) -> Result<(), String> {
         return Err("--check-landing is for a server you start by hand; drop it".into());
     }
     let lat = p.tool.kind == crate::cli::params::Kind::Lat;
-    if lat && o.expect_bw.is_some() {
+    if lat && o.expect.bw.is_some() {
         return Err("--expect-bw needs a bandwidth test (write-bw, ...); use --expect-lat".into());
     }
-    if lat && o.expect_msgrate.is_some() {
+    if lat && o.expect.msgrate.is_some() {
         return Err("--expect-msgrate needs a bandwidth test; use --expect-lat".into());
     }
-    if !lat && o.expect_lat.is_some() {
+    if !lat && o.expect.lat.is_some() {
         return Err("--expect-lat needs a latency test (write-lat, ...); use --expect-bw".into());
     }
     Ok(())
@@ -150,10 +150,7 @@ fn run(_o: FabricOpts, _p: Params) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn v(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::cli::test_args::v;
 
     #[test]
     fn tool_flags_go_through_the_tools_parser() {

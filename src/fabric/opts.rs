@@ -15,9 +15,7 @@ pub struct FabricOpts {
     pub direction: Direction,
     pub serial: bool,
     pub tolerance_pct: f64,
-    pub expect_bw: Option<f64>,
-    pub expect_msgrate: Option<f64>,
-    pub expect_lat: Option<f64>,
+    pub expect: Expect,
     pub csv: Option<String>,
     pub heatmap: Option<String>,
     /// Worst pairs listed in the summary.
@@ -27,6 +25,16 @@ pub struct FabricOpts {
     /// `--use_cuda auto` or `--use_cuda I,J,…`: each rank's GPU (`gpu_pick`); a single
     /// ordinal stays in `tool_args`.
     pub gpu: Option<GpuPick>,
+}
+
+/// `--expect-bw`, `--expect-msgrate`, `--expect-lat`: the least bandwidth and
+/// message rate, and the most latency, every pair must reach (in the tool's
+/// units); `None`: not checked. The run's JSON carries them as `"expect"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Expect {
+    pub bw: Option<f64>,
+    pub msgrate: Option<f64>,
+    pub lat: Option<f64>,
 }
 
 /// Flags that take a value.
@@ -112,9 +120,7 @@ impl FabricOpts {
             direction: Direction::Uni,
             serial: false,
             tolerance_pct: 90.0,
-            expect_bw: None,
-            expect_msgrate: None,
-            expect_lat: None,
+            expect: Expect::default(),
             csv: None,
             heatmap: None,
             worst: 5,
@@ -166,9 +172,9 @@ impl Parsing {
                     ));
                 }
             }
-            "--expect-bw" => o.expect_bw = Some(number(flag, &v, 0.0)?),
-            "--expect-msgrate" => o.expect_msgrate = Some(number(flag, &v, 0.0)?),
-            "--expect-lat" => o.expect_lat = Some(number(flag, &v, 0.0)?),
+            "--expect-bw" => o.expect.bw = Some(number(flag, &v, 0.0)?),
+            "--expect-msgrate" => o.expect.msgrate = Some(number(flag, &v, 0.0)?),
+            "--expect-lat" => o.expect.lat = Some(number(flag, &v, 0.0)?),
             "--csv" => o.csv = Some(v),
             "--heatmap" => o.heatmap = Some(v),
             "--worst" => o.worst = number(flag, &v, 0.0)? as usize,
@@ -201,10 +207,8 @@ impl Parsing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::test_args::v;
 
-    fn v(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
     fn no_file(_: &str) -> Result<String, String> {
         Err("no such file".into())
     }
@@ -237,7 +241,7 @@ mod tests {
         assert_eq!(o.pattern, Pattern::Incast(2));
         assert!(o.serial);
         assert_eq!(o.tolerance_pct, 80.0);
-        assert_eq!(o.expect_bw, Some(5.0));
+        assert_eq!(o.expect.bw, Some(5.0));
         assert_eq!(o.csv.as_deref(), Some("m.csv"));
         assert_eq!(o.tool_args, v(&["-d", "rxe0", "-s", "64", "-n", "100"]));
     }

@@ -838,7 +838,7 @@ fn json_stream(
     let params = serde_json::json!({
         "tool": p.tool.name(), "pattern": plan.pattern.name(), "direction": plan.direction.name(),
         "serial": plan.serial, "ranks": ranks.len(), "steps": plan.steps(), "tolerance_pct": o.tolerance_pct,
-        "expect": {"bw": o.expect_bw, "msgrate": o.expect_msgrate, "lat": o.expect_lat},
+        "expect": {"bw": o.expect.bw, "msgrate": o.expect.msgrate, "lat": o.expect.lat},
         "timeout_s": b.step.as_secs(), "tool_args": o.tool_args,
     });
     let f = p.json_file.as_ref()?;

@@ -12,6 +12,19 @@ use std::sync::Arc;
 /// GPU memory is allocated in 64 KiB units (the GPU page peer memory pins).
 pub const GPU_PAGE: usize = 64 * 1024;
 
+/// What the driver says, at open, about the GPU's registration paths and
+/// itself (`doctor --gpu` prints the three on one line); `None` where it does
+/// not say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuCaps {
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED`: peer memory.
+    pub gdr: Option<bool>,
+    /// `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`: dma-buf export.
+    pub dmabuf: Option<bool>,
+    /// `cuDriverGetVersion` (12080 is CUDA 12.8).
+    pub driver_version: Option<c_int>,
+}
+
 /// One GPU with its primary context current on the opening thread.
 pub struct Cuda {
     api: &'static CudaApi,
@@ -21,11 +34,7 @@ pub struct Cuda {
     pub label: String,
     pub name: String,
     pub bus_id: String,
-    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (None: not reported).
-    pub gdr_supported: Option<bool>,
-    pub dmabuf_supported: Option<bool>,
-    /// `cuDriverGetVersion` (12080 is CUDA 12.8), `None` where it failed.
-    pub driver_version: Option<c_int>,
+    pub caps: GpuCaps,
     /// `cuFlushGPUDirectRDMAWrites` works on this GPU (CUDA 11.3+, the
     /// flush-options attribute's HOST bit).
     flush: bool,
@@ -92,17 +101,17 @@ impl Cuda {
         if attr(ATTR_INTEGRATED).is_some_and(|v| v != 0) {
             return Err(integrated(&label, &name));
         }
-        let (gdr_supported, dmabuf_supported) = (
-            attr(ATTR_GPU_DIRECT_RDMA_SUPPORTED).map(|v| v != 0),
-            attr(ATTR_DMA_BUF_SUPPORTED).map(|v| v != 0),
-        );
         let flush = api.flush_rdma_writes.is_some()
             && attr(ATTR_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS)
                 .is_some_and(|v| v & FLUSH_OPTION_HOST != 0);
         let mut version: c_int = 0;
-        // SAFETY: valid out-pointer.
-        let driver_version =
-            (unsafe { (api.driver_version)(&mut version) } == CUDA_SUCCESS).then_some(version);
+        let caps = GpuCaps {
+            gdr: attr(ATTR_GPU_DIRECT_RDMA_SUPPORTED).map(|v| v != 0),
+            dmabuf: attr(ATTR_DMA_BUF_SUPPORTED).map(|v| v != 0),
+            // SAFETY: valid out-pointer.
+            driver_version: (unsafe { (api.driver_version)(&mut version) } == CUDA_SUCCESS)
+                .then_some(version),
+        };
         let mut ctx: CuContext = std::ptr::null_mut();
         // SAFETY: valid out-pointer, a device from the driver.
         let r = unsafe { (api.ctx_retain)(&mut ctx, dev) };
@@ -120,9 +129,7 @@ impl Cuda {
             bus_id: unsafe { CStr::from_ptr(bus.as_ptr()) }
                 .to_string_lossy()
                 .into_owned(),
-            gdr_supported,
-            dmabuf_supported,
-            driver_version,
+            caps,
             flush,
         };
         cuda.make_current()?;
@@ -182,7 +189,7 @@ impl Cuda {
     /// `--use_cuda_pcie_mapping` needs a CUDA 12.8 driver: an older one
     /// rejects the mapping flag (or ignores it); say which version this is.
     pub fn check_pcie_mapping(&self) -> Result<(), String> {
-        match self.driver_version {
+        match self.caps.driver_version {
             Some(v) if v >= DRIVER_PCIE_MAPPING => Ok(()),
             v => Err(format!(
                 "--use_cuda_pcie_mapping needs a CUDA 12.8 driver or newer (the PCIe/BAR1 dma-buf \

@@ -39,7 +39,7 @@ impl Model {
         self.take_queues()?;
         let mut sqs = Vec::with_capacity(self.shared.cfg.qps as usize);
         for q in 0..self.shared.cfg.qps as usize {
-            sqs.push(self.sq_of(q, self.mmio_of(q))?);
+            sqs.push(self.sq_of(q, self.mmio_of(q), self.transport())?);
         }
         let mut cq = self.cq()?;
         for sq in &sqs {
@@ -51,11 +51,7 @@ impl Model {
     /// As [`pair`](Self::pair) with any MMIO implementation (e.g. `HwMmio`
     /// for benches, then drive the NIC with [`step_dbrec`](Self::step_dbrec)).
     pub fn pair_with<M: Mmio>(&self, mmio: M) -> Result<(DirectSq<M>, DirectCq), String> {
-        self.take_queues()?;
-        let sq = self.sq_of(0, mmio)?;
-        let mut dcq = self.cq()?;
-        dcq.attach(sq.progress());
-        Ok((sq, dcq))
+        self.pair_with_transport(mmio, self.transport())
     }
 
     /// As [`pair_with`](Self::pair_with) with the SQ's transport given (e.g.
@@ -67,11 +63,7 @@ impl Model {
         transport: Transport,
     ) -> Result<(DirectSq<M>, DirectCq), String> {
         self.take_queues()?;
-        let qp = self.dv_qp_of(0);
-        // SAFETY: as in `sq_of`: model memory kept alive by the SQ, fresh
-        // ring with this SQ as its only producer, QP 0's own UAR.
-        let sq = unsafe { DirectSq::from_dv(&qp, self.qpn_of(0), transport, mmio, self.keep()) }
-            .map_err(|e| e.to_string())?;
+        let sq = self.sq_of(0, mmio, transport)?;
         let mut dcq = self.cq()?;
         dcq.attach(sq.progress());
         Ok((sq, dcq))
@@ -84,7 +76,7 @@ impl Model {
     /// Once per QP, and not for a QP `pair`/`queues` built: a ring must have
     /// one producer.
     pub unsafe fn extra_sq(&self, q: usize) -> Result<DirectSq<ModelMmio>, String> {
-        self.sq_of(q, self.mmio_of(q))
+        self.sq_of(q, self.mmio_of(q), self.transport())
     }
 
     pub(super) fn take_queues(&self) -> Result<(), String> {
@@ -109,15 +101,24 @@ impl Model {
         unsafe { DirectCq::from_dv(&cq, self.keep()) }.map_err(|e| e.to_string())
     }
 
-    /// QP `q`'s SQ (call once per QP, from `take_queues` callers).
-    fn sq_of<M: Mmio>(&self, q: usize, mmio: M) -> Result<DirectSq<M>, String> {
-        let transport = match self.shared.cfg.transport {
+    /// The SQ transport `ModelConfig::transport` implies.
+    fn transport(&self) -> Transport {
+        match self.shared.cfg.transport {
             ModelTransport::Rc | ModelTransport::RawEth { .. } => Transport::Rc,
             ModelTransport::Ud { peer_qpn, qkey } => Transport::Ud(
                 DatagramSeg::new(0, 0, 0, 0, 0, 0x0001, [0; 6], 0, 64, 0, [0; 16])
                     .with_ud_dest(peer_qpn, qkey),
             ),
-        };
+        }
+    }
+
+    /// QP `q`'s SQ (call once per QP, from `take_queues` callers).
+    fn sq_of<M: Mmio>(
+        &self,
+        q: usize,
+        mmio: M,
+        transport: Transport,
+    ) -> Result<DirectSq<M>, String> {
         let qp = self.dv_qp_of(q);
         // SAFETY: the memory is owned by `shared`, which the SQ keeps alive;
         // the ring is fresh and this SQ is its only producer (once per model,

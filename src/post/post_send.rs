@@ -197,13 +197,9 @@ impl PostSendQueue {
         // SAFETY: the QP is live; its context pointer and ops table are set
         // by libibverbs at open and never change.
         let post_fn = unsafe { (*(*qp.raw()).context).ops.post_send };
-        let Some(post_fn) = post_fn else {
-            return Err(VerbsError::new(
-                "ibv_post_send",
-                libc::EOPNOTSUPP,
-                format!("the {} provider has no post_send", qp.context().name()),
-            ));
-        };
+        let post_fn = VerbsError::provided(post_fn, "ibv_post_send", || {
+            format!("the {} provider has no post_send", qp.context().name())
+        })?;
         Ok(Self {
             wrs: vec![sys::ibv_send_wr::default(); n].into_boxed_slice(),
             sges: vec![sys::ibv_sge::default(); n].into_boxed_slice(),

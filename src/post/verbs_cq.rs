@@ -60,13 +60,9 @@ impl VerbsCq {
     pub fn new(cq: &Arc<Cq>, batch: usize) -> Result<Self, VerbsError> {
         // SAFETY: the CQ is live; its context's ops table is fixed at open.
         let poll_fn = unsafe { (*(*cq.raw()).context).ops.poll_cq };
-        let Some(poll_fn) = poll_fn else {
-            return Err(VerbsError::new(
-                "ibv_poll_cq",
-                libc::EOPNOTSUPP,
-                format!("the {} provider has no poll_cq", cq.context().name()),
-            ));
-        };
+        let poll_fn = VerbsError::provided(poll_fn, "ibv_poll_cq", || {
+            format!("the {} provider has no poll_cq", cq.context().name())
+        })?;
         Ok(Self {
             wc: vec![sys::ibv_wc::default(); batch.max(1)].into_boxed_slice(),
             poll_fn,
@@ -145,13 +141,9 @@ impl VerbsRecv {
         // SAFETY: the caller's contract (live QP); its context's ops table
         // is fixed at open.
         let post_fn = unsafe { (*(*qp).context).ops.post_recv };
-        let Some(post_fn) = post_fn else {
-            return Err(VerbsError::new(
-                "ibv_post_recv",
-                libc::EOPNOTSUPP,
-                "the provider has no post_recv".to_string(),
-            ));
-        };
+        let post_fn = VerbsError::provided(post_fn, "ibv_post_recv", || {
+            "the provider has no post_recv".to_string()
+        })?;
         Ok(Self {
             post_fn,
             qp_raw: qp,
@@ -176,13 +168,9 @@ impl VerbsRecv {
         // SAFETY: the QP (and so its context) is live; the ops table is
         // fixed at open.
         let f = unsafe { (*(*qp.raw()).context).ops.post_srq_recv };
-        let Some(f) = f else {
-            return Err(VerbsError::new(
-                "ibv_post_srq_recv",
-                libc::EOPNOTSUPP,
-                "--use-srq: the provider has no post_srq_recv; drop --use-srq".to_string(),
-            ));
-        };
+        let f = VerbsError::provided(f, "ibv_post_srq_recv", || {
+            "--use-srq: the provider has no post_srq_recv; drop --use-srq".to_string()
+        })?;
         r.srq = Some((Arc::clone(srq), f));
         Ok(r)
     }

@@ -69,17 +69,37 @@ pub struct FrameSpec {
     pub size: usize,
     pub src_mac: [u8; 6],
     pub dst_mac: [u8; 6],
+    pub header: HeaderOpts,
+    pub ip: Option<Ip>,
+    /// Only with an IP header (perftest's rules refuse ports without one).
+    pub l4: Option<L4>,
+}
+
+/// The header fields the command line sets as they are, the same in every
+/// frame of a run (the raw parameters hold them and hand them on to each
+/// frame's spec). The default is perftest's: no tag, perftest's ethertype,
+/// `-L 64`, TOS 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderOpts {
     /// `--vlan_en`: the tag's priority (0..=7, or [`VLAN_PCP_VARIOUS`]).
     pub vlan_pcp: Option<u8>,
     /// `-Y`: replaces the ethertype perftest would choose.
     pub ethertype: Option<u16>,
-    pub ip: Option<Ip>,
-    /// Only with an IP header (perftest's rules refuse ports without one).
-    pub l4: Option<L4>,
     /// `-L`: IPv4 TTL, IPv6 hop limit.
     pub hop_limit: u8,
     /// `-T`: IPv4 TOS (0 when not given).
     pub tos: Option<u8>,
+}
+
+impl Default for HeaderOpts {
+    fn default() -> Self {
+        Self {
+            vlan_pcp: None,
+            ethertype: None,
+            hop_limit: DEF_HOP_LIMIT,
+            tos: None,
+        }
+    }
 }
 
 impl FrameSpec {
@@ -89,12 +109,9 @@ impl FrameSpec {
             size,
             src_mac,
             dst_mac,
-            vlan_pcp: None,
-            ethertype: None,
+            header: HeaderOpts::default(),
             ip: None,
             l4: None,
-            hop_limit: DEF_HOP_LIMIT,
-            tos: None,
         }
     }
 
@@ -138,7 +155,12 @@ impl FrameSpec {
 
     /// Bytes from the Ethernet header up to the payload.
     pub fn header_len(&self) -> usize {
-        let eth = ETH_HDR + if self.vlan_pcp.is_some() { VLAN_TAG } else { 0 };
+        let eth = ETH_HDR
+            + if self.header.vlan_pcp.is_some() {
+                VLAN_TAG
+            } else {
+                0
+            };
         let ip = match self.ip {
             None => 0,
             Some(Ip::V4 { .. }) => IPV4_HDR,
@@ -154,13 +176,17 @@ impl FrameSpec {
 
     /// perftest's packet size: the IPv4 total length (`size - 18`, less a tag).
     fn pkt_size(&self) -> usize {
-        let tag = if self.vlan_pcp.is_some() { VLAN_TAG } else { 0 };
+        let tag = if self.header.vlan_pcp.is_some() {
+            VLAN_TAG
+        } else {
+            0
+        };
         self.size - RAWETH_ADDITION - tag
     }
 
     /// The ethertype perftest writes (`create_raw_eth_pkt`).
     pub fn ethertype_field(&self) -> u16 {
-        match (self.ethertype, self.ip) {
+        match (self.header.ethertype, self.ip) {
             (Some(t), _) => t,
             (None, Some(Ip::V4 { .. })) => ETHERTYPE_IPV4,
             (None, Some(Ip::V6 { .. })) => ETHERTYPE_IPV6,
@@ -216,7 +242,7 @@ pub fn write_headers(spec: &FrameSpec, flow: u16, seq: u64, frame: &mut [u8]) {
     frame[0..6].copy_from_slice(&spec.dst_mac);
     frame[6..12].copy_from_slice(&spec.src_mac);
     let mut at = 12;
-    if let Some(pcp) = spec.vlan_pcp {
+    if let Some(pcp) = spec.header.vlan_pcp {
         let tci = (u16::from(vlan_pcp_of(pcp, seq)) << 13) | VLAN_VID;
         frame[12..14].copy_from_slice(&TPID.to_be_bytes());
         frame[14..16].copy_from_slice(&tci.to_be_bytes());
@@ -233,8 +259,8 @@ pub fn write_headers(spec: &FrameSpec, flow: u16, seq: u64, frame: &mut [u8]) {
     };
     let pkt = spec.pkt_size();
     at += match ip {
-        Ip::V4 { src, dst } => ipv4(&mut frame[at..], src, dst, proto, pkt, spec),
-        Ip::V6 { src, dst } => ipv6(&mut frame[at..], src, dst, proto, pkt, spec),
+        Ip::V4 { src, dst } => ipv4(&mut frame[at..], src, dst, proto, pkt, &spec.header),
+        Ip::V6 { src, dst } => ipv6(&mut frame[at..], src, dst, proto, pkt, &spec.header),
     };
     if let Some(l4) = l4 {
         let sport = l4.src_port.wrapping_add(flow);
@@ -247,13 +273,13 @@ pub fn write_headers(spec: &FrameSpec, flow: u16, seq: u64, frame: &mut [u8]) {
     }
 }
 
-fn ipv4(h: &mut [u8], src: [u8; 4], dst: [u8; 4], proto: u8, pkt: usize, s: &FrameSpec) -> usize {
+fn ipv4(h: &mut [u8], src: [u8; 4], dst: [u8; 4], proto: u8, pkt: usize, o: &HeaderOpts) -> usize {
     let h = &mut h[..IPV4_HDR];
     h.fill(0);
     h[0] = 0x45;
-    h[1] = s.tos.unwrap_or(0);
+    h[1] = o.tos.unwrap_or(0);
     h[2..4].copy_from_slice(&(pkt as u16).to_be_bytes());
-    h[8] = s.hop_limit;
+    h[8] = o.hop_limit;
     h[9] = proto;
     h[12..16].copy_from_slice(&src);
     h[16..20].copy_from_slice(&dst);
@@ -262,13 +288,20 @@ fn ipv4(h: &mut [u8], src: [u8; 4], dst: [u8; 4], proto: u8, pkt: usize, s: &Fra
     IPV4_HDR
 }
 
-fn ipv6(h: &mut [u8], src: [u8; 16], dst: [u8; 16], proto: u8, pkt: usize, s: &FrameSpec) -> usize {
+fn ipv6(
+    h: &mut [u8],
+    src: [u8; 16],
+    dst: [u8; 16],
+    proto: u8,
+    pkt: usize,
+    o: &HeaderOpts,
+) -> usize {
     let h = &mut h[..IPV6_HDR];
     h.fill(0);
     h[0] = 0x60;
     h[4..6].copy_from_slice(&ipv6_payload_len(pkt, proto).to_be_bytes());
     h[6] = if proto == 0 { IPV6_NO_NEXT } else { proto };
-    h[7] = s.hop_limit;
+    h[7] = o.hop_limit;
     h[8..24].copy_from_slice(&src);
     h[24..40].copy_from_slice(&dst);
     IPV6_HDR
@@ -372,15 +405,11 @@ mod tests {
         let s = FrameSpec::l2(64, SRC, DST);
         assert_eq!(s.ethertype_field(), 46);
         assert_eq!(s.header_len(), 14);
-        let v = FrameSpec {
-            vlan_pcp: Some(3),
-            ..s
-        };
+        let mut v = s;
+        v.header.vlan_pcp = Some(3);
         assert_eq!(v.ethertype_field(), 42);
-        let y = FrameSpec {
-            ethertype: Some(0x88b5),
-            ..v
-        };
+        let mut y = v;
+        y.header.ethertype = Some(0x88b5);
         let f = frame(&y, 0, 0, 1);
         assert_eq!(&f[12..18], &[0x81, 0x00, 0x60, 0x01, 0x88, 0xb5]);
     }
@@ -390,10 +419,8 @@ mod tests {
         let pcps: Vec<u8> = (0..9).map(|n| vlan_pcp_of(VLAN_PCP_VARIOUS, n)).collect();
         assert_eq!(pcps, [1, 2, 3, 4, 5, 6, 7, 0, 1]);
         assert_eq!(vlan_pcp_of(5, 99), 5);
-        let s = FrameSpec {
-            vlan_pcp: Some(VLAN_PCP_VARIOUS),
-            ..udp4(64)
-        };
+        let mut s = udp4(64);
+        s.header.vlan_pcp = Some(VLAN_PCP_VARIOUS);
         let f = frame(&s, 0, 6, 1);
         assert_eq!(&f[12..16], &[0x81, 0x00, 0xe0, 0x01]);
         // The IPv4 total length loses the tag's 4 bytes.
@@ -402,11 +429,9 @@ mod tests {
 
     #[test]
     fn tos_ttl_and_checksum() {
-        let s = FrameSpec {
-            tos: Some(0xb8),
-            hop_limit: 1,
-            ..udp4(1500)
-        };
+        let mut s = udp4(1500);
+        s.header.tos = Some(0xb8);
+        s.header.hop_limit = 1;
         let f = frame(&s, 0, 0, 1);
         assert_eq!(f[15], 0xb8);
         assert_eq!(f[22], 1);
@@ -457,15 +482,15 @@ mod tests {
         // TCP at a packet of 1000: 960 = 0x03c0, host value 0xc003 - 20 =
         // 0xbfef, bytes ef bf.
         assert_eq!(ipv6_payload_len(1000, TCP_PROTOCOL), 0xefbf);
-        let s = FrameSpec {
+        let mut s = FrameSpec {
             ip: Some(Ip::V6 {
                 src: [0xfe; 16],
                 dst: [0xfd; 16],
             }),
             l4: None,
-            tos: Some(0xff),
             ..udp4(64)
         };
+        s.header.tos = Some(0xff);
         let f = frame(&s, 0, 0, 1);
         assert_eq!(&f[12..22], &[0x86, 0xdd, 0x60, 0, 0, 0, 0, 6, 0x3b, 64]);
     }

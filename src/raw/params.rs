@@ -7,7 +7,7 @@
 
 use super::args::RawArgs;
 pub use super::ctx::{Raw, Side};
-use super::frame::{self, FrameSpec, Ip, L4};
+use super::frame::{self, FrameSpec, HeaderOpts, Ip, L4};
 use super::rate::{self, RawRate};
 use super::tools::{RawTool, Test};
 use super::values::{self, Addr};
@@ -30,10 +30,7 @@ pub struct RawParams {
     pub size: u64,
     pub mtu: u64,
     pub inline_size: u32,
-    pub vlan_pcp: Option<u8>,
-    pub ethertype: Option<u16>,
-    pub tos: Option<u8>,
-    pub hop_limit: u8,
+    pub header: HeaderOpts,
     pub flow_labels: Vec<u32>,
     pub promiscuous: bool,
     pub sniffer: bool,
@@ -247,20 +244,22 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
         size,
         mtu,
         inline_size: inline(a, test)?,
-        vlan_pcp,
-        ethertype: opt(a, "ethertype", values::ethertype)?,
-        tos: opt(a, "tos", |s| {
-            values::num("-T", "TOS", s, 0, 255).map(|v| v as u8)
-        })?,
-        hop_limit: n(
-            a,
-            "hop_limit",
-            "-L",
-            "Hop Limit",
-            0,
-            255,
-            frame::DEF_HOP_LIMIT.into(),
-        )? as u8,
+        header: HeaderOpts {
+            vlan_pcp,
+            ethertype: opt(a, "ethertype", values::ethertype)?,
+            tos: opt(a, "tos", |s| {
+                values::num("-T", "TOS", s, 0, 255).map(|v| v as u8)
+            })?,
+            hop_limit: n(
+                a,
+                "hop_limit",
+                "-L",
+                "Hop Limit",
+                0,
+                255,
+                frame::DEF_HOP_LIMIT.into(),
+            )? as u8,
+        },
         flow_labels: opt(a, "flow_label", values::flow_labels)?.unwrap_or_default(),
         promiscuous: a.has("promiscuous"),
         sniffer: a.has("sniffer"),
@@ -433,12 +432,9 @@ impl RawParams {
             size: self.size as usize,
             src_mac: r.src_mac.unwrap_or_default(),
             dst_mac: self.dst_mac(),
-            vlan_pcp: self.vlan_pcp,
-            ethertype: self.ethertype,
+            header: self.header,
             ip,
             l4: ip.and(l4),
-            hop_limit: self.hop_limit,
-            tos: self.tos,
         }
     }
 

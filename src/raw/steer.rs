@@ -97,7 +97,7 @@ pub fn fs_rule_count(p: &RawParams) -> u64 {
 fn rule_with_ports(p: &RawParams, i: u16, (local, remote): (u16, u16)) -> FlowRule {
     let r = &p.raw;
     let server = r.side == Some(Side::Server);
-    let (ether_type, et_mask) = p.ethertype.map_or((0, 0), |t| (t, 0xffff));
+    let (ether_type, et_mask) = p.header.ethertype.map_or((0, 0), |t| (t, 0xffff));
     let ip = (r.server_ip.is_some() || r.client_ip.is_some()).then(|| ip_match(p, i, server));
     let l4 = match (r.server_port, r.client_port) {
         (Some(_), Some(_)) => {
@@ -134,7 +134,7 @@ fn ip_match(p: &RawParams, i: u16, server: bool) -> IpMatch {
         if server {
             m.dst = exact(v4(r.server_ip), [0xff; 4]);
             m.src = exact(v4(r.client_ip), [0xff; 4]);
-            if let Some(t) = p.tos {
+            if let Some(t) = p.header.tos {
                 m.tos = exact(t, 0xff);
             }
         }
@@ -144,7 +144,7 @@ fn ip_match(p: &RawParams, i: u16, server: bool) -> IpMatch {
     if server {
         m.dst = exact(v6(r.server_ip), [0xff; 16]);
         m.src = exact(v6(r.client_ip), [0xff; 16]);
-        if let Some(t) = p.tos {
+        if let Some(t) = p.header.tos {
             m.traffic_class = exact(t, 0xff);
         }
         if !p.flow_labels.is_empty() {

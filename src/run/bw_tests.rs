@@ -50,13 +50,9 @@ impl SendQueue for MockSq {
 impl CompletionQueue for MockCq {
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
         let mut n = self.0.borrow_mut();
-        let mut k = 0;
-        while k < out.len() {
-            let Some(c) = n.pending.pop_front() else {
-                break;
-            };
-            out[k] = c;
-            k += 1;
+        let k = out.len().min(n.pending.len());
+        for (slot, c) in out.iter_mut().zip(n.pending.drain(..k)) {
+            *slot = c;
         }
         // Retire everything up to the last completion (all earlier WRs are done).
         if k > 0 {

@@ -106,6 +106,20 @@ mod tests {
         made: Vec<(usize, usize)>,
         fail_at: Option<usize>,
     }
+    /// A flow maker that fails its creation number `fail_at` (from 0).
+    fn maker(fail_at: Option<usize>) -> Count {
+        Count {
+            made: vec![],
+            fail_at,
+        }
+    }
+    /// A clock that moves `step` ticks at each read.
+    fn ticking(t: &Cell<u64>, step: u64) -> impl Fn() -> u64 + '_ {
+        move || {
+            t.set(t.get() + step);
+            t.get()
+        }
+    }
     impl FlowMaker for Count {
         type Flow = (usize, usize);
         type Error = &'static str;
@@ -121,14 +135,8 @@ mod tests {
     #[test]
     fn iterations_stamp_each_creation() {
         let t = Cell::new(0u64);
-        let now = || {
-            t.set(t.get() + 10);
-            t.get()
-        };
-        let mut m = Count {
-            made: vec![],
-            fail_at: None,
-        };
+        let now = ticking(&t, 10);
+        let mut m = maker(None);
         let (mut tp, mut tc) = (vec![0; 6], vec![0; 6]);
         let mut flows = Vec::with_capacity(6);
         let o = run_fs(&mut m, 2, 3, None, now, &mut tp, &mut tc, &mut flows);
@@ -143,10 +151,7 @@ mod tests {
 
     #[test]
     fn a_failed_creation_stops_and_keeps_what_was_made() {
-        let mut m = Count {
-            made: vec![],
-            fail_at: Some(2),
-        };
+        let mut m = maker(Some(2));
         let mut flows = Vec::new();
         let o = run_fs(
             &mut m,
@@ -165,19 +170,13 @@ mod tests {
     #[test]
     fn duration_counts_the_sample_window() {
         let t = Cell::new(0u64);
-        let now = || {
-            t.set(t.get() + 1);
-            t.get()
-        };
+        let now = ticking(&t, 1);
         let d = Deadlines {
             sample_start: 20,
             sample_stop: 60,
             end: 80,
         };
-        let mut m = Count {
-            made: vec![],
-            fail_at: None,
-        };
+        let mut m = maker(None);
         let mut flows = Vec::new();
         let o = run_fs(&mut m, 1, 1000, Some(d), now, &mut [], &mut [], &mut flows);
         assert!(o.t_start >= 20 && o.t_end >= 60 && o.t_end < 62, "{o:?}");

@@ -232,15 +232,13 @@ mod tests {
     impl CompletionQueue for Cq {
         fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
             let mut q = self.0.borrow_mut();
-            let mut n = 0;
-            while n < out.len() {
-                let Some(id) = q.pop_front() else { break };
-                out[n] = Completion {
+            let n = out.len().min(q.len());
+            for (slot, id) in out.iter_mut().zip(q.drain(..n)) {
+                *slot = Completion {
                     wr_id: id,
                     status: WcStatus::SUCCESS,
                     ..Default::default()
                 };
-                n += 1;
             }
             Ok(n)
         }

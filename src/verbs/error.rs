@@ -32,6 +32,16 @@ impl VerbsError {
         Err(Self::new(verb, errno_of(ret), hint()))
     }
 
+    /// The provider's entry point `op` from its ops table, or EOPNOTSUPP for
+    /// `verb` with the hint (built only when the provider lacks it).
+    pub fn provided<F>(
+        op: Option<F>,
+        verb: &'static str,
+        hint: impl FnOnce() -> String,
+    ) -> Result<F> {
+        op.ok_or_else(|| Self::new(verb, libc::EOPNOTSUPP, hint()))
+    }
+
     /// A failure of `verb` that set the thread's `errno` (NULL-returning verbs).
     pub fn last_os(verb: &'static str, hint: impl Into<String>) -> Self {
         Self::new(verb, last_errno(), hint)

@@ -37,11 +37,21 @@ pub struct Row {
     /// Message rate relative to post-send: the ratio of the medians (None
     /// when post-send did not run).
     pub ratio_to_post_send: Option<f64>,
-    /// The spread of that ratio over the repetitions: the lowest and the
-    /// highest of each repetition's own ratio (this method's rate over
-    /// post-send's in the same repetition); None without post-send.
-    pub ratio_min: Option<f64>,
-    pub ratio_max: Option<f64>,
+    /// The spread of that ratio over the repetitions.
+    #[serde(flatten)]
+    pub spread: RatioSpread,
+}
+
+/// The spread of a method's message-rate ratio to post-send over the
+/// repetitions: the lowest and the highest of each repetition's own ratio
+/// (this method's rate over post-send's in the same repetition); both None
+/// without post-send. The JSON row keeps them as `ratio_min`, `ratio_max`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct RatioSpread {
+    #[serde(rename = "ratio_min")]
+    pub min: Option<f64>,
+    #[serde(rename = "ratio_max")]
+    pub max: Option<f64>,
 }
 
 /// Interleaved order: every method once per repetition.
@@ -82,7 +92,6 @@ pub fn summarize(samples: &[Sample]) -> Vec<Row> {
         .into_iter()
         .map(|m| {
             let mpps = of(m, |s| s.mpps);
-            let (ratio_min, ratio_max) = ratio_spread(samples, m);
             Row {
                 method: m,
                 reps: samples.iter().filter(|s| s.method == m).count(),
@@ -92,8 +101,7 @@ pub fn summarize(samples: &[Sample]) -> Vec<Row> {
                 ns_per_wr: of(m, |s| s.ns_per_wr),
                 recv_ns_per_msg: of(m, |s| s.recv_ns_per_msg),
                 ratio_to_post_send: base.filter(|b| *b > 0.0).map(|b| mpps / b),
-                ratio_min,
-                ratio_max,
+                spread: ratio_spread(samples, m),
             }
         })
         .collect()
@@ -102,7 +110,7 @@ pub fn summarize(samples: &[Sample]) -> Vec<Row> {
 /// The lowest and highest per-repetition ratio of `m`'s message rate to
 /// post-send's (repetitions where either is missing or post-send's is 0
 /// are left out).
-fn ratio_spread(samples: &[Sample], m: &str) -> (Option<f64>, Option<f64>) {
+fn ratio_spread(samples: &[Sample], m: &str) -> RatioSpread {
     let rate = |method: &str, rep: u32| {
         samples
             .iter()
@@ -113,11 +121,9 @@ fn ratio_spread(samples: &[Sample], m: &str) -> (Option<f64>, Option<f64>) {
         let b = rate("post-send", s.rep).filter(|b| *b > 0.0)?;
         Some(s.mpps / b)
     });
-    ratios.fold((None, None), |(lo, hi): (Option<f64>, Option<f64>), r| {
-        (
-            Some(lo.map_or(r, |l| l.min(r))),
-            Some(hi.map_or(r, |h| h.max(r))),
-        )
+    ratios.fold(RatioSpread::default(), |s, r| RatioSpread {
+        min: Some(s.min.map_or(r, |l| l.min(r))),
+        max: Some(s.max.map_or(r, |h| h.max(r))),
     })
 }
 
@@ -147,7 +153,7 @@ pub fn table(rows: &[Row], unsupported: &[Unsupported], bw_unit: &str) -> String
             .ratio_to_post_send
             .map(|x| format!("{x:.2}x"))
             .unwrap_or_else(|| "-".into());
-        let spread = match (r.ratio_min, r.ratio_max) {
+        let spread = match (r.spread.min, r.spread.max) {
             (Some(lo), Some(hi)) => format!("{lo:.2}-{hi:.2}"),
             _ => "-".into(),
         };
@@ -263,10 +269,10 @@ mod tests {
         let mut v = three_reps();
         v.push(s("wr-api", 3, 100.0));
         let rows = summarize(&v);
-        assert_eq!(rows[0].ratio_min, Some(3.0 / 9.0));
-        assert_eq!(rows[0].ratio_max, Some(4.0));
+        assert_eq!(rows[0].spread.min, Some(3.0 / 9.0));
+        assert_eq!(rows[0].spread.max, Some(4.0));
         assert_eq!(
-            (rows[1].ratio_min, rows[1].ratio_max),
+            (rows[1].spread.min, rows[1].spread.max),
             (Some(1.0), Some(1.0))
         );
         let t = table(&rows, &[], "MiB/sec");
@@ -277,14 +283,31 @@ mod tests {
         );
         // A zero post-send rate gives no ratio for that repetition.
         let z = summarize(&[s("wr-api", 0, 2.0), s("post-send", 0, 0.0)]);
-        assert_eq!((z[0].ratio_min, z[0].ratio_max), (None, None));
+        assert_eq!((z[0].spread.min, z[0].spread.max), (None, None));
+    }
+
+    /// The JSON row (`--out_json_file`'s summary) names the spread
+    /// `ratio_min` and `ratio_max`, beside `ratio_to_post_send`.
+    #[test]
+    fn the_json_row_keeps_the_ratio_keys() {
+        let rows = summarize(&three_reps());
+        let j = serde_json::to_value(&rows[0]).unwrap();
+        assert_eq!(j["ratio_to_post_send"].as_f64(), Some(3.0), "{j}");
+        assert_eq!(j["ratio_min"].as_f64(), Some(3.0 / 9.0), "{j}");
+        assert_eq!(j["ratio_max"].as_f64(), Some(4.0), "{j}");
+        assert!(j.get("spread").is_none(), "{j}");
+        let none = serde_json::to_value(&summarize(&[s("wr-api", 0, 2.0)])[0]).unwrap();
+        assert!(
+            none["ratio_min"].is_null() && none["ratio_max"].is_null(),
+            "{none}"
+        );
     }
 
     #[test]
     fn no_post_send_means_no_ratio() {
         let rows = summarize(&[s("wr-api", 0, 2.0)]);
         assert_eq!(rows[0].ratio_to_post_send, None);
-        assert_eq!((rows[0].ratio_min, rows[0].ratio_max), (None, None));
+        assert_eq!((rows[0].spread.min, rows[0].spread.max), (None, None));
         assert!(
             table(&rows, &[], "Gb/sec").contains(" - ")
                 && table(&rows, &[], "Gb/sec").contains(" -\n")

@@ -53,8 +53,8 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
     // Set-up steps (versions .. the last key exchange) change the resources;
     // the barriers, runs and reports after them only read them, so the
     // direct queues can borrow them for every size.
-    let (split, r, su) = SetUp::walk(&o, &mut sess, out, set_up_step)?;
-    run_sizes(&o, sess, su, r, split, out)
+    let (r, su) = SetUp::walk(&o, &mut sess, out, set_up_step)?;
+    run_sizes(&o, sess, su, r, out)
 }
 
 /// The steps after the set-up: barriers (the header before the first run),
@@ -62,14 +62,7 @@ pub fn run(p0: &Params, out: Out) -> Result<(), Fail> {
 /// then the result line, the limits and the close.
 /// (`r` is dropped first, `sess` last: the QPs go before the control
 /// connection closes, as they did in one function.)
-fn run_sizes(
-    o: &Opened,
-    mut sess: Session,
-    mut su: SetUp,
-    r: Ready,
-    split: usize,
-    out: Out,
-) -> Result<(), Fail> {
+fn run_sizes(o: &Opened, mut sess: Session, mut su: SetUp, r: Ready, out: Out) -> Result<(), Fail> {
     let (p, steps, r) = (&o.p, &o.steps, &r);
     let send = p.tool.verb == Verb::Send;
     let (uds, receiver, report) = (&su.uds, &mut su.receiver, &mut su.report);
@@ -80,7 +73,7 @@ fn run_sizes(
     // --post direct: the SQs and send CQ poller, and for SEND the RQs and
     // receive CQ poller, opened once and kept across sizes.
     let mut direct = DirectSide::open(r, uds, send)?;
-    for (i, e) in steps.iter().enumerate().skip(split) {
+    for (i, e) in steps.iter().enumerate().skip(su.runs_from) {
         if e.waits_for_peer_run {
             sess.wait_for_peer_run();
         }

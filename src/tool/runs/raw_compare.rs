@@ -155,17 +155,14 @@ mod tests {
         assert_eq!(a.rest, v("--client -B 02:00:00:00:00:01 -n 9"));
         let d = split_args(&v("--client --reps=2")).unwrap();
         assert_eq!((d.reps, d.methods.len()), (2, 4));
-        assert!(split_args(&v("--reps 0"))
-            .unwrap_err()
-            .contains("1 or more"));
-        assert!(split_args(&v("--methods mpw"))
-            .unwrap_err()
-            .contains("direct-mpw"));
-        assert!(split_args(&v("--methods auto"))
-            .unwrap_err()
-            .contains("name the methods"));
-        assert!(split_args(&v("--reps"))
-            .unwrap_err()
-            .contains("needs a value"));
+        for (args, fix) in [
+            ("--reps 0", "1 or more"),
+            ("--methods mpw", "direct-mpw"),
+            ("--methods auto", "name the methods"),
+            ("--reps", "needs a value"),
+        ] {
+            let e = split_args(&v(args)).unwrap_err();
+            assert!(e.contains(fix), "{args}: {e}");
+        }
     }
 }

@@ -624,6 +624,9 @@ pub(crate) struct SetUp {
     pub(crate) uds: Vec<Option<UdDest>>,
     pub(crate) ready: Option<Ready>,
     cb_cl: (u32, u32),
+    /// Where the set-up steps end in `o.steps` ([`set_up_end`]): the
+    /// barriers and runs from there on only read the resources.
+    pub(crate) runs_from: usize,
 }
 
 impl SetUp {
@@ -656,17 +659,19 @@ impl SetUp {
 
     /// Walks the set-up steps (each waiting for the peer's run where the
     /// choreography says so): the common ones here, the others by `side`
-    /// (given the steps from its own on). Where they end, the resources
-    /// they built, and the rest of the set-up.
+    /// (given the steps from its own on). The resources they built, and the
+    /// rest of the set-up (with where the steps after it start).
     pub(crate) fn walk(
         o: &Opened,
         sess: &mut Session,
         out: Out,
         side: SideStep,
-    ) -> Result<(usize, Ready, SetUp), Fail> {
-        let split = set_up_end(&o.steps);
-        let mut su = SetUp::default();
-        for i in 0..split {
+    ) -> Result<(Ready, SetUp), Fail> {
+        let mut su = SetUp {
+            runs_from: set_up_end(&o.steps),
+            ..SetUp::default()
+        };
+        for i in 0..su.runs_from {
             let e = &o.steps[i];
             if e.waits_for_peer_run {
                 sess.wait_for_peer_run();
@@ -676,7 +681,7 @@ impl SetUp {
             }
         }
         let r = su.ready.take().ok_or_else(no_resources)?;
-        Ok((split, r, su))
+        Ok((r, su))
     }
 }
 
@@ -709,8 +714,8 @@ pub fn run(p0: &Params, out: Out) -> Result<Vec<SizeSummary>, Fail> {
     }
     let o = open(p0)?;
     let mut sess: Session = connect(&o.p, &o.ep)?;
-    let (split, r, su) = SetUp::walk(&o, &mut sess, out, set_up_step)?;
-    run_sizes(&o, sess, su, r, split, out)
+    let (r, su) = SetUp::walk(&o, &mut sess, out, set_up_step)?;
+    run_sizes(&o, sess, su, r, out)
 }
 
 /// The set-up steps after the MTU: keys (the header after the last),
@@ -769,7 +774,6 @@ fn run_sizes(
     mut sess: Session,
     mut su: SetUp,
     r: Ready,
-    split: usize,
     out: Out,
 ) -> Result<Vec<SizeSummary>, Fail> {
     let (p, steps, r) = (&o.p, &o.steps, &r);
@@ -778,7 +782,7 @@ fn run_sizes(
     let (mut dq, mut drx) = open_direct(p, r, &su.uds)?;
     let mut last = BwReport::default();
     let mut sums = Vec::with_capacity(p.sizes.len());
-    for (i, e) in steps.iter().enumerate().skip(split) {
+    for (i, e) in steps.iter().enumerate().skip(su.runs_from) {
         if e.waits_for_peer_run {
             sess.wait_for_peer_run();
         }

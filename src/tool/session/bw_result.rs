@@ -124,7 +124,7 @@ pub(crate) fn result(
 }
 
 pub(crate) fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
-    if let Some(l) = p.limit_bw {
+    if let Some(l) = p.limits.bw {
         if r.bw_avg < l {
             return Err(Fail::new(format!(
                 "average bandwidth {:.2} {u} is below --limit_bw {l:.2} {u}",
@@ -133,7 +133,7 @@ pub(crate) fn check_limits(p: &Params, r: &BwReport) -> Result<(), Fail> {
             )));
         }
     }
-    if let Some(l) = p.limit_msgrate {
+    if let Some(l) = p.limits.msgrate {
         if r.msg_rate < l {
             return Err(Fail::new(format!(
                 "message rate {:.6} Mpps is below --limit_msgrate {l}",

@@ -124,14 +124,14 @@ impl DataCm<'_> {
         let (p, ep, ud) = (self.p, self.ep, self.ud);
         let until = Instant::now() + self.timeout;
         let mut param = cm_link::conn_param(qp.qp_num(), self.out_reads);
-        param.retry_count = p.retry_count;
+        param.retry_count = p.conn_opts.retry_count;
         param.tos = p.conn_opts.tos;
         param.src = p.conn_opts.source_v4();
         let (id, ev) = cm_link::connect_id(self.ch, &ep.ctx, dst, until, CANCEL, param, ud)
             .map_err(Fail::ctrl)?;
         cm_link::to_rts(&id, qp, "data QP", host).map_err(Fail::ctrl)?;
-        if !ud && p.retry_count != crate::cli::params::DEF_RETRY_COUNT {
-            check_retry(qp, p.retry_count)?;
+        if !ud && p.conn_opts.retry_count != crate::cli::params::DEF_RETRY_COUNT {
+            check_retry(qp, p.conn_opts.retry_count)?;
         }
         if let (Some(tos), false) = (p.conn_opts.tos, ud) {
             check_tos(qp, tos, ep)?;
@@ -170,7 +170,7 @@ impl DataCm<'_> {
             cm_link::check_device(&id, &self.ep.ctx, &here).map_err(Fail::ctrl)?;
             cm_link::to_rts(&id, qp, "data QP", &here).map_err(Fail::ctrl)?;
             let mut param = cm_link::conn_param(qp.qp_num(), self.out_reads);
-            param.retry_count = p.retry_count;
+            param.retry_count = p.conn_opts.retry_count;
             id.accept(&param).map_err(Fail::verbs)?;
             ids.push(id);
         }

@@ -44,7 +44,7 @@ impl GpuMem {
             reg_dmabuf_mr().map_err(|e| Fail::refused(format!("--use_cuda_dmabuf: {e}")))?;
         }
         let cuda = Cuda::open(LIBCUDA, &opts.select).map_err(Fail::new)?;
-        if opts.dmabuf && cuda.dmabuf_supported == Some(false) {
+        if opts.dmabuf && cuda.caps.dmabuf == Some(false) {
             return Err(Fail::new(format!(
                 "--use_cuda_dmabuf: DMA-BUF is not supported on {} {} \
                  (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0: it needs CUDA 11.7+ and the open \
@@ -88,7 +88,7 @@ impl GpuMem {
         };
         let mr = Mr::device(pd, Box::new(buf), access).map_err(|e| {
             let host = HostPaths::read(std::path::Path::new("/"), dmabuf_probe(pd).err());
-            let gdr = self.cuda.gdr_supported;
+            let gdr = self.cuda.caps.gdr;
             Fail::new(registration_failure(how, e.errno, ctx.name(), &host, gdr))
         })?;
         let mut staging = vec![0u8; mr.len()];

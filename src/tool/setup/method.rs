@@ -255,6 +255,16 @@ mod tests {
     fn ok() -> Result<(), String> {
         Ok(())
     }
+    /// The refusal `decide` gives for `choice` on `f`.
+    fn refusal(choice: PostChoice, f: &Facts, probe: fn() -> Result<(), String>) -> String {
+        decide(choice, f, probe).unwrap_err().msg
+    }
+    /// Fails naming the first of `words` that `e` lacks.
+    fn assert_names(e: &str, words: &[&str]) {
+        for want in words {
+            assert!(e.contains(want), "{want:?} missing: {e}");
+        }
+    }
     fn no() -> Result<(), String> {
         Err("EOPNOTSUPP".into())
     }
@@ -272,24 +282,19 @@ mod tests {
 
     #[test]
     fn direct_on_rxe_names_device_cause_and_fixes() {
-        let e = decide(PostChoice::Direct, &facts(false, true), ok)
-            .unwrap_err()
-            .msg;
-        for want in ["--post direct", "rxe0", "EOPNOTSUPP", "--post wr-api"] {
-            assert!(e.contains(want), "{want:?} missing: {e}");
-        }
+        let e = refusal(PostChoice::Direct, &facts(false, true), ok);
+        assert_names(
+            &e,
+            &["--post direct", "rxe0", "EOPNOTSUPP", "--post wr-api"],
+        );
     }
 
     #[test]
     fn direct_on_mlx5_runs_or_says_the_tool_is_not_wired() {
         let r = decide(PostChoice::Direct, &facts(true, true), no).map_err(|f| f.msg);
         assert_eq!(r, Ok(Method::Direct));
-        let e = decide(PostChoice::Direct, &facts(true, false), ok)
-            .unwrap_err()
-            .msg;
-        for want in ["write-bw", "-e (why)", "--post wr-api", "mlx5_0"] {
-            assert!(e.contains(want), "{want:?} missing: {e}");
-        }
+        let e = refusal(PostChoice::Direct, &facts(true, false), ok);
+        assert_names(&e, &["write-bw", "-e (why)", "--post wr-api", "mlx5_0"]);
     }
 
     #[test]
@@ -408,10 +413,8 @@ mod tests {
     fn explicit_verbs_methods() {
         let r = decide(PostChoice::PostSend, &facts(true, true), no).map_err(|f| f.msg);
         assert_eq!(r, Ok(Method::PostSend));
-        let e = decide(PostChoice::WrApi, &facts(false, true), no)
-            .unwrap_err()
-            .msg;
-        assert!(e.contains("--post post-send") && e.contains("rxe0"), "{e}");
+        let e = refusal(PostChoice::WrApi, &facts(false, true), no);
+        assert_names(&e, &["--post post-send", "rxe0"]);
     }
 
     /// Every tool × mode: on an mlx5 device `auto` picks direct (a mode

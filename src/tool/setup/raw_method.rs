@@ -193,16 +193,24 @@ mod tests {
 
     #[test]
     fn refusals_name_the_fix() {
-        let e = decide(Some(RawMethod::Direct), &OTHER, 1).unwrap_err();
-        assert!(
-            e.contains("not an mlx5") && e.contains("--post post-send"),
-            "{e}"
-        );
-        let e = decide(Some(RawMethod::DirectMpw), &CX4, 1).unwrap_err();
-        assert!(
-            e.contains("ENHANCED_MPW") && e.contains("--post direct"),
-            "{e}"
-        );
+        let refusals = [
+            (
+                RawMethod::Direct,
+                &OTHER,
+                ["not an mlx5", "--post post-send"],
+            ),
+            (
+                RawMethod::DirectMpw,
+                &CX4,
+                ["ENHANCED_MPW", "--post direct"],
+            ),
+        ];
+        for (m, dev, wants) in refusals {
+            let e = decide(Some(m), dev, 1).unwrap_err();
+            for want in wants {
+                assert!(e.contains(want), "{m:?}: {want:?} missing: {e}");
+            }
+        }
         let inl = RawDevice {
             min_inline: 18,
             ..CX6
