@@ -366,7 +366,13 @@ pub fn dumps(s: &Side) -> (Vec<f64>, Vec<f64>) {
 /// and its headers as etherparse reads them (the server's with MACs, IPs
 /// and ports swapped).
 pub fn check_frame<R>(f: &[u8], from: &Side<R>, flow: u64, at: &str) {
-    let off = (flow * from.slots.flow_bytes) as usize;
+    check_frame_at(f, from, (flow, flow * from.slots.flow_bytes), at);
+}
+
+/// [`check_frame`] for a frame of `flow` sent from the slot at `off` in the
+/// sender's buffer (raw-eth-bw's frames walk `raw::slots`'s layout).
+pub fn check_frame_at<R>(f: &[u8], from: &Side<R>, (flow, off): (u64, u64), at: &str) {
+    let off = off as usize;
     let len = from.slots.frame_len as usize;
     assert_eq!(f.len(), len, "{at}");
     assert_eq!(f, &from.tx[off..off + len], "{at}: not the slot's frame");

@@ -32,10 +32,10 @@ use crate::tool::setup::raw_res::{RawPort, RawRes, RawRx};
 pub const RX_STALL: Duration = Duration::from_secs(60);
 
 /// What the run gave: this side's send numbers, the peer's frames counted.
-struct Both {
-    sent: BwResult,
-    counts: RawRecvCounts,
-    error: Option<DuplexRxError>,
+pub struct Both {
+    pub sent: BwResult,
+    pub counts: RawRecvCounts,
+    pub error: Option<DuplexRxError>,
 }
 
 /// Runs one side of `-b`; the report is printed on stdout.
@@ -143,7 +143,7 @@ fn both<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
 }
 
 /// The send table and line-rate line, then what arrived, one line each.
-fn report(p: &RawParams, b: &Both, gbps: Option<f64>) -> String {
+pub fn report(p: &RawParams, b: &Both, gbps: Option<f64>) -> String {
     let mut s = raw_measure::report(p, &b.sent, gbps);
     s.push_str(&format!(
         " received: {} of the peer's {} frames\n",

@@ -1,0 +1,176 @@
+//! raw-eth-bw `-b` as the tool runs it (`session::raw_measure::measure_beside`:
+//! the sender's loop with `run::raw_duplex`'s receive side beside it),
+//! client against server on two model hosts (`common::raw_host`), each
+//! with its own flow table from its command line (`raw::steer`, a client's
+//! rule too). Checked: each side sends `-n` frames and counts the peer's
+//! `-n` (IPv4/UDP, checksums good), every frame on the wire its sender's
+//! slot with etherparse headers (the server's the other way), the server's
+//! first frame after the client's first, the printed table and receive
+//! lines; a client frame lost on the wire ends the server with a stall
+//! naming what came in, while the client completes. The wire is left at
+//! target/raw-bw-duplex.pcap.
+
+#[cfg(not(feature = "model"))]
+#[test]
+fn raw_duplex_model_needs_the_model_feature() {
+    println!("SKIPPED: the raw-eth-bw -b model tests need `--features model`");
+}
+
+#[cfg(feature = "model")]
+mod common;
+
+#[cfg(feature = "model")]
+mod with_model {
+    use super::common::raw_host::{self as host, Host, Pair};
+    use core::marker::PhantomData;
+    use std::time::Duration;
+
+    use rdmaperf::clock::{self, Clock};
+    use rdmaperf::post::Completion;
+    use rdmaperf::raw::ctx::Side;
+    use rdmaperf::raw::params::RawParams;
+    use rdmaperf::raw::tools::RawTool;
+    use rdmaperf::run::bw::BwOutcome;
+    use rdmaperf::run::raw_duplex::{DuplexRxError, RecvSide};
+    use rdmaperf::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts};
+    use rdmaperf::tool::runs::raw_duplex::{report, Both};
+    use rdmaperf::tool::session::{raw_measure, raw_recv_measure};
+
+    /// What one side ran.
+    struct Ran {
+        out: BwOutcome,
+        counts: RawRecvCounts,
+        error: Option<DuplexRxError>,
+        report: String,
+    }
+
+    /// One side of `-b` on its host, as `tool::runs::raw_duplex` runs it
+    /// (the receive stall given instead of the tool's 60 s).
+    fn duplex(p: &RawParams, h: Host<'_>, stall: Duration) -> Ran {
+        let r = h.ring;
+        // SAFETY: the ring's buffer is registered and outlives the session
+        // (the host keeps it); only the model's NIC writes it.
+        let cfg =
+            unsafe { RawRecvCfg::new(r.base as *const u8, r.stride, r.room, r.slots, r.lkey) };
+        raw_recv_measure::post_receives(h.rq, &cfg, "test").unwrap();
+        let clock = Clock::calibrate();
+        let server = p.raw.side == Some(Side::Server);
+        let mut counts = RawRecvCounts::default();
+        let mut wc = [Completion::default(); 16];
+        let mut side = RecvSide::<_, _, DirectRx, _> {
+            rq: h.rq,
+            cq: h.rcq,
+            cfg: &cfg,
+            counts: &mut counts,
+            owed: p.raw.iters,
+            wait_first: server,
+            stall_ticks: clock.cycles_for(stall),
+            wc: &mut wc,
+            now: clock::now,
+            last: if server { 0 } else { clock::now() },
+            error: None,
+            classify: PhantomData,
+        };
+        let posts = std::slice::from_mut(h.post);
+        let bases = [h.tx_base];
+        let out =
+            raw_measure::measure_beside(p, (posts, h.scq), (&bases, h.slots), &clock, &mut side);
+        let error = side.error.take();
+        let sent = raw_measure::result(p, &out, 1, clock.hz()).unwrap();
+        let both = Both {
+            sent,
+            counts: counts.clone(),
+            error: None,
+        };
+        Ran {
+            out,
+            counts,
+            error,
+            report: report(p, &both, Some(100.0)),
+        }
+    }
+
+    fn run(extra: &str, drop_nth: Option<u64>, stall: Duration) -> Pair<Ran> {
+        host::pair_with(RawTool::Bw, (extra, drop_nth), stall, duplex)
+    }
+
+    #[test]
+    fn each_side_sends_n_and_counts_the_peers_n() {
+        for extra in [
+            "-b -n 300",
+            "-b -n 200 -s 128 -Q 8",
+            "-b -n 100 -s 1518 -t 32",
+        ] {
+            let pair = run(extra, None, Duration::from_secs(5));
+            let n = pair.client.p.raw.iters;
+            for (who, s) in [("client", &pair.client), ("server", &pair.server)] {
+                let (r, at) = (&s.run, format!("{extra} {who}"));
+                assert_eq!(r.error, None, "{at}");
+                assert_eq!(r.out.error, None, "{at}");
+                assert_eq!((r.out.posted, r.out.completed), (n, n), "{at}");
+                let c = &r.counts;
+                assert_eq!((c.packets, c.ipv4, c.udp, c.csum_ok), (n, n, n, n), "{at}");
+                assert_eq!((c.csum_bad, c.errors, s.no_match), (0, 0, 0), "{at}");
+                let row = r
+                    .report
+                    .lines()
+                    .find(|l| l.trim_start().starts_with(&s.p.size.to_string()));
+                let cols: Vec<&str> = row.expect(&at).split_whitespace().collect();
+                assert_eq!(cols[1], n.to_string(), "{at}: #iterations");
+                assert!(
+                    r.report
+                        .contains(&format!("received: {n} of the peer's {n} frames")),
+                    "{at}: {}",
+                    r.report
+                );
+            }
+            let mut sent = [0u64; 2];
+            for (i, (client, _, f)) in pair.log.iter().enumerate() {
+                let side = if *client { &pair.client } else { &pair.server };
+                let k = &mut sent[*client as usize];
+                let at = (side.slots.flow_of(*k), side.slots.offset(*k));
+                host::check_frame_at(f, side, at, &format!("{extra}: frame {i}"));
+                *k += 1;
+            }
+            assert_eq!(
+                sent,
+                [n, n],
+                "{extra}: frames each way (server's, client's)"
+            );
+            let first_server = pair.log.iter().position(|(client, _, _)| !client);
+            assert!(
+                first_server > Some(0),
+                "{extra}: the server sent before the client's first frame"
+            );
+            if extra == "-b -n 300" {
+                assert_eq!(host::write_pcap(&pair.log, "raw-bw-duplex.pcap"), 600);
+            }
+        }
+    }
+
+    /// Client frame 50 of 100 lost: the server counts 99 and stops with a
+    /// stall naming them; the client gets the server's 100 and completes.
+    #[test]
+    fn a_lost_frame_stalls_the_side_that_waits_for_it() {
+        let pair = run("-b -n 100", Some(50), Duration::from_millis(300));
+        let (c, s) = (&pair.client.run, &pair.server.run);
+        assert_eq!((c.error.as_ref(), c.counts.packets), (None, 100));
+        assert_eq!(
+            s.error,
+            Some(DuplexRxError::Stalled {
+                received: 99,
+                owed: 100
+            })
+        );
+        assert_eq!(
+            (s.out.posted, s.out.completed),
+            (100, 100),
+            "its sends all went"
+        );
+        let words = rdmaperf::tool::runs::raw_duplex::error_words(s.error.as_ref().unwrap(), 100);
+        assert!(
+            words.contains("99 of 100 in") && words.contains("-b"),
+            "{words}"
+        );
+    }
+}
