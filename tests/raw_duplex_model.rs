@@ -21,74 +21,12 @@ mod common;
 
 #[cfg(feature = "model")]
 mod with_model {
-    use super::common::raw_host::{self as host, Host, Pair};
-    use core::marker::PhantomData;
+    use super::common::raw_duplex_session::{duplex, Ran};
+    use super::common::raw_host::{self as host, Pair};
     use std::time::Duration;
 
-    use rdmaperf::clock::{self, Clock};
-    use rdmaperf::post::Completion;
-    use rdmaperf::raw::ctx::Side;
-    use rdmaperf::raw::params::RawParams;
     use rdmaperf::raw::tools::RawTool;
-    use rdmaperf::run::bw::BwOutcome;
-    use rdmaperf::run::raw_duplex::{DuplexRxError, RecvSide};
-    use rdmaperf::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts};
-    use rdmaperf::tool::runs::raw_duplex::{report, Both};
-    use rdmaperf::tool::session::{raw_measure, raw_recv_measure};
-
-    /// What one side ran.
-    struct Ran {
-        out: BwOutcome,
-        counts: RawRecvCounts,
-        error: Option<DuplexRxError>,
-        report: String,
-    }
-
-    /// One side of `-b` on its host, as `tool::runs::raw_duplex` runs it
-    /// (the receive stall given instead of the tool's 60 s).
-    fn duplex(p: &RawParams, h: Host<'_>, stall: Duration) -> Ran {
-        let r = h.ring;
-        // SAFETY: the ring's buffer is registered and outlives the session
-        // (the host keeps it); only the model's NIC writes it.
-        let cfg =
-            unsafe { RawRecvCfg::new(r.base as *const u8, r.stride, r.room, r.slots, r.lkey) };
-        raw_recv_measure::post_receives(h.rq, &cfg, "test").unwrap();
-        let clock = Clock::calibrate();
-        let server = p.raw.side == Some(Side::Server);
-        let mut counts = RawRecvCounts::default();
-        let mut wc = [Completion::default(); 16];
-        let mut side = RecvSide::<_, _, DirectRx, _> {
-            rq: h.rq,
-            cq: h.rcq,
-            cfg: &cfg,
-            counts: &mut counts,
-            owed: p.raw.iters,
-            wait_first: server,
-            stall_ticks: clock.cycles_for(stall),
-            wc: &mut wc,
-            now: clock::now,
-            last: if server { 0 } else { clock::now() },
-            error: None,
-            classify: PhantomData,
-        };
-        let posts = std::slice::from_mut(h.post);
-        let bases = [h.tx_base];
-        let out =
-            raw_measure::measure_beside(p, (posts, h.scq), (&bases, h.slots), &clock, &mut side);
-        let error = side.error.take();
-        let sent = raw_measure::result(p, &out, 1, clock.hz()).unwrap();
-        let both = Both {
-            sent,
-            counts: counts.clone(),
-            error: None,
-        };
-        Ran {
-            out,
-            counts,
-            error,
-            report: report(p, &both, Some(100.0)),
-        }
-    }
+    use rdmaperf::run::raw_duplex::DuplexRxError;
 
     fn run(extra: &str, drop_nth: Option<u64>, stall: Duration) -> Pair<Ran> {
         host::pair_with(RawTool::Bw, (extra, drop_nth), stall, duplex)

@@ -1,7 +1,7 @@
 //! `rdmaperf raw-eth-bw ...` (and `raw_ethernet_bw` as a multicall name):
 //! the flags and perftest's rules, then the checks made before anything is
 //! opened ([`prepare`]), and what does not run yet ([`not_yet`]: everything
-//! but raw-eth-bw (sender, one-QP server, `-b` on one QP), raw-eth-lat,
+//! but raw-eth-bw (sender, one-QP server, `-b` on one QP, `--server -v`), raw-eth-lat,
 //! raw-eth-burst-lat without a rate limit and raw-eth-fs-rate says so and
 //! exits 2, docs/raw-ethernet.md).
 //! `tool::raw` runs what does.
@@ -58,7 +58,8 @@ pub fn prepare_runnable(tool: RawTool, argv: &[String]) -> Result<RawParams, i32
 
 /// What rdmaperf does not run yet for this command line, as the refusal
 /// naming it and the stock tool to use; None when it runs (raw-eth-bw: the
-/// sender, the server on one QP, `-b` on one QP by iterations; raw-eth-lat;
+/// sender, the server on one QP, `-b` on one QP by iterations, `--server
+/// -v` on one QP by iterations; raw-eth-lat;
 /// raw-eth-burst-lat without a rate limit; raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
@@ -82,7 +83,16 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
         RawTool::BurstLat if p.post_list > 1 => Some("-l (a post list in the burst loop)"),
         RawTool::BurstLat => None,
         RawTool::FsRate => None,
-        RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
+        RawTool::Bw if r.mac_fwd && r.side != Some(super::ctx::Side::Server) => Some(
+            "-v on a client (forwarding runs on the server: --server -v against a --client -b)",
+        ),
+        RawTool::Bw if r.mac_fwd && p.post_list > 1 => {
+            Some("-v with -l above 1 (a list of forwards)")
+        }
+        RawTool::Bw if r.mac_fwd && r.duration.is_some() => {
+            Some("-v with -D (forwarding for a time)")
+        }
+        RawTool::Bw if r.mac_fwd && r.qps > 1 => Some("-v with -q above 1 (one QP forwards)"),
         RawTool::Bw if r.duplex && r.duration.is_some() => {
             Some("-b with -D (both ways for a time)")
         }
@@ -313,6 +323,7 @@ mod tests {
                 "--server -B 02:00:00:00:00:02 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
             ),
             (RawTool::Bw, format!("--client {M} -b -n 100")),
+            (RawTool::Bw, format!("--server {M} -v -n 100")),
         ];
         for (t, c) in &runs {
             assert_eq!(not_yet(&p(*t, c), "mlx5_0"), None, "{c}");
@@ -329,11 +340,10 @@ mod tests {
                 format!("--client {M} -b -q 2"),
                 "-b with -q above 1",
             ),
-            (
-                RawTool::Bw,
-                format!("--client {M} -v"),
-                "-v (MAC forwarding",
-            ),
+            (RawTool::Bw, format!("--client {M} -v"), "-v on a client"),
+            (RawTool::Bw, format!("--server {M} -v -l 2"), "-v with -l"),
+            (RawTool::Bw, format!("--server {M} -v -D 5"), "-v with -D"),
+            (RawTool::Bw, format!("--server {M} -v -q 2"), "-v with -q"),
             (
                 RawTool::Lat,
                 format!("--client {M} -J 224.0.0.5 -j 1.1.1.1 --raw_mcast"),

@@ -12,6 +12,7 @@ pub mod period;
 pub mod raw_burst_lat;
 pub mod raw_bw;
 pub mod raw_duplex;
+pub mod raw_fw;
 pub mod raw_lat;
 pub mod raw_recv;
 pub mod raw_recv_report;
@@ -24,6 +25,8 @@ pub mod watchdog;
 mod bw_tests;
 #[cfg(test)]
 mod raw_burst_lat_tests;
+#[cfg(test)]
+mod raw_fw_tests;
 #[cfg(test)]
 mod raw_lat_fakes;
 #[cfg(test)]

@@ -53,8 +53,21 @@ impl RawRecvCfg {
             csum_reported: true,
         }
     }
-    fn addr(&self, slot: u64) -> u64 {
+    /// Slot `slot`'s address.
+    #[inline(always)]
+    pub fn addr(&self, slot: u64) -> u64 {
         self.ptr(slot) as u64
+    }
+    /// The slot count and the buffers' key.
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+    /// Bytes from one slot's start to the next's.
+    pub fn stride(&self) -> u32 {
+        self.stride
     }
     fn ptr(&self, slot: u64) -> *const u8 {
         self.base.wrapping_add((slot * self.stride as u64) as usize)
@@ -279,7 +292,7 @@ fn is_recv(c: &Completion) -> bool {
 
 /// Counts one completion.
 #[inline(always)]
-fn take<K: RxClassify>(
+pub(super) fn take<K: RxClassify>(
     c: &Completion,
     cfg: &RawRecvCfg,
     counts: &mut RawRecvCounts,

@@ -9,6 +9,8 @@ pub mod fake_cuda;
 pub mod mlx5;
 #[cfg(feature = "model")]
 pub mod model_env;
+#[cfg(feature = "model")]
+pub mod raw_duplex_session;
 pub mod raw_eth;
 #[cfg(feature = "model")]
 pub mod raw_host;

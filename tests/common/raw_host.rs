@@ -209,9 +209,17 @@ fn side<R>(p: RawParams, w: Wire, stall: Duration, go: Go<R>) -> Side<R> {
             model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
         )
     };
-    let (mut sq, mut cq) = model.raw_pair(RawSqConfig::new(txk.lkey, 8)).unwrap();
+    // A forwarder (`--server -v`) sends from its receive buffer, as
+    // `tool::runs::raw_fw` sets its SQ up.
+    let fwd = p.raw.mac_fwd && !client;
+    let (lkey, src) = if fwd {
+        (rxk.lkey, &rx)
+    } else {
+        (txk.lkey, &tx)
+    };
+    let (mut sq, mut cq) = model.raw_pair(RawSqConfig::new(lkey, 8)).unwrap();
     // SAFETY: as above.
-    unsafe { sq.set_frame_source(tx.as_ptr(), tx.len()) };
+    unsafe { sq.set_frame_source(src.as_ptr(), src.len()) };
     let mut rq = model.raw_rq(0).unwrap();
     cq.attach_recv(rq.qpn(), rq.ring());
     for r in steer::rules(&p) {
@@ -288,12 +296,21 @@ pub fn pair_with<R: Send + 'static>(
     stall: Duration,
     go: Go<R>,
 ) -> Pair<R> {
+    let params = |side: &str| raw_steer_model::params(tool, &format!("{side} {extra}"));
+    pair_of((params(CLIENT), params(SERVER)), drop_nth, stall, go)
+}
+
+/// [`pair_with`] on the client's and the server's parameters as given.
+pub fn pair_of<R: Send + 'static>(
+    (cp, sp): (RawParams, RawParams),
+    drop_nth: Option<u64>,
+    stall: Duration,
+    go: Go<R>,
+) -> Pair<R> {
     let (c2s, s_in) = channel();
     let (s2c, c_in) = channel();
     let log: Log = Arc::default();
     let t0 = Instant::now();
-    let params = |side: &str| raw_steer_model::params(tool, &format!("{side} {extra}"));
-    let (sp, cp) = (params(SERVER), params(CLIENT));
     let sw = Wire {
         out: s2c,
         inp: s_in,

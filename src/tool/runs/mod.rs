@@ -12,6 +12,7 @@ pub mod raw_bw;
 pub mod raw_compare;
 pub mod raw_duplex;
 pub mod raw_fs_rate;
+pub mod raw_fw;
 pub mod raw_lat;
 pub mod raw_send;
 pub mod raw_server;

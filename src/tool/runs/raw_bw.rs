@@ -10,8 +10,8 @@
 //! (`session::raw_measure`) and print perftest's table with the packet
 //! rate against the line rate under it. A client attaches no steering rule
 //! (perftest creates them on a server or a duplex side only). `-b` runs
-//! both ways on either side (`runs::raw_duplex`); the sender's run itself is
-//! `runs::raw_send`.
+//! both ways on either side (`runs::raw_duplex`), `--server -v` forwards
+//! (`runs::raw_fw`); the sender's run itself is `runs::raw_send`.
 
 use super::raw_send::run_once;
 use crate::raw::cli;
@@ -34,6 +34,7 @@ pub fn main(tool: RawTool, argv: &[String]) -> i32 {
     let ran = match tool {
         RawTool::FsRate => super::raw_fs_rate::run(&p),
         RawTool::Lat | RawTool::BurstLat => super::raw_lat::run(&p),
+        _ if p.raw.mac_fwd => super::raw_fw::run(&p),
         _ if p.raw.duplex => super::raw_duplex::run(&p),
         _ if p.raw.side == Some(Side::Server) => super::raw_server::run(&p),
         _ => run(&p),

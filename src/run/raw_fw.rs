@@ -1,0 +1,269 @@
+//! raw-eth-bw `-v` (perftest's `run_iter_fw`): MAC forwarding on one raw
+//! packet QP. Frames are received into the receive buffer's slots; each
+//! one's source and destination MAC are swapped in place and that same slot
+//! is sent back out (the send names the received frame). As perftest: a
+//! frame is never sent before it arrived (`rcnt - scnt > 0`), the TX window
+//! (`-t`) holds, a slot's receive is posted again only once its send has
+//! completed (`rwqe_sent - totccnt < rx_depth`), and the run ends when
+//! `-n` frames have arrived and `-n` sends completed.
+//!
+//! Generic over the post method ([`RawPost`], the send CQ) and the receive
+//! queue, its CQ and classification ([`RxClassify`], as the server counts).
+//! Hot path: no allocation, lock, format, syscall or panic; every buffer is
+//! handed in. Stops: Ctrl-C ([`stop`]), a failed completion, or silence on
+//! both CQs for `stall_ticks` once the first frame is in (before it, the
+//! wait has no limit, as the server's).
+
+use super::bw::{BwOutcome, RunError};
+use super::raw_bw::{signals, RawBwConfig, RawPost};
+use super::raw_recv::{take, RawRecvCfg, RawRecvCounts, RawRecvError, RxClassify};
+use super::stop;
+use crate::mlx5::raw_sq::RawPkt;
+use crate::post::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode, WcStatus};
+use core::marker::PhantomData;
+
+/// A send completion's `wr_id` below the QP index: the frames completed
+/// (`run::bw::wr_id`'s layout; the direct SQ's packet count on QP 0).
+const SEQ_MASK: u64 = (1 << 48) - 1;
+
+/// The receive buffer, written by the loop (the MAC swap) as well as the NIC.
+pub struct FwBuf {
+    cfg: RawRecvCfg,
+    base: *mut u8,
+}
+
+impl FwBuf {
+    /// # Safety
+    /// `cfg`'s buffer must be memory this process may write (registered for
+    /// local write), alive while a loop runs over it, and touched meanwhile
+    /// only by the NIC and that loop. The loop writes a slot only between
+    /// its receive completion and its send's post, when the NIC neither
+    /// writes it (no receive is posted on it) nor reads it (no send yet).
+    pub unsafe fn new(cfg: RawRecvCfg) -> Self {
+        let base = cfg.addr(0) as *mut u8;
+        Self { cfg, base }
+    }
+
+    pub fn cfg(&self) -> &RawRecvCfg {
+        &self.cfg
+    }
+
+    /// Swaps the frame in `slot`'s destination and source MAC (perftest's
+    /// `switch_smac_dmac`); a frame shorter than both is left alone.
+    #[inline(always)]
+    fn swap_macs(&self, slot: u32, len: u32) {
+        if len < 12 || slot >= self.cfg.slots() {
+            return;
+        }
+        let at = slot as usize * self.cfg.stride() as usize;
+        // `slot` is inside the buffer (checked above, `new`'s contract) and
+        // the frame's first 12 bytes lie in its slot (a receive is posted
+        // for at most the stride).
+        // SAFETY: as said; between this slot's receive completion and its
+        // send nothing else touches it (`new`).
+        unsafe {
+            let p = self.base.add(at);
+            core::ptr::swap_nonoverlapping(p, p.add(6), 6);
+        }
+    }
+}
+
+/// Why the forwarding stopped early.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FwError {
+    /// Receive side: a poll or post failed, or the QP flushed.
+    Recv(RawRecvError),
+    /// A receive completed with an error status (perftest stops there).
+    RecvFailed(WcStatus),
+    /// Send side: a post, poll or completion failed, or Ctrl-C.
+    Send(RunError),
+    /// No completion on either CQ for the stall time, after the first frame.
+    Stalled {
+        received: u64,
+        sent: u64,
+        completed: u64,
+    },
+}
+
+/// What the loop did: the send numbers (the table's), frames received.
+#[derive(Debug, Default)]
+pub struct FwOutcome {
+    /// `posted`/`completed`: frames forwarded; `t_start`: the first send,
+    /// `t_end`: the last send completion.
+    pub sent: BwOutcome,
+    pub received: u64,
+    /// Receives posted again (each after its frame's send completed).
+    pub reposted: u64,
+    pub error: Option<FwError>,
+}
+
+/// Everything the loop works on, borrowed from the caller.
+pub struct FwLoop<'a, P, S, R, C, K, F> {
+    /// `iters`, `tx_depth`, `cq_mod`, `stall_ticks`; `post_list` must be 1.
+    pub cfg: RawBwConfig,
+    pub post: &'a mut P,
+    pub send_cq: &'a mut S,
+    pub rq: &'a mut R,
+    pub recv_cq: &'a mut C,
+    pub buf: &'a FwBuf,
+    pub counts: &'a mut RawRecvCounts,
+    /// The received frames in order of arrival, `(slot, length)`; as long
+    /// as the buffer has slots (at most that many are held at once).
+    pub held: &'a mut [(u32, u32)],
+    /// Scratch for one poll.
+    pub wc: &'a mut [Completion],
+    pub now: F,
+    pub classify: PhantomData<K>,
+}
+
+impl<P, S, R, C, K, F> FwLoop<'_, P, S, R, C, K, F>
+where
+    P: RawPost,
+    S: CompletionQueue,
+    R: RecvQueue,
+    C: CompletionQueue,
+    K: RxClassify,
+    F: Fn() -> u64,
+{
+    /// Forwards until `iters` frames are in and their sends completed, or a
+    /// stop. Every slot's receive must have been posted.
+    pub fn run(&mut self) -> FwOutcome {
+        let mut o = FwOutcome::default();
+        let n = self.buf.cfg.slots() as usize;
+        if n == 0 || self.held.len() < n || self.wc.is_empty() || self.cfg.cq_mod == 0 {
+            o.error = Some(FwError::Send(RunError::Post {
+                qp: 0,
+                err: PostError::Unsupported,
+            }));
+            return o;
+        }
+        let iters = self.cfg.iters;
+        let mut last = 0;
+        while o.received < iters || o.sent.completed < iters {
+            if stop::requested() {
+                o.error = Some(FwError::Send(RunError::Interrupted));
+                break;
+            }
+            let before = (o.received, o.sent.completed);
+            if let Err(e) = self.pass(&mut o) {
+                o.error = Some(e);
+                break;
+            }
+            if (o.received, o.sent.completed) != before {
+                last = (self.now)();
+            } else if last != 0 && (self.now)().wrapping_sub(last) > self.cfg.stall_ticks {
+                o.error = Some(FwError::Stalled {
+                    received: o.received,
+                    sent: o.sent.posted,
+                    completed: o.sent.completed,
+                });
+                break;
+            }
+        }
+        o.sent.measured = o.sent.completed;
+        o
+    }
+
+    /// One turn: forward what may go, take arrivals, retire sends, repost.
+    #[inline(always)]
+    fn pass(&mut self, o: &mut FwOutcome) -> Result<(), FwError> {
+        self.forward(o)?;
+        if o.received < self.cfg.iters {
+            self.receive(o)?;
+        }
+        if o.sent.completed < o.sent.posted {
+            self.complete(o)?;
+        }
+        self.repost(o)
+    }
+
+    /// Sends the held frames, oldest first, while the window has room.
+    #[inline(always)]
+    fn forward(&mut self, o: &mut FwOutcome) -> Result<(), FwError> {
+        let n = self.held.len() as u64;
+        let s = &mut o.sent;
+        while s.posted < self.cfg.iters
+            && s.posted < o.received
+            && s.posted - s.completed < self.cfg.tx_depth as u64
+        {
+            let (slot, len) = self.held[(s.posted % n) as usize];
+            self.buf.swap_macs(slot, len);
+            let pkt = [RawPkt {
+                addr: self.buf.cfg.addr(slot as u64),
+                len,
+            }];
+            let sig = signals(s.posted, 1, &self.cfg);
+            match self.post.post_frames(&pkt, s.posted, sig) {
+                Ok(()) => {}
+                // Posted again next pass (the swap is undone first).
+                Err(PostError::QueueFull) => {
+                    self.buf.swap_macs(slot, len);
+                    break;
+                }
+                Err(err) => return Err(FwError::Send(RunError::Post { qp: 0, err })),
+            }
+            if s.posted == 0 {
+                s.t_start = (self.now)();
+            }
+            s.posted += 1;
+        }
+        Ok(())
+    }
+
+    /// One poll of the receive CQ: each frame counted and held to forward.
+    #[inline(always)]
+    fn receive(&mut self, o: &mut FwOutcome) -> Result<(), FwError> {
+        let got = self.recv_cq.poll(self.wc);
+        let got = got.map_err(|e| FwError::Recv(RawRecvError::Poll(e)))?;
+        let n = self.held.len() as u64;
+        for c in &self.wc[..got] {
+            take::<K>(c, &self.buf.cfg, self.counts).map_err(FwError::Recv)?;
+            if c.status != WcStatus::SUCCESS {
+                return Err(FwError::RecvFailed(c.status));
+            }
+            if c.opcode != WcOpcode::RECV {
+                continue;
+            }
+            let slot = (c.wr_id % self.buf.cfg.slots() as u64) as u32;
+            let len = c.byte_len.min(self.buf.cfg.room());
+            self.held[(o.received % n) as usize] = (slot, len);
+            o.received += 1;
+        }
+        Ok(())
+    }
+
+    /// One poll of the send CQ: each completion retires its frames.
+    #[inline(always)]
+    fn complete(&mut self, o: &mut FwOutcome) -> Result<(), FwError> {
+        let got = self.send_cq.poll(self.wc);
+        let got = got.map_err(|err| FwError::Send(RunError::Poll { err }))?;
+        for c in &self.wc[..got] {
+            let recv = matches!(c.opcode, WcOpcode::RECV | WcOpcode::RECV_RDMA_WITH_IMM);
+            if c.status != WcStatus::SUCCESS || recv {
+                return Err(FwError::Send(RunError::completion(0, *c)));
+            }
+            let done = (c.wr_id & SEQ_MASK).min(o.sent.posted);
+            if done > o.sent.completed {
+                o.sent.completed = done;
+                o.sent.t_end = (self.now)();
+            }
+        }
+        Ok(())
+    }
+
+    /// Each slot whose send completed gets its receive back, in order.
+    #[inline(always)]
+    fn repost(&mut self, o: &mut FwOutcome) -> Result<(), FwError> {
+        let n = self.held.len() as u64;
+        let cfg = &self.buf.cfg;
+        while o.reposted < o.sent.completed {
+            let (slot, _) = self.held[(o.reposted % n) as usize];
+            let s = slot as u64;
+            self.rq
+                .post_recv(s, cfg.addr(s), cfg.lkey(), cfg.room())
+                .map_err(|e| FwError::Recv(RawRecvError::Post(e)))?;
+            o.reposted += 1;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,227 @@
+//! The forwarding loop against a fake NIC: frames arrive only into posted
+//! receives (written into the slot as a NIC would), sends complete a poll
+//! after they are posted. Checked: each frame goes back once with its MACs
+//! swapped, never before it arrived, within the TX window; a slot's receive
+//! comes back only after its send completed; silence is a stall.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use super::raw_bw::{RawBwConfig, RawPost};
+use super::raw_fw::*;
+use super::raw_recv::{RawRecvCfg, RawRecvCounts, VerbsRx};
+use super::raw_recv_tests::recv;
+use crate::mlx5::raw_sq::RawPkt;
+use crate::post::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode};
+use core::marker::PhantomData;
+
+const STRIDE: usize = 64;
+const LEN: u32 = 60;
+
+/// The peer's frame `k`: its own MACs and a payload naming it.
+fn frame(k: u64) -> Vec<u8> {
+    let mut f = vec![k as u8; LEN as usize];
+    f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0xd5, k as u8]);
+    f[6..12].copy_from_slice(&[0x04, 0, 0, 0, 0x5c, k as u8]);
+    f
+}
+
+#[derive(Default)]
+struct Nic {
+    base: usize,
+    /// Receives posted, oldest first (slots).
+    posted: VecDeque<u64>,
+    /// Frames the peer has left to send, and those it sent.
+    to_arrive: u64,
+    arrived: u64,
+    /// What went out, in order; signaled completions not yet polled.
+    sent: Vec<Vec<u8>>,
+    pending: VecDeque<Completion>,
+    completed: u64,
+    /// Receives posted again, each with the sends completed by then.
+    reposts: Vec<(u64, u64)>,
+    tx_depth: u64,
+    faults: Vec<String>,
+}
+
+#[derive(Clone)]
+struct Fake(Rc<RefCell<Nic>>);
+
+impl RecvQueue for Fake {
+    fn post_recv(&mut self, wr_id: u64, _: u64, _: u32, _: u32) -> Result<(), PostError> {
+        let mut n = self.0.borrow_mut();
+        let done = n.completed;
+        n.reposts.push((wr_id, done));
+        n.posted.push_back(wr_id);
+        Ok(())
+    }
+}
+
+/// The receive CQ: one frame a poll, into the oldest posted receive.
+struct RecvCq(Fake);
+impl CompletionQueue for RecvCq {
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        let mut n = self.0 .0.borrow_mut();
+        if n.to_arrive == 0 {
+            return Ok(0);
+        }
+        let Some(slot) = n.posted.pop_front() else {
+            return Ok(0);
+        };
+        let f = frame(n.arrived);
+        let at = n.base + slot as usize * STRIDE;
+        // SAFETY: the test's buffer holds every slot, and this slot's
+        // receive was posted: the loop leaves it alone until it completes.
+        unsafe { core::ptr::copy_nonoverlapping(f.as_ptr(), at as *mut u8, f.len()) };
+        n.to_arrive -= 1;
+        n.arrived += 1;
+        out[0] = recv(slot, LEN, 0, 0);
+        Ok(1)
+    }
+}
+
+/// The send CQ: what was signaled by the last poll.
+struct SendCq(Fake);
+impl CompletionQueue for SendCq {
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        let mut n = self.0 .0.borrow_mut();
+        let mut k = 0;
+        while let Some(c) = n.pending.pop_front() {
+            n.completed = c.wr_id;
+            out[k] = c;
+            k += 1;
+        }
+        Ok(k)
+    }
+}
+
+impl RawPost for Fake {
+    fn post_frames(&mut self, pkts: &[RawPkt], first: u64, signal: bool) -> Result<(), PostError> {
+        let mut n = self.0.borrow_mut();
+        let p = pkts[0];
+        let slot = (p.addr as usize - n.base) / STRIDE;
+        if n.posted.contains(&(slot as u64)) {
+            n.faults.push(format!(
+                "frame {first}: slot {slot} sent with its receive posted"
+            ));
+        }
+        let arrived = n.arrived;
+        if first >= arrived {
+            n.faults
+                .push(format!("frame {first} sent, {arrived} arrived"));
+        }
+        if first - n.completed >= n.tx_depth {
+            n.faults.push(format!("frame {first}: TX window over"));
+        }
+        // SAFETY: the frame lies in the test's buffer (its slot).
+        let bytes = unsafe { std::slice::from_raw_parts(p.addr as *const u8, p.len as usize) };
+        n.sent.push(bytes.to_vec());
+        if signal {
+            n.pending.push_back(Completion {
+                wr_id: first + 1,
+                opcode: WcOpcode::SEND,
+                ..Completion::default()
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Forwards with `slots` receives while the peer sends `arrive` of `iters`.
+fn forward(slots: u32, (iters, arrive): (u64, u64)) -> (FwOutcome, Nic, RawRecvCounts) {
+    let mut mem = vec![0u8; slots as usize * STRIDE];
+    let nic = Fake(Rc::new(RefCell::new(Nic {
+        base: mem.as_mut_ptr() as usize,
+        to_arrive: arrive,
+        tx_depth: 3,
+        ..Nic::default()
+    })));
+    // SAFETY: `mem` holds `slots` slots and outlives the loop; the fake NIC
+    // writes a slot only while its receive is posted.
+    let cfg = unsafe { RawRecvCfg::new(mem.as_ptr(), STRIDE as u32, STRIDE as u32, slots, 7) };
+    // SAFETY: as above; `mem` is this test's own, writable.
+    let buf = unsafe { FwBuf::new(cfg) };
+    let (mut post, mut rq) = (nic.clone(), nic.clone());
+    for s in 0..slots as u64 {
+        rq.post_recv(s, 0, 0, 0).unwrap();
+    }
+    nic.0.borrow_mut().reposts.clear();
+    let (mut scq, mut rcq) = (SendCq(nic.clone()), RecvCq(nic.clone()));
+    let mut counts = RawRecvCounts::default();
+    let mut held = vec![(0, 0); slots as usize];
+    let mut wc = [Completion::default(); 4];
+    let t = Cell::new(0u64);
+    let now = || {
+        t.set(t.get() + 1);
+        t.get()
+    };
+    let out = FwLoop::<_, _, _, _, VerbsRx, _> {
+        cfg: RawBwConfig {
+            iters,
+            post_list: 1,
+            tx_depth: 3,
+            cq_mod: 2,
+            stall_ticks: 50,
+        },
+        post: &mut post,
+        send_cq: &mut scq,
+        rq: &mut rq,
+        recv_cq: &mut rcq,
+        buf: &buf,
+        counts: &mut counts,
+        held: &mut held,
+        wc: &mut wc,
+        now,
+        classify: PhantomData,
+    }
+    .run();
+    drop((post, rq, scq, rcq));
+    let nic = Rc::try_unwrap(nic.0).ok().unwrap().into_inner();
+    (out, nic, counts)
+}
+
+#[test]
+fn each_frame_goes_back_once_with_its_macs_swapped() {
+    let (o, nic, counts) = forward(4, (25, 25));
+    assert_eq!(o.error, None);
+    assert_eq!((o.received, o.sent.posted, o.sent.completed), (25, 25, 25));
+    assert_eq!(counts.packets, 25);
+    assert_eq!(nic.faults, Vec::<String>::new());
+    assert_eq!(nic.sent.len(), 25);
+    for (k, got) in nic.sent.iter().enumerate() {
+        let mut want = frame(k as u64);
+        let (d, s) = want.split_at_mut(6);
+        d.swap_with_slice(&mut s[..6]);
+        assert_eq!(got, &want, "frame {k}");
+    }
+    assert!(o.sent.t_start != 0 && o.sent.t_end >= o.sent.t_start);
+}
+
+#[test]
+fn a_slot_comes_back_only_after_its_send_completed() {
+    let (o, nic, _) = forward(2, (12, 12));
+    assert_eq!(o.error, None);
+    assert_eq!(nic.faults, Vec::<String>::new());
+    assert_eq!(o.reposted, 12);
+    for (k, (slot, done)) in nic.reposts.iter().enumerate() {
+        assert!(*done > k as u64, "repost {k} with {done} sends completed");
+        assert_eq!(*slot, k as u64 % 2, "repost {k}: slots come back in order");
+    }
+}
+
+#[test]
+fn forwarding_never_outruns_the_receives_and_silence_stalls() {
+    let (o, nic, _) = forward(4, (10, 3));
+    assert_eq!(nic.faults, Vec::<String>::new());
+    assert_eq!(nic.sent.len(), 3);
+    assert_eq!(
+        o.error,
+        Some(FwError::Stalled {
+            received: 3,
+            sent: 3,
+            // Frame 2 asked for no completion (-Q 2).
+            completed: 2
+        })
+    );
+}
