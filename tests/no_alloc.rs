@@ -635,6 +635,13 @@ mod with_model {
     /// the loop-back on their own thread; what `go` returned and the
     /// allocations it made on its thread.
     fn on_loop_back_qp<R>(go: impl FnOnce(LoopQp<'_>) -> R) -> (u64, R) {
+        on_loop_back_qp_with(0, go)
+    }
+
+    /// [`on_loop_back_qp`]; with `seed` above 0, a forwarder's QP: its SQ
+    /// sends from the receive buffer (`tool::runs::raw_fw`'s set-up) and
+    /// `seed` frames are delivered to its receives before `go` starts.
+    fn on_loop_back_qp_with<R>(seed: u64, go: impl FnOnce(LoopQp<'_>) -> R) -> (u64, R) {
         const STRIDE: u32 = 128;
         let mut tx = vec![0u8; 128];
         tx[..12].fill(0x02);
@@ -647,11 +654,16 @@ mod with_model {
                 model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
             )
         };
+        let (lkey, src) = if seed > 0 {
+            (rxk.lkey, &rx)
+        } else {
+            (txk.lkey, &tx)
+        };
         let (mut sq, mut cq) = model
-            .raw_pair_with(RawSqConfig::new(txk.lkey, 4), HwMmio)
+            .raw_pair_with(RawSqConfig::new(lkey, 4), HwMmio)
             .unwrap();
         // SAFETY: as above.
-        unsafe { sq.set_frame_source(tx.as_ptr(), tx.len()) };
+        unsafe { sq.set_frame_source(src.as_ptr(), src.len()) };
         let mut rq = model.raw_rq_with(0, HwMmio).unwrap();
         cq.attach_recv(rq.qpn(), rq.ring());
         model.add_flow(FlowRule::promiscuous(0)).unwrap();
@@ -663,6 +675,9 @@ mod with_model {
             lkey: rxk.lkey,
         };
         ring.post_first(&mut rq, 64).unwrap();
+        for _ in 0..seed {
+            assert_eq!(model.deliver(&tx[..60]), 1);
+        }
         let split = RefCell::new(Split {
             cq,
             q: [VecDeque::with_capacity(64), VecDeque::with_capacity(64)],
@@ -756,5 +771,57 @@ mod with_model {
             (2000, 2000, 2000)
         );
         assert_eq!(n, 0, "the burst loop allocated {n} times");
+    }
+
+    /// The forwarding loop (`run::raw_fw::FwLoop`) allocates nothing: 32
+    /// frames delivered to its receives go round (each forward loops back
+    /// into the QP's own RQ) until 2000 have been received and forwarded.
+    /// The loop posts, polls and reposts in the test's thread; the model
+    /// steps in its own.
+    #[test]
+    fn raw_fw_loop_allocates_nothing() {
+        use rdmaperf::run::raw_bw::RawBwConfig;
+        use rdmaperf::run::raw_fw::{FwBuf, FwLoop};
+        let mut counts = RawRecvCounts::default();
+        let (n, out) = on_loop_back_qp_with(32, |qp| {
+            let r = qp.rx;
+            // SAFETY: the ring's buffer is registered for local write and
+            // outlives the loop; only the model and the loop touch it.
+            let buf = unsafe {
+                FwBuf::new(RawRecvCfg::new(
+                    r.base as *const u8,
+                    r.stride,
+                    r.room,
+                    r.slots,
+                    r.lkey,
+                ))
+            };
+            let (mut held, mut wc) = ([(0u32, 0u32); 64], [Completion::default(); 16]);
+            FwLoop::<_, _, _, _, DirectRx, _> {
+                cfg: RawBwConfig {
+                    iters: 2000,
+                    post_list: 1,
+                    tx_depth: 32,
+                    cq_mod: 16,
+                    stall_ticks: stall_ticks(),
+                },
+                post: qp.sq,
+                send_cq: qp.scq,
+                rq: qp.rq,
+                recv_cq: qp.rcq,
+                buf: &buf,
+                counts: &mut counts,
+                held: &mut held,
+                wc: &mut wc,
+                now: rdmaperf::clock::now,
+                classify: core::marker::PhantomData,
+            }
+            .run()
+        });
+        assert_eq!(out.error, None);
+        // Frames still going round may land in the last poll's batch.
+        assert!(out.received >= 2000, "{}", out.received);
+        assert_eq!((out.sent.completed, counts.packets), (2000, out.received));
+        assert_eq!(n, 0, "the forwarding loop allocated {n} times");
     }
 }

@@ -91,6 +91,8 @@ pub struct FwOutcome {
     /// `posted`/`completed`: frames forwarded; `t_start`: the first send,
     /// `t_end`: the last send completion.
     pub sent: BwOutcome,
+    /// Every frame taken off the receive CQ (perftest's `totrcnt`): above
+    /// `-n` where the peer sent more and the last poll took them.
     pub received: u64,
     /// Receives posted again (each after its frame's send completed).
     pub reposted: u64,
