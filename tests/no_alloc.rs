@@ -780,22 +780,14 @@ mod with_model {
     /// steps in its own.
     #[test]
     fn raw_fw_loop_allocates_nothing() {
+        use crate::common::raw_duplex_session::ring_cfg;
         use rdmaperf::run::raw_bw::RawBwConfig;
         use rdmaperf::run::raw_fw::{FwBuf, FwLoop};
         let mut counts = RawRecvCounts::default();
         let (n, out) = on_loop_back_qp_with(32, |qp| {
-            let r = qp.rx;
             // SAFETY: the ring's buffer is registered for local write and
             // outlives the loop; only the model and the loop touch it.
-            let buf = unsafe {
-                FwBuf::new(RawRecvCfg::new(
-                    r.base as *const u8,
-                    r.stride,
-                    r.room,
-                    r.slots,
-                    r.lkey,
-                ))
-            };
+            let buf = unsafe { FwBuf::new(ring_cfg(qp.rx)) };
             let (mut held, mut wc) = ([(0u32, 0u32); 64], [Completion::default(); 16]);
             FwLoop::<_, _, _, _, DirectRx, _> {
                 cfg: RawBwConfig {

@@ -22,7 +22,7 @@ mod common;
 
 #[cfg(feature = "model")]
 mod with_model {
-    use super::common::raw_duplex_session::{duplex, Ran};
+    use super::common::raw_duplex_session::{duplex, ring_cfg, Ran};
     use super::common::raw_host::{self as host, Host, Pair};
     use super::common::raw_steer_model::{params, CLIENT, SERVER};
     use std::time::Duration;
@@ -32,7 +32,7 @@ mod with_model {
     use rdmaperf::raw::params::RawParams;
     use rdmaperf::raw::tools::RawTool;
     use rdmaperf::run::raw_fw::{FwBuf, FwError};
-    use rdmaperf::run::raw_recv::{DirectRx, RawRecvCfg};
+    use rdmaperf::run::raw_recv::DirectRx;
     use rdmaperf::tool::runs::raw_fw::{self, Forwarded};
 
     /// What a side ran: the client `-b`'s session, the server forwarding.
@@ -45,19 +45,10 @@ mod with_model {
         if p.raw.side != Some(Side::Server) {
             return Run::Client(duplex(p, h, stall));
         }
-        let r = h.ring;
         // SAFETY: the ring's buffer is registered for local write and
         // outlives the session (the host keeps it); only the model's NIC and
         // the loop (a slot between its receive and its send) touch it.
-        let buf = unsafe {
-            FwBuf::new(RawRecvCfg::new(
-                r.base as *const u8,
-                r.stride,
-                r.room,
-                r.slots,
-                r.lkey,
-            ))
-        };
+        let buf = unsafe { FwBuf::new(ring_cfg(h.ring)) };
         let fw = raw_fw::run_loop::<_, _, _, _, DirectRx>(
             p,
             (h.post, h.scq),

@@ -5,6 +5,7 @@
 
 use super::raw_host::Host;
 use core::marker::PhantomData;
+use rdmaperf::run::raw_lat::RxRing;
 use std::time::Duration;
 
 use rdmaperf::clock::{self, Clock};
@@ -28,10 +29,9 @@ pub struct Ran {
 /// One side of `-b` on its host, as `tool::runs::raw_duplex` runs it
 /// (the receive stall given instead of the tool's 60 s).
 pub fn duplex(p: &RawParams, h: Host<'_>, stall: Duration) -> Ran {
-    let r = h.ring;
     // SAFETY: the ring's buffer is registered and outlives the session
     // (the host keeps it); only the model's NIC writes it.
-    let cfg = unsafe { RawRecvCfg::new(r.base as *const u8, r.stride, r.room, r.slots, r.lkey) };
+    let cfg = unsafe { ring_cfg(h.ring) };
     raw_recv_measure::post_receives(h.rq, &cfg, "test").unwrap();
     let clock = Clock::calibrate();
     let server = p.raw.side == Some(Side::Server);
@@ -67,4 +67,14 @@ pub fn duplex(p: &RawParams, h: Host<'_>, stall: Duration) -> Ran {
         error,
         report: report(p, &both, Some(100.0)),
     }
+}
+
+/// The receive loops' view of a model host's receive ring.
+///
+/// # Safety
+/// The ring's buffer must be registered and outlive every loop over the
+/// result; only the model's NIC (and a forwarding loop) may touch it.
+pub unsafe fn ring_cfg(r: RxRing) -> RawRecvCfg {
+    // SAFETY: the caller's contract.
+    unsafe { RawRecvCfg::new(r.base as *const u8, r.stride, r.room, r.slots, r.lkey) }
 }

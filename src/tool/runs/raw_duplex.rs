@@ -23,9 +23,9 @@ use crate::run::raw_duplex::{DuplexRxError, RecvSide};
 use crate::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts, RxClassify, VerbsRx};
 use crate::tool::common::fail::Fail;
 use crate::tool::session::{raw_measure, raw_recv_measure};
-use crate::tool::setup::raw_method::{self, RawMethod};
-use crate::tool::setup::raw_recv_method::{decide_recv, RawRecvMethod};
-use crate::tool::setup::raw_res::{RawPort, RawRes, RawRx};
+use crate::tool::setup::raw_method::RawMethod;
+use crate::tool::setup::raw_recv_method::RawRecvMethod;
+use crate::tool::setup::raw_res::{DuplexSide, RawPort, RawRes, RawRx};
 
 /// Silence on the receive side this long, frames still owed, ends the run
 /// (perftest's `check_alive` gives up after 60 s without progress).
@@ -41,16 +41,10 @@ pub struct Both {
 /// Runs one side of `-b`; the report is printed on stdout.
 pub fn run(p: &RawParams) -> Result<(), Fail> {
     let tool = "rdmaperf raw-eth-bw -b";
-    let asked = raw_method::parse(p.post.as_deref()).map_err(Fail::refused)?;
-    let port = RawPort::open(p)?;
-    let (method, why) = raw_method::decide(asked, &port.dev, p.raw.qps)
-        .map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
-    let (recv, rwhy) = decide_recv(asked, &port.dev, p.raw.qps)
-        .map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
-    let res = RawRes::create(&port, p, method)?;
-    let Some(rx) = res.rx.as_ref() else {
-        return Err(Fail::new(format!("{tool}: no receive side was created")));
-    };
+    let side = DuplexSide::open(p, tool)?;
+    let (port, res, rx) = (&side.port, &side.res, &side.rx);
+    let ((method, why), (recv, rwhy)) = (&side.method, &side.recv);
+    let (method, recv) = (*method, *recv);
     println!(
         " raw-eth-bw -b ({}): 1 QP on {} port {}, send: {why}, receive: {rwhy}, {} rule(s), {} \
          receives",
@@ -70,9 +64,9 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
         RawRecvMethod::Verbs => {
             let mut rq = VerbsRecv::new(&res.qps[0].qp).map_err(Fail::verbs)?;
             let mut cq = VerbsCq::new(&rx.cq, 16).map_err(Fail::verbs)?;
-            both::<_, _, VerbsRx>(p, (&port, &res, method), (&mut rq, &mut cq, &cfg))?
+            both::<_, _, VerbsRx>(p, (port, res, method), (&mut rq, &mut cq, &cfg))?
         }
-        RawRecvMethod::Direct => direct_recv(p, (&port, &res, method), rx, &cfg)?,
+        RawRecvMethod::Direct => direct_recv(p, (port, res, method), rx, &cfg)?,
     };
     print!("{}", report(p, &both, port.gbps));
     match both.error {

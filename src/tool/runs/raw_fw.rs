@@ -25,9 +25,9 @@ use crate::run::raw_fw::{FwBuf, FwError, FwLoop, FwOutcome};
 use crate::run::raw_recv::{DirectRx, RawRecvCounts, RxClassify, VerbsRx};
 use crate::tool::common::fail::Fail;
 use crate::tool::session::{raw_measure, raw_recv_measure};
-use crate::tool::setup::raw_method::{self, RawMethod};
-use crate::tool::setup::raw_recv_method::{decide_recv, RawRecvMethod};
-use crate::tool::setup::raw_res::{RawPort, RawRes, RawRx};
+use crate::tool::setup::raw_method::RawMethod;
+use crate::tool::setup::raw_recv_method::RawRecvMethod;
+use crate::tool::setup::raw_res::{DuplexSide, RawPort, RawRes, RawRx};
 
 const TOOL: &str = "rdmaperf raw-eth-bw -v";
 
@@ -39,16 +39,10 @@ pub struct Forwarded {
 
 /// Runs the forwarder; the report is printed on stdout.
 pub fn run(p: &RawParams) -> Result<(), Fail> {
-    let asked = raw_method::parse(p.post.as_deref()).map_err(Fail::refused)?;
-    let port = RawPort::open(p)?;
-    let (method, why) = raw_method::decide(asked, &port.dev, p.raw.qps)
-        .map_err(|e| Fail::refused(format!("{TOOL}: {e}")))?;
-    let (recv, rwhy) = decide_recv(asked, &port.dev, p.raw.qps)
-        .map_err(|e| Fail::refused(format!("{TOOL}: {e}")))?;
-    let res = RawRes::create(&port, p, method)?;
-    let Some(rx) = res.rx.as_ref() else {
-        return Err(Fail::new(format!("{TOOL}: no receive side was created")));
-    };
+    let side = DuplexSide::open(p, TOOL)?;
+    let (port, res, rx) = (&side.port, &side.res, &side.rx);
+    let ((method, why), (recv, rwhy)) = (&side.method, &side.recv);
+    let (method, recv) = (*method, *recv);
     println!(
         " raw-eth-bw -v (forwarding): 1 QP on {} port {}, send: {why}, receive: {rwhy}, {} \
          rule(s), {} receives",
@@ -60,7 +54,7 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
     if let Some(note) = ports_note(p) {
         println!("{note}");
     }
-    let fw = forward(p, (&port, &res, rx), (method, recv))?;
+    let fw = forward(p, (port, res, rx), (method, recv))?;
     print!("{}", report(p, &fw, port.gbps)?);
     match &fw.out.error {
         Some(e) => Err(Fail::new(format!(

@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use super::raw_method::{RawDevice, RawMethod};
+use super::raw_method::{self, RawDevice, RawMethod};
+use super::raw_recv_method::{decide_recv, RawRecvMethod};
 use crate::mlx5::device::{enhanced_mpw, select_for_device, DirectRequest};
 use crate::mlx5::eth_seg::ETH_L2_INLINE_HEADER_SIZE;
 use crate::post::wr_api::{send_ops_flags, wr_api_probe};
@@ -264,6 +265,40 @@ pub fn attach_rules(qp: &Arc<Qp>, p: &RawParams) -> Result<Vec<Flow>, Fail> {
             })
         })
         .collect()
+}
+
+/// A side with a receive side (`-b`, `-v`) opened: the port, the send
+/// method and the receive path picked once with the banner's reasons, the
+/// resources and their receive side (taken out of them).
+pub struct DuplexSide {
+    pub port: RawPort,
+    pub method: (RawMethod, String),
+    pub recv: (RawRecvMethod, String),
+    pub res: RawRes,
+    pub rx: RawRx,
+}
+
+impl DuplexSide {
+    /// Opens `p`'s side for `tool` (the refusals name it, exit 2).
+    pub fn open(p: &RawParams, tool: &str) -> Result<DuplexSide, Fail> {
+        let asked = raw_method::parse(p.post.as_deref()).map_err(Fail::refused)?;
+        let port = RawPort::open(p)?;
+        let method = raw_method::decide(asked, &port.dev, p.raw.qps)
+            .map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
+        let recv = decide_recv(asked, &port.dev, p.raw.qps)
+            .map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
+        let mut res = RawRes::create(&port, p, method.0)?;
+        let Some(rx) = res.rx.take() else {
+            return Err(Fail::new(format!("{tool}: no receive side was created")));
+        };
+        Ok(DuplexSide {
+            port,
+            method,
+            recv,
+            res,
+            rx,
+        })
+    }
 }
 
 #[cfg(test)]
