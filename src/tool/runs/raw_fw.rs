@@ -20,6 +20,7 @@ use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
 use crate::post::wr_api::WrApiQueue;
 use crate::post::{Completion, CompletionQueue, RecvQueue, SendQueue, WrDesc};
 use crate::raw::params::RawParams;
+use crate::run::bw::RunError;
 use crate::run::raw_bw::{Direct, DirectMpw, RawPost, Verbs};
 use crate::run::raw_fw::{FwBuf, FwError, FwLoop, FwOutcome};
 use crate::run::raw_recv::{DirectRx, RawRecvCounts, RxClassify, VerbsRx};
@@ -55,13 +56,19 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
         println!("{note}");
     }
     let fw = forward(p, (port, res, rx), (method, recv))?;
-    print!("{}", report(p, &fw, port.gbps)?);
+    // A run stopped before its first forward has no table; its error says why.
+    match report(p, &fw, port.gbps) {
+        Ok(s) => print!("{s}"),
+        Err(f) if fw.out.error.is_none() => return Err(f),
+        Err(_) => {}
+    }
     match &fw.out.error {
+        // Ctrl-C: the partial report stands (the exit status is the signal's).
+        None | Some(FwError::Send(RunError::Interrupted)) => Ok(()),
         Some(e) => Err(Fail::new(format!(
             "{TOOL}: {}",
             error_words(e, &fw.out, p.raw.iters)
         ))),
-        None => Ok(()),
     }
 }
 
