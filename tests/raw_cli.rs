@@ -538,3 +538,40 @@ fn unsorted_and_histogram_are_latency_flags() {
         &["-H: Available only on Latency tests"],
     );
 }
+
+/// raw-eth-bw's BW peak: on by default for a sender (and each side of
+/// `-b`); off with `-N` (silently), and by perftest's rules with its
+/// warning as a note: `-D`, a one-way server, more than 20000 iterations.
+/// The latency tools keep none and say nothing.
+#[test]
+fn peak_rules() {
+    const WARN: &str = "WARNING: BW peak won't be measured in this run.";
+    let warned = |p: &RawParams| p.notes.iter().any(|n| n == WARN);
+    for cmd in [
+        format!("-P {M}"),
+        format!("-P {M} -n 20000"),
+        format!("-P {M} -b"),
+        format!("-Z {M} -b"),
+    ] {
+        let p = ok(RawTool::Bw, &cmd);
+        assert!(!p.no_peak && !warned(&p), "{cmd}: {:?}", p.notes);
+    }
+    for cmd in [format!("-P {M} -N"), format!("-P {M} --noPeak -D 2")] {
+        let p = ok(RawTool::Bw, &cmd);
+        assert!(p.no_peak && !warned(&p), "{cmd}: {:?}", p.notes);
+    }
+    for cmd in [
+        format!("-P {M} -D 2"),
+        format!("-Z {M}"),
+        format!("-P {M} -n 20001"),
+    ] {
+        let p = ok(RawTool::Bw, &cmd);
+        assert!(p.no_peak, "{cmd}");
+        let n = p.notes.iter().filter(|n| *n == WARN).count();
+        assert_eq!(n, 1, "{cmd}: {:?}", p.notes);
+    }
+    for tool in [RawTool::Lat, RawTool::BurstLat] {
+        let p = ok(tool, &format!("-P {M} -N"));
+        assert!(p.no_peak && !warned(&p), "{:?}", p.notes);
+    }
+}

@@ -149,6 +149,12 @@ pub struct RawBwLoop<'a, P, C, F> {
     /// Scratch for one list (len ≥ post_list).
     pub list: &'a mut [RawPkt],
     pub wcs: &'a mut [Completion],
+    /// perftest's peak stamps, indexed by frame over every QP: `tposted`
+    /// at each list's first frame as it is posted, `tcompleted` at the
+    /// last frame a completion retires (len = `-n` × QPs). Empty: the peak
+    /// is off (`-N`, `-D`) and the loop reads no clock for them.
+    pub tposted: &'a mut [u64],
+    pub tcompleted: &'a mut [u64],
     pub deadlines: Option<Deadlines>,
     pub now: F,
 }
@@ -272,6 +278,9 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
                     };
                 }
                 let sig = signals(c.scnt, n, &cfg);
+                if let Some(slot) = self.tposted.get_mut(out.posted as usize) {
+                    *slot = (self.now)();
+                }
                 match self.posts[q].post_frames(list, c.scnt, sig) {
                     Ok(()) => {}
                     Err(PostError::QueueFull) => break,
@@ -317,6 +326,9 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
             if done > c.ccnt {
                 out.completed += done - c.ccnt;
                 c.ccnt = done;
+                if let Some(slot) = self.tcompleted.get_mut(out.completed as usize - 1) {
+                    *slot = (self.now)();
+                }
             }
         }
         if n > 0 || out.posted > before {
@@ -412,6 +424,8 @@ mod tests {
             counts: &mut counts,
             list: &mut list,
             wcs: &mut wcs,
+            tposted: &mut [],
+            tcompleted: &mut [],
             deadlines: None,
             now: || 0,
         }
@@ -432,7 +446,7 @@ mod tests {
         deadlines: Option<Deadlines>,
         now: impl Fn() -> u64,
     ) -> (BwOutcome, Vec<(u64, usize, bool)>) {
-        run_rec_beside(c, deadlines, now, &mut Alone)
+        run_rec_beside(c, deadlines, now, &mut Alone, (&mut [], &mut []))
     }
 
     fn run_rec_beside(
@@ -440,6 +454,7 @@ mod tests {
         deadlines: Option<Deadlines>,
         now: impl Fn() -> u64,
         beside: &mut impl Beside,
+        (tposted, tcompleted): (&mut [u64], &mut [u64]),
     ) -> (BwOutcome, Vec<(u64, usize, bool)>) {
         let done = std::cell::Cell::new(0);
         let mut posts = [Rec {
@@ -458,6 +473,8 @@ mod tests {
             counts: &mut counts,
             list: &mut list,
             wcs: &mut wcs,
+            tposted,
+            tcompleted,
             deadlines,
             now,
         }
@@ -498,7 +515,7 @@ mod tests {
             t.set(t.get() + 1);
             t.get()
         };
-        let (out, lists) = run_rec_beside(cfg(22, 4), None, now, &mut gate);
+        let (out, lists) = run_rec_beside(cfg(22, 4), None, now, &mut gate, (&mut [], &mut []));
         assert_eq!(out.error, None);
         assert_eq!((out.posted, out.completed, lists.len()), (22, 22, 22));
         assert_eq!(
@@ -512,6 +529,49 @@ mod tests {
             "the end is the last send completion ({}), not the loop's end ({})",
             out.t_end,
             t.get()
+        );
+    }
+
+    /// A run of 22 frames in lists of 2, a window of 4, a completion every
+    /// 4th, with the peak stamps given (or empty): the outcome and the
+    /// clock's readings.
+    fn run_stamped(tposted: &mut [u64], tcompleted: &mut [u64]) -> (BwOutcome, u64) {
+        let t = std::cell::Cell::new(0u64);
+        let mut c = cfg(22, 4);
+        c.post_list = 2;
+        // One completion in flight at a time (the fake CQ keeps the last).
+        c.tx_depth = 4;
+        let now = || {
+            t.set(t.get() + 1);
+            t.get()
+        };
+        let (out, _) = run_rec_beside(c, None, now, &mut Alone, (tposted, tcompleted));
+        (out, t.get())
+    }
+
+    #[test]
+    fn peak_stamps_at_each_list_and_each_completion_and_none_when_off() {
+        let (mut tp, mut tc) = ([0u64; 22], [0u64; 22]);
+        let (out, reads) = run_stamped(&mut tp, &mut tc);
+        assert_eq!(out.error, None);
+        assert_eq!((out.posted, out.completed), (22, 22));
+        let posted: Vec<usize> = (0..22).filter(|&i| tp[i] != 0).collect();
+        assert_eq!(posted, (0..22).step_by(2).collect::<Vec<_>>(), "{tp:?}");
+        // Every 4th frame's completion, and the last frame's (22 is no
+        // multiple of 4): perftest's `tcompleted[totccnt - 1]`.
+        let completed: Vec<usize> = (0..22).filter(|&j| tc[j] != 0).collect();
+        assert_eq!(completed, [3, 7, 11, 15, 19, 21], "{tc:?}");
+        for &j in &completed {
+            for &i in posted.iter().filter(|&&i| i <= j) {
+                assert!(tc[j] > tp[i], "frame {j} completed before {i} was posted");
+            }
+        }
+        let (off, off_reads) = run_stamped(&mut [], &mut []);
+        assert_eq!((off.posted, off.completed), (22, 22));
+        assert_eq!(
+            reads - off_reads,
+            (posted.len() + completed.len()) as u64,
+            "without stamps the loop reads the clock only for its own ends"
         );
     }
 
@@ -611,6 +671,8 @@ mod tests {
             counts: &mut [QpCount::default()],
             list: &mut [RawPkt::default(); 2],
             wcs: &mut [Completion::default(); 4],
+            tposted: &mut [],
+            tcompleted: &mut [],
             deadlines: None,
             now: || 0,
         }
