@@ -58,7 +58,7 @@ pub fn prepare_runnable(tool: RawTool, argv: &[String]) -> Result<RawParams, i32
 
 /// What rdmaperf does not run yet for this command line, as the refusal
 /// naming it and the stock tool to use; None when it runs (raw-eth-bw: the
-/// sender, the server on one QP, `-b` on one QP by iterations; raw-eth-lat;
+/// sender, the server on one QP, `-b` on one QP; raw-eth-lat;
 /// raw-eth-burst-lat without a rate limit; raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
@@ -83,9 +83,6 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
         RawTool::BurstLat => None,
         RawTool::FsRate => None,
         RawTool::Bw if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
-        RawTool::Bw if r.duplex && r.duration.is_some() => {
-            Some("-b with -D (both ways for a time)")
-        }
         RawTool::Bw if r.duplex && r.qps > 1 => Some("-b with -q above 1 (one QP both ways runs)"),
         RawTool::Bw if r.side == Some(super::ctx::Side::Server) && r.qps > 1 => {
             Some("a raw-eth-bw server with more than one QP (-q)")
@@ -313,6 +310,7 @@ mod tests {
                 "--server -B 02:00:00:00:00:02 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
             ),
             (RawTool::Bw, format!("--client {M} -b -n 100")),
+            (RawTool::Bw, format!("--server {M} -b -D 5")),
         ];
         for (t, c) in &runs {
             assert_eq!(not_yet(&p(*t, c), "mlx5_0"), None, "{c}");
@@ -323,7 +321,6 @@ mod tests {
                 format!("--server {M} -q 2"),
                 "more than one QP",
             ),
-            (RawTool::Bw, format!("--server {M} -b -D 5"), "-b with -D"),
             (
                 RawTool::Bw,
                 format!("--client {M} -b -q 2"),

@@ -104,6 +104,12 @@ pub trait Beside {
     fn done(&self) -> bool {
         true
     }
+    /// What the other side counted so far (frames received): a duration
+    /// run measures them with the send completions inside its sample
+    /// window, as perftest's `run_iter_bi`; none by default.
+    fn counted(&self) -> u64 {
+        0
+    }
 }
 
 /// Nothing beside the sender (one way).
@@ -204,7 +210,9 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
         let mut gated = !beside.may_send();
         let mut t_sent = 0;
         loop {
-            if out.stop_requested() || self.window_over(&mut w, &mut out) {
+            // A held server's window waits for its first frame.
+            let rx = beside.counted();
+            if out.stop_requested() || (!gated && self.window_over(&mut w, &mut out, rx)) {
                 break;
             }
             let sent = self.deadlines.is_none() && out.all_done(total);
@@ -216,7 +224,7 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
             }
             if gated && beside.may_send() {
                 gated = false;
-                out.t_start = (self.now)();
+                out.t_start = self.open(t0);
             }
             let before = out.posted;
             // A paced run reads the clock every pass: its spin is the pacing.
@@ -229,20 +237,37 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
             }
         }
         let t_first = out.t_start;
-        w.close(&mut out, self.deadlines.is_some(), t_first, &self.now);
+        let timed = (self.deadlines.is_some(), beside.counted());
+        w.close(&mut out, timed, t_first, &self.now);
         if t_sent != 0 && out.error.is_none() {
             out.t_end = t_sent;
         }
         out
     }
 
-    /// The duration window's phases; true at its end.
+    /// The duration window's phases; true at its end. `rx`: the frames
+    /// the receive side counted, measured with the sends.
     #[inline(always)]
-    fn window_over(&mut self, w: &mut Window, out: &mut BwOutcome) -> bool {
+    fn window_over(&mut self, w: &mut Window, out: &mut BwOutcome, rx: u64) -> bool {
         let Some(d) = self.deadlines else {
             return false;
         };
-        w.advance(&d, (self.now)(), out)
+        w.advance(&d, (self.now)(), out, rx)
+    }
+
+    /// Sends let go (a duplex server's first frame) at the time returned:
+    /// the clock starts there, and so does a duration window, moved on by
+    /// the wait since the loop's start `t0` (perftest's duplex server
+    /// starts its duration state at its first frame).
+    fn open(&mut self, t0: u64) -> u64 {
+        let t = (self.now)();
+        if let Some(d) = &mut self.deadlines {
+            let wait = t.wrapping_sub(t0);
+            d.sample_start = d.sample_start.wrapping_add(wait);
+            d.sample_stop = d.sample_stop.wrapping_add(wait);
+            d.end = d.end.wrapping_add(wait);
+        }
+        t
     }
 
     /// Every QP's window filled: `scnt + list <= tx_depth + ccnt`, as far
@@ -603,6 +628,91 @@ mod tests {
         );
         assert!(out.measured > 0 && out.measured < out.completed, "{out:?}");
         assert_eq!(lists.len() as u64, out.posted);
+    }
+
+    /// A receive side that counts a frame each pass (noting the clock at
+    /// each, a tick a pass) and lets sends go after `open` passes (noting
+    /// when).
+    struct Rx<'a> {
+        t: &'a std::cell::Cell<u64>,
+        open: u64,
+        frames: Vec<u64>,
+        opened_at: u64,
+    }
+    impl Beside for Rx<'_> {
+        fn pass(&mut self) -> bool {
+            self.frames.push(self.t.get());
+            if self.frames.len() as u64 == self.open {
+                self.opened_at = self.t.get();
+            }
+            // A poll takes a tick.
+            self.t.set(self.t.get() + 1);
+            true
+        }
+        fn may_send(&self) -> bool {
+            self.frames.len() as u64 >= self.open
+        }
+        fn counted(&self) -> u64 {
+            self.frames.len() as u64
+        }
+    }
+
+    const WINDOW: Deadlines = Deadlines {
+        sample_start: 100,
+        sample_stop: 300,
+        end: 400,
+    };
+
+    /// A `-b -D` run (`WINDOW`) beside [`Rx`] letting sends go after
+    /// `open` passes: the outcome, the frames' times, when the sends were
+    /// let go, and the clock's last reading.
+    fn run_rx(c: RawBwConfig, open: u64) -> (BwOutcome, Vec<u64>, u64, u64) {
+        let t = std::cell::Cell::new(0u64);
+        let mut rx = Rx {
+            t: &t,
+            open,
+            frames: vec![],
+            opened_at: 0,
+        };
+        let now = || {
+            t.set(t.get() + 1);
+            t.get()
+        };
+        let (out, _) = run_rec_beside(c, Some(WINDOW), now, &mut rx, (&mut [], &mut []));
+        (out, rx.frames, rx.opened_at, t.get())
+    }
+
+    /// `-b -D`: the frames received inside the sample window are measured
+    /// with the sends (none complete here: none is signalled, `-Q` being
+    /// beyond any count).
+    #[test]
+    fn duplex_duration_measures_the_frames_received_in_the_window() {
+        let (out, frames, _, _) = run_rx(cfg(0, u32::MAX), 0);
+        assert_eq!(out.error, None);
+        assert_eq!(out.completed, 0);
+        let inside = frames
+            .iter()
+            .filter(|&&f| f >= out.t_start && f < out.t_end)
+            .count() as u64;
+        assert!(
+            inside > 0 && (out.t_start, out.t_end) >= (100, 300),
+            "{out:?}"
+        );
+        assert_eq!(out.measured, inside, "{out:?}");
+    }
+
+    /// A duplex server's window starts at its first frame (perftest starts
+    /// its duration state there), not at the loop's start.
+    #[test]
+    fn a_held_servers_window_starts_when_its_sends_do() {
+        let (out, _, wait, last) = run_rx(cfg(0, 4), 150);
+        assert_eq!(out.error, None);
+        assert!(wait >= 150, "opened at {wait}");
+        assert!(
+            out.t_start >= wait + 98 && out.t_end >= wait + 298 && last >= wait + 398,
+            "the window from {wait}: {out:?}"
+        );
+        assert!(out.measured > 0 && out.posted > 0, "{out:?}");
     }
 
     #[test]
