@@ -545,6 +545,8 @@ mod with_model {
             let mut counts = [QpCount::default()];
             let mut list = vec![RawPkt::default(); cfg.post_list as usize];
             let mut wcs = [Completion::default(); 16];
+            // The peak's stamps (handed in, as the tool allocates them).
+            let (mut tp, mut tc) = (vec![0u64; 3000], vec![0u64; 3000]);
             with_nic(model, || {
                 let mut lp = RawBwLoop {
                     cfg,
@@ -555,6 +557,8 @@ mod with_model {
                     counts: &mut counts,
                     list: &mut list,
                     wcs: &mut wcs,
+                    tposted: &mut tp,
+                    tcompleted: &mut tc,
                     deadlines: None,
                     now: rdmaperf::clock::now,
                 };

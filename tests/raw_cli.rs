@@ -345,7 +345,7 @@ fn mode_rules() {
     assert_eq!(r.flow_labels, [1, 2]);
     let p = ok(
         RawTool::BurstLat,
-        &format!("-P {M} --burst_size 10 --rate_limit 5 --rate_units p --rate_limit_type PP"),
+        &format!("-P {M} --burst_size 10 --rate_limit 5 --rate_units M --rate_limit_type PP"),
     );
     assert_eq!(p.pacing.len(), 4);
 }
@@ -537,4 +537,80 @@ fn unsorted_and_histogram_are_latency_flags() {
         &format!("{M} -H"),
         &["-H: Available only on Latency tests"],
     );
+}
+
+/// raw-eth-bw's BW peak: on by default for a sender (and each side of
+/// `-b`); off with `-N` (silently), and by perftest's rules with its
+/// warning as a note: `-D`, a one-way server, more than 20000 iterations.
+/// The latency tools keep none and say nothing.
+#[test]
+fn peak_rules() {
+    const WARN: &str = "WARNING: BW peak won't be measured in this run.";
+    let warned = |p: &RawParams| p.notes.iter().any(|n| n == WARN);
+    for cmd in [
+        format!("-P {M}"),
+        format!("-P {M} -n 20000"),
+        format!("-P {M} -b"),
+        format!("-Z {M} -b"),
+    ] {
+        let p = ok(RawTool::Bw, &cmd);
+        assert!(!p.no_peak && !warned(&p), "{cmd}: {:?}", p.notes);
+    }
+    for cmd in [format!("-P {M} -N"), format!("-P {M} --noPeak -D 2")] {
+        let p = ok(RawTool::Bw, &cmd);
+        assert!(p.no_peak && !warned(&p), "{cmd}: {:?}", p.notes);
+    }
+    for cmd in [
+        format!("-P {M} -D 2"),
+        format!("-Z {M}"),
+        format!("-P {M} -n 20001"),
+    ] {
+        let p = ok(RawTool::Bw, &cmd);
+        assert!(p.no_peak, "{cmd}");
+        let n = p.notes.iter().filter(|n| *n == WARN).count();
+        assert_eq!(n, 1, "{cmd}: {:?}", p.notes);
+    }
+    for tool in [RawTool::Lat, RawTool::BurstLat] {
+        let p = ok(tool, &format!("-P {M} -N"));
+        assert!(p.no_peak && !warned(&p), "{:?}", p.notes);
+    }
+}
+
+/// raw-eth-lat and raw-eth-burst-lat take packet pacing (perftest master
+/// allows it there: a QP attribute) and refuse the SW limiter, as perftest
+/// does on latency tests, and a rate without PP, before anything runs.
+#[test]
+fn rate_flags_on_the_latency_tools() {
+    let pp = "--rate_limit 10 --rate_units M --rate_limit_type PP";
+    for tool in [RawTool::Lat, RawTool::BurstLat] {
+        for side in ["-P", "-Z"] {
+            let p = ok(tool, &format!("{side} {M} {pp}"));
+            assert!(
+                matches!(p.rate, Some(RawRate::Pp(pp)) if pp.kbps == 81920),
+                "{tool:?} {side}: {:?}",
+                p.rate
+            );
+        }
+        refused(
+            tool,
+            &format!("-P {M} --rate_limit 1 --rate_limit_type SW"),
+            &["SW Rate limiter", "PP"],
+        );
+        refused(
+            tool,
+            &format!("-P {M} --rate_limit 1"),
+            &["only packet pacing", "PP"],
+        );
+    }
+    let b = ok(RawTool::BurstLat, &format!("-P {M} --burst_size 8 {pp}"));
+    assert!(
+        matches!(b.rate, Some(RawRate::Pp(pp)) if pp.max_burst == 0),
+        "--burst_size is the bursts' frame count: {:?}",
+        b.rate
+    );
+    for tool in ["raw-eth-lat", "raw-eth-burst-lat"] {
+        let cmd = format!("{tool} --client {M} --rate_limit=3 --rate_limit_type=SW");
+        let argv: Vec<&str> = cmd.split_whitespace().collect();
+        refused_before_run(&argv, "SW Rate limiter");
+    }
 }

@@ -22,7 +22,8 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use super::common::raw_duplex_session::{duplex, Ran};
-    use super::common::raw_host::{self as host, Pair};
+    use super::common::raw_host::{self as host, Host, Pair};
+    use rdmaperf::raw::params::RawParams;
     use std::time::Duration;
 
     use rdmaperf::raw::tools::RawTool;
@@ -110,5 +111,72 @@ mod with_model {
             words.contains("99 of 100 in") && words.contains("-b"),
             "{words}"
         );
+    }
+
+    /// [`duplex`] with `-D`: the peer owes frames until the window ends
+    /// (the tool's `raw_duplex::owed`; the session reads them from `-n`).
+    fn timed(p: &RawParams, h: Host<'_>, stall: Duration) -> Ran {
+        let mut q = p.clone();
+        q.raw.iters = rdmaperf::tool::runs::raw_duplex::owed(p);
+        duplex(&q, h, stall)
+    }
+
+    /// `-b -D 1`: each side runs about a second (a server's from its first
+    /// frame), both send and receive, no error; the table's #iterations
+    /// are the sends completed plus the frames received inside the sample
+    /// window (perftest's `run_iter_bi`): with no margins at 1 s, more
+    /// than either alone, at most all of both.
+    #[test]
+    fn both_ways_for_a_duration() {
+        let t0 = std::time::Instant::now();
+        let pair = host::pair_with(
+            RawTool::Bw,
+            ("-b -D 1 -s 64", None),
+            Duration::from_secs(5),
+            timed,
+        );
+        let took = t0.elapsed();
+        let last = |client: bool| {
+            let f = pair.log.iter().rev().find(|(c, _, _)| *c == client);
+            Duration::from_micros(f.expect("frames each way").1)
+        };
+        let first_client = Duration::from_micros(pair.log[0].1);
+        println!(
+            "-b -D 1: {took:?} in all; the client's last frame at {:?}, the server's at {:?}, \
+             {} frames on the wire",
+            last(true),
+            last(false),
+            pair.log.len()
+        );
+        assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(20));
+        assert!(last(true) >= Duration::from_millis(900), "{:?}", last(true));
+        assert!(
+            last(false) >= first_client + Duration::from_millis(900),
+            "the server's window runs from its first frame"
+        );
+        for (who, s) in [("client", &pair.client), ("server", &pair.server)] {
+            let r = &s.run;
+            assert_eq!((r.error.as_ref(), r.out.error), (None, None), "{who}");
+            let (m, sent, got) = (r.out.measured, r.out.completed, r.counts.packets);
+            assert!(sent > 0 && got > 0, "{who}: {sent} sent, {got} received");
+            println!("{who}: {m} measured, {sent} sent, {got} received");
+            // -D 1 has no margins (D/4 = 0 s): the window is the whole run.
+            let at = format!("{who}: {m} measured of {sent} + {got}");
+            assert!(m > sent.max(got) && m <= sent + got, "{at}");
+            let row = r
+                .report
+                .lines()
+                .find(|l| l.trim_start().starts_with("64 "))
+                .unwrap_or_else(|| panic!("{who}: {}", r.report));
+            let cols: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(cols[1], m.to_string(), "{who}: #iterations");
+            assert!(cols[3].parse::<f64>().unwrap() > 0.0, "{who}: {row}");
+            assert!(
+                r.report
+                    .contains(&format!("received: {got} of the peer's frames in 1 s")),
+                "{who}: {}",
+                r.report
+            );
+        }
     }
 }

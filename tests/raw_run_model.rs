@@ -30,8 +30,8 @@ mod with_model {
     use rdmaperf::raw::slots::{self, Slots};
     use rdmaperf::raw::{args, tools::RawTool};
     use rdmaperf::run::bw::BwOutcome;
-    use rdmaperf::run::raw_bw::{Direct, DirectMpw, RawPost};
-    use rdmaperf::tool::session::raw_measure;
+    use rdmaperf::run::raw_bw::{Alone, Direct, DirectMpw, RawPost};
+    use rdmaperf::tool::session::raw_measure::{self, Stamps};
 
     const CMD: &str = "--client -B 02:00:00:00:00:01 -E 02:00:00:00:00:02 -j 10.0.0.1 \
                        -J 10.0.0.2 -k 5000 -K 6000";
@@ -63,11 +63,24 @@ mod with_model {
         cq: &mut Stepping<'_>,
         base: u64,
         slots: Slots,
+        stamps: &mut Stamps,
     ) -> BwOutcome {
-        raw_measure::measure(p, posts, cq, &[base], slots, &Clock::fixed(1e9))
+        let clock = Clock::fixed(1e9);
+        raw_measure::measure_stamped(
+            p,
+            (posts, cq),
+            (&[base], slots),
+            &clock,
+            (&mut Alone, stamps),
+        )
     }
 
     fn run(m: Method, p: &RawParams) -> Run {
+        run_with(m, p, &mut Stamps::default())
+    }
+
+    /// [`run`] keeping `stamps` for the peak.
+    fn run_with(m: Method, p: &RawParams, stamps: &mut Stamps) -> Run {
         let slots = Slots::new(p.size, p.raw.flows, p.raw.flows_burst, p.post_list, 4096);
         // Declared before the model: registered memory outlives it.
         let mut buf = vec![0u8; slots.buffer_len()];
@@ -81,9 +94,13 @@ mod with_model {
         let mut cq = Stepping { cq, model: &model };
         let base = buf.as_ptr() as u64;
         let out = match m {
-            Method::Direct => measure(p, &mut [Direct::<ModelMmio>(sq)], &mut cq, base, slots),
+            Method::Direct => {
+                let posts = &mut [Direct::<ModelMmio>(sq)];
+                measure(p, posts, &mut cq, base, slots, stamps)
+            }
             Method::DirectMpw => {
-                measure(p, &mut [DirectMpw::<ModelMmio>(sq)], &mut cq, base, slots)
+                let posts = &mut [DirectMpw::<ModelMmio>(sq)];
+                measure(p, posts, &mut cq, base, slots, stamps)
             }
         };
         assert_model_clean(&model);
@@ -221,5 +238,60 @@ mod with_model {
             ("-n 100 -s 1518", 100),
         ];
         sends_every_run(Method::DirectMpw, &runs, "raw-bw-direct-mpw.pcap");
+    }
+
+    /// The printed row's BW peak and BW average columns.
+    fn peak_and_avg(p: &RawParams, out: &BwOutcome, stamps: &Stamps) -> (f64, f64) {
+        let res = raw_measure::result_stamped(p, out, stamps, 1, 1e9).unwrap();
+        let text = raw_measure::report(p, &res, None);
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&p.size.to_string()))
+            .unwrap();
+        let cols: Vec<f64> = row.split_whitespace().map(|c| c.parse().unwrap()).collect();
+        (cols[2], cols[3])
+    }
+
+    /// The peak from perftest's per-frame stamps: `tposted` at each list's
+    /// first frame, `tcompleted` at each completion (the last frame's
+    /// among them); the row's peak a finite positive number at least the
+    /// average (perftest's search includes the whole run's window). `-N`
+    /// keeps no stamps and prints a peak of 0.
+    #[test]
+    fn peak_from_per_frame_stamps_and_none_with_no_peak() {
+        for (m, extra, pl) in [
+            (Method::Direct, "-n 2000 -Q 16", 1),
+            (Method::DirectMpw, "-n 2000 -l 8 -Q 8", 8),
+        ] {
+            let p = params(extra);
+            assert!(!p.no_peak, "{extra}");
+            let mut st = Stamps::for_run(&p, 1);
+            let r = run_with(m, &p, &mut st);
+            assert_eq!(r.out.error, None, "{m:?}");
+            assert_eq!(st.tposted.len(), 2000);
+            let posted = st.tposted.iter().filter(|&&t| t != 0).count();
+            assert_eq!(posted, 2000 / pl, "{m:?}: one stamp per list");
+            assert!(st.tposted.iter().step_by(pl).all(|&t| t != 0), "{m:?}");
+            assert!(st.tcompleted[1999] >= st.tposted[1992], "{m:?}");
+            let signalled = st.tcompleted.iter().filter(|&&t| t != 0).count();
+            assert!(
+                (2000 / 16..2000).contains(&signalled),
+                "{m:?}: {signalled} completions stamped"
+            );
+            let (peak, avg) = peak_and_avg(&p, &r.out, &st);
+            println!("{m:?} {extra}: peak {peak} MB/s, average {avg} MB/s");
+            assert!(
+                peak.is_finite() && peak > 0.0 && peak >= avg && avg > 0.0,
+                "{peak} {avg}"
+            );
+        }
+        let p = params("-n 2000 -N");
+        assert!(p.no_peak);
+        let mut st = Stamps::for_run(&p, 1);
+        assert!(st.tposted.is_empty() && st.tcompleted.is_empty());
+        let r = run_with(Method::Direct, &p, &mut st);
+        assert_eq!(r.out.error, None);
+        let (peak, avg) = peak_and_avg(&p, &r.out, &st);
+        assert!(peak == 0.0 && avg > 0.0, "-N: {peak} {avg}");
     }
 }

@@ -39,6 +39,7 @@ pub const FLAGS: &[Flag] = &[
     take(Some('m'), "mtu", true),
     take(Some('s'), "size", true),
     take(Some('n'), "iters", true),
+    take(Some('N'), "noPeak", false),
     take(Some('D'), "duration", true),
     take(Some('q'), "qp", true),
     take(Some('t'), "tx-depth", true),

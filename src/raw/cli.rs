@@ -2,7 +2,7 @@
 //! the flags and perftest's rules, then the checks made before anything is
 //! opened ([`prepare`]), and what does not run yet ([`not_yet`]: everything
 //! but raw-eth-bw (sender, one-QP server, `-b` on one QP, `--server -v`), raw-eth-lat,
-//! raw-eth-burst-lat without a rate limit and raw-eth-fs-rate says so and
+//! raw-eth-burst-lat and raw-eth-fs-rate says so and
 //! exits 2, docs/raw-ethernet.md).
 //! `tool::raw` runs what does.
 
@@ -58,26 +58,18 @@ pub fn prepare_runnable(tool: RawTool, argv: &[String]) -> Result<RawParams, i32
 
 /// What rdmaperf does not run yet for this command line, as the refusal
 /// naming it and the stock tool to use; None when it runs (raw-eth-bw: the
-/// sender, the server on one QP, `-b` on one QP by iterations, `--server
-/// -v` on one QP by iterations; raw-eth-lat;
-/// raw-eth-burst-lat without a rate limit; raw-eth-fs-rate).
+/// sender, the server on one QP, `-b` on one QP, `--server -v` on one QP
+/// by iterations; raw-eth-lat; raw-eth-burst-lat; raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
     if r.tool == RawTool::BurstLat {
         if let Some(e) = burst_refusal(p) {
             return Some(e);
         }
-        if let Some((k, _)) = rate_flag(p) {
-            let what = format!("--{k} (a rate limit on the QP: perftest's HW and PP limiters)");
-            return Some(not_in_rdmaperf(r.tool, dev, &what));
-        }
     }
     let missing = match r.tool {
         RawTool::Lat if r.mac_fwd => Some("-v (MAC forwarding, run_iter_fw)"),
         RawTool::Lat if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
-        RawTool::Lat if !p.pacing.is_empty() => {
-            Some("the rate flags (--burst_size, --rate_limit, ...)")
-        }
         RawTool::Lat => None,
         RawTool::BurstLat if r.raw_mcast => Some("--raw_mcast (the multicast group attach)"),
         RawTool::BurstLat if p.post_list > 1 => Some("-l (a post list in the burst loop)"),
@@ -93,9 +85,6 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
             Some("-v with -D (forwarding for a time)")
         }
         RawTool::Bw if r.mac_fwd && r.qps > 1 => Some("-v with -q above 1 (one QP forwards)"),
-        RawTool::Bw if r.duplex && r.duration.is_some() => {
-            Some("-b with -D (both ways for a time)")
-        }
         RawTool::Bw if r.duplex && r.qps > 1 => Some("-b with -q above 1 (one QP both ways runs)"),
         RawTool::Bw if r.side == Some(super::ctx::Side::Server) && r.qps > 1 => {
             Some("a raw-eth-bw server with more than one QP (-q)")
@@ -129,27 +118,14 @@ pub fn burst_size(p: &RawParams) -> Result<u64, String> {
     }
 }
 
-/// The rate flag given, other than `--burst_size`.
-fn rate_flag(p: &RawParams) -> Option<&(&'static str, String)> {
-    p.pacing.iter().find(|(k, _)| *k != "burst_size")
-}
-
 /// raw-eth-burst-lat's own refusals, in one sentence each: a bad
-/// `--burst_size`; perftest's software limiter, which it refuses on a
-/// latency test; a `--reply_every` above `-n` (no reply to time).
+/// `--burst_size`; a `--reply_every` above `-n` (no reply to time).
+/// perftest's software limiter is refused with the rate flags
+/// (`raw::rate`).
 fn burst_refusal(p: &RawParams) -> Option<String> {
     let name = "rdmaperf raw-eth-burst-lat";
     if let Err(e) = burst_size(p) {
         return Some(format!("{name}: {e}"));
-    }
-    if let Some((_, v)) = p.pacing.iter().find(|(k, _)| *k == "rate_limit_type") {
-        if v.eq_ignore_ascii_case("sw") {
-            return Some(format!(
-                "{name}: --rate_limit_type SW: SW Rate limiter cann't be executed on non-BW, \
-                 ATOMIC or bidirectional SEND tests (perftest's rule): drop it; without a rate \
-                 limit the bursts go back to back"
-            ));
-        }
     }
     if u64::from(p.reply_every) > p.raw.iters {
         return Some(format!(
@@ -267,10 +243,9 @@ mod tests {
     }
 
     #[test]
-    fn burst_lat_refuses_the_sw_limiter_a_bad_burst_and_reply_every_above_n() {
+    fn burst_lat_refuses_a_bad_burst_and_reply_every_above_n() {
         let b = |c: &str| p(RawTool::BurstLat, &format!("--client {M} {c}"));
         for (c, what) in [
-            ("--rate_limit_type SW", "SW Rate limiter cann't be executed"),
             (
                 "--burst_size x",
                 "--burst_size 'x': Burst size must be a whole number",
@@ -324,6 +299,15 @@ mod tests {
             ),
             (RawTool::Bw, format!("--client {M} -b -n 100")),
             (RawTool::Bw, format!("--server {M} -v -n 100")),
+            (RawTool::Bw, format!("--server {M} -b -D 5")),
+            (
+                RawTool::Lat,
+                format!("--client {M} --rate_limit 10 --rate_units M --rate_limit_type PP"),
+            ),
+            (
+                RawTool::BurstLat,
+                format!("--client {M} --burst_size 8 --rate_limit 1 --rate_units M --rate_limit_type PP"),
+            ),
         ];
         for (t, c) in &runs {
             assert_eq!(not_yet(&p(*t, c), "mlx5_0"), None, "{c}");
@@ -334,7 +318,6 @@ mod tests {
                 format!("--server {M} -q 2"),
                 "more than one QP",
             ),
-            (RawTool::Bw, format!("--server {M} -b -D 5"), "-b with -D"),
             (
                 RawTool::Bw,
                 format!("--client {M} -b -q 2"),
@@ -348,21 +331,6 @@ mod tests {
                 RawTool::Lat,
                 format!("--client {M} -J 224.0.0.5 -j 1.1.1.1 --raw_mcast"),
                 "--raw_mcast",
-            ),
-            (
-                RawTool::Lat,
-                format!("--client {M} --rate_limit 10"),
-                "the rate flags",
-            ),
-            (
-                RawTool::BurstLat,
-                format!("--client {M} --burst_size 8 --rate_limit 10"),
-                "--rate_limit (a rate limit on the QP",
-            ),
-            (
-                RawTool::BurstLat,
-                format!("--server {M} --rate_limit_type PP"),
-                "--rate_limit_type (a rate limit",
             ),
             (
                 RawTool::BurstLat,

@@ -12,6 +12,8 @@ use super::rate::{self, RawRate};
 use super::tools::{RawTool, Test};
 use super::values::{self, Addr};
 use crate::cli::defaults as def;
+use crate::report::stats::no_peak_rule;
+use crate::report::text::PEAK_WARNING;
 
 /// perftest's MTU bounds for raw Ethernet and its default (`set_eth_mtu`).
 pub const MIN_MTU: u64 = 64;
@@ -36,6 +38,9 @@ pub struct RawParams {
     pub sniffer: bool,
     pub reply_every: u32,
     pub report_gbits: bool,
+    /// No BW peak: `-N`, or perftest's rules (raw-eth-bw with `-D`, a
+    /// one-way server, more than 20000 iterations; `stats::no_peak_rule`).
+    pub no_peak: bool,
     /// `-U` and `-H` (latency tools): the samples unsorted, and sorted.
     pub unsorted: bool,
     pub histogram: bool,
@@ -273,6 +278,7 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
             1,
         )? as u32,
         report_gbits: a.has("report_gbits"),
+        no_peak: no_peak(a, &raw, &mut notes),
         unsorted: a.has("report-unsorted"),
         histogram: a.has("report-histogrm"),
         post_list: n(a, "post_list", "-l", "post list", 1, raw.tx_depth.max(1), 1)? as u32,
@@ -290,6 +296,28 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
         ));
     }
     Ok(p)
+}
+
+/// perftest's peak rules for raw-eth-bw (its other raw tools are no BW
+/// test: they keep no peak and say nothing), with its warning as a note
+/// when a rule, not `-N`, turns the peak off.
+fn no_peak(a: &RawArgs, r: &Raw, notes: &mut Vec<String>) -> bool {
+    if r.tool.test() != Test::Bw {
+        return true;
+    }
+    let one_way_server = r.side == Some(Side::Server) && !r.duplex;
+    let iters = if r.duration.is_some() { 0 } else { r.iters };
+    let (off, warn) = no_peak_rule(
+        a.has("noPeak"),
+        r.duration.is_some(),
+        false,
+        one_way_server,
+        iters,
+    );
+    if warn {
+        notes.push(PEAK_WARNING.trim().to_string());
+    }
+    off
 }
 
 /// What perftest changes after its rules: `-v` forces duplex (with its

@@ -1,4 +1,5 @@
-//! raw-eth-bw's rate limit: perftest master's rate flags (`--rate_limit`,
+//! raw-eth-bw's rate limit (and the latency tools' packet pacing,
+//! [`lat_limit`]): perftest master's rate flags (`--rate_limit`,
 //! `--rate_units`, `--rate_limit_type`, `--burst_size`, `--typical_pkt_size`)
 //! read with its rules as they fall on a raw packet QP (`force_dependecies`,
 //! `ctx_connect`):
@@ -47,11 +48,14 @@ pub const SW_FALLBACK: &str = "The QP failed to accept HW rate limit, providing 
 pub type RateResult = Result<Option<RawRate>, String>;
 
 /// The rate limit of a raw-eth-bw run, with perftest's rules and its
-/// notices added to `notes`; None for the other tools (they refuse the
-/// flags while they take no rate). A server sends nothing: it only notes it.
+/// notices added to `notes`; the latency tools' packet pacing
+/// ([`lat_limit`]); None for raw-eth-fs-rate. A raw-eth-bw server sends
+/// nothing: it only notes it.
 pub fn rate_of(a: &RawArgs, raw: &Raw, notes: &mut Vec<String>) -> RateResult {
-    if raw.tool != RawTool::Bw {
-        return Ok(None);
+    match raw.tool {
+        RawTool::Bw => {}
+        RawTool::Lat | RawTool::BurstLat => return lat_limit(a, raw.tool),
+        RawTool::FsRate => return Ok(None),
     }
     let depth = raw.tx_depth.min(u32::MAX as u64) as u32;
     let rate = limit(a, depth, raw.duplex, notes)?;
@@ -94,6 +98,42 @@ fn limit(a: &RawArgs, tx_depth: u32, duplex: bool, notes: &mut Vec<String>) -> R
         Some("PP") => pp(value, units, burst, typical).map(Some),
         Some(o) => Err(format!(
             "--rate_limit_type={o}: use SW, HW or PP (perftest's spellings, upper case)"
+        )),
+    }
+}
+
+/// raw-eth-lat's and raw-eth-burst-lat's rate: packet pacing only (the
+/// QP's attribute, perftest master allows it there); its SW limiter is
+/// refused on a latency test, and HW (the type by default) is a static
+/// rate a raw packet QP cannot hold. raw-eth-burst-lat's `--burst_size` is
+/// its burst's frame count, not the NIC's (its bursts may go unlimited).
+fn lat_limit(a: &RawArgs, tool: RawTool) -> RateResult {
+    let burst = match tool {
+        RawTool::BurstLat => None,
+        _ => burst_size(a)?,
+    };
+    let typical = typical_size(a)?;
+    if a.value("rate_limit_type") == Some("SW") {
+        return Err(
+            "--rate_limit_type=SW: SW Rate limiter cann't be executed on non-BW, ATOMIC or \
+             bidirectional SEND tests (perftest's rule): use --rate_limit_type=PP (the NIC \
+             paces the QP), or drop the rate flags"
+                .into(),
+        );
+    }
+    let Some(value) = value(a)? else {
+        return unlimited(a, burst).map(|()| None);
+    };
+    match a.value("rate_limit_type") {
+        Some("PP") => pp(value, units(a)?, burst, typical).map(Some),
+        None | Some("HW") => Err(
+            "--rate_limit: on a latency tool only packet pacing limits a raw packet QP (the \
+             default type, HW, is a static rate it cannot hold, and perftest's SW fallback \
+             does not run on latency tests): add --rate_limit_type=PP --rate_units=M"
+                .into(),
+        ),
+        Some(o) => Err(format!(
+            "--rate_limit_type={o}: use PP on a latency tool (perftest's spellings, upper case)"
         )),
     }
 }

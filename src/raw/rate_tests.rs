@@ -94,3 +94,58 @@ fn pp_paces_a_duplex_run_the_sw_limiter_does_not() {
     let (r, _) = rate("--client -b --rate_limit=1 --rate_units=M --rate_limit_type=PP");
     assert!(matches!(r, Ok(Some(RawRate::Pp(_)))), "{r:?}");
 }
+
+fn lat_rate(tool: RawTool, cmd: &str) -> RateResult {
+    let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+    lat_limit(&args::parse(&argv).expect(cmd), tool)
+}
+
+/// raw-eth-lat and raw-eth-burst-lat: packet pacing only (perftest master
+/// allows it there); burst-lat's `--burst_size` stays its bursts' count.
+#[test]
+fn latency_tools_take_packet_pacing_only() {
+    let pp = "--rate_limit 10 --rate_units M --rate_limit_type PP";
+    let lat = lat_rate(
+        RawTool::Lat,
+        &format!("{pp} --burst_size 3000 --typical_pkt_size 64"),
+    );
+    assert_eq!(
+        lat,
+        Ok(Some(RawRate::Pp(PacketPacing {
+            kbps: 81920,
+            max_burst: 3000,
+            typical_pkt: 64
+        })))
+    );
+    let burst = lat_rate(RawTool::BurstLat, &format!("{pp} --burst_size 16"));
+    assert_eq!(
+        burst,
+        Ok(Some(RawRate::Pp(PacketPacing {
+            kbps: 81920,
+            max_burst: 0,
+            typical_pkt: 0
+        })))
+    );
+    assert_eq!(lat_rate(RawTool::Lat, ""), Ok(None));
+    assert_eq!(lat_rate(RawTool::BurstLat, "--burst_size 16"), Ok(None));
+    for tool in [RawTool::Lat, RawTool::BurstLat] {
+        for (cmd, want) in [
+            ("--rate_limit_type SW", "SW Rate limiter cann't be executed"),
+            (
+                "--rate_limit 1 --rate_limit_type SW",
+                "use --rate_limit_type=PP",
+            ),
+            ("--rate_limit 1", "only packet pacing"),
+            ("--rate_limit 1 --rate_limit_type HW", "static rate"),
+            ("--rate_limit 1 --rate_limit_type PP", "MEGA_BYTE_PS"),
+            ("--rate_limit 1 --rate_limit_type XX", "use PP"),
+            ("--rate_limit_type PP", "none was given"),
+            ("--typical_pkt_size 64", "none was given"),
+        ] {
+            let e = lat_rate(tool, cmd).expect_err(cmd);
+            assert!(e.contains(want), "{tool:?} {cmd}: {e}");
+        }
+    }
+    let e = lat_rate(RawTool::Lat, "--burst_size 4").unwrap_err();
+    assert!(e.contains("Can't enable burst mode"), "{e}");
+}

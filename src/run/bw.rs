@@ -217,25 +217,34 @@ impl Window {
         }
     }
 
-    /// Moves the duration window on at time `t`; `true` at its end.
+    /// Moves the duration window on at time `t`; `true` at its end. `rx`:
+    /// messages received so far, measured with the send completions (a
+    /// duplex loop's, perftest's `run_iter_bi`); 0 for a sender.
     #[inline(always)]
-    pub(super) fn advance(&mut self, d: &Deadlines, t: u64, out: &mut BwOutcome) -> bool {
+    pub(super) fn advance(&mut self, d: &Deadlines, t: u64, out: &mut BwOutcome, rx: u64) -> bool {
         if self.phase == Phase::Warmup && t >= d.sample_start {
             self.phase = Phase::Sample;
             out.t_start = t;
-            self.base = out.completed;
+            self.base = out.completed + rx;
         } else if self.phase == Phase::Sample && t >= d.sample_stop {
             self.phase = Phase::Cooldown;
             out.t_end = t;
-            out.measured = out.completed - self.base;
+            out.measured = out.completed + rx - self.base;
         } else if self.phase == Phase::Cooldown && t >= d.end {
             return true;
         }
         false
     }
 
-    /// The times and count the report uses, by how the loop ended (`timed`: with deadlines).
-    pub(super) fn close<F: Fn() -> u64>(&self, out: &mut BwOutcome, timed: bool, t0: u64, now: &F) {
+    /// The times and count the report uses, by how the loop ended (`timed`: with deadlines;
+    /// `rx` as in [`advance`](Self::advance)).
+    pub(super) fn close<F: Fn() -> u64>(
+        &self,
+        out: &mut BwOutcome,
+        (timed, rx): (bool, u64),
+        t0: u64,
+        now: &F,
+    ) {
         let sample_done = timed && self.phase == Phase::Cooldown;
         if out.error.is_some() && !sample_done {
             // Stopped early (error, stall, Ctrl-C): the partial result is every
@@ -250,7 +259,7 @@ impl Window {
         } else if self.phase == Phase::Sample {
             // The run ended inside the sample window (end came before stop).
             out.t_end = now();
-            out.measured = out.completed - self.base;
+            out.measured = out.completed + rx - self.base;
         }
     }
 }
@@ -312,7 +321,7 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
             }
         }
         k.win
-            .close(&mut out, self.deadlines.is_some(), t0, &self.now);
+            .close(&mut out, (self.deadlines.is_some(), 0), t0, &self.now);
         out
     }
 
@@ -337,7 +346,7 @@ impl<S: SendQueue, C: CompletionQueue, F: Fn() -> u64> BwLoop<'_, S, C, F> {
             }
         }
         match self.deadlines {
-            Some(d) => k.win.advance(&d, t, out),
+            Some(d) => k.win.advance(&d, t, out, 0),
             None => false,
         }
     }

@@ -104,6 +104,12 @@ pub trait Beside {
     fn done(&self) -> bool {
         true
     }
+    /// What the other side counted so far (frames received): a duration
+    /// run measures them with the send completions inside its sample
+    /// window, as perftest's `run_iter_bi`; none by default.
+    fn counted(&self) -> u64 {
+        0
+    }
 }
 
 /// Nothing beside the sender (one way).
@@ -149,6 +155,12 @@ pub struct RawBwLoop<'a, P, C, F> {
     /// Scratch for one list (len ≥ post_list).
     pub list: &'a mut [RawPkt],
     pub wcs: &'a mut [Completion],
+    /// perftest's peak stamps, indexed by frame over every QP: `tposted`
+    /// at each list's first frame as it is posted, `tcompleted` at the
+    /// last frame a completion retires (len = `-n` × QPs). Empty: the peak
+    /// is off (`-N`, `-D`) and the loop reads no clock for them.
+    pub tposted: &'a mut [u64],
+    pub tcompleted: &'a mut [u64],
     pub deadlines: Option<Deadlines>,
     pub now: F,
 }
@@ -198,7 +210,9 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
         let mut gated = !beside.may_send();
         let mut t_sent = 0;
         loop {
-            if out.stop_requested() || self.window_over(&mut w, &mut out) {
+            // A held server's window waits for its first frame.
+            let rx = beside.counted();
+            if out.stop_requested() || (!gated && self.window_over(&mut w, &mut out, rx)) {
                 break;
             }
             let sent = self.deadlines.is_none() && out.all_done(total);
@@ -210,7 +224,7 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
             }
             if gated && beside.may_send() {
                 gated = false;
-                out.t_start = (self.now)();
+                out.t_start = self.open(t0);
             }
             let before = out.posted;
             // A paced run reads the clock every pass: its spin is the pacing.
@@ -223,20 +237,37 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
             }
         }
         let t_first = out.t_start;
-        w.close(&mut out, self.deadlines.is_some(), t_first, &self.now);
+        let timed = (self.deadlines.is_some(), beside.counted());
+        w.close(&mut out, timed, t_first, &self.now);
         if t_sent != 0 && out.error.is_none() {
             out.t_end = t_sent;
         }
         out
     }
 
-    /// The duration window's phases; true at its end.
+    /// The duration window's phases; true at its end. `rx`: the frames
+    /// the receive side counted, measured with the sends.
     #[inline(always)]
-    fn window_over(&mut self, w: &mut Window, out: &mut BwOutcome) -> bool {
+    fn window_over(&mut self, w: &mut Window, out: &mut BwOutcome, rx: u64) -> bool {
         let Some(d) = self.deadlines else {
             return false;
         };
-        w.advance(&d, (self.now)(), out)
+        w.advance(&d, (self.now)(), out, rx)
+    }
+
+    /// Sends let go (a duplex server's first frame) at the time returned:
+    /// the clock starts there, and so does a duration window, moved on by
+    /// the wait since the loop's start `t0` (perftest's duplex server
+    /// starts its duration state at its first frame).
+    fn open(&mut self, t0: u64) -> u64 {
+        let t = (self.now)();
+        if let Some(d) = &mut self.deadlines {
+            let wait = t.wrapping_sub(t0);
+            d.sample_start = d.sample_start.wrapping_add(wait);
+            d.sample_stop = d.sample_stop.wrapping_add(wait);
+            d.end = d.end.wrapping_add(wait);
+        }
+        t
     }
 
     /// Every QP's window filled: `scnt + list <= tx_depth + ccnt`, as far
@@ -272,6 +303,9 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
                     };
                 }
                 let sig = signals(c.scnt, n, &cfg);
+                if let Some(slot) = self.tposted.get_mut(out.posted as usize) {
+                    *slot = (self.now)();
+                }
                 match self.posts[q].post_frames(list, c.scnt, sig) {
                     Ok(()) => {}
                     Err(PostError::QueueFull) => break,
@@ -317,6 +351,9 @@ impl<P: RawPost, C: CompletionQueue, F: Fn() -> u64> RawBwLoop<'_, P, C, F> {
             if done > c.ccnt {
                 out.completed += done - c.ccnt;
                 c.ccnt = done;
+                if let Some(slot) = self.tcompleted.get_mut(out.completed as usize - 1) {
+                    *slot = (self.now)();
+                }
             }
         }
         if n > 0 || out.posted > before {
@@ -412,6 +449,8 @@ mod tests {
             counts: &mut counts,
             list: &mut list,
             wcs: &mut wcs,
+            tposted: &mut [],
+            tcompleted: &mut [],
             deadlines: None,
             now: || 0,
         }
@@ -432,7 +471,7 @@ mod tests {
         deadlines: Option<Deadlines>,
         now: impl Fn() -> u64,
     ) -> (BwOutcome, Vec<(u64, usize, bool)>) {
-        run_rec_beside(c, deadlines, now, &mut Alone)
+        run_rec_beside(c, deadlines, now, &mut Alone, (&mut [], &mut []))
     }
 
     fn run_rec_beside(
@@ -440,6 +479,7 @@ mod tests {
         deadlines: Option<Deadlines>,
         now: impl Fn() -> u64,
         beside: &mut impl Beside,
+        (tposted, tcompleted): (&mut [u64], &mut [u64]),
     ) -> (BwOutcome, Vec<(u64, usize, bool)>) {
         let done = std::cell::Cell::new(0);
         let mut posts = [Rec {
@@ -458,6 +498,8 @@ mod tests {
             counts: &mut counts,
             list: &mut list,
             wcs: &mut wcs,
+            tposted,
+            tcompleted,
             deadlines,
             now,
         }
@@ -498,7 +540,7 @@ mod tests {
             t.set(t.get() + 1);
             t.get()
         };
-        let (out, lists) = run_rec_beside(cfg(22, 4), None, now, &mut gate);
+        let (out, lists) = run_rec_beside(cfg(22, 4), None, now, &mut gate, (&mut [], &mut []));
         assert_eq!(out.error, None);
         assert_eq!((out.posted, out.completed, lists.len()), (22, 22, 22));
         assert_eq!(
@@ -512,6 +554,49 @@ mod tests {
             "the end is the last send completion ({}), not the loop's end ({})",
             out.t_end,
             t.get()
+        );
+    }
+
+    /// A run of 22 frames in lists of 2, a window of 4, a completion every
+    /// 4th, with the peak stamps given (or empty): the outcome and the
+    /// clock's readings.
+    fn run_stamped(tposted: &mut [u64], tcompleted: &mut [u64]) -> (BwOutcome, u64) {
+        let t = std::cell::Cell::new(0u64);
+        let mut c = cfg(22, 4);
+        c.post_list = 2;
+        // One completion in flight at a time (the fake CQ keeps the last).
+        c.tx_depth = 4;
+        let now = || {
+            t.set(t.get() + 1);
+            t.get()
+        };
+        let (out, _) = run_rec_beside(c, None, now, &mut Alone, (tposted, tcompleted));
+        (out, t.get())
+    }
+
+    #[test]
+    fn peak_stamps_at_each_list_and_each_completion_and_none_when_off() {
+        let (mut tp, mut tc) = ([0u64; 22], [0u64; 22]);
+        let (out, reads) = run_stamped(&mut tp, &mut tc);
+        assert_eq!(out.error, None);
+        assert_eq!((out.posted, out.completed), (22, 22));
+        let posted: Vec<usize> = (0..22).filter(|&i| tp[i] != 0).collect();
+        assert_eq!(posted, (0..22).step_by(2).collect::<Vec<_>>(), "{tp:?}");
+        // Every 4th frame's completion, and the last frame's (22 is no
+        // multiple of 4): perftest's `tcompleted[totccnt - 1]`.
+        let completed: Vec<usize> = (0..22).filter(|&j| tc[j] != 0).collect();
+        assert_eq!(completed, [3, 7, 11, 15, 19, 21], "{tc:?}");
+        for &j in &completed {
+            for &i in posted.iter().filter(|&&i| i <= j) {
+                assert!(tc[j] > tp[i], "frame {j} completed before {i} was posted");
+            }
+        }
+        let (off, off_reads) = run_stamped(&mut [], &mut []);
+        assert_eq!((off.posted, off.completed), (22, 22));
+        assert_eq!(
+            reads - off_reads,
+            (posted.len() + completed.len()) as u64,
+            "without stamps the loop reads the clock only for its own ends"
         );
     }
 
@@ -543,6 +628,91 @@ mod tests {
         );
         assert!(out.measured > 0 && out.measured < out.completed, "{out:?}");
         assert_eq!(lists.len() as u64, out.posted);
+    }
+
+    /// A receive side that counts a frame each pass (noting the clock at
+    /// each, a tick a pass) and lets sends go after `open` passes (noting
+    /// when).
+    struct Rx<'a> {
+        t: &'a std::cell::Cell<u64>,
+        open: u64,
+        frames: Vec<u64>,
+        opened_at: u64,
+    }
+    impl Beside for Rx<'_> {
+        fn pass(&mut self) -> bool {
+            self.frames.push(self.t.get());
+            if self.frames.len() as u64 == self.open {
+                self.opened_at = self.t.get();
+            }
+            // A poll takes a tick.
+            self.t.set(self.t.get() + 1);
+            true
+        }
+        fn may_send(&self) -> bool {
+            self.frames.len() as u64 >= self.open
+        }
+        fn counted(&self) -> u64 {
+            self.frames.len() as u64
+        }
+    }
+
+    const WINDOW: Deadlines = Deadlines {
+        sample_start: 100,
+        sample_stop: 300,
+        end: 400,
+    };
+
+    /// A `-b -D` run (`WINDOW`) beside [`Rx`] letting sends go after
+    /// `open` passes: the outcome, the frames' times, when the sends were
+    /// let go, and the clock's last reading.
+    fn run_rx(c: RawBwConfig, open: u64) -> (BwOutcome, Vec<u64>, u64, u64) {
+        let t = std::cell::Cell::new(0u64);
+        let mut rx = Rx {
+            t: &t,
+            open,
+            frames: vec![],
+            opened_at: 0,
+        };
+        let now = || {
+            t.set(t.get() + 1);
+            t.get()
+        };
+        let (out, _) = run_rec_beside(c, Some(WINDOW), now, &mut rx, (&mut [], &mut []));
+        (out, rx.frames, rx.opened_at, t.get())
+    }
+
+    /// `-b -D`: the frames received inside the sample window are measured
+    /// with the sends (none complete here: none is signalled, `-Q` being
+    /// beyond any count).
+    #[test]
+    fn duplex_duration_measures_the_frames_received_in_the_window() {
+        let (out, frames, _, _) = run_rx(cfg(0, u32::MAX), 0);
+        assert_eq!(out.error, None);
+        assert_eq!(out.completed, 0);
+        let inside = frames
+            .iter()
+            .filter(|&&f| f >= out.t_start && f < out.t_end)
+            .count() as u64;
+        assert!(
+            inside > 0 && (out.t_start, out.t_end) >= (100, 300),
+            "{out:?}"
+        );
+        assert_eq!(out.measured, inside, "{out:?}");
+    }
+
+    /// A duplex server's window starts at its first frame (perftest starts
+    /// its duration state there), not at the loop's start.
+    #[test]
+    fn a_held_servers_window_starts_when_its_sends_do() {
+        let (out, _, wait, last) = run_rx(cfg(0, 4), 150);
+        assert_eq!(out.error, None);
+        assert!(wait >= 150, "opened at {wait}");
+        assert!(
+            out.t_start >= wait + 98 && out.t_end >= wait + 298 && last >= wait + 398,
+            "the window from {wait}: {out:?}"
+        );
+        assert!(out.measured > 0 && out.posted > 0, "{out:?}");
     }
 
     #[test]
@@ -611,6 +781,8 @@ mod tests {
             counts: &mut [QpCount::default()],
             list: &mut [RawPkt::default(); 2],
             wcs: &mut [Completion::default(); 4],
+            tposted: &mut [],
+            tcompleted: &mut [],
             deadlines: None,
             now: || 0,
         }

@@ -7,7 +7,8 @@
 //! As perftest, a server does not send before its first frame (so a client
 //! is never flooded before it has started) and its clock starts there.
 //! The loop ends when this side's frames are all completed and the peer's
-//! `-n` have arrived. Silence on the receive CQ for `stall_ticks`, with
+//! `-n` have arrived (with `-D`, at the window's end: the frames counted
+//! in its sample are measured with the sends, [`Beside::counted`]). Silence on the receive CQ for `stall_ticks`, with
 //! frames still owed, is a stall (frames a NIC dropped never come; a peer
 //! run without `-b` sends none): counted from the start on a client, from
 //! the first frame on a server (which waits for its client as long as it
@@ -37,7 +38,8 @@ pub struct RecvSide<'a, R, C, K, F> {
     pub cq: &'a mut C,
     pub cfg: &'a RawRecvCfg,
     pub counts: &'a mut RawRecvCounts,
-    /// Frames owed by the peer (`-n`).
+    /// Frames owed by the peer (`-n`; with `-D`, `u64::MAX`: the peer
+    /// sends until the window ends).
     pub owed: u64,
     /// Hold the sends until the first frame (the server).
     pub wait_first: bool,
@@ -94,6 +96,11 @@ impl<R: RecvQueue, C: CompletionQueue, K: RxClassify, F: Fn() -> u64> Beside
     #[inline(always)]
     fn done(&self) -> bool {
         self.counts.packets >= self.owed
+    }
+
+    #[inline(always)]
+    fn counted(&self) -> u64 {
+        self.counts.packets
     }
 }
 

@@ -6,7 +6,9 @@
 //! loop is the sender's with the receive side beside it
 //! (`run::raw_duplex`); a server sends once its first frame is in. Report:
 //! perftest's table for this side's sends (perftest prints each raw side's
-//! own), the packet-rate line, then what arrived and the findings.
+//! own; with `-D` its sends and receives in the sample window, as
+//! `run_iter_bi` counts them), the packet-rate line, then what arrived and
+//! the findings.
 
 use core::marker::PhantomData;
 use std::time::Duration;
@@ -70,16 +72,22 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
     };
     print!("{}", report(p, &both, port.gbps));
     match both.error {
-        Some(e) => Err(Fail::new(format!(
-            "{tool}: {}",
-            error_words(&e, p.raw.iters)
-        ))),
+        Some(e) => Err(Fail::new(format!("{tool}: {}", error_words(&e, owed(p))))),
         None => Ok(()),
     }
 }
 
 fn server(p: &RawParams) -> bool {
     p.raw.side == Some(Side::Server)
+}
+
+/// The frames the peer owes: `-n`, or with `-D` no count (the window's
+/// end ends the run; perftest's duration loop counts what comes).
+pub fn owed(p: &RawParams) -> u64 {
+    match p.raw.duration {
+        Some(_) => u64::MAX,
+        None => p.raw.iters,
+    }
 }
 
 /// The mlx5 direct RQ and CQ poller on the receive side.
@@ -118,7 +126,7 @@ fn both<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
         cq,
         cfg,
         counts: &mut counts,
-        owed: p.raw.iters,
+        owed: owed(p),
         wait_first: server(p),
         stall_ticks: clock.cycles_for(RX_STALL),
         wc: &mut wc,
@@ -139,10 +147,18 @@ fn both<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
 /// The send table and line-rate line, then what arrived, one line each.
 pub fn report(p: &RawParams, b: &Both, gbps: Option<f64>) -> String {
     let mut s = raw_measure::report(p, &b.sent, gbps);
-    s.push_str(&format!(
-        " received: {} of the peer's {} frames\n",
-        b.counts.packets, p.raw.iters
-    ));
+    s.push_str(&match p.raw.duration {
+        // The table's #iterations are this side's sends and receives in
+        // the sample window (perftest's run_iter_bi); this is every frame.
+        Some(d) => format!(
+            " received: {} of the peer's frames in {d} s\n",
+            b.counts.packets
+        ),
+        None => format!(
+            " received: {} of the peer's {} frames\n",
+            b.counts.packets, p.raw.iters
+        ),
+    });
     for l in b.counts.lines() {
         s.push_str(&format!(" {l}\n"));
     }
@@ -157,10 +173,14 @@ pub fn error_words(e: &DuplexRxError, owed: u64) -> String {
     match e {
         DuplexRxError::Recv(r) => raw_recv_measure::error_words(r),
         DuplexRxError::Stalled { received, .. } => format!(
-            "no frame from the peer for {} s, {received} of {owed} in: is the peer running \
+            "no frame from the peer for {} s, {received}{} in: is the peer running \
              raw-eth-bw -b with the mirrored addresses (its -E is this side's -B), started \
              server first?",
-            RX_STALL.as_secs()
+            RX_STALL.as_secs(),
+            match owed {
+                u64::MAX => String::new(),
+                n => format!(" of {n}"),
+            }
         ),
     }
 }

@@ -99,6 +99,9 @@ fn on_one_qp(p: &RawParams, m: &Session) -> Result<(Ran, RawMethod), Fail> {
         p.ib_port,
         res.ruled.0.len(),
     );
+    if let Some(line) = crate::tool::session::raw_measure::rate_banner(p) {
+        println!("{line}");
+    }
     let frames = measure::frames(res.tx.0.addr(), &res.tx.1);
     let rx = res.rx.1;
     let ran = match method {

@@ -16,7 +16,7 @@ use crate::report::stats::BwResult;
 use crate::run::bw::BwOutcome;
 use crate::run::raw_bw::{Alone, Beside, Direct, DirectMpw, RawPost, Verbs};
 use crate::tool::common::fail::Fail;
-use crate::tool::session::raw_measure;
+use crate::tool::session::raw_measure::{self, Stamps};
 use crate::tool::setup::raw_method::RawMethod;
 use crate::tool::setup::raw_res::{RawPort, RawRes};
 
@@ -41,10 +41,12 @@ pub fn run_once_beside<B: Beside>(
     beside: &mut B,
 ) -> Result<BwResult, Fail> {
     let clock = Clock::calibrate();
+    let mut stamps = Stamps::for_run(p, res.qps.len());
+    let side = (beside, &mut stamps);
     let out = match method {
-        RawMethod::PostSend | RawMethod::WrApi => run_verbs(p, res, method, &clock, beside)?,
+        RawMethod::PostSend | RawMethod::WrApi => run_verbs(p, res, method, &clock, side)?,
         RawMethod::Direct | RawMethod::DirectMpw => {
-            run_direct(p, (res, port), method, &clock, beside)?
+            run_direct(p, (res, port), method, &clock, side)?
         }
     };
     if let Some(e) = &out.error {
@@ -58,7 +60,8 @@ pub fn run_once_beside<B: Beside>(
             )));
         }
     }
-    raw_measure::result(p, &out, res.qps.len() as u32, clock.hz()).map_err(Fail::new)
+    raw_measure::result_stamped(p, &out, &stamps, res.qps.len() as u32, clock.hz())
+        .map_err(Fail::new)
 }
 
 fn bases(res: &RawRes) -> Vec<u64> {
@@ -71,7 +74,7 @@ fn run_verbs<B: Beside>(
     res: &RawRes,
     method: RawMethod,
     clock: &Clock,
-    beside: &mut B,
+    beside: (&mut B, &mut Stamps),
 ) -> Result<BwOutcome, Fail> {
     let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
     let descs = || vec![WrDesc::default(); p.post_list as usize].into_boxed_slice();
@@ -111,9 +114,9 @@ fn measure<P: RawPost, C: crate::post::CompletionQueue, B: Beside>(
     (posts, cq): (&mut [P], &mut C),
     res: &RawRes,
     clock: &Clock,
-    beside: &mut B,
+    beside: (&mut B, &mut Stamps),
 ) -> BwOutcome {
-    raw_measure::measure_beside(p, (posts, cq), (&bases(res), res.slots), clock, beside)
+    raw_measure::measure_stamped(p, (posts, cq), (&bases(res), res.slots), clock, beside)
 }
 
 /// `direct` or `direct-mpw`: the mlx5 raw SQ on QP 0 (one QP, checked by
@@ -123,7 +126,7 @@ fn run_direct<B: Beside>(
     (res, port): (&RawRes, &RawPort),
     method: RawMethod,
     clock: &Clock,
-    beside: &mut B,
+    beside: (&mut B, &mut Stamps),
 ) -> Result<BwOutcome, Fail> {
     let q = &res.qps[0];
     // A CQE every cq_mod-th frame comes from the loop (`signal_list_end`);

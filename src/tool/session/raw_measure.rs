@@ -41,7 +41,30 @@ pub fn config(p: &RawParams, clock: &Clock) -> RawBwConfig {
     }
 }
 
-/// Runs the loop over `posts` (one per QP, buffers at `bases`) and `cq`.
+/// perftest's per-frame stamps for the BW peak (`tposted`, `tcompleted`:
+/// `-n` × QPs each), or none when the peak is off (`RawParams::no_peak`).
+#[derive(Clone, Debug, Default)]
+pub struct Stamps {
+    pub tposted: Vec<u64>,
+    pub tcompleted: Vec<u64>,
+}
+
+impl Stamps {
+    /// The stamps a run of `p` on `qps` QPs keeps, allocated before it.
+    pub fn for_run(p: &RawParams, qps: usize) -> Stamps {
+        if p.no_peak || p.raw.duration.is_some() {
+            return Stamps::default();
+        }
+        let n = (p.raw.iters as usize).saturating_mul(qps);
+        Stamps {
+            tposted: vec![0; n],
+            tcompleted: vec![0; n],
+        }
+    }
+}
+
+/// Runs the loop over `posts` (one per QP, buffers at `bases`) and `cq`,
+/// keeping no peak stamps.
 pub fn measure<P: RawPost, C: CompletionQueue>(
     p: &RawParams,
     posts: &mut [P],
@@ -56,10 +79,22 @@ pub fn measure<P: RawPost, C: CompletionQueue>(
 /// [`measure`] with `beside` (`-b`'s receive side) in the same loop.
 pub fn measure_beside<P: RawPost, C: CompletionQueue, B: Beside>(
     p: &RawParams,
+    queues: (&mut [P], &mut C),
+    frames: (&[u64], Slots),
+    clock: &Clock,
+    beside: &mut B,
+) -> BwOutcome {
+    measure_stamped(p, queues, frames, clock, (beside, &mut Stamps::default()))
+}
+
+/// [`measure_beside`] keeping `stamps` (from [`Stamps::for_run`]) for the
+/// peak.
+pub fn measure_stamped<P: RawPost, C: CompletionQueue, B: Beside>(
+    p: &RawParams,
     (posts, cq): (&mut [P], &mut C),
     (bases, slots): (&[u64], Slots),
     clock: &Clock,
-    beside: &mut B,
+    (beside, stamps): (&mut B, &mut Stamps),
 ) -> BwOutcome {
     let cfg = config(p, clock);
     let mut counts = vec![QpCount::default(); posts.len()];
@@ -79,6 +114,8 @@ pub fn measure_beside<P: RawPost, C: CompletionQueue, B: Beside>(
         counts: &mut counts,
         list: &mut list,
         wcs: &mut wcs,
+        tposted: &mut stamps.tposted,
+        tcompleted: &mut stamps.tcompleted,
         deadlines,
         now: clock::now,
     };
@@ -93,12 +130,30 @@ pub fn measure_beside<P: RawPost, C: CompletionQueue, B: Beside>(
     }
 }
 
-/// perftest's numbers for the run (no peak: the loop keeps no per-frame
-/// stamps, as with `-N`).
+/// perftest's numbers for the run, without a peak (no stamps kept).
 pub fn result(p: &RawParams, out: &BwOutcome, qps: u32, hz: f64) -> Result<BwResult, String> {
+    result_stamped(p, out, &Stamps::default(), qps, hz)
+}
+
+/// perftest's numbers for the run, the peak from `stamps` when the run
+/// kept them and sent every frame (an interrupted run, or one with no
+/// stamps, reports none, as `-N`).
+pub fn result_stamped(
+    p: &RawParams,
+    out: &BwOutcome,
+    stamps: &Stamps,
+    qps: u32,
+    hz: f64,
+) -> Result<BwResult, String> {
     let duration = p.raw.duration.is_some();
-    let tposted = [out.t_start];
-    let tcompleted = [out.t_end];
+    let whole = stamps.tposted.len() as u64 == out.measured && out.error.is_none();
+    let peak = !stamps.tposted.is_empty() && whole;
+    let ends = ([out.t_start], [out.t_end]);
+    let (tposted, tcompleted): (&[u64], &[u64]) = if peak {
+        (&stamps.tposted, &stamps.tcompleted)
+    } else {
+        (&ends.0, &ends.1)
+    };
     stats::bw_perftest(&BwInput {
         size: p.size,
         iters: if duration {
@@ -108,11 +163,11 @@ pub fn result(p: &RawParams, out: &BwOutcome, qps: u32, hz: f64) -> Result<BwRes
         },
         num_qps: qps,
         duration,
-        no_peak: true,
+        no_peak: !peak,
         post_list: p.post_list,
         cq_mod: cq_mod(p),
-        tposted: &tposted,
-        tcompleted: &tcompleted,
+        tposted,
+        tcompleted,
         hz,
         units: BwUnits::of(p.report_gbits),
         inf_bidir_factor: 1,

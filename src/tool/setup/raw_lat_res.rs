@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::raw_method::RawMethod;
 use super::raw_recv_res::slot_stride;
-use super::raw_res::RawPort;
+use super::raw_res::{pace_qp, RawPort};
 use crate::post::wr_api::send_ops_flags;
 use crate::post::Op;
 use crate::raw::params::RawParams;
@@ -67,6 +67,8 @@ impl RawLatRes {
         let tx = tx_frames(&pd, p)?;
         let rx = rx_ring(&pd, p, rx_slots)?;
         qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
+        // perftest master paces a latency tool's QP too (PP only).
+        pace_qp(&qp, p)?;
         let flows = steer::rules(p)
             .iter()
             .map(|rule| Flow::create(&qp, rule).map_err(|e| rule_failed(p, e)))

@@ -58,6 +58,18 @@ pub fn pacing_refusal(
     }
 }
 
+/// Packet pacing (`--rate_limit_type=PP`) set on a QP in RTS, when asked:
+/// the NIC spaces its frames (`ibv_modify_qp_rate_limit`). Every raw tool
+/// that takes a rate sets it here.
+pub fn pace_qp(qp: &Qp, p: &RawParams) -> Result<(), Fail> {
+    match &p.rate {
+        Some(RawRate::Pp(pp)) => qp
+            .set_rate_limit(pp.kbps, pp.max_burst, pp.typical_pkt)
+            .map_err(Fail::verbs),
+        _ => Ok(()),
+    }
+}
+
 /// An open device and port, checked.
 pub struct RawPort {
     pub ctx: Arc<Context>,
@@ -185,10 +197,7 @@ impl RawRes {
             slots::fill(buf.as_mut_slice(), &spec, &slots, 0x5eed ^ i as u32);
             let mr = Mr::new(&pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
             qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
-            if let Some(RawRate::Pp(pp)) = &p.rate {
-                qp.set_rate_limit(pp.kbps, pp.max_burst, pp.typical_pkt)
-                    .map_err(Fail::verbs)?;
-            }
+            pace_qp(&qp, p)?;
             qps.push(RawQp { qp, mr });
         }
         let rx = match rx_slots {
