@@ -43,6 +43,11 @@ struct Nic {
     reposts: Vec<(u64, u64)>,
     tx_depth: u64,
     faults: Vec<String>,
+    /// The frame whose receive fails, if any.
+    fail: Option<u64>,
+    /// Refuse every other post with a full ring.
+    full: bool,
+    tries: u64,
 }
 
 #[derive(Clone)]
@@ -77,6 +82,9 @@ impl CompletionQueue for RecvCq {
         n.to_arrive -= 1;
         n.arrived += 1;
         out[0] = recv(slot, LEN, 0, 0);
+        if n.fail == Some(n.arrived - 1) {
+            out[0].status = crate::post::WcStatus::LOC_PROT_ERR;
+        }
         Ok(1)
     }
 }
@@ -99,6 +107,10 @@ impl CompletionQueue for SendCq {
 impl RawPost for Fake {
     fn post_frames(&mut self, pkts: &[RawPkt], first: u64, signal: bool) -> Result<(), PostError> {
         let mut n = self.0.borrow_mut();
+        n.tries += 1;
+        if n.full && n.tries % 2 == 1 {
+            return Err(PostError::QueueFull);
+        }
         let p = pkts[0];
         let slot = (p.addr as usize - n.base) / STRIDE;
         if n.posted.contains(&(slot as u64)) {
@@ -130,12 +142,21 @@ impl RawPost for Fake {
 
 /// Forwards with `slots` receives while the peer sends `arrive` of `iters`.
 fn forward(slots: u32, (iters, arrive): (u64, u64)) -> (FwOutcome, Nic, RawRecvCounts) {
+    forward_on(slots, (iters, arrive), Nic::default())
+}
+
+/// [`forward`] on a NIC set up as `nic` (its faults to inject).
+fn forward_on(
+    slots: u32,
+    (iters, arrive): (u64, u64),
+    nic: Nic,
+) -> (FwOutcome, Nic, RawRecvCounts) {
     let mut mem = vec![0u8; slots as usize * STRIDE];
     let nic = Fake(Rc::new(RefCell::new(Nic {
         base: mem.as_mut_ptr() as usize,
         to_arrive: arrive,
         tx_depth: 3,
-        ..Nic::default()
+        ..nic
     })));
     // SAFETY: `mem` holds `slots` slots and outlives the loop; the fake NIC
     // writes a slot only while its receive is posted.
@@ -196,6 +217,42 @@ fn each_frame_goes_back_once_with_its_macs_swapped() {
         assert_eq!(got, &want, "frame {k}");
     }
     assert!(o.sent.t_start != 0 && o.sent.t_end >= o.sent.t_start);
+}
+
+/// A full ring refuses every other post: the frame goes next pass, its
+/// MACs swapped once all the same.
+#[test]
+fn a_full_ring_retries_the_frame_unchanged() {
+    let full = Nic {
+        full: true,
+        ..Nic::default()
+    };
+    let (o, nic, _) = forward_on(4, (9, 9), full);
+    assert_eq!((o.error, o.sent.completed), (None, 9));
+    assert_eq!(nic.faults, Vec::<String>::new());
+    for (k, got) in nic.sent.iter().enumerate() {
+        assert_eq!(
+            got[..12],
+            [&frame(k as u64)[6..12], &frame(k as u64)[..6]].concat()[..]
+        );
+    }
+}
+
+/// A receive completing with an error ends the run (perftest's
+/// `NOTIFY_COMP_ERROR_RECV`), frames before it forwarded.
+#[test]
+fn a_failed_receive_ends_the_run() {
+    let fail = Nic {
+        fail: Some(5),
+        ..Nic::default()
+    };
+    let (o, nic, counts) = forward_on(4, (10, 10), fail);
+    assert_eq!(
+        o.error,
+        Some(FwError::RecvFailed(crate::post::WcStatus::LOC_PROT_ERR))
+    );
+    assert_eq!((o.received, counts.errors), (5, 1));
+    assert!(nic.sent.len() <= 5);
 }
 
 #[test]
