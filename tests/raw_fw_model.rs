@@ -28,9 +28,13 @@ mod with_model {
     use std::time::Duration;
 
     use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
+    use rdmaperf::mlx5::raw_sq::{RawPkt, RawSq};
+    use rdmaperf::model::ModelMmio;
+    use rdmaperf::post::PostError;
     use rdmaperf::raw::ctx::Side;
     use rdmaperf::raw::params::RawParams;
     use rdmaperf::raw::tools::RawTool;
+    use rdmaperf::run::raw_bw::RawPost;
     use rdmaperf::run::raw_fw::{FwBuf, FwError};
     use rdmaperf::run::raw_recv::DirectRx;
     use rdmaperf::tool::runs::raw_fw::{self, Forwarded};
@@ -49,13 +53,17 @@ mod with_model {
         // outlives the session (the host keeps it); only the model's NIC and
         // the loop (a slot between its receive and its send) touch it.
         let buf = unsafe { FwBuf::new(ring_cfg(h.ring)) };
-        let fw = raw_fw::run_loop::<_, _, _, _, DirectRx>(
-            p,
-            (h.post, h.scq),
-            (h.rq, h.rcq, &buf),
-            stall,
-        )
-        .unwrap();
+        let recv = (h.rq, h.rcq, &buf);
+        let fw = if p.post.as_deref() == Some("direct-mpw") {
+            let mut mpw = Mpw(&mut h.post.0, 0);
+            let fw = raw_fw::run_loop::<_, _, _, _, DirectRx>(p, (&mut mpw, h.scq), recv, stall);
+            let posted = fw.as_ref().map_or(0, |f| f.out.sent.posted);
+            assert_eq!(mpw.1, posted, "one eMPW WQE a forward");
+            fw
+        } else {
+            raw_fw::run_loop::<_, _, _, _, DirectRx>(p, (h.post, h.scq), recv, stall)
+        };
+        let fw = fw.unwrap();
         let report = raw_fw::report(p, &fw, Some(100.0)).unwrap();
         Run::Server(fw, report)
     }
@@ -63,6 +71,19 @@ mod with_model {
     /// Client and server with `extra`; `same_ports`: the client's port
     /// (`-K`) made the server's (`-k`), so that its own frames, which come
     /// back with only the MACs swapped, match its rule.
+    /// `direct-mpw` on the host's SQ (the tool's `DirectMpw`, borrowed),
+    /// counting its posts: each forward one eMPW WQE by pointer.
+    struct Mpw<'a>(&'a mut RawSq<ModelMmio>, u64);
+    impl RawPost for Mpw<'_> {
+        fn post_frames(&mut self, f: &[RawPkt], _: u64, signal: bool) -> Result<(), PostError> {
+            if signal {
+                self.0.signal_list_end();
+            }
+            self.1 += 1;
+            self.0.post_mpw(f, false)
+        }
+    }
+
     fn run(extra: &str, same_ports: bool, drop_nth: Option<u64>, stall: Duration) -> Pair<Run> {
         let line = |side: &str| {
             let side = if same_ports {
