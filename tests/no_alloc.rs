@@ -634,6 +634,18 @@ mod with_model {
         rdmaperf::clock::Clock::calibrate().cycles_for(std::time::Duration::from_secs(5))
     }
 
+    /// The raw sending loops' numbers on the loop-back QP: 2000 frames, one
+    /// a post, at most 32 in flight (half the receives), a CQE every 16th.
+    fn loop_back_cfg() -> rdmaperf::run::raw_bw::RawBwConfig {
+        rdmaperf::run::raw_bw::RawBwConfig {
+            iters: 2000,
+            post_list: 1,
+            tx_depth: 32,
+            cq_mod: 16,
+            stall_ticks: stall_ticks(),
+        }
+    }
+
     /// `go` on the direct SQ and RQ of QP 0, whose frames loop back into
     /// its own RQ (a promiscuous rule; 64 receives posted), the NIC and
     /// the loop-back on their own thread; what `go` returned and the
@@ -777,6 +789,70 @@ mod with_model {
         assert_eq!(n, 0, "the burst loop allocated {n} times");
     }
 
+    /// `-b`'s loop (`RawBwLoop::run_beside` with `run::raw_duplex`'s
+    /// receive side) allocates nothing: 2000 frames sent under `-t 32`
+    /// loop back into the QP's own 64 receives and are counted there.
+    #[test]
+    fn raw_duplex_loop_allocates_nothing() {
+        use crate::common::raw_duplex_session::ring_cfg;
+        use rdmaperf::raw::slots::Slots;
+        use rdmaperf::run::pace::Unpaced;
+        use rdmaperf::run::raw_bw::RawBwLoop;
+        use rdmaperf::run::raw_duplex::RecvSide;
+        let mut counts = RawRecvCounts::default();
+        let (n, (out, rx_error)) = on_loop_back_qp(|qp| {
+            // SAFETY: the ring's buffer is registered and outlives the
+            // loop; only the model writes it.
+            let cfg = unsafe { ring_cfg(qp.rx) };
+            // A poll takes up to 64: every frame in since the last pass, so
+            // the 64 receives never run dry (at most 64 frames arrive between
+            // two passes: the window's 32 and the 32 posted in between).
+            let mut rwc = [Completion::default(); 64];
+            let mut side = RecvSide::<_, _, DirectRx, _> {
+                rq: qp.rq,
+                cq: qp.rcq,
+                cfg: &cfg,
+                counts: &mut counts,
+                owed: 2000,
+                wait_first: false,
+                stall_ticks: stall_ticks(),
+                wc: &mut rwc,
+                now: rdmaperf::clock::now,
+                last: rdmaperf::clock::now(),
+                error: None,
+                classify: core::marker::PhantomData,
+            };
+            let (mut qc, mut list, mut wcs) = (
+                [QpCount::default()],
+                [RawPkt::default()],
+                [Completion::default(); 16],
+            );
+            let out = RawBwLoop {
+                cfg: loop_back_cfg(),
+                posts: std::slice::from_mut(qp.sq),
+                cq: qp.scq,
+                bases: &[qp.frames[0].addr],
+                // Two 64-byte slots: the test rig's 128-byte frame buffer.
+                slots: Slots::new(64, 1, 1, 1, 128),
+                counts: &mut qc,
+                list: &mut list,
+                wcs: &mut wcs,
+                tposted: &mut [],
+                tcompleted: &mut [],
+                deadlines: None,
+                now: rdmaperf::clock::now,
+            }
+            .run_beside(&mut Unpaced, &mut side);
+            (out, side.error.take())
+        });
+        assert_eq!((out.error, rx_error), (None, None));
+        assert_eq!(
+            (out.posted, out.completed, counts.packets),
+            (2000, 2000, 2000)
+        );
+        assert_eq!(n, 0, "the duplex loop allocated {n} times");
+    }
+
     /// The forwarding loop (`run::raw_fw::FwLoop`) allocates nothing: 32
     /// frames delivered to its receives go round (each forward loops back
     /// into the QP's own RQ) until 2000 have been received and forwarded.
@@ -785,7 +861,6 @@ mod with_model {
     #[test]
     fn raw_fw_loop_allocates_nothing() {
         use crate::common::raw_duplex_session::ring_cfg;
-        use rdmaperf::run::raw_bw::RawBwConfig;
         use rdmaperf::run::raw_fw::{FwBuf, FwLoop};
         let mut counts = RawRecvCounts::default();
         let (n, out) = on_loop_back_qp_with(32, |qp| {
@@ -794,13 +869,7 @@ mod with_model {
             let buf = unsafe { FwBuf::new(ring_cfg(qp.rx)) };
             let (mut held, mut wc) = ([(0u32, 0u32); 64], [Completion::default(); 16]);
             FwLoop::<_, _, _, _, DirectRx, _> {
-                cfg: RawBwConfig {
-                    iters: 2000,
-                    post_list: 1,
-                    tx_depth: 32,
-                    cq_mod: 16,
-                    stall_ticks: stall_ticks(),
-                },
+                cfg: loop_back_cfg(),
                 post: qp.sq,
                 send_cq: qp.scq,
                 rq: qp.rq,
