@@ -798,7 +798,7 @@ mod with_model {
         use rdmaperf::raw::slots::Slots;
         use rdmaperf::run::pace::Unpaced;
         use rdmaperf::run::raw_bw::RawBwLoop;
-        use rdmaperf::run::raw_duplex::RecvSide;
+        use rdmaperf::run::raw_duplex::{RecvSide, RxWait};
         let mut counts = RawRecvCounts::default();
         let (n, (out, rx_error)) = on_loop_back_qp(|qp| {
             // SAFETY: the ring's buffer is registered and outlives the
@@ -808,20 +808,15 @@ mod with_model {
             // the 64 receives never run dry (at most 64 frames arrive between
             // two passes: the window's 32 and the 32 posted in between).
             let mut rwc = [Completion::default(); 64];
-            let mut side = RecvSide::<_, _, DirectRx, _> {
-                rq: qp.rq,
-                cq: qp.rcq,
-                cfg: &cfg,
-                counts: &mut counts,
+            let wait = RxWait {
                 owed: 2000,
                 wait_first: false,
                 stall_ticks: stall_ticks(),
-                wc: &mut rwc,
-                now: rdmaperf::clock::now,
-                last: rdmaperf::clock::now(),
-                error: None,
-                classify: core::marker::PhantomData,
             };
+            let scratch = (&mut counts, &mut rwc[..]);
+            let now = rdmaperf::clock::now;
+            let mut side =
+                RecvSide::<_, _, DirectRx, _>::new((qp.rq, qp.rcq), &cfg, scratch, wait, now);
             let (mut qc, mut list, mut wcs) = (
                 [QpCount::default()],
                 [RawPkt::default()],

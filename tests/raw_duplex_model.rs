@@ -22,8 +22,7 @@ mod common;
 #[cfg(feature = "model")]
 mod with_model {
     use super::common::raw_duplex_session::{duplex, Ran};
-    use super::common::raw_host::{self as host, Host, Pair};
-    use rdmaperf::raw::params::RawParams;
+    use super::common::raw_host::{self as host, Pair};
     use std::time::Duration;
 
     use rdmaperf::raw::tools::RawTool;
@@ -106,19 +105,11 @@ mod with_model {
             (100, 100),
             "its sends all went"
         );
-        let words = rdmaperf::tool::runs::raw_duplex::error_words(s.error.as_ref().unwrap(), 100);
+        let words = rdmaperf::tool::runs::raw_duplex::error_words(s.error.as_ref().unwrap());
         assert!(
             words.contains("99 of 100 in") && words.contains("-b"),
             "{words}"
         );
-    }
-
-    /// [`duplex`] with `-D`: the peer owes frames until the window ends
-    /// (the tool's `raw_duplex::owed`; the session reads them from `-n`).
-    fn timed(p: &RawParams, h: Host<'_>, stall: Duration) -> Ran {
-        let mut q = p.clone();
-        q.raw.iters = rdmaperf::tool::runs::raw_duplex::owed(p);
-        duplex(&q, h, stall)
     }
 
     /// `-b -D 1`: each side runs about a second (a server's from its first
@@ -133,7 +124,7 @@ mod with_model {
             RawTool::Bw,
             ("-b -D 1 -s 64", None),
             Duration::from_secs(5),
-            timed,
+            duplex,
         );
         let took = t0.elapsed();
         let last = |client: bool| {

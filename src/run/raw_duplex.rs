@@ -32,26 +32,60 @@ pub enum DuplexRxError {
     },
 }
 
-/// The receive side of a duplex run, borrowed from the caller.
-pub struct RecvSide<'a, R, C, K, F> {
-    pub rq: &'a mut R,
-    pub cq: &'a mut C,
-    pub cfg: &'a RawRecvCfg,
-    pub counts: &'a mut RawRecvCounts,
+/// What the receive side waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxWait {
     /// Frames owed by the peer (`-n`; with `-D`, `u64::MAX`: the peer
     /// sends until the window ends).
     pub owed: u64,
     /// Hold the sends until the first frame (the server).
     pub wait_first: bool,
+    /// Silence this long, frames still owed, is a stall.
     pub stall_ticks: u64,
+}
+
+/// The receive side of a duplex run, borrowed from the caller.
+pub struct RecvSide<'a, R, C, K, F> {
+    rq: &'a mut R,
+    cq: &'a mut C,
+    cfg: &'a RawRecvCfg,
+    counts: &'a mut RawRecvCounts,
+    wait: RxWait,
     /// Scratch for one poll.
-    pub wc: &'a mut [Completion],
-    pub now: F,
-    /// The last poll that found a frame; the caller starts it at the
-    /// loop's start (a client) or 0 (a server: no limit to the first wait).
-    pub last: u64,
+    wc: &'a mut [Completion],
+    now: F,
+    /// The last poll that found a frame: from the start on a client, 0 on
+    /// a server (no limit to its first wait).
+    last: u64,
     pub error: Option<DuplexRxError>,
-    pub classify: PhantomData<K>,
+    classify: PhantomData<K>,
+}
+
+impl<'a, R, C, K, F: Fn() -> u64> RecvSide<'a, R, C, K, F> {
+    /// A side receiving on `rq`/`cq` into `cfg`'s buffer, counting into
+    /// `counts` with `wc` as its poll scratch; a client's silence counts
+    /// from now, a server's from its first frame.
+    pub fn new(
+        (rq, cq): (&'a mut R, &'a mut C),
+        cfg: &'a RawRecvCfg,
+        (counts, wc): (&'a mut RawRecvCounts, &'a mut [Completion]),
+        wait: RxWait,
+        now: F,
+    ) -> Self {
+        let last = if wait.wait_first { 0 } else { now() };
+        RecvSide {
+            rq,
+            cq,
+            cfg,
+            counts,
+            wait,
+            wc,
+            now,
+            last,
+            error: None,
+            classify: PhantomData,
+        }
+    }
 }
 
 impl<R: RecvQueue, C: CompletionQueue, K: RxClassify, F: Fn() -> u64> Beside
@@ -59,7 +93,7 @@ impl<R: RecvQueue, C: CompletionQueue, K: RxClassify, F: Fn() -> u64> Beside
 {
     #[inline(always)]
     fn pass(&mut self) -> bool {
-        if self.counts.packets >= self.owed {
+        if self.counts.packets >= self.wait.owed {
             return true;
         }
         let n = match recv_batch::<_, _, K>(self.rq, self.cq, self.cfg, self.counts, self.wc) {
@@ -78,24 +112,24 @@ impl<R: RecvQueue, C: CompletionQueue, K: RxClassify, F: Fn() -> u64> Beside
         if self.last == 0 || stop::requested() {
             return true;
         }
-        if (self.now)().wrapping_sub(self.last) <= self.stall_ticks {
+        if (self.now)().wrapping_sub(self.last) <= self.wait.stall_ticks {
             return true;
         }
         self.error = Some(DuplexRxError::Stalled {
             received: self.counts.packets,
-            owed: self.owed,
+            owed: self.wait.owed,
         });
         false
     }
 
     #[inline(always)]
     fn may_send(&self) -> bool {
-        !self.wait_first || self.counts.packets > 0
+        !self.wait.wait_first || self.counts.packets > 0
     }
 
     #[inline(always)]
     fn done(&self) -> bool {
-        self.counts.packets >= self.owed
+        self.counts.packets >= self.wait.owed
     }
 
     #[inline(always)]
@@ -114,11 +148,11 @@ mod tests {
 
     const OWED: u64 = 3;
 
-    /// A side on scripted completions `wcs`, its clock one tick a reading;
-    /// `last`: where its silence counts from (0: a server's first wait).
+    /// A side on scripted completions `wcs`, its clock one tick a reading
+    /// (a client's silence counts from the first reading, 1).
     fn with_side<T>(
         wcs: Vec<Completion>,
-        (wait_first, last): (bool, u64),
+        wait_first: bool,
         f: impl FnOnce(&mut RecvSide<'_, Rq, Cq, VerbsRx, &dyn Fn() -> u64>) -> T,
     ) -> (T, Rq, RawRecvCounts) {
         let buf = vec![0u8; 4 * 64];
@@ -132,20 +166,14 @@ mod tests {
             t.set(t.get() + 1);
             t.get()
         };
-        let mut side = RecvSide {
-            rq: &mut rq,
-            cq: &mut cq,
-            cfg: &cfg,
-            counts: &mut counts,
+        let wait = RxWait {
             owed: OWED,
             wait_first,
             stall_ticks: 10,
-            wc: &mut wc,
-            now: &now as &dyn Fn() -> u64,
-            last,
-            error: None,
-            classify: PhantomData,
         };
+        let scratch = (&mut counts, &mut wc[..]);
+        let now = &now as &dyn Fn() -> u64;
+        let mut side = RecvSide::new((&mut rq, &mut cq), &cfg, scratch, wait, now);
         let out = f(&mut side);
         (out, rq, counts)
     }
@@ -153,7 +181,7 @@ mod tests {
     #[test]
     fn a_server_sends_after_its_first_frame_and_is_done_at_n() {
         let wcs = (0..OWED).map(|s| recv(s, 60, 0, 0)).collect();
-        let ((before, after, done), rq, counts) = with_side(wcs, (true, 0), |s| {
+        let ((before, after, done), rq, counts) = with_side(wcs, true, |s| {
             let before = s.may_send();
             while !s.done() {
                 assert!(s.pass(), "{:?}", s.error);
@@ -168,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_server_waits_for_its_first_frame_without_limit() {
-        let (passes, _, _) = with_side(Vec::new(), (true, 0), |s| {
+        let (passes, _, _) = with_side(Vec::new(), true, |s| {
             (0..1000).all(|_| s.pass()) && s.error.is_none() && !s.may_send()
         });
         assert!(passes);
@@ -176,7 +204,7 @@ mod tests {
 
     #[test]
     fn silence_from_the_start_stalls_a_client() {
-        let (err, _, counts) = with_side(vec![recv(0, 60, 0, 0)], (false, 1), |s| {
+        let (err, _, counts) = with_side(vec![recv(0, 60, 0, 0)], false, |s| {
             assert!(s.may_send(), "a client sends at once");
             let ended = (0..100).find(|_| !s.pass());
             assert!(ended.is_some(), "no stall in 100 passes");
@@ -198,7 +226,7 @@ mod tests {
             status: WcStatus::WR_FLUSH_ERR,
             ..recv(0, 0, 0, 0)
         };
-        let (err, _, _) = with_side(vec![flushed], (false, 1), |s| {
+        let (err, _, _) = with_side(vec![flushed], false, |s| {
             assert!(!s.pass());
             s.error.take()
         });

@@ -4,18 +4,16 @@
 //! two sides, and `raw_fw_model`'s client.
 
 use super::raw_host::Host;
-use core::marker::PhantomData;
 use rdmaperf::run::raw_lat::RxRing;
 use std::time::Duration;
 
 use rdmaperf::clock::{self, Clock};
 use rdmaperf::post::Completion;
-use rdmaperf::raw::ctx::Side;
 use rdmaperf::raw::params::RawParams;
 use rdmaperf::run::bw::BwOutcome;
 use rdmaperf::run::raw_duplex::{DuplexRxError, RecvSide};
 use rdmaperf::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts};
-use rdmaperf::tool::runs::raw_duplex::{report, Both};
+use rdmaperf::tool::runs::raw_duplex::{self, report, Both};
 use rdmaperf::tool::session::{raw_measure, raw_recv_measure};
 
 /// What one side ran.
@@ -34,23 +32,12 @@ pub fn duplex(p: &RawParams, h: Host<'_>, stall: Duration) -> Ran {
     let cfg = unsafe { ring_cfg(h.ring) };
     raw_recv_measure::post_receives(h.rq, &cfg, "test").unwrap();
     let clock = Clock::calibrate();
-    let server = p.raw.side == Some(Side::Server);
     let mut counts = RawRecvCounts::default();
     let mut wc = [Completion::default(); 16];
-    let mut side = RecvSide::<_, _, DirectRx, _> {
-        rq: h.rq,
-        cq: h.rcq,
-        cfg: &cfg,
-        counts: &mut counts,
-        owed: p.raw.iters,
-        wait_first: server,
-        stall_ticks: clock.cycles_for(stall),
-        wc: &mut wc,
-        now: clock::now,
-        last: if server { 0 } else { clock::now() },
-        error: None,
-        classify: PhantomData,
-    };
+    let wait = raw_duplex::rx_wait(p, &clock, stall);
+    let scratch = (&mut counts, &mut wc[..]);
+    let mut side =
+        RecvSide::<_, _, DirectRx, _>::new((h.rq, h.rcq), &cfg, scratch, wait, clock::now);
     let posts = std::slice::from_mut(h.post);
     let bases = [h.tx_base];
     let out = raw_measure::measure_beside(p, (posts, h.scq), (&bases, h.slots), &clock, &mut side);

@@ -14,6 +14,7 @@
 //! (`runs::raw_fw`); the sender's run itself is `runs::raw_send`.
 
 use super::raw_send::run_once;
+use crate::clock::Clock;
 use crate::raw::cli;
 use crate::raw::ctx::Side;
 use crate::raw::params::RawParams;
@@ -64,7 +65,7 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
     if let Some(line) = raw_measure::rate_banner(p) {
         println!("{line}");
     }
-    let r = run_once(p, &port, &res, method)?;
+    let r = run_once(p, (&port, &res, method), &Clock::calibrate())?;
     print!("{}", raw_measure::report(p, &r, port.gbps));
     Ok(())
 }

@@ -10,7 +10,6 @@
 //! `run_iter_bi` counts them), the packet-rate line, then what arrived and
 //! the findings.
 
-use core::marker::PhantomData;
 use std::time::Duration;
 
 use super::raw_send::run_once_beside;
@@ -21,7 +20,7 @@ use crate::post::{Completion, CompletionQueue, RecvQueue};
 use crate::raw::ctx::Side;
 use crate::raw::params::RawParams;
 use crate::report::stats::BwResult;
-use crate::run::raw_duplex::{DuplexRxError, RecvSide};
+use crate::run::raw_duplex::{DuplexRxError, RecvSide, RxWait};
 use crate::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts, RxClassify, VerbsRx};
 use crate::tool::common::fail::Fail;
 use crate::tool::session::{raw_measure, raw_recv_measure};
@@ -72,7 +71,7 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
     };
     print!("{}", report(p, &both, port.gbps));
     match both.error {
-        Some(e) => Err(Fail::new(format!("{tool}: {}", error_words(&e, owed(p))))),
+        Some(e) => Err(Fail::new(format!("{tool}: {}", error_words(&e)))),
         None => Ok(()),
     }
 }
@@ -81,12 +80,17 @@ fn server(p: &RawParams) -> bool {
     p.raw.side == Some(Side::Server)
 }
 
-/// The frames the peer owes: `-n`, or with `-D` no count (the window's
-/// end ends the run; perftest's duration loop counts what comes).
-pub fn owed(p: &RawParams) -> u64 {
-    match p.raw.duration {
-        Some(_) => u64::MAX,
-        None => p.raw.iters,
+/// What this side's receive side waits for: the peer's `-n` (with `-D` no
+/// count: the window's end ends the run, perftest's duration loop counts
+/// what comes), its first frame on a server, `stall` of silence.
+pub fn rx_wait(p: &RawParams, clock: &Clock, stall: Duration) -> RxWait {
+    RxWait {
+        owed: match p.raw.duration {
+            Some(_) => u64::MAX,
+            None => p.raw.iters,
+        },
+        wait_first: server(p),
+        stall_ticks: clock.cycles_for(stall),
     }
 }
 
@@ -121,21 +125,10 @@ fn both<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
     let mut counts = RawRecvCounts::default();
     let mut wc = [Completion::default(); 16];
     let clock = Clock::calibrate();
-    let mut side = RecvSide::<_, _, K, _> {
-        rq,
-        cq,
-        cfg,
-        counts: &mut counts,
-        owed: owed(p),
-        wait_first: server(p),
-        stall_ticks: clock.cycles_for(RX_STALL),
-        wc: &mut wc,
-        now: clock::now,
-        last: if server(p) { 0 } else { clock::now() },
-        error: None,
-        classify: PhantomData,
-    };
-    let sent = run_once_beside(p, port, res, method, &mut side)?;
+    let wait = rx_wait(p, &clock, RX_STALL);
+    let scratch = (&mut counts, &mut wc[..]);
+    let mut side = RecvSide::<_, _, K, _>::new((rq, cq), cfg, scratch, wait, clock::now);
+    let sent = run_once_beside(p, (port, res, method), &clock, &mut side)?;
     let error = side.error.take();
     Ok(Both {
         sent,
@@ -159,25 +152,20 @@ pub fn report(p: &RawParams, b: &Both, gbps: Option<f64>) -> String {
             b.counts.packets, p.raw.iters
         ),
     });
-    for l in b.counts.lines() {
-        s.push_str(&format!(" {l}\n"));
-    }
-    for f in b.counts.findings(p.size as u32) {
-        s.push_str(&format!(" finding: {f}\n"));
-    }
+    s.push_str(&raw_recv_measure::counts_text(&b.counts, p.size));
     s
 }
 
 /// The receive side's error worded for the user.
-pub fn error_words(e: &DuplexRxError, owed: u64) -> String {
+pub fn error_words(e: &DuplexRxError) -> String {
     match e {
         DuplexRxError::Recv(r) => raw_recv_measure::error_words(r),
-        DuplexRxError::Stalled { received, .. } => format!(
+        DuplexRxError::Stalled { received, owed } => format!(
             "no frame from the peer for {} s, {received}{} in: is the peer running \
              raw-eth-bw -b with the mirrored addresses (its -E is this side's -B), started \
              server first?",
             RX_STALL.as_secs(),
-            match owed {
+            match *owed {
                 u64::MAX => String::new(),
                 n => format!(" of {n}"),
             }

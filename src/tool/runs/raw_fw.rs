@@ -32,10 +32,12 @@ use crate::tool::setup::raw_res::{DuplexSide, RawPort, RawRes, RawRx};
 
 const TOOL: &str = "rdmaperf raw-eth-bw -v";
 
-/// What the run gave: the loop's outcome and the frames counted.
+/// What the run gave: the loop's outcome, the frames counted, and the
+/// rate of the clock its stamps were read with.
 pub struct Forwarded {
     pub out: FwOutcome,
     pub counts: RawRecvCounts,
+    pub hz: f64,
 }
 
 /// Runs the forwarder; the report is printed on stdout.
@@ -88,8 +90,7 @@ pub fn ports_note(p: &RawParams) -> Option<String> {
 /// perftest's table of the forwards, the packet-rate line, what arrived
 /// (as `-b` prints it) and the forwarded count.
 pub fn report(p: &RawParams, fw: &Forwarded, gbps: Option<f64>) -> Result<String, Fail> {
-    let hz = Clock::calibrate().hz();
-    let sent = raw_measure::result(p, &fw.out.sent, 1, hz).map_err(Fail::new)?;
+    let sent = raw_measure::result(p, &fw.out.sent, 1, fw.hz).map_err(Fail::new)?;
     let both = Both {
         sent,
         counts: fw.counts.clone(),
@@ -222,7 +223,11 @@ pub fn run_loop<P: RawPost, S: CompletionQueue, R: RecvQueue, C: CompletionQueue
         classify: PhantomData,
     }
     .run();
-    Ok(Forwarded { out, counts })
+    Ok(Forwarded {
+        out,
+        counts,
+        hz: clock.hz(),
+    })
 }
 
 /// The loop's error worded for the user.

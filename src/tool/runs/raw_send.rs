@@ -20,33 +20,31 @@ use crate::tool::session::raw_measure::{self, Stamps};
 use crate::tool::setup::raw_method::RawMethod;
 use crate::tool::setup::raw_res::{RawPort, RawRes};
 
-/// One run of the sender with `method` on fresh resources `res`: its
-/// numbers, or the loop's error worded (a Ctrl-C keeps the partial result).
+/// One run of the sender with `method` on fresh resources `res`, timed
+/// with `clock` (calibrated once by the caller): its numbers, or the
+/// loop's error worded (a Ctrl-C keeps the partial result).
 pub fn run_once(
     p: &RawParams,
-    port: &RawPort,
-    res: &RawRes,
-    method: RawMethod,
+    (port, res, method): (&RawPort, &RawRes, RawMethod),
+    clock: &Clock,
 ) -> Result<BwResult, Fail> {
-    run_once_beside(p, port, res, method, &mut Alone)
+    run_once_beside(p, (port, res, method), clock, &mut Alone)
 }
 
 /// [`run_once`] with `beside` run in the same loop (`-b`'s receive side,
 /// which keeps its own counts and error).
 pub fn run_once_beside<B: Beside>(
     p: &RawParams,
-    port: &RawPort,
-    res: &RawRes,
-    method: RawMethod,
+    (port, res, method): (&RawPort, &RawRes, RawMethod),
+    clock: &Clock,
     beside: &mut B,
 ) -> Result<BwResult, Fail> {
-    let clock = Clock::calibrate();
     let mut stamps = Stamps::for_run(p, res.qps.len());
     let side = (beside, &mut stamps);
     let out = match method {
-        RawMethod::PostSend | RawMethod::WrApi => run_verbs(p, res, method, &clock, side)?,
+        RawMethod::PostSend | RawMethod::WrApi => run_verbs(p, res, method, clock, side)?,
         RawMethod::Direct | RawMethod::DirectMpw => {
-            run_direct(p, (res, port), method, &clock, side)?
+            run_direct(p, (res, port), method, clock, side)?
         }
     };
     if let Some(e) = &out.error {

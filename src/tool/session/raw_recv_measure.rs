@@ -207,13 +207,20 @@ pub fn report(p: &RawParams, out: &RecvOutcome, hz: f64, gbps: Option<f64>) -> S
             target(p).saturating_sub(out.counts.packets)
         )),
     }
-    for l in out.counts.lines() {
-        s.push_str(&format!(" {l}\n"));
-    }
-    for f in out.counts.findings(p.size as u32) {
-        s.push_str(&format!(" finding: {f}\n"));
-    }
+    s.push_str(&counts_text(&out.counts, p.size));
     s
+}
+
+/// What arrived, a line each (`RawRecvCounts::lines`), then each finding
+/// for frames of `size` bytes: the receive report's part the server and a
+/// duplex side both print.
+pub fn counts_text(c: &RawRecvCounts, size: u64) -> String {
+    let lines = c.lines().into_iter().map(|l| format!(" {l}\n"));
+    let findings = c
+        .findings(size as u32)
+        .into_iter()
+        .map(|f| format!(" finding: {f}\n"));
+    lines.chain(findings).collect()
 }
 
 /// The loop's error worded for the user.
