@@ -28,9 +28,10 @@ fn distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// The flag meant by `given` among `own` (the command's long flags) and
-/// perftest's flag table.
-fn meant<'a>(given: &str, own: &'a [String]) -> Option<&'a str> {
+/// The flag meant by `given` among the long flags `own` (the command's,
+/// and perftest's flag table where [`sentence`] adds it; the raw tools'
+/// parser asks with theirs).
+pub(crate) fn meant<'a>(given: &str, own: &'a [String]) -> Option<&'a str> {
     let k = key(given);
     if k.is_empty() {
         return None;

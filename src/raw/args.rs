@@ -135,11 +135,25 @@ fn by_long(name: &str) -> Option<&'static Flag> {
     FLAGS.iter().find(|f| f.long == name)
 }
 
+/// The refusal of an unknown flag: naming the raw flag meant where one is
+/// a near miss (`--rate-limit`, `--dest-mac`), as the other tools do.
 fn unknown(flag: &str) -> String {
-    format!(
-        "{flag}: not a flag of perftest's raw Ethernet tools that rdmaperf takes yet; \
-         `rdmaperf <raw tool> --help` lists those it does"
-    )
+    let name = flag.split('=').next().unwrap_or(flag);
+    let longs: Vec<String> = FLAGS.iter().map(|f| f.long.to_string()).collect();
+    let meant = name
+        .starts_with("--")
+        .then(|| crate::cli::near_miss::meant(name, &longs))
+        .flatten();
+    match meant {
+        Some(m) => format!(
+            "{name}: not a flag of perftest's raw Ethernet tools: the flag meant is --{m}; \
+             `rdmaperf <raw tool> --help` lists those it takes"
+        ),
+        None => format!(
+            "{flag}: not a flag of perftest's raw Ethernet tools that rdmaperf takes yet; \
+             `rdmaperf <raw tool> --help` lists those it does"
+        ),
+    }
 }
 
 /// Reads `argv` (the words after the tool's name). The first refused or
@@ -225,6 +239,25 @@ fn push(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_near_miss_names_the_raw_flag_meant() {
+        let e = p("--rate-limit 5").unwrap_err();
+        assert!(
+            e.contains("--rate-limit: ") && e.contains("the flag meant is --rate_limit;"),
+            "{e}"
+        );
+        let e = p("--dest-mac=02:00:00:00:00:01").unwrap_err();
+        assert!(
+            e.starts_with("--dest-mac: ") && e.contains("meant is --dest_mac;"),
+            "{e}"
+        );
+        let e = p("--no_such_flag").unwrap_err();
+        assert!(
+            e.contains("that rdmaperf takes yet") && !e.contains("meant"),
+            "{e}"
+        );
+    }
 
     fn p(s: &str) -> Result<RawArgs, String> {
         parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
