@@ -278,7 +278,8 @@ where
     /// Sends the held frames, oldest first, in lists of `-l` while the
     /// window has room for a whole list; a shorter list (what is held)
     /// goes only when the receive side is `quiet`, and asks for a
-    /// completion, so that its slots come back.
+    /// completion, so that its slots come back; so does a list that
+    /// leaves no room for another.
     #[inline(always)]
     fn forward(&mut self, o: &mut FwOutcome, turn: &Turn) -> Result<(), FwError> {
         let cfg = self.cfg;
@@ -293,7 +294,11 @@ where
             if k == 0 || (k < want && !turn.quiet) || s.posted - s.completed + k > depth {
                 return Ok(());
             }
-            let sig = k < want || signals(s.posted, k, &cfg);
+            // A list after which no whole list fits asks for a completion
+            // too: else, with -Q above the room left, the next list could
+            // wait for ever on frames that never complete.
+            let full = pl > 1 && s.posted - s.completed + k + pl > depth;
+            let sig = k < want || full || signals(s.posted, k, &cfg);
             if !self.post_list(s.posted, k, sig)? {
                 return Ok(());
             }

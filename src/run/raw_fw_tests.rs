@@ -41,6 +41,7 @@ struct Nic {
     completed: u64,
     /// Receives posted again, each with the sends completed by then.
     reposts: Vec<(u64, u64)>,
+    /// The TX window (0: 3, or `-l` above it).
     tx_depth: u64,
     faults: Vec<String>,
     /// The frame whose receive fails, if any.
@@ -53,6 +54,8 @@ struct Nic {
     delay: u64,
     /// The loop's clock.
     ticks: u64,
+    /// The loop's `-Q` (0: 2).
+    cq_mod: u32,
     /// Each post's list length.
     lists: Vec<u64>,
     /// The loop's `-l` and (`-D`) window; 1 and none by default.
@@ -174,7 +177,10 @@ fn forward_on(
     let nic = Fake(Rc::new(RefCell::new(Nic {
         base: mem.as_mut_ptr() as usize,
         to_arrive: arrive,
-        tx_depth: 3.max(nic.post_list as u64),
+        tx_depth: match nic.tx_depth {
+            0 => 3.max(nic.post_list as u64),
+            d => d,
+        },
         ..nic
     })));
     // SAFETY: `mem` holds `slots` slots and outlives the loop; the fake NIC
@@ -191,9 +197,14 @@ fn forward_on(
     let mut counts = RawRecvCounts::default();
     let mut held = vec![(0, 0); slots as usize];
     let mut wc = [Completion::default(); 4];
-    let (post_list, window) = {
+    let (post_list, window, tx_depth, cq_mod) = {
         let n = nic.0.borrow();
-        (n.post_list.max(1), n.window)
+        (
+            n.post_list.max(1),
+            n.window,
+            n.tx_depth as u32,
+            n.cq_mod.max(2),
+        )
     };
     let mut list = vec![RawPkt::default(); post_list as usize];
     // The clock ticks once a read, and once an empty poll of `delay`.
@@ -207,8 +218,8 @@ fn forward_on(
         cfg: RawBwConfig {
             iters,
             post_list,
-            tx_depth: 3.max(post_list),
-            cq_mod: 2,
+            tx_depth,
+            cq_mod,
             stall_ticks: 50,
         },
         window,
@@ -347,14 +358,15 @@ fn a_post_list_forwards_whole_lists_of_what_arrived() {
     );
 }
 
-/// One receive slot and `-l 4`: a list can never fill, so each frame goes
-/// alone once the receive CQ is empty, and asks for a completion (under
-/// `-Q 2` frame 0 would not, its slot would never come back and the run
-/// would stall).
+/// One receive slot and `-l 4` (`-t 16`): a list can never fill, so each
+/// frame goes alone once the receive CQ is empty, and asks for a
+/// completion (under `-Q 2` frame 0 would not, its slot would never come
+/// back and the run would stall).
 #[test]
 fn a_short_list_goes_when_nothing_more_came_and_is_signaled() {
     let nic = Nic {
         post_list: 4,
+        tx_depth: 16,
         ..Nic::default()
     };
     let (o, nic, _) = forward_on(1, (10, 10), nic);
@@ -410,4 +422,28 @@ fn duration_outlasts_a_quiet_peer() {
     // -Q 2 and no last frame under -D: frame 4 asks for no completion.
     assert_eq!(o.sent.completed, 4);
     assert_eq!(nic.faults, Vec::<String>::new());
+}
+
+/// `-t 8 -Q 8 -l 5`: the first list holds no 8th frame, and after it no
+/// second list fits the window: it asks for a completion all the same
+/// (else the second would wait for ever).
+#[test]
+fn a_list_that_leaves_no_room_for_another_is_signaled() {
+    let nic = Nic {
+        post_list: 5,
+        burst: 5,
+        tx_depth: 8,
+        cq_mod: 8,
+        ..Nic::default()
+    };
+    let (o, nic, _) = forward_on(16, (40, 40), nic);
+    assert_eq!(o.error, None);
+    assert_eq!((o.received, o.sent.completed), (40, 40));
+    assert_eq!(nic.faults, Vec::<String>::new());
+    assert!(
+        nic.lists.iter().filter(|&&l| l == 5).count() >= 4,
+        "{:?}",
+        nic.lists
+    );
+    each_swapped_in_order(&nic);
 }
