@@ -184,6 +184,16 @@ mod with_model {
     /// (`server_extra`, with its `-q`) receives on that many QPs; wire
     /// frame `lose` (0-based) never arrives.
     fn serve(client_extra: &str, server_extra: &str, lose: Option<usize>) -> Served {
+        serve_with(client_extra, server_extra, lose, Duration::from_millis(300))
+    }
+
+    /// As `serve`, the server giving up after `quiet` without a frame.
+    fn serve_with(
+        client_extra: &str,
+        server_extra: &str,
+        lose: Option<usize>,
+        quiet: Duration,
+    ) -> Served {
         let pc = params(&format!("{CLIENT} {client_extra}"));
         let ps = params(&format!("{SERVER} {server_extra}"));
         let nq = ps.raw.qps as usize;
@@ -268,7 +278,7 @@ mod with_model {
         let clock = Clock::calibrate();
         let waits = Waits {
             first: Some(Duration::from_secs(2)),
-            quiet: Duration::from_millis(300),
+            quiet,
         };
         let (mut out, per_qp) = receive::<_, _, DirectRx>(&ps, &mut qps, &clock, waits);
         out.counts.rq_dry = Some(model.raw_rx_stats().out_of_buffer.iter().sum());
@@ -447,5 +457,26 @@ mod with_model {
             }
             assert!(s.rules_after.is_empty(), "{:?}", s.rules_after);
         }
+    }
+
+    /// `-D 1 -q 2`: every frame counted on both QPs, then the run waits
+    /// out the second from the first frame and ends (not for want of
+    /// frames: the quiet time is longer).
+    #[test]
+    fn a_duration_server_on_two_qps_ends_after_d_seconds() {
+        let t = std::time::Instant::now();
+        let s = serve_with(
+            "-n 200 -s 64",
+            "-D 1 -s 64 -q 2 -r 256",
+            None,
+            Duration::from_secs(5),
+        );
+        assert_eq!(s.out.end, RecvEnd::Done, "{}", s.report);
+        assert_eq!(s.per_qp, vec![200, 200]);
+        assert!(t.elapsed() >= Duration::from_secs(1), "{:?}", t.elapsed());
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert!(s.report.contains("MsgRate[Mpps]"), "{}", s.report);
+        assert!(!s.report.contains("stopped"), "{}", s.report);
+        assert!(s.rules_after.is_empty());
     }
 }
