@@ -44,7 +44,12 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
         first.slots,
         if res.qps.len() > 1 { " each" } else { "" },
     );
-    if let Some(g) = first.mcast.as_ref().map(|m| m.mgid) {
+    // perftest prints the MGID as each QP joins.
+    for g in res
+        .qps
+        .iter()
+        .filter_map(|q| q.rx.mcast.as_ref().map(|m| m.mgid))
+    {
         println!(" MGID: {}", mgid_text(&g));
     }
     let sysfs = Path::new("/sys");
