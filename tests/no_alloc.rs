@@ -520,6 +520,54 @@ mod with_model {
         }
     }
 
+    /// The server's loop over several QPs (`run::raw_recv_qps`: each QP's
+    /// CQ polled in turn, its frames counted and its slots posted again on
+    /// it) allocates nothing: two QPs, each a model of its own (an RQ and
+    /// a CQ each, as the tool gives each QP), 32 frames each per round.
+    #[test]
+    fn raw_receive_loop_over_qps_allocates_nothing() {
+        use rdmaperf::run::raw_recv_qps::{run_raw_recv_qps, RecvQp};
+        const STRIDE: usize = 128;
+        let mut rx = [vec![0u8; 64 * STRIDE], vec![0u8; 64 * STRIDE]];
+        let models = [raw_loop_with_rq(), raw_loop_with_rq()];
+        let mut qps = Vec::new();
+        let mut keep = Vec::new();
+        for (model, buf) in models.iter().zip(rx.iter_mut()) {
+            // SAFETY: `rx` outlives the models (declared first).
+            let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::LOCAL_WRITE) };
+            let (sq, mut cq) = model.raw_pair_with(RawSqConfig::new(0, 1), HwMmio).unwrap();
+            keep.push(sq);
+            let mut rq = model.raw_rq_with(0, HwMmio).unwrap();
+            cq.attach_recv(rq.qpn(), rq.ring());
+            // SAFETY: `buf` holds 64 registered strides and outlives the loops.
+            let cfg =
+                unsafe { RawRecvCfg::new(buf.as_ptr(), STRIDE as u32, STRIDE as u32, 64, mr.lkey) };
+            post_all(&mut rq, &cfg).unwrap();
+            model.add_flow(FlowRule::promiscuous(0)).unwrap();
+            qps.push(RecvQp {
+                rq,
+                cq,
+                cfg,
+                counts: RawRecvCounts::default(),
+            });
+        }
+        let mut frame = vec![0u8; 60];
+        frame[12..14].copy_from_slice(&[0x08, 0x00]);
+        for round in 1..=4u64 {
+            for m in &models {
+                for _ in 0..32 {
+                    assert_eq!(m.deliver(&frame), 1);
+                }
+            }
+            let (n, r) =
+                count(|| run_raw_recv_qps::<_, _, DirectRx>(&mut qps, round * 64, &mut |_| false));
+            r.unwrap();
+            assert_eq!(n, 0, "round {round}: the receive loop over QPs allocated");
+            assert_eq!(qps[0].counts.packets + qps[1].counts.packets, round * 64);
+        }
+        assert_eq!((qps[0].counts.packets, qps[1].counts.packets), (128, 128));
+    }
+
     /// The raw Ethernet sender loop (`run::raw_bw::RawBwLoop`) over the
     /// direct SQ and over eMPW, with the NIC on its own thread: no
     /// allocation on the loop's thread.

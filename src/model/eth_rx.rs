@@ -6,7 +6,9 @@
 //! the headers (`hds_ip_ext`, `l4_hdr_type_etc`). Steering as a NIC does
 //! it: every sniffer rule's QP gets a copy; then the first normal rule that
 //! matches takes the frame, or else the first ALL_DEFAULT (promiscuous)
-//! rule; a frame nobody takes is dropped and counted. A matched QP with no
+//! rule, each with every rule of the same kind and specs on other QPs (one
+//! flow-table entry with a destination per QP: each gets a copy); a frame
+//! nobody takes is dropped and counted. A matched QP with no
 //! receive posted drops the frame and counts it for that QP (the
 //! `rx_discards`-style "out of buffer" counter a ConnectX keeps).
 

@@ -168,10 +168,28 @@ impl EthRx {
             .iter()
             .find(|r| r.kind == FlowKind::Normal && r.matches(h));
         let chosen = normal.or_else(|| self.rules.iter().find(|r| r.kind == FlowKind::AllDefault));
-        if let Some(r) = chosen {
-            push(r.ring);
+        // mlx5 joins rules of the same kind and specs into one flow-table
+        // entry with a destination per QP (fs_core appends the
+        // destination; mlx5_ib asks no FLOW_ACT_NO_APPEND), and the entry
+        // sends each destination a copy: perftest's server attaches the
+        // same rules to each of its `-q` QPs.
+        if let Some(c) = chosen {
+            for r in self.rules.iter().filter(|r| r.same_entry(c)) {
+                push(r.ring);
+            }
         }
         v
+    }
+}
+
+impl FlowRule {
+    /// Whether `self` and `o` fall in one flow-table entry: the same kind
+    /// and specs, whatever the QP.
+    fn same_entry(&self, o: &FlowRule) -> bool {
+        FlowRule {
+            ring: o.ring,
+            ..*self
+        } == *o
     }
 }
 
@@ -209,5 +227,29 @@ mod tests {
             ..udp(None)
         };
         assert!(!FlowRule::mac(0, mac).with_l4(tcp).matches(&h));
+    }
+
+    #[test]
+    fn the_same_rule_on_several_qps_copies_the_frame_to_each() {
+        let h = Headers::parse(&v4_udp());
+        let mac = [2, 0, 0, 0, 0, 1];
+        let table = |rules: Vec<FlowRule>| EthRx {
+            rules,
+            ..EthRx::default()
+        };
+        let same = table((0..3).map(|q| FlowRule::mac(q, mac)).collect());
+        assert_eq!(same.targets(&h), vec![0, 1, 2]);
+        // A narrower rule matching too is another entry: the first wins.
+        let v4 = IpMatch::V4 {
+            src: None,
+            dst: None,
+        };
+        let other = table(vec![
+            FlowRule::mac(0, mac),
+            FlowRule::mac(1, mac).with_ip(v4),
+        ]);
+        assert_eq!(other.targets(&h), vec![0]);
+        let leftovers = table(vec![FlowRule::promiscuous(2), FlowRule::promiscuous(3)]);
+        assert_eq!(leftovers.targets(&h), vec![2, 3]);
     }
 }

@@ -80,6 +80,24 @@ impl Model {
         lock(&self.shared.nic).eth_rx.rules.clear();
     }
 
+    /// Removes one steering rule equal to `rule` (as `ibv_destroy_flow`);
+    /// false when the table holds none.
+    pub fn remove_flow(&self, rule: &FlowRule) -> bool {
+        let rules = &mut lock(&self.shared.nic).eth_rx.rules;
+        match rules.iter().position(|r| r == rule) {
+            Some(i) => {
+                rules.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The steering rules in the table now, in the order they were added.
+    pub fn flow_rules(&self) -> Vec<FlowRule> {
+        lock(&self.shared.nic).eth_rx.rules.clone()
+    }
+
     /// One frame arrives at the port: steered, landed and completed (see
     /// `eth_rx.rs`). Returns the receives that completed successfully
     /// (0: dropped, or an error CQE).

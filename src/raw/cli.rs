@@ -1,7 +1,7 @@
 //! `rdmaperf raw-eth-bw ...` (and `raw_ethernet_bw` as a multicall name):
 //! the flags and perftest's rules, then the checks made before anything is
 //! opened ([`prepare`]), and what does not run yet ([`not_yet`]: everything
-//! but raw-eth-bw (sender, one-QP server, `-b` on one QP, `--server -v`), raw-eth-lat,
+//! but raw-eth-bw (sender, server on `-q` QPs, `-b` on one QP, `--server -v`), raw-eth-lat,
 //! raw-eth-burst-lat and raw-eth-fs-rate says so and
 //! exits 2, docs/raw-ethernet.md).
 //! `tool::raw` runs what does.
@@ -58,7 +58,7 @@ pub fn prepare_runnable(tool: RawTool, argv: &[String]) -> Result<RawParams, i32
 
 /// What rdmaperf does not run yet for this command line, as the refusal
 /// naming it and the stock tool to use; None when it runs (raw-eth-bw: the
-/// sender, the server on one QP, `-b` on one QP, `--server -v` on one QP
+/// sender, the server on any `-q`, `-b` on one QP, `--server -v` on one QP
 /// with `-l` and `-D`; raw-eth-lat; raw-eth-burst-lat; raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
@@ -80,9 +80,6 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
         ),
         RawTool::Bw if r.mac_fwd && r.qps > 1 => Some("-v with -q above 1 (one QP forwards)"),
         RawTool::Bw if r.duplex && r.qps > 1 => Some("-b with -q above 1 (one QP both ways runs)"),
-        RawTool::Bw if r.side == Some(super::ctx::Side::Server) && r.qps > 1 => {
-            Some("a raw-eth-bw server with more than one QP (-q)")
-        }
         RawTool::Bw => None,
     }?;
     Some(not_in_rdmaperf(r.tool, dev, missing))
@@ -283,6 +280,8 @@ mod tests {
                 format!("--server {M} -j 1.1.1.1 -J 2.2.2.2 -k 1 -K 2 --flows 4 -r 1024"),
             ),
             (RawTool::Bw, format!("--server {M} -b")),
+            (RawTool::Bw, format!("--server {M} -q 2")),
+            (RawTool::Bw, format!("--server {M} -q 4 -D 3 --flows 2 -k 1 -K 2 -j 1.1.1.1 -J 2.2.2.2")),
             (
                 RawTool::Bw,
                 "--client -B 02:00:00:00:00:01 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
@@ -309,11 +308,6 @@ mod tests {
             assert_eq!(not_yet(&p(*t, c), "mlx5_0"), None, "{c}");
         }
         let refused = [
-            (
-                RawTool::Bw,
-                format!("--server {M} -q 2"),
-                "more than one QP",
-            ),
             (
                 RawTool::Bw,
                 format!("--client {M} -b -q 2"),

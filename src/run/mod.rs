@@ -15,6 +15,7 @@ pub mod raw_duplex;
 pub mod raw_fw;
 pub mod raw_lat;
 pub mod raw_recv;
+pub mod raw_recv_qps;
 pub mod raw_recv_report;
 pub mod recv;
 pub mod stop;

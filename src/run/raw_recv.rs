@@ -201,6 +201,28 @@ pub struct RawRecvCounts {
 }
 
 impl RawRecvCounts {
+    /// Adds another QP's counts to these (`last_error`: the other's, when
+    /// it has one); `rq_dry` is the caller's to fill.
+    pub fn add(&mut self, o: &RawRecvCounts) {
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.csum_ok += o.csum_ok;
+        self.csum_bad += o.csum_bad;
+        self.csum_unchecked += o.csum_unchecked;
+        self.ipv4 += o.ipv4;
+        self.ipv6 += o.ipv6;
+        self.l3_other += o.l3_other;
+        self.udp += o.udp;
+        self.tcp += o.tcp;
+        self.l4_other += o.l4_other;
+        self.too_long += o.too_long;
+        if o.errors > 0 {
+            self.last_error = o.last_error;
+        }
+        self.errors += o.errors;
+        self.other_cqes += o.other_cqes;
+    }
+
     #[inline(always)]
     fn count(&mut self, len: u32, p: PktClass) {
         self.packets += 1;

@@ -18,4 +18,5 @@ pub mod raw_lat_measure;
 pub mod raw_lat_session;
 pub mod raw_measure;
 pub mod raw_recv_measure;
+pub mod raw_recv_qps_measure;
 pub mod validate;

@@ -50,12 +50,13 @@ pub struct RecvOutcome {
     pub error: Option<RawRecvError>,
 }
 
-/// The frames to wait for: `-n`, or no bound under `-D`.
+/// The frames to wait for: `-n` on each of the `-q` QPs (perftest's
+/// `tot_iters`), or no bound under `-D`.
 pub fn target(p: &RawParams) -> u64 {
     if p.raw.duration.is_some() {
         u64::MAX
     } else {
-        p.raw.iters
+        p.raw.iters * p.raw.qps.max(1)
     }
 }
 
@@ -298,5 +299,6 @@ mod tests {
     fn duration_has_no_frame_target() {
         assert_eq!(target(&p("--server -B 02:00:00:00:00:01 -n 77")), 77);
         assert_eq!(target(&p("--server -B 02:00:00:00:00:01 -D 3")), u64::MAX);
+        assert_eq!(target(&p("--server -B 02:00:00:00:00:01 -n 77 -q 4")), 308);
     }
 }

@@ -2,8 +2,10 @@
 //! sender's words, read for the receive side): `post-send` and `wr-api`
 //! receive through libibverbs (`ibv_post_recv`, `ibv_poll_cq`), `direct`
 //! and `direct-mpw` through the mlx5 direct RQ and CQ poller; `auto`
-//! follows the sender's rules: direct on an mlx5 device with one QP,
-//! libibverbs otherwise. The banner prints the reason in one line.
+//! takes direct on an mlx5 device, libibverbs otherwise. Unlike the direct
+//! SQ (one QP: it shares the QP's UAR), the direct RQ posts through the
+//! RQ's doorbell record only, so with `-q` above 1 each QP has a direct RQ
+//! and a CQ of its own. The banner prints the reason in one line.
 
 use super::raw_method::{RawDevice, RawMethod};
 
@@ -26,21 +28,15 @@ impl RawRecvMethod {
     }
 }
 
-/// The receive path for `asked` (`--post`, None: auto) on `dev` with `qps`
-/// QPs, and the banner's reason; an impossible request is refused (exit 2)
+/// The receive path for `asked` (`--post`, None: auto) on `dev` (any
+/// number of QPs), and the banner's reason; an impossible request is refused (exit 2)
 /// with the fix.
 pub fn decide_recv(
     asked: Option<RawMethod>,
     dev: &RawDevice,
-    qps: u64,
 ) -> Result<(RawRecvMethod, String), String> {
     let Some(m) = asked else {
-        return Ok(if qps > 1 {
-            (
-                RawRecvMethod::Verbs,
-                format!("auto: verbs receive (the direct RQ drives one QP; -q {qps})"),
-            )
-        } else if dev.mlx5 {
+        return Ok(if dev.mlx5 {
             (RawRecvMethod::Direct, "auto: direct RQ (mlx5)".into())
         } else {
             (
@@ -62,13 +58,6 @@ pub fn decide_recv(
             m.name()
         ));
     }
-    if qps > 1 {
-        return Err(format!(
-            "--post {} with -q {qps} on the server: the direct RQ drives one QP: use -q 1, or \
-             --post post-send",
-            m.name()
-        ));
-    }
     Ok((
         RawRecvMethod::Direct,
         format!("direct RQ (--post {} asked)", m.name()),
@@ -83,16 +72,16 @@ mod tests {
     #[test]
     fn auto_picks_direct_where_the_sender_would() {
         for d in [CX6, CX4] {
-            let (m, why) = decide_recv(None, &d, 1).unwrap();
+            let (m, why) = decide_recv(None, &d).unwrap();
             assert_eq!(m, RawRecvMethod::Direct, "{why}");
             assert!(why.starts_with("auto: direct RQ"), "{why}");
         }
-        let (m, why) = decide_recv(None, &OTHER, 1).unwrap();
+        let (m, why) = decide_recv(None, &OTHER).unwrap();
         assert_eq!(m, RawRecvMethod::Verbs);
         assert!(why.contains("not an mlx5"), "{why}");
-        let (m, why) = decide_recv(None, &CX6, 2).unwrap();
-        assert_eq!(m, RawRecvMethod::Verbs);
-        assert!(why.contains("-q 2"), "{why}");
+        // Each QP has a direct RQ of its own.
+        let (m, why) = decide_recv(None, &CX6).unwrap();
+        assert_eq!(m, RawRecvMethod::Direct, "{why}");
     }
 
     #[test]
@@ -103,26 +92,26 @@ mod tests {
             (RawMethod::Direct, RawRecvMethod::Direct),
             (RawMethod::DirectMpw, RawRecvMethod::Direct),
         ] {
-            let (m, why) = decide_recv(Some(asked), &CX4, 1).unwrap();
+            let (m, why) = decide_recv(Some(asked), &CX4).unwrap();
             assert_eq!(m, want, "{asked:?}");
             assert!(why.contains(asked.name()), "{why}");
         }
         // The verbs path runs anywhere, with any -q.
         assert_eq!(
-            decide_recv(Some(RawMethod::WrApi), &OTHER, 4).unwrap().0,
+            decide_recv(Some(RawMethod::WrApi), &OTHER).unwrap().0,
             RawRecvMethod::Verbs
         );
     }
 
     #[test]
     fn direct_refusals_name_the_fix() {
-        let e = decide_recv(Some(RawMethod::Direct), &OTHER, 1).unwrap_err();
+        let e = decide_recv(Some(RawMethod::Direct), &OTHER).unwrap_err();
         assert!(
             e.contains("not an mlx5") && e.contains("--post post-send"),
             "{e}"
         );
-        let e = decide_recv(Some(RawMethod::DirectMpw), &CX6, 2).unwrap_err();
-        assert!(e.contains("-q 1"), "{e}");
         assert!(!e.contains('\n'));
+        let (m, _) = decide_recv(Some(RawMethod::DirectMpw), &CX6).unwrap();
+        assert_eq!(m, RawRecvMethod::Direct, "whatever -q: a direct RQ per QP");
     }
 }

@@ -294,8 +294,8 @@ impl DuplexSide {
         let port = RawPort::open(p)?;
         let method = raw_method::decide(asked, &port.dev, p.raw.qps)
             .map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
-        let recv = decide_recv(asked, &port.dev, p.raw.qps)
-            .map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
+        let recv =
+            decide_recv(asked, &port.dev).map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
         let mut res = RawRes::create(&port, p, method.0)?;
         let Some(rx) = res.rx.take() else {
             return Err(Fail::new(format!("{tool}: no receive side was created")));
