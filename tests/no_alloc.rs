@@ -850,12 +850,62 @@ mod with_model {
 
     /// The forwarding loop (`run::raw_fw::FwLoop`) allocates nothing: 32
     /// frames delivered to its receives go round (each forward loops back
-    /// into the QP's own RQ) until 2000 have been received and forwarded.
-    /// The loop posts, polls and reposts in the test's thread; the model
-    /// steps in its own.
+    /// into the QP's own RQ) until 2000 have been received and forwarded,
+    /// one a post and in lists of 4 (`-l`). The loop posts, polls and
+    /// reposts in the test's thread; the model steps in its own.
     #[test]
     fn raw_fw_loop_allocates_nothing() {
+        for post_list in [1, 4] {
+            let cfg = rdmaperf::run::raw_bw::RawBwConfig {
+                post_list,
+                ..loop_back_cfg()
+            };
+            let (n, out, counts) = fw_on_loop_back(cfg, None);
+            assert_eq!(out.error, None, "-l {post_list}");
+            // Frames still going round may land in the last poll's batch.
+            assert!(out.received >= 2000, "{}", out.received);
+            assert_eq!((out.sent.completed, counts), (2000, out.received));
+            assert_eq!(
+                n, 0,
+                "-l {post_list}: the forwarding loop allocated {n} times"
+            );
+        }
+    }
+
+    /// The forwarding loop under `-D` (a window from the first frame:
+    /// 20 ms of warm-up, 60 ms sampled, 20 ms of cool-down) with lists of
+    /// 4 allocates nothing either.
+    #[test]
+    fn raw_fw_loop_for_a_duration_allocates_nothing() {
+        let clock = rdmaperf::clock::Clock::calibrate();
+        let ms = |m| clock.cycles_for(std::time::Duration::from_millis(m));
+        let window = rdmaperf::run::bw::Deadlines {
+            sample_start: ms(20),
+            sample_stop: ms(80),
+            end: ms(100),
+        };
+        let cfg = rdmaperf::run::raw_bw::RawBwConfig {
+            iters: 0,
+            post_list: 4,
+            ..loop_back_cfg()
+        };
+        let (n, out, counts) = fw_on_loop_back(cfg, Some(window));
+        assert_eq!(out.error, None);
+        let s = &out.sent;
+        assert!(s.measured > 0 && s.measured < s.completed, "{s:?}");
+        assert_eq!(counts, out.received);
+        assert_eq!(n, 0, "the forwarding loop allocated {n} times");
+    }
+
+    /// `FwLoop` with `cfg` and `window` on the loop-back QP seeded with 32
+    /// frames: the allocations on the loop's thread, its outcome, the
+    /// frames it counted.
+    fn fw_on_loop_back(
+        cfg: rdmaperf::run::raw_bw::RawBwConfig,
+        window: Option<rdmaperf::run::bw::Deadlines>,
+    ) -> (u64, rdmaperf::run::raw_fw::FwOutcome, u64) {
         use crate::common::raw_duplex_session::ring_cfg;
+        use rdmaperf::mlx5::raw_sq::RawPkt;
         use rdmaperf::run::raw_fw::{FwBuf, FwLoop};
         let mut counts = RawRecvCounts::default();
         let (n, out) = on_loop_back_qp_with(32, |qp| {
@@ -863,8 +913,10 @@ mod with_model {
             // outlives the loop; only the model and the loop touch it.
             let buf = unsafe { FwBuf::new(ring_cfg(qp.rx)) };
             let (mut held, mut wc) = ([(0u32, 0u32); 64], [Completion::default(); 16]);
+            let mut list = [RawPkt::default(); 4];
             FwLoop::<_, _, _, _, DirectRx, _> {
-                cfg: loop_back_cfg(),
+                cfg,
+                window,
                 post: qp.sq,
                 send_cq: qp.scq,
                 rq: qp.rq,
@@ -872,16 +924,13 @@ mod with_model {
                 buf: &buf,
                 counts: &mut counts,
                 held: &mut held,
+                list: &mut list,
                 wc: &mut wc,
                 now: rdmaperf::clock::now,
                 classify: core::marker::PhantomData,
             }
             .run()
         });
-        assert_eq!(out.error, None);
-        // Frames still going round may land in the last poll's batch.
-        assert!(out.received >= 2000, "{}", out.received);
-        assert_eq!((out.sent.completed, counts.packets), (2000, out.received));
-        assert_eq!(n, 0, "the forwarding loop allocated {n} times");
+        (n, out, counts.packets)
     }
 }

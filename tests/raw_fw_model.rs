@@ -58,7 +58,7 @@ mod with_model {
             let mut mpw = Mpw(&mut h.post.0, 0);
             let fw = raw_fw::run_loop::<_, _, _, _, DirectRx>(p, (&mut mpw, h.scq), recv, stall);
             let posted = fw.as_ref().map_or(0, |f| f.out.sent.posted);
-            assert_eq!(mpw.1, posted, "one eMPW WQE a forward");
+            assert_eq!(mpw.1, posted, "every forward by eMPW");
             fw
         } else {
             raw_fw::run_loop::<_, _, _, _, DirectRx>(p, (h.post, h.scq), recv, stall)
@@ -72,15 +72,17 @@ mod with_model {
     /// (`-K`) made the server's (`-k`), so that its own frames, which come
     /// back with only the MACs swapped, match its rule.
     /// `direct-mpw` on the host's SQ (the tool's `DirectMpw`, borrowed),
-    /// counting its posts: each forward one eMPW WQE by pointer.
+    /// counting the frames it posted: each list of forwards one eMPW
+    /// session by pointer.
     struct Mpw<'a>(&'a mut RawSq<ModelMmio>, u64);
     impl RawPost for Mpw<'_> {
         fn post_frames(&mut self, f: &[RawPkt], _: u64, signal: bool) -> Result<(), PostError> {
             if signal {
                 self.0.signal_list_end();
             }
-            self.1 += 1;
-            self.0.post_mpw(f, false)
+            self.0.post_mpw(f, false)?;
+            self.1 += f.len() as u64;
+            Ok(())
         }
     }
 
@@ -117,6 +119,8 @@ mod with_model {
             "-v -n 300",
             "-v -n 200 -s 128 -Q 8",
             "-v -n 100 -s 1518 -t 32",
+            "-v -n 301 -l 4",
+            "-v -n 200 -l 8 -s 128 -Q 8 --post direct-mpw",
         ] {
             let pair = run(extra, true, None, Duration::from_secs(5));
             let n = pair.client.p.raw.iters;
@@ -196,32 +200,108 @@ mod with_model {
         assert!(first_back > Some(0), "{extra}: the server sent first");
     }
 
-    /// Client frame 50 of 100 lost: the server forwards 99 and stalls
-    /// naming them; the client, owed 100, stalls at 99 too.
+    /// `-v -D 4 -l 4` against a `-b -D 4` client: the forwarder runs about
+    /// 4 s from its first frame (warm-up 1 s, sample 2 s, cool-down 1 s,
+    /// perftest's D/4 margins) and ends with no error though the peer
+    /// stopped first. Counts hold together: what the server took is what
+    /// it counted, it forwarded no more than it took and the client sent,
+    /// the client got back no more than was forwarded; the table's
+    /// #iterations are the forwards completed inside the sample, fewer than
+    /// all of them; each forwarded frame is one of the client's with its
+    /// MACs swapped.
+    #[test]
+    fn forwarding_for_a_duration_ends_in_time_with_its_counts_consistent() {
+        let t0 = std::time::Instant::now();
+        let pair = run("-v -D 4 -l 4 -s 64", true, None, Duration::from_secs(5));
+        let took = t0.elapsed();
+        let (c, (fw, report)) = sides(&pair);
+        let o = &fw.out;
+        let s = &o.sent;
+        println!(
+            "-v -D 4: {took:?}; client sent {}, got back {}; server took {}, forwarded {} \
+             ({} completed, {} measured); {} frames on the wire",
+            c.out.posted,
+            c.counts.packets,
+            o.received,
+            s.posted,
+            s.completed,
+            s.measured,
+            pair.log.len()
+        );
+        assert!(took >= Duration::from_secs(4) && took < Duration::from_secs(30));
+        assert_eq!(
+            (c.error.as_ref(), c.out.error, o.error.as_ref()),
+            (None, None, None)
+        );
+        assert_eq!(fw.counts.packets, o.received);
+        assert!(o.received > 0 && o.received <= c.out.posted);
+        assert!(s.completed <= s.posted && s.posted <= o.received, "{s:?}");
+        assert!(c.counts.packets > 0 && c.counts.packets <= s.posted);
+        assert!(s.measured > 0 && s.measured < s.completed, "{s:?}");
+        assert!(s.t_end > s.t_start);
+        let first_client = Duration::from_micros(pair.log[0].1);
+        let last_server = pair.log.iter().rev().find(|(client, _, _)| !client);
+        let last_server = Duration::from_micros(last_server.expect("frames back").1);
+        assert!(
+            last_server >= first_client + Duration::from_millis(2900),
+            "the window runs from the first frame: {last_server:?}"
+        );
+        let row = report.lines().find(|l| l.trim_start().starts_with("64 "));
+        let cols: Vec<&str> = row.expect(report).split_whitespace().collect();
+        assert_eq!(cols[1], s.measured.to_string(), "#iterations: {report}");
+        for line in [
+            format!("received: {} of the peer's frames in 4 s", o.received),
+            format!("forwarded: {} frames, MACs swapped", s.completed),
+        ] {
+            assert!(report.contains(&line), "{line} in {report}");
+        }
+        let sent: std::collections::HashSet<&[u8]> = pair
+            .log
+            .iter()
+            .filter(|(client, _, _)| *client)
+            .map(|(_, _, f)| &f[..])
+            .collect();
+        let back = pair.log.iter().filter(|(client, _, _)| !client);
+        for (k, (_, _, f)) in back.enumerate() {
+            let mut f = f.clone();
+            let (d, src) = f.split_at_mut(6);
+            d.swap_with_slice(&mut src[..6]);
+            assert!(
+                sent.contains(&f[..]),
+                "forward {k} is no client frame swapped"
+            );
+        }
+    }
+
+    /// Client frame 50 of 100 lost: the server forwards 99 (with `-l 4`
+    /// its last list short, sent once nothing more came) and stalls naming
+    /// them; the client, owed 100, stalls at 99 too.
     #[test]
     fn a_lost_frame_stalls_the_forwarder_at_what_came_in() {
-        let pair = run("-v -n 100", true, Some(50), Duration::from_millis(300));
-        let (c, (fw, _)) = sides(&pair);
-        assert_eq!(c.counts.packets, 99);
-        let o = &fw.out;
-        assert_eq!((o.received, o.sent.posted), (99, 99));
-        assert!(
-            matches!(
-                o.error,
-                Some(FwError::Stalled {
-                    received: 99,
-                    sent: 99,
-                    ..
-                })
-            ),
-            "{:?}",
-            o.error
-        );
-        let words = raw_fw::error_words(o.error.as_ref().unwrap(), o, 100);
-        assert!(
-            words.contains("99 of 100 frames in") && words.contains("-b"),
-            "{words}"
-        );
+        for extra in ["-v -n 100", "-v -n 100 -l 4"] {
+            let pair = run(extra, true, Some(50), Duration::from_millis(300));
+            let (c, (fw, _)) = sides(&pair);
+            assert_eq!(c.counts.packets, 99, "{extra}");
+            let o = &fw.out;
+            assert_eq!((o.received, o.sent.posted), (99, 99), "{extra}");
+            assert!(
+                matches!(
+                    o.error,
+                    Some(FwError::Stalled {
+                        received: 99,
+                        sent: 99,
+                        ..
+                    })
+                ),
+                "{extra}: {:?}",
+                o.error
+            );
+            let words = raw_fw::error_words(o.error.as_ref().unwrap(), o, 100);
+            assert!(
+                words.contains("99 of 100 frames in") && words.contains("-b"),
+                "{extra}: {words}"
+            );
+        }
     }
 
     /// perftest's forwarder swaps the MACs only: a client whose ports

@@ -323,6 +323,74 @@ mod with_model {
         }
     }
 
+    /// A list with one bad frame (before the frame source, one byte past
+    /// its end, shorter than an Ethernet header) is refused whole by every
+    /// method: no producer index, packet count or doorbell moves and the
+    /// wire stays empty; the signal request is kept, so the good list
+    /// posted next ends with the one CQE that retires all of it.
+    #[test]
+    fn a_list_with_one_bad_frame_is_refused_whole() {
+        let s = udp4(64);
+        let (mut buf, _, stride) = buffer(&s, 40);
+        for method in [Method::Direct, Method::MpwPtr, Method::MpwInline] {
+            let model = Model::new(ModelConfig {
+                transport: ModelTransport::RawEth { min_inline: 0 },
+                ..ModelConfig::default()
+            })
+            .unwrap();
+            // SAFETY: `buf` outlives the model and the SQ.
+            let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::NONE) };
+            let (mut sq, mut cq) = model.raw_pair(RawSqConfig::new(mr.lkey, 4)).unwrap();
+            // SAFETY: as above.
+            unsafe { sq.set_frame_source(buf.as_ptr(), buf.len()) };
+            let base = buf.as_ptr() as u64;
+            let good: Vec<RawPkt> = (0..40)
+                .map(|i| RawPkt {
+                    addr: base + (i * stride) as u64,
+                    len: s.frame_len() as u32,
+                })
+                .collect();
+            let end = base + buf.len() as u64;
+            let bad = [
+                RawPkt {
+                    addr: base - 1,
+                    len: 60,
+                },
+                RawPkt {
+                    addr: end - 59,
+                    len: 60,
+                },
+                RawPkt {
+                    addr: base,
+                    len: 13,
+                },
+            ];
+            sq.signal_list_end();
+            for b in bad {
+                let mut list = good.clone();
+                list[37] = b;
+                assert_eq!(
+                    post(&mut sq, method, &list),
+                    Err(PostError::Unsupported),
+                    "{method:?} {b:?}"
+                );
+                assert_eq!((sq.pi(), sq.sent()), (0, 0), "{method:?} {b:?}");
+            }
+            model.step();
+            assert!(model.take_wire().is_empty(), "{method:?}");
+            post(&mut sq, method, &good).unwrap();
+            let mut wr_ids = Vec::new();
+            drain(&model, &mut cq, &mut wr_ids);
+            assert_eq!(model.take_wire().len(), 40, "{method:?}");
+            assert_eq!(
+                wr_ids.last(),
+                Some(&40),
+                "{method:?}: the kept signal retires all"
+            );
+            assert_eq!(sq.outstanding(), 0, "{method:?}");
+        }
+    }
+
     #[test]
     fn a_device_that_wants_the_inline_header_refuses_frames_without_it() {
         let s = udp4(64);

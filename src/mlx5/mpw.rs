@@ -10,8 +10,9 @@
 use super::eth_seg::write_eth_seg;
 use super::prm::Opcode;
 use super::progress::SqProgress;
-use super::raw_list::{next_fm, Last, RawPkt};
+use super::raw_list::{next_fm, Last, RawPkt, SrcCheck};
 use super::seg::{CtrlSeg, DataSeg};
+use super::segwr;
 use super::wqe::{inline_ds, SqRing, WqeCursor};
 
 /// `MLX5_EMPW_MAX_PACKETS` (= `MLX5_TX_COMP_THRESH`): packets per WQE.
@@ -63,8 +64,25 @@ const fn session_eth(cs_flags: u8) -> [u8; 16] {
     e
 }
 
+/// WQEBBs of a pointer session of `n` packets (ctrl, Ethernet segment,
+/// one unit a packet).
+const fn ptr_nbb(n: usize) -> usize {
+    (HEAD_DS + n).div_ceil(4)
+}
+
 /// The WQEs and WQEBBs a list takes (checked before anything is written).
+/// By pointer every packet takes one unit and 2 + 32 units fit a session,
+/// so sessions are the list cut every [`EMPW_MAX_PACKETS`] packets: counted,
+/// not walked.
 pub fn plan(pkts: &[RawPkt], inline: bool) -> (usize, usize) {
+    if !inline {
+        let (full, rest) = (pkts.len() / EMPW_MAX_PACKETS, pkts.len() % EMPW_MAX_PACKETS);
+        let last = if rest == 0 { 0 } else { ptr_nbb(rest) };
+        return (
+            full + (rest != 0) as usize,
+            full * ptr_nbb(EMPW_MAX_PACKETS) + last,
+        );
+    }
     let (mut wqes, mut nbb, mut rest) = (0, 0, pkts);
     while !rest.is_empty() {
         let (n, ds) = session(rest, inline);
@@ -99,6 +117,7 @@ impl Writer<'_> {
         sent: &mut u64,
         progress: &SqProgress,
     ) -> (u16, Last) {
+        debug_assert!(self.inline, "pointer lists go through write_ptr");
         let rec = progress.recorder();
         let (mut bb, mut rest, mut last) = (pi, pkts, Last { bb: pi, ds: 0 });
         while !rest.is_empty() {
@@ -115,6 +134,66 @@ impl Writer<'_> {
             last = Last { bb, ds: ds as u8 };
             bb = bb.wrapping_add(nbb);
             rest = &rest[n..];
+        }
+        (bb, last)
+    }
+
+    /// [`write`](Self::write) by pointer: sessions of up to 32 packets, one
+    /// data segment each, stored as two words from the packet's fields (no
+    /// per-packet size test; the only per-packet branch is the ring wrap).
+    /// The CPU never reads a packet here, so the frame source check is
+    /// gathered in `chk` as the list is written, for the caller to judge
+    /// before it commits anything: the WQEs of a refused list lie in free
+    /// WQEBBs no doorbell names.
+    #[inline(always)]
+    pub(crate) fn write_ptr(
+        &self,
+        pkts: &[RawPkt],
+        pi: u16,
+        (quiet, sent): (&mut u32, &mut u64),
+        progress: &SqProgress,
+        chk: &mut SrcCheck,
+    ) -> (u16, Last) {
+        let rec = progress.recorder();
+        let words = PtrWords::new(self.qpn, self.cs_flags, self.lkey);
+        let (start, end) = (
+            self.ring.start(),
+            self.ring.start().wrapping_add(self.ring.bytes()),
+        );
+        let (mut bb, mut last) = (pi, Last { bb: pi, ds: 0 });
+        for chunk in pkts.chunks(EMPW_MAX_PACKETS) {
+            let ds = HEAD_DS + chunk.len();
+            let nbb = ptr_nbb(chunk.len()) as u16;
+            let fm = next_fm(quiet, self.cq_every);
+            *sent += chunk.len() as u64;
+            rec.record(bb, *sent, nbb);
+            let w = self.ring.bb_ptr(bb);
+            // The session's nbb WQEBBs from bb are free (the caller's room
+            // check covers the plan): its head is the first WQEBB's two
+            // units, then one unit a packet from w + 32, wrapping to the
+            // ring start at its end (a WQEBB boundary, so every unit stays
+            // whole and 16-byte aligned).
+            // SAFETY: as above; exactly `ds` units are written.
+            unsafe {
+                let (c0, c1) = words.ctrl(bb, ds as u8, fm);
+                segwr::ctrl(w, c0, c1);
+                segwr::ctrl(w.add(16), words.eth0, 0);
+                let mut d = w.add(32);
+                for p in chunk {
+                    chk.see(p);
+                    if d == end {
+                        d = start;
+                    }
+                    segwr::ctrl(
+                        d,
+                        words.lkey | p.len.swap_bytes() as u64,
+                        p.addr.swap_bytes(),
+                    );
+                    d = d.add(16);
+                }
+            }
+            last = Last { bb, ds: ds as u8 };
+            bb = bb.wrapping_add(nbb);
         }
         (bb, last)
     }
@@ -145,6 +224,41 @@ impl Writer<'_> {
     }
 }
 
+/// A pointer session's store words, built once per list (the layout of
+/// [`RawSendWords`](super::eth_seg::RawSendWords): native-endian words of
+/// the big-endian units).
+struct PtrWords {
+    /// Ctrl bytes 0..8 without WQE index and ds: opmod 0, ENHANCED_MPSW, qpn.
+    ctrl0: u64,
+    /// Ethernet segment bytes 0..8 (`cs_flags`); bytes 8..16 are zero.
+    eth0: u64,
+    /// Data segment bytes 4..8 (`BE32(lkey)`) in place.
+    lkey: u64,
+}
+
+// The store words are little-endian layouts (as `eth_seg.rs`'s).
+const _: () = assert!(cfg!(target_endian = "little"));
+
+impl PtrWords {
+    #[inline(always)]
+    fn new(qpn: u32, cs_flags: u8, lkey: u32) -> Self {
+        let be0 = ((Opcode::ENHANCED_MPSW.0 as u64) << 32) | (((qpn & 0x00ff_ffff) as u64) << 8);
+        Self {
+            ctrl0: be0.swap_bytes(),
+            eth0: (cs_flags as u64) << 32,
+            lkey: (lkey.swap_bytes() as u64) << 32,
+        }
+    }
+
+    /// The session's ctrl words: WQE index `bb` (bytes 1..3), `ds` (byte
+    /// 7), `fm_ce_se` (byte 11).
+    #[inline(always)]
+    fn ctrl(&self, bb: u16, ds: u8, fm: u8) -> (u64, u64) {
+        let c0 = self.ctrl0 | ((bb.swap_bytes() as u64) << 8) | ((ds as u64) << 56);
+        (c0, (fm as u64) << 24)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +270,76 @@ mod tests {
                 len,
             })
             .collect()
+    }
+
+    #[repr(C, align(64))]
+    struct Ring([u8; 64 * 64]);
+
+    /// The pointer writer's bytes, from `pi` (wrapping), against the
+    /// general session walker's (`session` + `write_one`).
+    fn both_writers(pkts: &[RawPkt], pi: u16, cs_flags: u8) -> (Vec<u8>, Vec<u8>) {
+        let (mut a, mut b) = (Box::new(Ring([0xee; 4096])), Box::new(Ring([0xee; 4096])));
+        let progress = SqProgress::new(0x123, 64);
+        let mut out = Vec::new();
+        for (r, lean) in [(&mut a, true), (&mut b, false)] {
+            // SAFETY: a 64-byte aligned buffer of 64 WQEBBs, owned here.
+            let ring =
+                unsafe { SqRing::new(core::ptr::NonNull::new(r.0.as_mut_ptr()).unwrap(), 64) };
+            let w = Writer {
+                ring: &ring,
+                qpn: 0x123,
+                cs_flags,
+                lkey: 0xa1b2_c3d4,
+                inline: false,
+                cq_every: 3,
+            };
+            let (mut quiet, mut sent) = (0, 0);
+            if lean {
+                let mut chk = SrcCheck::new((0, u64::MAX >> 1));
+                w.write_ptr(pkts, pi, (&mut quiet, &mut sent), &progress, &mut chk);
+                assert!(chk.ok(14));
+            } else {
+                let (mut bb, mut rest) = (pi, pkts);
+                while !rest.is_empty() {
+                    let (n, ds) = session(rest, false);
+                    let fm = next_fm(&mut quiet, 3);
+                    // SAFETY: the ring holds the whole list (asserted by the callers' sizes).
+                    unsafe { w.write_one(&rest[..n], bb, ds as u8, fm) };
+                    bb = bb.wrapping_add(ds.div_ceil(4) as u16);
+                    rest = &rest[n..];
+                }
+            }
+            out.push(r.0.to_vec());
+        }
+        (out.remove(0), out.remove(0))
+    }
+
+    #[test]
+    fn the_pointer_writer_matches_the_session_walker() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let pkts: Vec<RawPkt> = (0..100)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                RawPkt {
+                    addr: x >> 2,
+                    len: (x >> 40) as u32 % 9000 + 14,
+                }
+            })
+            .collect();
+        for (n, pi) in [(1, 0), (16, 5), (32, 61), (33, 62), (64, 60), (100, 40)] {
+            let (lean, walked) = both_writers(&pkts[..n], pi, 0xc0);
+            assert!(lean == walked, "{n} packets from WQEBB {pi}");
+            assert_eq!(plan(&pkts[..n], false), {
+                let (mut w, mut b, mut rest) = (0, 0, &pkts[..n]);
+                while !rest.is_empty() {
+                    let (k, ds) = session(rest, false);
+                    (w, b, rest) = (w + 1, b + ds.div_ceil(4), &rest[k..]);
+                }
+                (w, b)
+            });
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::mmio::{HwMmio, Mmio};
 use super::mpw::{self, EMPW_MAX_WQEBBS};
 use super::progress::SqProgress;
 pub use super::raw_list::RawPkt;
-use super::raw_list::{next_fm, Last};
+use super::raw_list::{next_fm, Last, SrcCheck};
 use super::sq::check_qp_layout;
 use super::wqe::SqRing;
 use crate::post::PostError;
@@ -69,6 +69,8 @@ pub struct RawSq<M: Mmio = HwMmio> {
     wqe_cnt: u32,
     qpn: u32,
     cfg: RawSqConfig,
+    /// Every SEND WQE's store words but index, stamp and frame (from `cfg`).
+    words: RawSendWords,
     /// Where frames may be read by the CPU (inline header, inline data).
     src: (u64, u64),
     /// WQEs posted since the last one that asked for a CQE.
@@ -123,6 +125,7 @@ impl<M: Mmio> RawSq<M> {
             wqe_cnt: n,
             qpn,
             cfg,
+            words: RawSendWords::new(qpn, cfg.cs_flags, cfg.min_inline, cfg.lkey),
             src: (0, 0),
             quiet: 0,
             signal_end: false,
@@ -177,7 +180,14 @@ impl<M: Mmio> RawSq<M> {
     /// reach `cq_every`.
     #[inline(always)]
     fn quiet_for(&mut self, wqes: usize) -> u32 {
-        if !core::mem::take(&mut self.signal_end) {
+        let signal = core::mem::take(&mut self.signal_end);
+        self.quiet_at(wqes, signal)
+    }
+
+    /// [`quiet_for`](Self::quiet_for) without taking the signal request.
+    #[inline(always)]
+    fn quiet_at(&self, wqes: usize, signal: bool) -> u32 {
+        if !signal {
             return self.quiet;
         }
         let every = self.cfg.cq_every;
@@ -190,9 +200,45 @@ impl<M: Mmio> RawSq<M> {
     /// `Unsupported` for a packet outside the frame source or shorter than
     /// [`MIN_FRAME`] / the minimum inline, or a list longer than the ring.
     pub fn post_send(&mut self, pkts: &[RawPkt]) -> Result<(), PostError> {
-        if pkts.is_empty() {
-            return Ok(());
+        match pkts {
+            [] => Ok(()),
+            [p] => self.post_one(p),
+            _ => self.post_list(pkts),
         }
+    }
+
+    /// One packet: the steps of [`post_list`](Self::post_list) without the
+    /// loop, and the one-WQEBB doorbell (BlueFlame where the register has
+    /// halves), as write-bw's single post.
+    #[inline(always)]
+    fn post_one(&mut self, p: &RawPkt) -> Result<(), PostError> {
+        self.check(core::slice::from_ref(p))?;
+        if !self.has_room_for(1) {
+            return Err(PostError::QueueFull);
+        }
+        let mut quiet = self.quiet_for(1);
+        let fm = next_fm(&mut quiet, self.cfg.cq_every);
+        let bb = self.pi;
+        self.sent += 1;
+        self.progress.recorder().record(bb, self.sent, 1);
+        // WQEBB bb is free (room checked): 64 aligned bytes of the ring,
+        // owned by this SQ. The frame is not ring memory.
+        // SAFETY: as above; the frame is readable and >= the minimum inline (`check`).
+        let ds = unsafe {
+            let src = p.addr as *const u8;
+            self.words
+                .put(self.ring.bb_ptr(bb), (bb, fm), src, p.addr, p.len)
+        };
+        (self.quiet, self.pi) = (quiet, bb.wrapping_add(1));
+        // SAFETY: the one WQE up to pi is written at WQEBB bb, one WQEBB
+        // (ds 3 or 4).
+        unsafe { self.db.ring_one_bb(&self.ring, self.pi, bb, ds) };
+        Ok(())
+    }
+
+    /// A list of two or more packets (see [`post_send`](Self::post_send)).
+    #[inline(always)]
+    fn post_list(&mut self, pkts: &[RawPkt]) -> Result<(), PostError> {
         self.check(pkts)?;
         if pkts.len() > self.wqe_cnt as usize {
             return Err(PostError::Unsupported);
@@ -203,9 +249,7 @@ impl<M: Mmio> RawSq<M> {
         let q0 = self.quiet_for(pkts.len());
         let rec = self.progress.recorder();
         let (mut quiet, mut sent, mut bb) = (q0, self.sent, self.pi);
-        let c = &self.cfg;
-        // Every WQE's store words but the index, stamp and frame: once per list.
-        let words = RawSendWords::new(self.qpn, c.cs_flags, c.min_inline, c.lkey);
+        let (c, words) = (&self.cfg, self.words);
         let mut last = Last { bb, ds: 0 };
         for p in pkts {
             let fm = next_fm(&mut quiet, c.cq_every);
@@ -243,33 +287,71 @@ impl<M: Mmio> RawSq<M> {
         if self.cfg.min_inline != 0 {
             return Err(PostError::Unsupported);
         }
+        if !inline {
+            return self.post_mpw_ptr(pkts);
+        }
         self.check(pkts)?;
         let (wqes, nbb) = mpw::plan(pkts, inline);
-        if nbb > self.wqe_cnt as usize {
+        self.check_room(nbb)?;
+        let (mut quiet, mut sent) = (self.quiet_for(wqes), self.sent);
+        let (pi, last) =
+            self.mpw_writer(inline)
+                .write(pkts, self.pi, &mut quiet, &mut sent, &self.progress);
+        (self.quiet, self.sent, self.pi) = (quiet, sent, pi);
+        // SAFETY: every WQE up to pi is written in this SQ's ring.
+        unsafe { self.db.ring(&self.ring, pi, last.bb, last.ds, wqes, inline) };
+        Ok(())
+    }
+
+    /// [`post_mpw`](Self::post_mpw) by pointer: one pass writes the sessions
+    /// and gathers the frame source check (the CPU reads no packet), which
+    /// is judged before anything is committed: a refused list leaves the
+    /// producer index, counters and doorbell as they were.
+    #[inline(always)]
+    fn post_mpw_ptr(&mut self, pkts: &[RawPkt]) -> Result<(), PostError> {
+        let (wqes, nbb) = mpw::plan(pkts, false);
+        self.check_room(nbb)?;
+        let (mut quiet, mut sent) = (self.quiet_at(wqes, self.signal_end), self.sent);
+        let mut chk = SrcCheck::new(self.src);
+        let (pi, last) = self.mpw_writer(false).write_ptr(
+            pkts,
+            self.pi,
+            (&mut quiet, &mut sent),
+            &self.progress,
+            &mut chk,
+        );
+        if !chk.ok(MIN_FRAME) {
             return Err(PostError::Unsupported);
         }
-        if !self.has_room_for(nbb as u16) {
-            return Err(PostError::QueueFull);
-        }
-        self.quiet = self.quiet_for(wqes);
-        let w = mpw::Writer {
+        (self.quiet, self.sent, self.pi, self.signal_end) = (quiet, sent, pi, false);
+        // SAFETY: every WQE up to pi is written in this SQ's ring.
+        unsafe { self.db.ring(&self.ring, pi, last.bb, last.ds, wqes, false) };
+        Ok(())
+    }
+
+    /// The eMPW writer over this SQ's ring and stamps.
+    #[inline(always)]
+    fn mpw_writer(&self, inline: bool) -> mpw::Writer<'_> {
+        mpw::Writer {
             ring: &self.ring,
             qpn: self.qpn,
             cs_flags: self.cfg.cs_flags,
             lkey: self.cfg.lkey,
             inline,
             cq_every: self.cfg.cq_every,
-        };
-        let (pi, last) = w.write(
-            pkts,
-            self.pi,
-            &mut self.quiet,
-            &mut self.sent,
-            &self.progress,
-        );
-        self.pi = pi;
-        // SAFETY: every WQE up to pi is written in this SQ's ring.
-        unsafe { self.db.ring(&self.ring, pi, last.bb, last.ds, wqes, inline) };
+        }
+    }
+
+    /// `Unsupported` for a list larger than the ring, `QueueFull` when its
+    /// `nbb` WQEBBs are not free now.
+    #[inline(always)]
+    fn check_room(&mut self, nbb: usize) -> Result<(), PostError> {
+        if nbb > self.wqe_cnt as usize {
+            return Err(PostError::Unsupported);
+        }
+        if !self.has_room_for(nbb as u16) {
+            return Err(PostError::QueueFull);
+        }
         Ok(())
     }
 

@@ -59,7 +59,7 @@ pub fn prepare_runnable(tool: RawTool, argv: &[String]) -> Result<RawParams, i32
 /// What rdmaperf does not run yet for this command line, as the refusal
 /// naming it and the stock tool to use; None when it runs (raw-eth-bw: the
 /// sender, the server on one QP, `-b` on one QP, `--server -v` on one QP
-/// by iterations; raw-eth-lat; raw-eth-burst-lat; raw-eth-fs-rate).
+/// with `-l` and `-D`; raw-eth-lat; raw-eth-burst-lat; raw-eth-fs-rate).
 pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
     let r = &p.raw;
     if r.tool == RawTool::BurstLat {
@@ -78,12 +78,6 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
         RawTool::Bw if r.mac_fwd && r.side != Some(super::ctx::Side::Server) => Some(
             "-v on a client (forwarding runs on the server: --server -v against a --client -b)",
         ),
-        RawTool::Bw if r.mac_fwd && p.post_list > 1 => {
-            Some("-v with -l above 1 (a list of forwards)")
-        }
-        RawTool::Bw if r.mac_fwd && r.duration.is_some() => {
-            Some("-v with -D (forwarding for a time)")
-        }
         RawTool::Bw if r.mac_fwd && r.qps > 1 => Some("-v with -q above 1 (one QP forwards)"),
         RawTool::Bw if r.duplex && r.qps > 1 => Some("-b with -q above 1 (one QP both ways runs)"),
         RawTool::Bw if r.side == Some(super::ctx::Side::Server) && r.qps > 1 => {
@@ -299,6 +293,8 @@ mod tests {
             ),
             (RawTool::Bw, format!("--client {M} -b -n 100")),
             (RawTool::Bw, format!("--server {M} -v -n 100")),
+            (RawTool::Bw, format!("--server {M} -v -l 4 -n 100")),
+            (RawTool::Bw, format!("--server {M} -v -D 5 -l 2")),
             (RawTool::Bw, format!("--server {M} -b -D 5")),
             (
                 RawTool::Lat,
@@ -324,8 +320,6 @@ mod tests {
                 "-b with -q above 1",
             ),
             (RawTool::Bw, format!("--client {M} -v"), "-v on a client"),
-            (RawTool::Bw, format!("--server {M} -v -l 2"), "-v with -l"),
-            (RawTool::Bw, format!("--server {M} -v -D 5"), "-v with -D"),
             (RawTool::Bw, format!("--server {M} -v -q 2"), "-v with -q"),
             (
                 RawTool::Lat,

@@ -4,7 +4,7 @@
 //! swapped, never before it arrived, within the TX window; a slot's receive
 //! comes back only after its send completed; silence is a stall.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -41,6 +41,7 @@ struct Nic {
     completed: u64,
     /// Receives posted again, each with the sends completed by then.
     reposts: Vec<(u64, u64)>,
+    /// The TX window (0: 3, or `-l` above it).
     tx_depth: u64,
     faults: Vec<String>,
     /// The frame whose receive fails, if any.
@@ -48,6 +49,18 @@ struct Nic {
     /// Refuse every other post with a full ring.
     full: bool,
     tries: u64,
+    /// Frames a receive poll may take (0: one), and empty polls first.
+    burst: usize,
+    delay: u64,
+    /// The loop's clock.
+    ticks: u64,
+    /// The loop's `-Q` (0: 2).
+    cq_mod: u32,
+    /// Each post's list length.
+    lists: Vec<u64>,
+    /// The loop's `-l` and (`-D`) window; 1 and none by default.
+    post_list: u32,
+    window: Option<super::bw::Deadlines>,
 }
 
 #[derive(Clone)]
@@ -63,29 +76,36 @@ impl RecvQueue for Fake {
     }
 }
 
-/// The receive CQ: one frame a poll, into the oldest posted receive.
+/// The receive CQ: up to `burst` frames a poll (one by default), each into
+/// the oldest posted receive, after `delay` empty polls.
 struct RecvCq(Fake);
 impl CompletionQueue for RecvCq {
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
         let mut n = self.0 .0.borrow_mut();
-        if n.to_arrive == 0 {
+        if n.delay > 0 {
+            n.delay -= 1;
+            n.ticks += 1;
             return Ok(0);
         }
-        let Some(slot) = n.posted.pop_front() else {
-            return Ok(0);
-        };
-        let f = frame(n.arrived);
-        let at = n.base + slot as usize * STRIDE;
-        // SAFETY: the test's buffer holds every slot, and this slot's
-        // receive was posted: the loop leaves it alone until it completes.
-        unsafe { core::ptr::copy_nonoverlapping(f.as_ptr(), at as *mut u8, f.len()) };
-        n.to_arrive -= 1;
-        n.arrived += 1;
-        out[0] = recv(slot, LEN, 0, 0);
-        if n.fail == Some(n.arrived - 1) {
-            out[0].status = crate::post::WcStatus::LOC_PROT_ERR;
+        let mut k = 0;
+        while k < out.len() && k < n.burst.max(1) && n.to_arrive > 0 {
+            let Some(slot) = n.posted.pop_front() else {
+                break;
+            };
+            let f = frame(n.arrived);
+            let at = n.base + slot as usize * STRIDE;
+            // SAFETY: the test's buffer holds every slot, and this slot's
+            // receive was posted: the loop leaves it alone until it completes.
+            unsafe { core::ptr::copy_nonoverlapping(f.as_ptr(), at as *mut u8, f.len()) };
+            n.to_arrive -= 1;
+            n.arrived += 1;
+            out[k] = recv(slot, LEN, 0, 0);
+            if n.fail == Some(n.arrived - 1) {
+                out[k].status = crate::post::WcStatus::LOC_PROT_ERR;
+            }
+            k += 1;
         }
-        Ok(1)
+        Ok(k)
     }
 }
 
@@ -111,27 +131,29 @@ impl RawPost for Fake {
         if n.full && n.tries % 2 == 1 {
             return Err(PostError::QueueFull);
         }
-        let p = pkts[0];
-        let slot = (p.addr as usize - n.base) / STRIDE;
-        if n.posted.contains(&(slot as u64)) {
-            n.faults.push(format!(
-                "frame {first}: slot {slot} sent with its receive posted"
-            ));
+        for (j, p) in pkts.iter().enumerate() {
+            let k = first + j as u64;
+            let slot = (p.addr as usize - n.base) / STRIDE;
+            if n.posted.contains(&(slot as u64)) {
+                n.faults.push(format!(
+                    "frame {k}: slot {slot} sent with its receive posted"
+                ));
+            }
+            let arrived = n.arrived;
+            if k >= arrived {
+                n.faults.push(format!("frame {k} sent, {arrived} arrived"));
+            }
+            if k - n.completed >= n.tx_depth {
+                n.faults.push(format!("frame {k}: TX window over"));
+            }
+            // SAFETY: the frame lies in the test's buffer (its slot).
+            let bytes = unsafe { std::slice::from_raw_parts(p.addr as *const u8, p.len as usize) };
+            n.sent.push(bytes.to_vec());
         }
-        let arrived = n.arrived;
-        if first >= arrived {
-            n.faults
-                .push(format!("frame {first} sent, {arrived} arrived"));
-        }
-        if first - n.completed >= n.tx_depth {
-            n.faults.push(format!("frame {first}: TX window over"));
-        }
-        // SAFETY: the frame lies in the test's buffer (its slot).
-        let bytes = unsafe { std::slice::from_raw_parts(p.addr as *const u8, p.len as usize) };
-        n.sent.push(bytes.to_vec());
+        n.lists.push(pkts.len() as u64);
         if signal {
             n.pending.push_back(Completion {
-                wr_id: first + 1,
+                wr_id: first + pkts.len() as u64,
                 opcode: WcOpcode::SEND,
                 ..Completion::default()
             });
@@ -155,7 +177,10 @@ fn forward_on(
     let nic = Fake(Rc::new(RefCell::new(Nic {
         base: mem.as_mut_ptr() as usize,
         to_arrive: arrive,
-        tx_depth: 3,
+        tx_depth: match nic.tx_depth {
+            0 => 3.max(nic.post_list as u64),
+            d => d,
+        },
         ..nic
     })));
     // SAFETY: `mem` holds `slots` slots and outlives the loop; the fake NIC
@@ -172,19 +197,32 @@ fn forward_on(
     let mut counts = RawRecvCounts::default();
     let mut held = vec![(0, 0); slots as usize];
     let mut wc = [Completion::default(); 4];
-    let t = Cell::new(0u64);
+    let (post_list, window, tx_depth, cq_mod) = {
+        let n = nic.0.borrow();
+        (
+            n.post_list.max(1),
+            n.window,
+            n.tx_depth as u32,
+            n.cq_mod.max(2),
+        )
+    };
+    let mut list = vec![RawPkt::default(); post_list as usize];
+    // The clock ticks once a read, and once an empty poll of `delay`.
+    let clock = nic.clone();
     let now = || {
-        t.set(t.get() + 1);
-        t.get()
+        let mut n = clock.0.borrow_mut();
+        n.ticks += 1;
+        n.ticks
     };
     let out = FwLoop::<_, _, _, _, VerbsRx, _> {
         cfg: RawBwConfig {
             iters,
-            post_list: 1,
-            tx_depth: 3,
-            cq_mod: 2,
+            post_list,
+            tx_depth,
+            cq_mod,
             stall_ticks: 50,
         },
+        window,
         post: &mut post,
         send_cq: &mut scq,
         rq: &mut rq,
@@ -192,12 +230,13 @@ fn forward_on(
         buf: &buf,
         counts: &mut counts,
         held: &mut held,
+        list: &mut list,
         wc: &mut wc,
         now,
         classify: PhantomData,
     }
     .run();
-    drop((post, rq, scq, rcq));
+    drop((post, rq, scq, rcq, clock));
     let nic = Rc::try_unwrap(nic.0).ok().unwrap().into_inner();
     (out, nic, counts)
 }
@@ -281,4 +320,130 @@ fn forwarding_never_outruns_the_receives_and_silence_stalls() {
             completed: 2
         })
     );
+}
+
+/// Every frame the fake NIC saw go out is the peer's, in order, with its
+/// MACs swapped.
+fn each_swapped_in_order(nic: &Nic) {
+    for (k, got) in nic.sent.iter().enumerate() {
+        let mut want = frame(k as u64);
+        let (d, s) = want.split_at_mut(6);
+        d.swap_with_slice(&mut s[..6]);
+        assert_eq!(got, &want, "frame {k}");
+    }
+}
+
+/// `-l 4` with frames arriving four a poll: the forwards go in lists of
+/// four (the last cut at `-n`), each frame swapped once and in order,
+/// never ahead of its arrival, within the window.
+#[test]
+fn a_post_list_forwards_whole_lists_of_what_arrived() {
+    let nic = Nic {
+        post_list: 4,
+        burst: 4,
+        ..Nic::default()
+    };
+    let (o, nic, _) = forward_on(8, (26, 26), nic);
+    assert_eq!(o.error, None);
+    assert_eq!((o.received, o.sent.posted, o.sent.completed), (26, 26, 26));
+    assert_eq!(nic.faults, Vec::<String>::new());
+    assert_eq!(nic.sent.len(), 26);
+    each_swapped_in_order(&nic);
+    assert_eq!(nic.lists.iter().sum::<u64>(), 26);
+    assert!(nic.lists.iter().all(|&l| l <= 4), "{:?}", nic.lists);
+    assert!(
+        nic.lists.iter().filter(|&&l| l == 4).count() >= 5,
+        "{:?}",
+        nic.lists
+    );
+}
+
+/// One receive slot and `-l 4` (`-t 16`): a list can never fill, so each
+/// frame goes alone once the receive CQ is empty, and asks for a
+/// completion (under `-Q 2` frame 0 would not, its slot would never come
+/// back and the run would stall).
+#[test]
+fn a_short_list_goes_when_nothing_more_came_and_is_signaled() {
+    let nic = Nic {
+        post_list: 4,
+        tx_depth: 16,
+        ..Nic::default()
+    };
+    let (o, nic, _) = forward_on(1, (10, 10), nic);
+    assert_eq!(o.error, None);
+    assert_eq!((o.received, o.sent.completed, o.reposted), (10, 10, 10));
+    assert_eq!(nic.faults, Vec::<String>::new());
+    assert_eq!(nic.lists, vec![1; 10]);
+    each_swapped_in_order(&nic);
+}
+
+/// The `-D` window in ticks from the first frame (the fake clock ticks
+/// once a read).
+const WINDOW: super::bw::Deadlines = super::bw::Deadlines {
+    sample_start: 200,
+    sample_stop: 1000,
+    end: 1200,
+};
+
+/// `-D`: the window starts at the first frame (here after 500 empty
+/// polls, past the window's whole length from the loop's start) and the
+/// run ends at its end, however many frames the peer has left; the table's
+/// count is the completions inside the sample, timed over it.
+#[test]
+fn duration_forwards_until_the_window_ends_and_measures_its_sample() {
+    let nic = Nic {
+        window: Some(WINDOW),
+        delay: 500,
+        ..Nic::default()
+    };
+    let (o, nic, counts) = forward_on(4, (0, 1_000_000), nic);
+    assert_eq!(o.error, None);
+    let s = &o.sent;
+    assert!(o.received > 0 && o.received < 1_000_000, "{}", o.received);
+    assert_eq!(counts.packets, o.received);
+    assert!(s.completed <= s.posted && s.posted <= o.received);
+    assert!(s.measured > 0 && s.measured < s.completed, "{s:?}");
+    let span = s.t_end - s.t_start;
+    assert!((780..900).contains(&span), "sample of {span} ticks");
+    assert_eq!(nic.faults, Vec::<String>::new());
+    each_swapped_in_order(&nic);
+}
+
+/// `-D`: a peer that goes quiet is no stall: the run waits out its window.
+#[test]
+fn duration_outlasts_a_quiet_peer() {
+    let nic = Nic {
+        window: Some(WINDOW),
+        ..Nic::default()
+    };
+    let (o, nic, _) = forward_on(4, (0, 5), nic);
+    assert_eq!(o.error, None);
+    assert_eq!((o.received, o.sent.posted), (5, 5));
+    // -Q 2 and no last frame under -D: frame 4 asks for no completion.
+    assert_eq!(o.sent.completed, 4);
+    assert_eq!(nic.faults, Vec::<String>::new());
+}
+
+/// `-t 8 -Q 8 -l 5`: the first list holds no 8th frame, and after it no
+/// second list fits the window: it asks for a completion all the same
+/// (else the second would wait for ever).
+#[test]
+fn a_list_that_leaves_no_room_for_another_is_signaled() {
+    let nic = Nic {
+        post_list: 5,
+        burst: 5,
+        tx_depth: 8,
+        cq_mod: 8,
+        ..Nic::default()
+    };
+    let (o, nic, _) = forward_on(16, (40, 40), nic);
+    assert_eq!(o.error, None);
+    assert_eq!((o.received, o.sent.completed), (40, 40));
+    assert_eq!(nic.faults, Vec::<String>::new());
+    assert!(
+        nic.lists.iter().filter(|&&l| l == 5).count() >= 4,
+        "{:?}",
+        nic.lists
+    );
+    each_swapped_in_order(&nic);
 }

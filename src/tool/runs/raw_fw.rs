@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::raw_duplex::{Both, RX_STALL};
 use crate::clock::{self, Clock};
 use crate::mlx5::device::{cq_from_ibv_cq, raw_sq_from_ibv_qp, rq_from_ibv_qp};
-use crate::mlx5::raw_sq::RawSqConfig;
+use crate::mlx5::raw_sq::{RawPkt, RawSqConfig};
 use crate::mlx5::{DirectCq, HwMmio};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::{VerbsCq, VerbsRecv};
@@ -25,7 +25,7 @@ use crate::run::raw_bw::{Direct, DirectMpw, RawPost, Verbs};
 use crate::run::raw_fw::{FwBuf, FwError, FwLoop, FwOutcome};
 use crate::run::raw_recv::{DirectRx, RawRecvCounts, RxClassify, VerbsRx};
 use crate::tool::common::fail::Fail;
-use crate::tool::session::{raw_measure, raw_recv_measure};
+use crate::tool::session::{bw_measure, raw_measure, raw_recv_measure};
 use crate::tool::setup::raw_method::RawMethod;
 use crate::tool::setup::raw_recv_method::RawRecvMethod;
 use crate::tool::setup::raw_res::{DuplexSide, RawPort, RawRes, RawRx};
@@ -149,7 +149,7 @@ fn send_side<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
     if !method.is_direct() {
         let mut cq = VerbsCq::new(&res.cq, 16).map_err(Fail::verbs)?;
         return if method == RawMethod::PostSend {
-            let sq = PostSendQueue::new(qp, 1, None).map_err(Fail::verbs)?;
+            let sq = PostSendQueue::new(qp, p.post_list as usize, None).map_err(Fail::verbs)?;
             run_loop::<_, _, _, _, K>(p, (&mut verbs(sq, p, rx), &mut cq), recv, RX_STALL)
         } else {
             let sq = WrApiQueue::new(qp, None).map_err(Fail::verbs)?;
@@ -189,7 +189,7 @@ fn verbs<S: SendQueue>(sq: S, p: &RawParams, rx: &RawRx) -> Verbs<S> {
         qp: 0,
         lkey: rx.mr.lkey(),
         inline_max: p.inline_size,
-        descs: vec![WrDesc::default(); 1].into_boxed_slice(),
+        descs: vec![WrDesc::default(); p.post_list as usize].into_boxed_slice(),
     }
 }
 
@@ -204,13 +204,19 @@ pub fn run_loop<P: RawPost, S: CompletionQueue, R: RecvQueue, C: CompletionQueue
     raw_recv_measure::post_receives(rq, buf.cfg(), TOOL).map_err(Fail::new)?;
     let clock = Clock::calibrate();
     let mut cfg = raw_measure::config(p, &clock);
-    cfg.post_list = 1;
     cfg.stall_ticks = clock.cycles_for(stall);
     let mut counts = RawRecvCounts::default();
     let mut held = vec![(0u32, 0u32); buf.cfg().slots() as usize];
+    let mut list = vec![RawPkt::default(); cfg.post_list as usize];
     let mut wc = [Completion::default(); 16];
+    // -D: perftest's margins (a quarter each side), counted from the first frame.
+    let window = p
+        .raw
+        .duration
+        .map(|s| bw_measure::window(s, s / 4, &clock, 0));
     let out = FwLoop::<_, _, _, _, K, _> {
         cfg,
+        window,
         post,
         send_cq,
         rq,
@@ -218,6 +224,7 @@ pub fn run_loop<P: RawPost, S: CompletionQueue, R: RecvQueue, C: CompletionQueue
         buf,
         counts: &mut counts,
         held: &mut held,
+        list: &mut list,
         wc: &mut wc,
         now: clock::now,
         classify: PhantomData,
