@@ -614,3 +614,58 @@ fn rate_flags_on_the_latency_tools() {
         refused_before_run(&argv, "SW Rate limiter");
     }
 }
+
+/// `--payload_file_path` on the raw tools: the other tools' reader
+/// (perftest's little-endian DWORDs, at most `-s` bytes), and one clear
+/// refusal (exit 2, before anything opens) for a file it cannot use.
+#[test]
+fn payload_file_path_reads_perftests_dwords_up_to_the_size() {
+    let dir = std::env::temp_dir().join(format!("rdmaperf-raw-payload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.txt");
+    let words: Vec<String> = (0..40u32)
+        .map(|i| format!("0x{:08x}", 0x0102_0304u32.wrapping_mul(i + 1)))
+        .collect();
+    std::fs::write(&good, words.join(",") + "\n").unwrap();
+    let g = good.display();
+    for tool in [RawTool::Bw, RawTool::Lat, RawTool::BurstLat] {
+        let p = ok(tool, &format!("--client {M} -s 64 --payload_file_path {g}"));
+        let pat = p.payload.as_deref().unwrap();
+        assert_eq!(pat.len(), 64, "{tool:?}: cut at -s");
+        assert_eq!(&pat[..8], &[4, 3, 2, 1, 8, 6, 4, 2], "little-endian DWORDs");
+    }
+    let p = ok(
+        RawTool::Bw,
+        &format!("--client {M} -s 1518 --payload_file_path={g}"),
+    );
+    assert_eq!(p.payload.as_ref().unwrap().len(), 160, "the whole file");
+    assert!(ok(RawTool::Bw, &format!("--client {M}")).payload.is_none());
+    let bad = dir.join("bad.txt");
+    std::fs::write(&bad, "0x11223344,0x1234").unwrap();
+    let b = bad.display().to_string();
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} --payload_file_path {b}"),
+        &["--payload_file_path", "DWORD 1", "0xaaaaaaaa"],
+    );
+    let none = dir.join("missing.txt").display().to_string();
+    refused(
+        RawTool::Lat,
+        &format!("--client {M} --payload_file_path {none}"),
+        &["--payload_file_path", "cannot read it"],
+    );
+    refused_before_run(
+        &[
+            "raw-eth-bw",
+            "--client",
+            "-B",
+            "02:00:00:00:00:01",
+            "-E",
+            "02:00:00:00:00:02",
+            "--payload_file_path",
+            &b,
+        ],
+        "--payload_file_path",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

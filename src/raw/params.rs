@@ -54,8 +54,36 @@ pub struct RawParams {
     /// raw-eth-bw's rate limit, read with perftest's rules (`super::rate`);
     /// None for the other tools and for an unlimited run.
     pub rate: Option<RawRate>,
+    /// `--payload_file_path`: the pattern the send buffers repeat under
+    /// the headers (at most `-s` bytes of it, as perftest keeps).
+    pub payload: Option<Vec<u8>>,
     /// perftest's messages for what it changed (size clamped, duplex forced).
     pub notes: Vec<String>,
+}
+
+impl RawParams {
+    /// What fills the send buffers under the frames' headers: the
+    /// `--payload_file_path` pattern, else `perftest_rand` from `seed`.
+    pub fn body(&self, seed: u32) -> super::slots::Body<'_> {
+        match &self.payload {
+            Some(pat) => super::slots::Body::Pattern(pat),
+            None => super::slots::Body::Rand(seed),
+        }
+    }
+}
+
+/// `--payload_file_path`'s pattern, read with the other tools' parser
+/// (`cli::mem_opts::parse_payload`: perftest's comma-separated
+/// little-endian DWORDs), at most `size` bytes.
+fn payload(a: &RawArgs, size: u64) -> Result<Option<Vec<u8>>, String> {
+    let Some(path) = a.value("payload_file_path") else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--payload_file_path {path}: cannot read it: {e}"))?;
+    crate::cli::mem_opts::parse_payload(&text, size)
+        .map(Some)
+        .map_err(|e| format!("--payload_file_path {path}: {e}"))
 }
 
 fn opt<T>(
@@ -285,6 +313,7 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
         post: opt(a, "post", post_word)?.filter(|w| w != "auto"),
         pacing: pacing(a),
         rate: rate::rate_of(a, &raw, &mut notes)?,
+        payload: payload(a, size)?,
         notes,
         raw,
     };
