@@ -454,7 +454,7 @@ fn rate_flags_on_raw_eth_bw() {
 fn post_method_and_post_list() {
     let p = ok(
         RawTool::Bw,
-        &format!("--client {M} --post direct-mpw -l 32"),
+        &format!("--client {M} --post direct-mpw -l 32 -n 1024"),
     );
     assert_eq!((p.post.as_deref(), p.post_list), (Some("direct-mpw"), 32));
     assert_eq!(
@@ -469,6 +469,57 @@ fn post_method_and_post_list() {
     );
     refused(RawTool::Bw, &format!("--client {M} -l 0"), &["-l"]);
     refused(RawTool::Bw, &format!("--client {M} -t 16 -l 32"), &["-l"]);
+}
+
+/// perftest's post list rules (force_dependecies): -Q follows -l unless
+/// given (with perftest's line), a given -Q divides -l, -n is a multiple of
+/// -l by iterations, BW tests only (raw-eth-burst-lat is LAT_BY_BW).
+#[test]
+fn post_list_rules_of_perftest() {
+    let p = ok(RawTool::Bw, &format!("--client {M} -l 5 -n 1000"));
+    assert_eq!(p.raw.cq_mod, 5);
+    assert!(p
+        .notes
+        .iter()
+        .any(|n| n.contains("CQ moderation will be the size of the post list")));
+    let p = ok(RawTool::Bw, &format!("--client {M} -l 8 -Q 4"));
+    assert_eq!((p.post_list, p.raw.cq_mod), (8, 4));
+    assert!(!p.notes.iter().any(|n| n.contains("Post List requested")));
+    assert_eq!(
+        ok(RawTool::Bw, &format!("--client {M} -l 3 -D 2"))
+            .raw
+            .cq_mod,
+        3
+    );
+    assert_eq!(ok(RawTool::Bw, &format!("--client {M}")).raw.cq_mod, 100);
+    // -t 8 -Q 8 -l 5 would leave five unsignalled frames that a list of
+    // five can never get past: perftest refuses it, and so does rdmaperf.
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} -t 8 -Q 8 -l 5 -n 1000"),
+        &["-l 5 is not a multiple of -Q 8", "drop -Q"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} -l 3 -n 1000"),
+        &["-n 1000 is not a multiple of -l 3"],
+    );
+    refused(
+        RawTool::Lat,
+        &format!("--client {M} -l 2"),
+        &["supported in BW tests only", "raw-eth-lat", "drop -l"],
+    );
+    refused(
+        RawTool::FsRate,
+        &format!("--client {M} -l 2"),
+        &["supported in BW tests only"],
+    );
+    assert_eq!(
+        ok(RawTool::BurstLat, &format!("--client {M} -l 2 -n 100"))
+            .raw
+            .cq_mod,
+        2
+    );
 }
 
 #[test]
