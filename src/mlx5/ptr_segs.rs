@@ -128,10 +128,10 @@ mod sse {
         /// the caller owns.
         #[inline(always)]
         unsafe fn pair(&mut self, p: *const u8, u: *mut __m128i) {
-            // SAFETY: SSE2/SSSE3/SSE4.1 are enabled for the whole build;
-            // the loads read the two packets' addr and len fields (offsets
+            // The loads read the two packets' addr and len fields (offsets
             // asserted above), never their padding; the stores are the
             // caller's two aligned units.
+            // SAFETY: as above; SSE2/SSSE3/SSE4.1 are enabled for the whole build.
             unsafe {
                 let a0 = _mm_loadl_epi64(p.add(ADDR).cast::<__m128i>());
                 let a =
