@@ -639,6 +639,93 @@ mod with_model {
             );
         }
     }
+    /// The direct sender on several QPs: one raw SQ per QP (direct and
+    /// eMPW), all on the one CQ polled through `run::raw_qpn::ByQpn`, the
+    /// NIC on its own thread: no allocation on the loop's thread.
+    #[test]
+    fn raw_sender_loop_over_qps_allocates_nothing() {
+        use rdmaperf::raw::slots::Slots;
+        use rdmaperf::run::raw_bw::{Direct, DirectMpw, RawBwConfig, RawBwLoop, RawPost};
+        use rdmaperf::run::raw_qpn::ByQpn;
+
+        fn go<P: RawPost>(
+            model: &Model,
+            posts: &mut [P],
+            cq: &mut impl CompletionQueue,
+            bases: &[u64],
+            slots: Slots,
+        ) -> (u64, rdmaperf::run::bw::BwOutcome) {
+            let cfg = RawBwConfig {
+                iters: 1024,
+                post_list: slots.post_list as u32,
+                tx_depth: 64,
+                cq_mod: 16,
+                stall_ticks: u64::MAX / 4,
+            };
+            let mut counts = vec![QpCount::default(); posts.len()];
+            let mut list = vec![RawPkt::default(); cfg.post_list as usize];
+            let mut wcs = [Completion::default(); 16];
+            let all = 1024 * posts.len();
+            let (mut tp, mut tc) = (vec![0u64; all], vec![0u64; all]);
+            with_nic(model, || {
+                let mut lp = RawBwLoop {
+                    cfg,
+                    posts,
+                    cq,
+                    bases,
+                    slots,
+                    counts: &mut counts,
+                    list: &mut list,
+                    wcs: &mut wcs,
+                    tposted: &mut tp,
+                    tcompleted: &mut tc,
+                    deadlines: None,
+                    now: rdmaperf::clock::now,
+                };
+                count(|| lp.run())
+            })
+        }
+
+        for (mpw, post_list, qps) in [(false, 1, 2), (false, 8, 4), (true, 32, 4)] {
+            let slots = Slots::new(128, 2, 1, post_list, 4096);
+            let mut bufs: Vec<Vec<u8>> = (0..qps).map(|_| vec![0u8; slots.buffer_len()]).collect();
+            let model = Model::new(ModelConfig {
+                qps: qps as u32,
+                ..ModelConfig::raw_eth_loop(256)
+            })
+            .unwrap();
+            let mut cfgs = Vec::new();
+            for b in &mut bufs {
+                // SAFETY: `bufs` outlives the model (declared first).
+                let mr = unsafe { model.register(b.as_mut_ptr(), b.len(), Access::NONE) };
+                cfgs.push(RawSqConfig::new(mr.lkey, 4));
+            }
+            let (mut sqs, cq) = model.raw_queues_with(&cfgs, |_| HwMmio).unwrap();
+            for (sq, b) in sqs.iter_mut().zip(&bufs) {
+                // SAFETY: as above.
+                unsafe { sq.set_frame_source(b.as_ptr(), b.len()) };
+            }
+            let qpns: Vec<u32> = (0..qps).map(|q| model.qpn_of(q)).collect();
+            let mut cq = ByQpn::new(cq, &qpns);
+            let bases: Vec<u64> = bufs.iter().map(|b| b.as_ptr() as u64).collect();
+            let (n, out) = if mpw {
+                let mut posts: Vec<_> = sqs.into_iter().map(DirectMpw).collect();
+                go(&model, &mut posts, &mut cq, &bases, slots)
+            } else {
+                let mut posts: Vec<_> = sqs.into_iter().map(Direct).collect();
+                go(&model, &mut posts, &mut cq, &bases, slots)
+            };
+            let all = 1024 * qps as u64;
+            let ctx = format!("mpw {mpw}, -l {post_list}, -q {qps}");
+            assert_eq!(out.error, None, "{ctx}");
+            assert_eq!((out.posted, out.completed), (all, all), "{ctx}");
+            assert_eq!(
+                n, 0,
+                "the raw sender loop over QPs allocated {n} times ({ctx})"
+            );
+        }
+    }
+
     /// The model's one CQ, its completions sorted into sends and receives
     /// (queues reserved before the count).
     struct Split {

@@ -14,6 +14,7 @@ pub mod raw_bw;
 pub mod raw_duplex;
 pub mod raw_fw;
 pub mod raw_lat;
+pub mod raw_qpn;
 pub mod raw_recv;
 pub mod raw_recv_qps;
 pub mod raw_recv_report;

@@ -137,7 +137,10 @@ pub fn result(p: &RawParams, out: &BwOutcome, qps: u32, hz: f64) -> Result<BwRes
 
 /// perftest's numbers for the run, the peak from `stamps` when the run
 /// kept them and sent every frame (an interrupted run, or one with no
-/// stamps, reports none, as `-N`).
+/// stamps, reports none, as `-N`). On several QPs with `-n` not a multiple
+/// of `-l` (perftest refuses that; rdmaperf cuts each QP's last list) the
+/// list starts leave perftest's stride over the stamps, which its search
+/// assumes, so no peak is reported there either.
 pub fn result_stamped(
     p: &RawParams,
     out: &BwOutcome,
@@ -147,7 +150,8 @@ pub fn result_stamped(
 ) -> Result<BwResult, String> {
     let duration = p.raw.duration.is_some();
     let whole = stamps.tposted.len() as u64 == out.measured && out.error.is_none();
-    let peak = !stamps.tposted.is_empty() && whole;
+    let strided = qps <= 1 || p.raw.iters % p.post_list.max(1) as u64 == 0;
+    let peak = !stamps.tposted.is_empty() && whole && strided;
     let ends = ([out.t_start], [out.t_end]);
     let (tposted, tcompleted): (&[u64], &[u64]) = if peak {
         (&stamps.tposted, &stamps.tcompleted)

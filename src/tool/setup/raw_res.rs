@@ -292,7 +292,7 @@ impl DuplexSide {
     pub fn open(p: &RawParams, tool: &str) -> Result<DuplexSide, Fail> {
         let asked = raw_method::parse(p.post.as_deref()).map_err(Fail::refused)?;
         let port = RawPort::open(p)?;
-        let method = raw_method::decide(asked, &port.dev, p.raw.qps)
+        let method = raw_method::decide(asked, &port.dev)
             .map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
         let recv =
             decide_recv(asked, &port.dev).map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
