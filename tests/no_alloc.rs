@@ -927,6 +927,83 @@ mod with_model {
     /// `-b`'s loop (`RawBwLoop::run_beside` with `run::raw_duplex`'s
     /// receive side) allocates nothing: 2000 frames sent under `-t 32`
     /// loop back into the QP's own 64 receives and are counted there.
+    /// A queue borrowed, as `RecvQp` owns its RQ and CQ.
+    struct Lent<'a, T>(&'a mut T);
+    impl<T: rdmaperf::post::RecvQueue> rdmaperf::post::RecvQueue for Lent<'_, T> {
+        fn post_recv(
+            &mut self,
+            wr_id: u64,
+            addr: u64,
+            lkey: u32,
+            len: u32,
+        ) -> Result<(), rdmaperf::post::PostError> {
+            self.0.post_recv(wr_id, addr, lkey, len)
+        }
+    }
+    impl<T: CompletionQueue> CompletionQueue for Lent<'_, T> {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, rdmaperf::post::PostError> {
+            self.0.poll(out)
+        }
+    }
+
+    /// `-b -q N`'s receive side (`run::raw_duplex_qps::RecvSideQps`) beside
+    /// the sender's loop on the loop-back QP: no allocation.
+    #[test]
+    fn raw_duplex_qps_receive_side_allocates_nothing() {
+        use crate::common::raw_duplex_session::ring_cfg;
+        use rdmaperf::raw::slots::Slots;
+        use rdmaperf::run::pace::Unpaced;
+        use rdmaperf::run::raw_bw::RawBwLoop;
+        use rdmaperf::run::raw_duplex::RxWait;
+        use rdmaperf::run::raw_duplex_qps::RecvSideQps;
+        use rdmaperf::run::raw_recv_qps::RecvQp;
+        let (n, (out, rx_error, got)) = on_loop_back_qp(|qp| {
+            // SAFETY: the ring's buffer is registered and outlives the
+            // loop; only the model writes it.
+            let cfg = unsafe { ring_cfg(qp.rx) };
+            let mut qps = [RecvQp {
+                rq: Lent(qp.rq),
+                cq: Lent(qp.rcq),
+                cfg,
+                counts: RawRecvCounts::default(),
+            }];
+            // 64 a poll, as the one-QP case: the 64 receives never run dry.
+            let mut rwc = [Completion::default(); 64];
+            let wait = RxWait {
+                owed: 2000,
+                wait_first: false,
+                stall_ticks: stall_ticks(),
+            };
+            let now = rdmaperf::clock::now;
+            let mut side = RecvSideQps::<_, _, DirectRx, _>::new(&mut qps, &mut rwc, wait, now);
+            let (mut qc, mut list, mut wcs) = (
+                [QpCount::default()],
+                [RawPkt::default()],
+                [Completion::default(); 16],
+            );
+            let out = RawBwLoop {
+                cfg: loop_back_cfg(),
+                posts: std::slice::from_mut(qp.sq),
+                cq: qp.scq,
+                bases: &[qp.frames[0].addr],
+                slots: Slots::new(64, 1, 1, 1, 128),
+                counts: &mut qc,
+                list: &mut list,
+                wcs: &mut wcs,
+                tposted: &mut [],
+                tcompleted: &mut [],
+                deadlines: None,
+                now: rdmaperf::clock::now,
+            }
+            .run_beside(&mut Unpaced, &mut side);
+            let err = side.error.take();
+            (out, err, qps[0].counts.packets)
+        });
+        assert_eq!((out.error, rx_error), (None, None));
+        assert_eq!((out.posted, out.completed, got), (2000, 2000, 2000));
+        assert_eq!(n, 0, "the -b -q receive side allocated {n} times");
+    }
+
     #[test]
     fn raw_duplex_loop_allocates_nothing() {
         use crate::common::raw_duplex_session::ring_cfg;

@@ -12,6 +12,7 @@ pub mod period;
 pub mod raw_burst_lat;
 pub mod raw_bw;
 pub mod raw_duplex;
+pub mod raw_duplex_qps;
 pub mod raw_fw;
 pub mod raw_lat;
 pub mod raw_qpn;
