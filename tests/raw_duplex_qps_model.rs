@@ -285,9 +285,9 @@ mod with_model {
     }
 
     /// Every frame `s` sent is the next slot of exactly one of its QPs'
-    /// buffers, `-n` per QP, its headers `raw::frame`'s for its flow
-    /// (etherparse: the MACs, IPs and ports of `s`'s side).
-    fn check_wire(s: &Side, at: &str) {
+    /// buffers, its headers `raw::frame`'s for its flow (etherparse: the
+    /// MACs, IPs and ports of `s`'s side); the frames of each QP.
+    fn check_wire(s: &Side, at: &str) -> Vec<u64> {
         let len = s.slots.frame_len as usize;
         let mut next = vec![0u64; s.tx.len()];
         let client = s.p.raw.side != Some(rdmaperf::raw::ctx::Side::Server);
@@ -330,10 +330,7 @@ mod with_model {
                 "{at}: frame {i}"
             );
         }
-        assert!(
-            next.iter().all(|&k| k == s.p.raw.iters),
-            "{at}: frames per QP {next:?}"
-        );
+        next
     }
 
     #[test]
@@ -362,7 +359,9 @@ mod with_model {
                 }
                 assert_eq!(s.no_match, 0, "{at}");
                 assert_eq!(s.wire.len() as u64, all, "{at}");
-                check_wire(s, &at);
+                let per = check_wire(s, &at);
+                let n = s.p.raw.iters;
+                assert!(per.iter().all(|&k| k == n), "{at}: frames per QP {per:?}");
                 let row = s
                     .report
                     .lines()
@@ -407,5 +406,48 @@ mod with_model {
         assert!(words.contains("78 of 200"), "{words}");
         assert_eq!(server.out.error, None, "the server's own sends complete");
         assert_eq!(server.out.completed, 200);
+    }
+
+    /// `-b -q 2 -D 1`: each side runs about a second, sends on both QPs and
+    /// receives on both, no error; the table's #iterations are the sends
+    /// completed plus the frames received inside the window (no margins at
+    /// 1 s: more than either alone, at most both).
+    #[test]
+    fn both_ways_on_two_qps_for_a_duration() {
+        let t0 = std::time::Instant::now();
+        let (client, server) = pair("-b -q 2 -D 1 -s 64", None, Duration::from_secs(5));
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_secs(20),
+            "{took:?}"
+        );
+        for (who, s) in [("client", &client), ("server", &server)] {
+            assert_eq!((&s.error, s.out.error), (&None, None), "{who}");
+            let (m, sent) = (s.out.measured, s.out.completed);
+            let got: u64 = s.per_qp.iter().map(|c| c.packets).sum();
+            println!(
+                "{who}: {m} measured, {sent} sent, {got} received ({:?})",
+                took
+            );
+            assert!(
+                s.per_qp.iter().all(|c| c.packets > 0),
+                "{who}: {:?}",
+                s.per_qp
+            );
+            let per = check_wire(s, who);
+            assert!(
+                per.iter().all(|&k| k > 0),
+                "{who}: frames sent per QP {per:?}"
+            );
+            assert!(
+                m > sent.max(got) && m <= sent + got,
+                "{who}: {m} of {sent} + {got}"
+            );
+            let row = s.report.lines().find(|l| l.trim_start().starts_with("64 "));
+            let cols: Vec<&str> = row.expect(who).split_whitespace().collect();
+            assert_eq!(cols[1], m.to_string(), "{who}: #iterations");
+            let line = format!("received: {got} of the peer's frames in 1 s");
+            assert!(s.report.contains(&line), "{who}: {}", s.report);
+        }
     }
 }
