@@ -161,7 +161,7 @@ fn direct_sqs(p: &RawParams, res: &RawRes, port: &RawPort) -> Result<Vec<RawSq<H
     }
     if let Some((i, j)) = shared_bf_reg(&regs) {
         return Err(Fail::new(format!(
-            "rdmaperf raw-eth-bw --post direct with -q {}: libmlx5 gave QPs {i} and {j} one \
+            "rdmaperf raw-eth-bw: the direct raw SQs with -q {}: libmlx5 gave QPs {i} and {j} one \
              BlueFlame register (a shared bfreg), which two direct SQs cannot ring from \
              their own toggles: use fewer QPs, or --post post-send",
             regs.len()
