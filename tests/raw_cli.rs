@@ -454,7 +454,7 @@ fn rate_flags_on_raw_eth_bw() {
 fn post_method_and_post_list() {
     let p = ok(
         RawTool::Bw,
-        &format!("--client {M} --post direct-mpw -l 32"),
+        &format!("--client {M} --post direct-mpw -l 32 -n 1024"),
     );
     assert_eq!((p.post.as_deref(), p.post_list), (Some("direct-mpw"), 32));
     assert_eq!(
@@ -469,6 +469,57 @@ fn post_method_and_post_list() {
     );
     refused(RawTool::Bw, &format!("--client {M} -l 0"), &["-l"]);
     refused(RawTool::Bw, &format!("--client {M} -t 16 -l 32"), &["-l"]);
+}
+
+/// perftest's post list rules (force_dependecies): -Q follows -l unless
+/// given (with perftest's line), a given -Q divides -l, -n is a multiple of
+/// -l by iterations, BW tests only (raw-eth-burst-lat is LAT_BY_BW).
+#[test]
+fn post_list_rules_of_perftest() {
+    let p = ok(RawTool::Bw, &format!("--client {M} -l 5 -n 1000"));
+    assert_eq!(p.raw.cq_mod, 5);
+    assert!(p
+        .notes
+        .iter()
+        .any(|n| n.contains("CQ moderation will be the size of the post list")));
+    let p = ok(RawTool::Bw, &format!("--client {M} -l 8 -Q 4"));
+    assert_eq!((p.post_list, p.raw.cq_mod), (8, 4));
+    assert!(!p.notes.iter().any(|n| n.contains("Post List requested")));
+    assert_eq!(
+        ok(RawTool::Bw, &format!("--client {M} -l 3 -D 2"))
+            .raw
+            .cq_mod,
+        3
+    );
+    assert_eq!(ok(RawTool::Bw, &format!("--client {M}")).raw.cq_mod, 100);
+    // -t 8 -Q 8 -l 5 would leave five unsignalled frames that a list of
+    // five can never get past: perftest refuses it, and so does rdmaperf.
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} -t 8 -Q 8 -l 5 -n 1000"),
+        &["-l 5 is not a multiple of -Q 8", "drop -Q"],
+    );
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} -l 3 -n 1000"),
+        &["-n 1000 is not a multiple of -l 3"],
+    );
+    refused(
+        RawTool::Lat,
+        &format!("--client {M} -l 2"),
+        &["supported in BW tests only", "raw-eth-lat", "drop -l"],
+    );
+    refused(
+        RawTool::FsRate,
+        &format!("--client {M} -l 2"),
+        &["supported in BW tests only"],
+    );
+    assert_eq!(
+        ok(RawTool::BurstLat, &format!("--client {M} -l 2 -n 100"))
+            .raw
+            .cq_mod,
+        2
+    );
 }
 
 #[test]
@@ -613,4 +664,59 @@ fn rate_flags_on_the_latency_tools() {
         let argv: Vec<&str> = cmd.split_whitespace().collect();
         refused_before_run(&argv, "SW Rate limiter");
     }
+}
+
+/// `--payload_file_path` on the raw tools: the other tools' reader
+/// (perftest's little-endian DWORDs, at most `-s` bytes), and one clear
+/// refusal (exit 2, before anything opens) for a file it cannot use.
+#[test]
+fn payload_file_path_reads_perftests_dwords_up_to_the_size() {
+    let dir = std::env::temp_dir().join(format!("rdmaperf-raw-payload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.txt");
+    let words: Vec<String> = (0..40u32)
+        .map(|i| format!("0x{:08x}", 0x0102_0304u32.wrapping_mul(i + 1)))
+        .collect();
+    std::fs::write(&good, words.join(",") + "\n").unwrap();
+    let g = good.display();
+    for tool in [RawTool::Bw, RawTool::Lat, RawTool::BurstLat] {
+        let p = ok(tool, &format!("--client {M} -s 64 --payload_file_path {g}"));
+        let pat = p.payload.as_deref().unwrap();
+        assert_eq!(pat.len(), 64, "{tool:?}: cut at -s");
+        assert_eq!(&pat[..8], &[4, 3, 2, 1, 8, 6, 4, 2], "little-endian DWORDs");
+    }
+    let p = ok(
+        RawTool::Bw,
+        &format!("--client {M} -s 1518 --payload_file_path={g}"),
+    );
+    assert_eq!(p.payload.as_ref().unwrap().len(), 160, "the whole file");
+    assert!(ok(RawTool::Bw, &format!("--client {M}")).payload.is_none());
+    let bad = dir.join("bad.txt");
+    std::fs::write(&bad, "0x11223344,0x1234").unwrap();
+    let b = bad.display().to_string();
+    refused(
+        RawTool::Bw,
+        &format!("--client {M} --payload_file_path {b}"),
+        &["--payload_file_path", "DWORD 1", "0xaaaaaaaa"],
+    );
+    let none = dir.join("missing.txt").display().to_string();
+    refused(
+        RawTool::Lat,
+        &format!("--client {M} --payload_file_path {none}"),
+        &["--payload_file_path", "cannot read it"],
+    );
+    refused_before_run(
+        &[
+            "raw-eth-bw",
+            "--client",
+            "-B",
+            "02:00:00:00:00:01",
+            "-E",
+            "02:00:00:00:00:02",
+            "--payload_file_path",
+            &b,
+        ],
+        "--payload_file_path",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -119,7 +119,7 @@ mod with_model {
             "-v -n 300",
             "-v -n 200 -s 128 -Q 8",
             "-v -n 100 -s 1518 -t 32",
-            "-v -n 301 -l 4",
+            "-v -n 304 -l 4",
             "-v -n 200 -l 8 -s 128 -Q 8 --post direct-mpw",
         ] {
             let pair = run(extra, true, None, Duration::from_secs(5));

@@ -199,7 +199,7 @@ mod with_model {
             ("-n 1000", 1000),
             ("-n 333 -s 64 -Q 7", 333),
             ("-n 240 -s 128 --flows 4 --flows_burst 3", 240),
-            ("-n 500 -s 65 -l 4 -Q 16 -t 64", 500),
+            ("-n 500 -s 65 -l 4 -Q 2 -t 64", 500),
         ];
         sends_every_run(Method::Direct, &runs, "raw-bw-direct.pcap");
     }
@@ -232,8 +232,8 @@ mod with_model {
     #[test]
     fn direct_mpw_sends_n_frames_of_every_flow() {
         let runs = [
-            ("-n 1000 -l 32", 1000),
-            ("-n 333 -s 64 -l 16 -Q 50", 333),
+            ("-n 1024 -l 32", 1024),
+            ("-n 336 -s 64 -l 16 -Q 8", 336),
             ("-n 240 -s 128 --flows 4 -l 8", 240),
             ("-n 100 -s 1518", 100),
         ];

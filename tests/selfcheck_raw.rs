@@ -3,7 +3,10 @@
 //! around the inline, WQEBB and eMPW limits, and the eMPW session limits,
 //! pass with the wire equal to `raw::frame`'s frames byte for byte; a lost
 //! WQE fails its case with a clear line; without a rig every case is
-//! SKIPPED with the reason and none counts as passed.
+//! SKIPPED with the reason and none counts as passed. The raw-eth-bw pairs
+//! (`-b`, and `--server -v` forwarding back to a `-b` client), one QP a
+//! side on two model hosts, pass: each side's frames on the wire are its
+//! buffer's slots, the forwarder's the client's with the MACs swapped.
 
 #[cfg(not(feature = "model"))]
 #[test]
@@ -35,6 +38,8 @@ mod with_model {
             "-s 1518",
             "33 x -s 64 in 2 WQE(s)",
             "15 x -s 64 in 2",
+            "-b pair, 200 x -s 128 each way",
+            "-v pair, 200 x -s 128 forwarded",
         ] {
             assert!(t.lines().any(|l| l.contains(shape)), "{shape}:\n{t}");
         }
@@ -71,6 +76,50 @@ mod with_model {
             !ok && line.contains("1 of") && line.contains("FAILED"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn the_pairs_run_on_their_own_and_name_what_they_are() {
+        use rdmaperf::selfcheck::raw_cases::{PairKind, RawCase, RawMethod};
+        use rdmaperf::selfcheck::raw_pair_model::run_pair;
+        for kind in [PairKind::Duplex, PairKind::Forward] {
+            assert_eq!(run_pair(kind), Ok(()), "{kind:?}");
+            let c = RawCase {
+                method: RawMethod::Direct,
+                shape: RawShape::Pair(kind),
+            };
+            assert!(raw_cases().contains(&c), "{c}");
+        }
+        // A rig that runs no pair fails the case, saying so.
+        struct NoPair(RawModelRig);
+        impl RawRig for NoPair {
+            fn buf(&mut self) -> &mut [u8] {
+                self.0.buf()
+            }
+            fn post(
+                &mut self,
+                m: rdmaperf::selfcheck::raw_cases::RawMethod,
+                p: &[rdmaperf::mlx5::raw_sq::RawPkt],
+            ) -> Result<(), rdmaperf::post::PostError> {
+                self.0.post(m, p)
+            }
+            fn pending(&mut self) -> Result<u64, String> {
+                self.0.pending()
+            }
+            fn take_wire(&mut self) -> Vec<Vec<u8>> {
+                self.0.take_wire()
+            }
+            fn wqes_run(&self) -> Option<u64> {
+                self.0.wqes_run()
+            }
+        }
+        let mut rig = NoPair(RawModelRig::new().unwrap());
+        let c = RawCase {
+            method: RawMethod::Direct,
+            shape: RawShape::Pair(PairKind::Duplex),
+        };
+        let e = rdmaperf::selfcheck::raw_exec::run_raw_case(&mut rig, &c).unwrap_err();
+        assert!(e.contains("runs no raw-eth-bw pair"), "{e}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod mmio;
 pub mod mpw;
 pub mod prm;
 pub mod progress;
+mod ptr_segs;
 pub mod raw_list;
 pub mod raw_sq;
 pub mod recv;

@@ -4,7 +4,9 @@
 
 use super::prm::fm_ce_se;
 
-/// One frame to send: `len` bytes (CRC excluded) at `addr`.
+/// One frame to send: `len` bytes (CRC excluded) at `addr`. `repr(C)`:
+/// the pointer writer loads these two fields by offset (`ptr_segs.rs`).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RawPkt {
     pub addr: u64,
@@ -12,47 +14,76 @@ pub struct RawPkt {
 }
 
 /// Whether every packet of a list lies in the frame source and is long
-/// enough, gathered while the list is written (branch-free: two maxima and a
-/// minimum a packet) and judged once after it.
+/// enough, gathered while the list is written and judged once after it.
+///
+/// Branch-free and without a chain longer than one OR a packet: each test
+/// is arranged so that failing it sets bit 63 of a word, and the words are
+/// ORed into `bad`. With `off = addr - start` (wrapping) and `len`:
+/// - `off`, ORed into `offs` of its own: bit 62 or 63 set there when some
+///   `off >= 2^62` (before `start`, or absurdly far past it), so below
+///   `off < 2^62`;
+/// - `len - min` (wrapping): set when `len < min`;
+/// - `(span - len) - off`: with `off < 2^62`, `span < 2^62` and `len < 2^32`
+///   the difference cannot overflow, so it is negative exactly when
+///   `off + len > span`, the frame ending past the source (this covers
+///   `len > span` too).
 #[derive(Clone, Copy)]
 pub(crate) struct SrcCheck {
     start: u64,
     span: u64,
-    /// The largest offset of a packet from `start` (wrapping: one before
-    /// `start` is huge).
-    max_off: u64,
-    /// The largest end offset; with `max_off <= span` no sum wrapped
-    /// (`span` is below 2^63, a packet below 2^32 bytes).
-    max_end: u64,
-    min_len: u32,
+    min: u64,
+    offs: u64,
+    bad: u64,
 }
 
+/// A frame source at or beyond 2^62 bytes (no user address space has
+/// one) refuses every packet rather than weaken the test.
+const LIMIT: u64 = 1 << 62;
+
 impl SrcCheck {
-    /// The frame source `start..end` (`end >= start`, from an allocation).
+    /// The frame source `start..end` and the shortest frame allowed.
     #[inline(always)]
-    pub(crate) fn new((start, end): (u64, u64)) -> Self {
-        debug_assert!(end >= start && end - start < 1 << 63);
+    pub(crate) fn new((start, end): (u64, u64), min: u32) -> Self {
+        let span = end.wrapping_sub(start);
+        let sane = end >= start && start < LIMIT && span < LIMIT;
         Self {
             start,
-            span: end.wrapping_sub(start) & ((1 << 63) - 1),
-            max_off: 0,
-            max_end: 0,
-            min_len: u32::MAX,
+            span,
+            min: min as u64,
+            offs: 0,
+            bad: if sane { 0 } else { 1 << 63 },
         }
     }
 
     #[inline(always)]
     pub(crate) fn see(&mut self, p: &RawPkt) {
         let off = p.addr.wrapping_sub(self.start);
-        self.max_off = self.max_off.max(off);
-        self.max_end = self.max_end.max(off.wrapping_add(p.len as u64));
-        self.min_len = self.min_len.min(p.len);
+        let len = p.len as u64;
+        let past_end = self.span.wrapping_sub(len).wrapping_sub(off);
+        self.offs |= off;
+        self.bad |= len.wrapping_sub(self.min) | past_end;
     }
 
-    /// Every packet seen lies inside and is at least `min` bytes long.
+    /// The source's start, span and the shortest frame: what
+    /// [`see`](Self::see) tests against, for a writer that computes its
+    /// words itself (`ptr_segs.rs`) and hands them to [`fold`](Self::fold).
     #[inline(always)]
-    pub(crate) fn ok(&self, min: u32) -> bool {
-        self.max_off <= self.span && self.max_end <= self.span && self.min_len >= min
+    pub(crate) fn bounds(&self) -> (u64, u64, u64) {
+        (self.start, self.span, self.min)
+    }
+
+    /// ORs in what [`see`](Self::see) would have: the offsets' and the
+    /// `bad` words of packets tested elsewhere.
+    #[inline(always)]
+    pub(crate) fn fold(&mut self, offs: u64, bad: u64) {
+        self.offs |= offs;
+        self.bad |= bad;
+    }
+
+    /// Every packet seen lies inside and is long enough.
+    #[inline(always)]
+    pub(crate) fn ok(&self) -> bool {
+        (self.bad >> 63) | (self.offs >> 62) == 0
     }
 }
 
@@ -103,15 +134,35 @@ mod tests {
         for addr in addrs {
             for len in [0, 13, 14, 15, 64, 0x1000, u32::MAX] {
                 let p = RawPkt { addr, len };
-                let mut c = SrcCheck::new((s, e));
+                let mut c = SrcCheck::new((s, e), 14);
                 c.see(&RawPkt { addr: s, len: 64 });
                 c.see(&p);
-                assert_eq!(c.ok(14), inside(&p), "{p:?}");
+                assert_eq!(c.ok(), inside(&p), "{p:?}");
             }
         }
-        assert!(SrcCheck::new((s, e)).ok(14), "an empty list passes");
-        let mut none = SrcCheck::new((0, 0));
+        assert!(SrcCheck::new((s, e), 14).ok(), "an empty list passes");
+        let mut none = SrcCheck::new((0, 0), 14);
         none.see(&RawPkt { addr: 0, len: 14 });
-        assert!(!none.ok(14), "no frame source: nothing passes");
+        assert!(!none.ok(), "no frame source: nothing passes");
+        // Random packets around a source, against the definition.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let addr = match x % 4 {
+                0 => x >> 1,
+                1 => s.wrapping_add((x >> 40) % 0x2000).wrapping_sub(0x800),
+                2 => x,
+                _ => e.wrapping_sub((x >> 44) % 0x40),
+            };
+            let p = RawPkt {
+                addr,
+                len: ((x >> 20) % 0x1100) as u32,
+            };
+            let mut c = SrcCheck::new((s, e), 14);
+            c.see(&p);
+            assert_eq!(c.ok(), inside(&p), "{p:?}");
+        }
     }
 }

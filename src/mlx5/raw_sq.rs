@@ -312,7 +312,7 @@ impl<M: Mmio> RawSq<M> {
         let (wqes, nbb) = mpw::plan(pkts, false);
         self.check_room(nbb)?;
         let (mut quiet, mut sent) = (self.quiet_at(wqes, self.signal_end), self.sent);
-        let mut chk = SrcCheck::new(self.src);
+        let mut chk = SrcCheck::new(self.src, MIN_FRAME);
         let (pi, last) = self.mpw_writer(false).write_ptr(
             pkts,
             self.pi,
@@ -320,7 +320,7 @@ impl<M: Mmio> RawSq<M> {
             &self.progress,
             &mut chk,
         );
-        if !chk.ok(MIN_FRAME) {
+        if !chk.ok() {
             return Err(PostError::Unsupported);
         }
         (self.quiet, self.sent, self.pi, self.signal_end) = (quiet, sent, pi, false);
@@ -355,15 +355,14 @@ impl<M: Mmio> RawSq<M> {
         Ok(())
     }
 
-    /// Every packet lies in the frame source and is long enough.
+    /// Every packet lies in the frame source and is long enough
+    /// ([`SrcCheck`]'s test, before anything is written: these paths read
+    /// the frames).
     #[inline(always)]
     fn check(&self, pkts: &[RawPkt]) -> Result<(), PostError> {
-        let min = MIN_FRAME.max(self.cfg.min_inline as u32);
-        let (s, e) = self.src;
-        let ok = pkts
-            .iter()
-            .all(|p| p.len >= min && p.addr >= s && p.addr.saturating_add(p.len as u64) <= e);
-        if ok {
+        let mut chk = SrcCheck::new(self.src, MIN_FRAME.max(self.cfg.min_inline as u32));
+        pkts.iter().for_each(|p| chk.see(p));
+        if chk.ok() {
             Ok(())
         } else {
             Err(PostError::Unsupported)

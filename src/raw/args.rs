@@ -88,6 +88,7 @@ pub const FLAGS: &[Flag] = &[
     take(None, "rate_limit", true),
     take(None, "rate_units", true),
     take(None, "rate_limit_type", true),
+    take(None, "payload_file_path", true),
     no(Some('a'), "all", false, "Raw Ethernet tests do not support -a / --all flag (perftest's rule): give one size with -s"),
     no(Some('R'), "rdma_cm", false, "RDMA CM isn't supported for Raw Ethernet tests (perftest's rule): drop -R; raw packet QPs need no connection"),
     no(Some('z'), "comm_rdma_cm", false, "RDMA CM isn't supported for Raw Ethernet tests (perftest's rule): drop -z"),

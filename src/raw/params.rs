@@ -54,8 +54,36 @@ pub struct RawParams {
     /// raw-eth-bw's rate limit, read with perftest's rules (`super::rate`);
     /// None for the other tools and for an unlimited run.
     pub rate: Option<RawRate>,
+    /// `--payload_file_path`: the pattern the send buffers repeat under
+    /// the headers (at most `-s` bytes of it, as perftest keeps).
+    pub payload: Option<Vec<u8>>,
     /// perftest's messages for what it changed (size clamped, duplex forced).
     pub notes: Vec<String>,
+}
+
+impl RawParams {
+    /// What fills the send buffers under the frames' headers: the
+    /// `--payload_file_path` pattern, else `perftest_rand` from `seed`.
+    pub fn body(&self, seed: u32) -> super::slots::Body<'_> {
+        match &self.payload {
+            Some(pat) => super::slots::Body::Pattern(pat),
+            None => super::slots::Body::Rand(seed),
+        }
+    }
+}
+
+/// `--payload_file_path`'s pattern, read with the other tools' parser
+/// (`cli::mem_opts::parse_payload`: perftest's comma-separated
+/// little-endian DWORDs), at most `size` bytes.
+fn payload(a: &RawArgs, size: u64) -> Result<Option<Vec<u8>>, String> {
+    let Some(path) = a.value("payload_file_path") else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--payload_file_path {path}: cannot read it: {e}"))?;
+    crate::cli::mem_opts::parse_payload(&text, size)
+        .map(Some)
+        .map_err(|e| format!("--payload_file_path {path}: {e}"))
 }
 
 fn opt<T>(
@@ -230,6 +258,16 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
     let mut raw = raw_of(tool, a)?;
     let mut notes = Vec::new();
     super::rules::check(&raw)?;
+    if n(a, "post_list", "-l", "post list", 1, i32::MAX as u64, 1)? > 1
+        && matches!(tool.test(), Test::Lat | Test::FsRate)
+    {
+        return Err(format!(
+            "-l: post list is supported in BW tests only (perftest's rule), not in {}: drop -l",
+            tool.name()
+        ));
+    }
+    let post_list = n(a, "post_list", "-l", "post list", 1, raw.tx_depth.max(1), 1)?;
+    post_list_rules(&mut raw, post_list, a.value("cq-mod").is_some(), &mut notes)?;
     derive(&mut raw, &mut notes);
     let mtu = n(a, "mtu", "-m", "MTU", MIN_MTU, MAX_MTU, DEF_MTU)?;
     let test = tool.test();
@@ -281,10 +319,11 @@ pub fn resolve(tool: RawTool, a: &RawArgs) -> Result<RawParams, String> {
         no_peak: no_peak(a, &raw, &mut notes),
         unsorted: a.has("report-unsorted"),
         histogram: a.has("report-histogrm"),
-        post_list: n(a, "post_list", "-l", "post list", 1, raw.tx_depth.max(1), 1)? as u32,
+        post_list: post_list as u32,
         post: opt(a, "post", post_word)?.filter(|w| w != "auto"),
         pacing: pacing(a),
         rate: rate::rate_of(a, &raw, &mut notes)?,
+        payload: payload(a, size)?,
         notes,
         raw,
     };
@@ -318,6 +357,40 @@ fn no_peak(a: &RawArgs, r: &Raw, notes: &mut Vec<String>) -> bool {
         notes.push(PEAK_WARNING.trim().to_string());
     }
     off
+}
+
+/// perftest's post list rules (`force_dependecies`, before its `-v`
+/// moderation clamp; the BW-tests-only one is the caller's): by
+/// iterations `-n` a multiple of `-l`; `-Q` follows `-l` unless given, and
+/// a given `-Q` must divide `-l` (so every list ends on a signalled frame's
+/// boundary and a window of whole lists always holds one to wait for).
+fn post_list_rules(
+    r: &mut Raw,
+    l: u64,
+    q_given: bool,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
+    if l <= 1 {
+        return Ok(());
+    }
+    if r.duration.is_none() && r.iters % l != 0 {
+        return Err(format!(
+            "-n {} is not a multiple of -l {l} (perftest: Number of iterations must be a \
+             multiple of post list size): make -n a multiple of -l",
+            r.iters
+        ));
+    }
+    if !q_given {
+        r.cq_mod = l;
+        notes.push("Post List requested - CQ moderation will be the size of the post list".into());
+    } else if l % r.cq_mod != 0 {
+        return Err(format!(
+            "-l {l} is not a multiple of -Q {} (perftest: Post list size must be a multiple of \
+             CQ moderation): make -l a multiple of -Q, or drop -Q (it then follows -l)",
+            r.cq_mod
+        ));
+    }
+    Ok(())
 }
 
 /// What perftest changes after its rules: `-v` forces duplex (with its

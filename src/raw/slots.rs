@@ -85,10 +85,34 @@ impl Slots {
     }
 }
 
+/// What fills the buffer under the headers: the frames' payload.
+#[derive(Clone, Copy, Debug)]
+pub enum Body<'a> {
+    /// `perftest_rand` words from this seed (perftest's default).
+    Rand(u32),
+    /// `--payload_file_path`'s pattern, repeated from the buffer's start
+    /// (perftest's `buf[i] = payload[i % len]`), so a frame's payload byte
+    /// at buffer offset `o` is `pattern[o % len]`.
+    Pattern(&'a [u8]),
+}
+
 /// perftest's buffer: `perftest_rand` words from `seed` over all of it,
 /// then flow `f`'s headers at each slot of its region.
 pub fn fill(buf: &mut [u8], spec: &FrameSpec, s: &Slots, seed: u32) {
-    frame::fill_rand(buf, seed);
+    fill_body(buf, spec, s, Body::Rand(seed));
+}
+
+/// [`fill`] with the payload `body` (perftest fills the whole buffer, then
+/// writes each slot's headers over it: `create_mr`, `create_raw_eth_pkt`).
+pub fn fill_body(buf: &mut [u8], spec: &FrameSpec, s: &Slots, body: Body) {
+    match body {
+        Body::Rand(seed) => frame::fill_rand(buf, seed),
+        Body::Pattern(pat) => {
+            for (b, v) in buf.iter_mut().zip(pat.iter().cycle()) {
+                *b = *v;
+            }
+        }
+    }
     let mut built = 0u64;
     for f in 0..s.flows {
         for i in 0..s.slots_per_flow() {
@@ -155,5 +179,23 @@ mod tests {
             &rand[hl..128 - 4],
             "payload is perftest_rand's"
         );
+    }
+
+    #[test]
+    fn a_pattern_repeats_from_the_buffer_start_under_the_headers() {
+        let sp = FrameSpec::sample_udp4(128);
+        let s = Slots::new(128, 2, 1, 1, 4096);
+        let pat = [1u8, 2, 3, 4, 5];
+        let mut buf = vec![0u8; s.buffer_len()];
+        fill_body(&mut buf, &sp, &s, Body::Pattern(&pat));
+        let hl = sp.header_len();
+        for k in 0..100 {
+            let at = s.offset(k) as usize;
+            let want = frame::frame(&sp, s.flow_of(k) as u16, 0, 1);
+            assert_eq!(&buf[at..at + hl], &want[..hl], "packet {k}");
+            for o in at + hl..at + s.frame_len as usize {
+                assert_eq!(buf[o], pat[o % pat.len()], "packet {k} byte {}", o - at);
+            }
+        }
     }
 }

@@ -81,6 +81,15 @@ pub fn request() {
     STOP.store(true, Ordering::Relaxed);
 }
 
+/// Forgets a stop (the request, the signal and its time): for a process
+/// that runs loops again after an interrupted one, as the tests of each
+/// loop's Ctrl-C do one after another (the flag is process-wide).
+pub fn clear() {
+    STOP.store(false, Ordering::Relaxed);
+    SIGNAL.store(0, Ordering::Relaxed);
+    FIRST_NS.store(0, Ordering::Relaxed);
+}
+
 extern "C" fn on_signal(sig: libc::c_int) {
     // Async-signal-safe: atomics, clock_gettime, shutdown and _exit only.
     let now = monotonic_ns();

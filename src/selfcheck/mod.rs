@@ -23,6 +23,8 @@ pub mod raw_cases;
 pub mod raw_exec;
 #[cfg(feature = "model")]
 pub mod raw_model_rig;
+#[cfg(feature = "model")]
+pub mod raw_pair_model;
 mod rig_parts;
 pub mod verbs_rig;
 

@@ -38,6 +38,18 @@ pub enum RawShape {
     /// One list of `n` frames of `-s 64` (60 bytes to the NIC), which must
     /// take `wqes` WQEs: an eMPW session limit.
     Session { n: u32, wqes: u32 },
+    /// Two sides, one QP each, running a raw-eth-bw pair (`raw_pair_model`).
+    Pair(PairKind),
+}
+
+/// The raw-eth-bw pairs selfcheck runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairKind {
+    /// `-b`: client and server each send `-n` and count the peer's.
+    Duplex,
+    /// `--server -v`: a `-b` client, the server forwarding its frames back
+    /// with the MACs swapped.
+    Forward,
 }
 
 /// `-s` values (the NIC gets 4 bytes less): 64, whose 60 bytes inline fill
@@ -52,6 +64,8 @@ impl fmt::Display for RawShape {
         match self {
             RawShape::Size(s) => write!(f, "-s {s}"),
             RawShape::Session { n, wqes } => write!(f, "{n} x -s 64 in {wqes} WQE(s)"),
+            RawShape::Pair(PairKind::Duplex) => write!(f, "-b pair, 200 x -s 128 each way"),
+            RawShape::Pair(PairKind::Forward) => write!(f, "-v pair, 200 x -s 128 forwarded"),
         }
     }
 }
@@ -69,8 +83,21 @@ impl fmt::Display for RawCase {
     }
 }
 
-/// Every raw case, in the order they run.
+/// Every raw case, in the order they run: the post methods' cases, then
+/// the pairs (on `direct`, the one method both sides of a pair share).
 pub fn raw_cases() -> Vec<RawCase> {
+    let mut v = post_cases();
+    for kind in [PairKind::Duplex, PairKind::Forward] {
+        v.push(RawCase {
+            method: RawMethod::Direct,
+            shape: RawShape::Pair(kind),
+        });
+    }
+    v
+}
+
+/// The post methods' cases: every size, and the eMPW session limits.
+fn post_cases() -> Vec<RawCase> {
     let mut v = Vec::new();
     for method in RawMethod::ALL {
         v.extend(RAW_SIZES.map(|s| RawCase {
@@ -193,7 +220,15 @@ mod tests {
     #[test]
     fn every_method_every_size_and_the_session_limits() {
         let v = raw_cases();
-        assert_eq!(v.len(), 3 * RAW_SIZES.len() + 2 * 2);
+        assert_eq!(v.len(), 3 * RAW_SIZES.len() + 2 * 2 + 2);
+        let pairs: Vec<String> = v[v.len() - 2..].iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            pairs,
+            [
+                "raw direct -b pair, 200 x -s 128 each way",
+                "raw direct -v pair, 200 x -s 128 forwarded"
+            ]
+        );
         let session = |m, n, wqes| RawCase {
             method: m,
             shape: RawShape::Session { n, wqes },

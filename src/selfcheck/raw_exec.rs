@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use super::exec::{retry_while_full, WAIT};
-use super::raw_cases::{raw_cases, RawCase, RawMethod, RawRun, RawShape};
+use super::raw_cases::{raw_cases, PairKind, RawCase, RawMethod, RawRun, RawShape};
 use super::Outcome;
 use crate::mlx5::raw_sq::RawPkt;
 use crate::post::PostError;
@@ -34,6 +34,11 @@ pub trait RawRig {
     /// the rig cannot.
     fn inject_drop(&mut self, _n: u32) -> bool {
         false
+    }
+    /// Runs the raw-eth-bw pair `kind` (two sides, one QP each); `Err`
+    /// says what was wrong, or that the rig cannot.
+    fn pair(&mut self, _kind: PairKind) -> Result<(), String> {
+        Err("this rig runs no raw-eth-bw pair".into())
     }
 }
 
@@ -69,9 +74,18 @@ pub fn run_raw<'r>(
 
 /// Runs `c`; `Err` says what was wrong.
 pub fn run_raw_case(rig: &mut dyn RawRig, c: &RawCase) -> Result<(), String> {
+    match c.shape {
+        RawShape::Pair(kind) => rig.pair(kind),
+        _ => run_post_case(rig, c),
+    }
+}
+
+/// A post method's case (a size, or an eMPW session limit).
+fn run_post_case(rig: &mut dyn RawRig, c: &RawCase) -> Result<(), String> {
     let (size, n) = match c.shape {
         RawShape::Size(s) => (s as usize, FRAMES),
         RawShape::Session { n, .. } => (64, n as usize),
+        RawShape::Pair(_) => return Err("a pair is no post method's case".into()),
     };
     let s = FrameSpec::sample_udp4(size);
     let stride = s.frame_len().next_multiple_of(64);
@@ -100,7 +114,7 @@ pub fn run_raw_case(rig: &mut dyn RawRig, c: &RawCase) -> Result<(), String> {
                 post_with_room(rig, c.method, l)?;
             }
         }
-        RawShape::Session { .. } => post_with_room(rig, c.method, &pkts)?,
+        _ => post_with_room(rig, c.method, &pkts)?,
     }
     wait_sent(rig)?;
     same_frames(&rig.take_wire(), &frames, size)?;

@@ -5,7 +5,7 @@
 //! which the case compares with what it posted. The MMIO is the model's
 //! recorder, so the doorbell protocol is checked too.
 
-use super::raw_cases::RawMethod;
+use super::raw_cases::{PairKind, RawMethod};
 use super::raw_exec::RawRig;
 use crate::mlx5::prm::Syndrome;
 use crate::mlx5::raw_sq::{RawPkt, RawSq, RawSqConfig};
@@ -106,5 +106,8 @@ impl RawRig for RawModelRig {
     fn inject_drop(&mut self, n: u32) -> bool {
         self.model.drop_next_wqes(n);
         true
+    }
+    fn pair(&mut self, kind: PairKind) -> Result<(), String> {
+        super::raw_pair_model::run_pair(kind)
     }
 }

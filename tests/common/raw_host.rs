@@ -185,7 +185,9 @@ fn side<R>(p: RawParams, w: Wire, stall: Duration, go: Go<R>) -> Side<R> {
     let stride = slot_stride(p.size);
     // Declared before the model: registered memory outlives it.
     let mut tx = vec![0u8; slots.buffer_len()];
-    slots::fill(&mut tx, &p.frame_spec(), &slots, SEED);
+    // As `tool::setup::raw_lat_res` fills it (`--payload_file_path`'s
+    // pattern, else perftest_rand).
+    slots::fill_body(&mut tx, &p.frame_spec(), &slots, p.body(SEED));
     let mut rx = vec![0u8; posted as usize * stride as usize];
     let model = Model::new(ModelConfig {
         qps: 1,

@@ -40,12 +40,43 @@ pub fn main(tool: RawTool, argv: &[String]) -> i32 {
         _ if p.raw.side == Some(Side::Server) => super::raw_server::run(&p),
         _ => run(&p),
     };
-    match ran {
-        Ok(()) => stop::exit_status().unwrap_or(0),
-        Err(f) => {
-            eprintln!("{}", f.msg);
-            f.status
-        }
+    let (status, line) = ending(tool, ran, stop::exit_status());
+    if let Some(line) = line {
+        eprintln!("{line}");
+    }
+    status
+}
+
+/// The exit status and the line for stderr of a run that ended with
+/// `ran`, `signalled` being `stop::exit_status()`: as the other tools
+/// (`tool::run`), a signal's status (130 for SIGINT, 143 for SIGTERM) wins
+/// over a failure, and the line says the run was interrupted, before the
+/// failure's words where the stop cut a step short.
+pub fn ending(
+    tool: RawTool,
+    ran: Result<(), Fail>,
+    signalled: Option<i32>,
+) -> (i32, Option<String>) {
+    let name = tool.name();
+    match (ran, signalled) {
+        (Ok(()), None) => (0, None),
+        (Err(f), None) => (f.status, Some(f.msg)),
+        (Ok(()), Some(st)) => (
+            st,
+            Some(format!(
+                "rdmaperf {name}: interrupted by signal {}: the run stopped there (a result \
+                 above is partial); its QPs and flow rules are released",
+                st - 128
+            )),
+        ),
+        (Err(f), Some(st)) => (
+            st,
+            Some(format!(
+                "rdmaperf {name}: interrupted by signal {}: {}",
+                st - 128,
+                f.msg
+            )),
+        ),
     }
 }
 
@@ -68,4 +99,32 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
     let r = run_once(p, (&port, &res, method), &Clock::calibrate())?;
     print!("{}", raw_measure::report(p, &r, port.gbps));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_is_the_exit_status_and_is_named() {
+        let bw = RawTool::Bw;
+        assert_eq!(ending(bw, Ok(()), None), (0, None));
+        let (st, line) = ending(bw, Err(Fail::refused("no")), None);
+        assert_eq!((st, line.as_deref()), (2, Some("no")));
+        let (st, line) = ending(RawTool::Lat, Ok(()), Some(130));
+        let line = line.unwrap();
+        assert_eq!(st, 130);
+        assert!(
+            line.starts_with("rdmaperf raw-eth-lat: interrupted by signal 2:"),
+            "{line}"
+        );
+        // A step the stop cut short fails: the signal's status still, its
+        // words after the interruption.
+        let (st, line) = ending(bw, Err(Fail::new("the run's numbers: none")), Some(143));
+        assert_eq!(st, 143);
+        assert_eq!(
+            line.as_deref(),
+            Some("rdmaperf raw-eth-bw: interrupted by signal 15: the run's numbers: none")
+        );
+    }
 }

@@ -48,6 +48,19 @@ pub fn run_once_beside<B: Beside>(
             run_direct(p, (res, port), method, clock, side)?
         }
     };
+    finish(p, method, (&out, &stamps), res.qps.len() as u32, clock.hz())
+}
+
+/// The numbers of the loop's outcome `out` (its peak stamps `stamps`, on
+/// `qps` QPs), or its error worded for `method`; a Ctrl-C's outcome is the
+/// partial result (the frames completed until then).
+pub fn finish(
+    p: &RawParams,
+    method: RawMethod,
+    (out, stamps): (&BwOutcome, &Stamps),
+    qps: u32,
+    hz: f64,
+) -> Result<BwResult, Fail> {
     if let Some(e) = &out.error {
         if *e != crate::run::bw::RunError::Interrupted {
             return Err(Fail::new(format!(
@@ -59,8 +72,7 @@ pub fn run_once_beside<B: Beside>(
             )));
         }
     }
-    raw_measure::result_stamped(p, &out, &stamps, res.qps.len() as u32, clock.hz())
-        .map_err(Fail::new)
+    raw_measure::result_stamped(p, out, stamps, qps, hz).map_err(Fail::new)
 }
 
 fn bases(res: &RawRes) -> Vec<u64> {

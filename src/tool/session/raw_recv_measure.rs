@@ -60,18 +60,35 @@ pub fn target(p: &RawParams) -> u64 {
     }
 }
 
-/// A CQ that stamps the last poll that found completions.
+/// Polls in a row that found completions before [`Watched`] reads as
+/// empty once, so the loop looks at its end (`-D`, the quiet time).
+const BUSY_POLLS: u32 = 64;
+
+/// A CQ that stamps the last poll that found completions. The receive
+/// loop asks whether to end only when a poll finds none, which a stream
+/// at line rate may never give it: on a stop request, and after
+/// [`BUSY_POLLS`] busy polls, this reads as empty without polling (the
+/// completions wait for the next poll), so Ctrl-C and `-D` end the run
+/// under any load.
 struct Watched<'a, C> {
     cq: &'a mut C,
     last: &'a Cell<u64>,
+    busy: u32,
 }
 
 impl<C: CompletionQueue> CompletionQueue for Watched<'_, C> {
     #[inline(always)]
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        if stop::requested() || self.busy >= BUSY_POLLS {
+            self.busy = 0;
+            return Ok(0);
+        }
         let n = self.cq.poll(out)?;
         if n > 0 {
             self.last.set(clock::now());
+            self.busy += 1;
+        } else {
+            self.busy = 0;
         }
         Ok(n)
     }
@@ -135,7 +152,11 @@ pub fn receive<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
         if counts.packets == 0 {
             return Ok(());
         }
-        let mut watched = Watched { cq, last: &last };
+        let mut watched = Watched {
+            cq,
+            last: &last,
+            busy: 0,
+        };
         run_raw_recv::<_, _, K>(rq, &mut watched, cfg, &mut counts, until, &mut || {
             let now = clock::now();
             if stop::requested() {

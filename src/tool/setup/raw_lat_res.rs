@@ -92,7 +92,7 @@ fn tx_frames(pd: &Arc<Pd>, p: &RawParams) -> Result<(Mr, Slots), Fail> {
     let page = crate::verbs::mr::page_size() as u64;
     let slots = Slots::new(p.size, p.raw.flows, 1, 1, page);
     let mut buf = AlignedBuf::zeroed(slots.buffer_len()).map_err(Fail::verbs)?;
-    slots::fill(buf.as_mut_slice(), &p.frame_spec(), &slots, 0x5eed);
+    slots::fill_body(buf.as_mut_slice(), &p.frame_spec(), &slots, p.body(0x5eed));
     let mr = Mr::new(pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
     Ok((mr, slots))
 }

@@ -196,7 +196,7 @@ impl RawRes {
             };
             let qp = Qp::create(&pd, &cq, &rcq, &init).map_err(Fail::verbs)?;
             let mut buf = AlignedBuf::zeroed(slots.buffer_len()).map_err(Fail::verbs)?;
-            slots::fill(buf.as_mut_slice(), &spec, &slots, 0x5eed ^ i as u32);
+            slots::fill_body(buf.as_mut_slice(), &spec, &slots, p.body(0x5eed ^ i as u32));
             let mr = Mr::new(&pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
             qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
             pace_qp(&qp, p)?;

@@ -1,0 +1,460 @@
+//! selfcheck's raw pair cases on the queue model: raw-eth-bw `-b` (client
+//! and server each sending `-n` and counting the peer's) and `--server -v`
+//! (a `-b` client, a server forwarding its frames back with the MACs
+//! swapped), one QP a side, as the tools run them today. Each side is a
+//! model host of its own (a raw QP with its direct SQ, RQ and CQ, the flow
+//! table built from that side's command line by `raw::steer`) in a thread
+//! of its own; a poll steps its NIC, puts what its port sent on the wire
+//! to the peer and delivers the peer's frames. The sessions are the
+//! tools' (`session::raw_measure` beside `run::raw_duplex`'s receive side,
+//! `tool::runs::raw_fw::run_loop`). Control path: allocation is fine.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::raw_cases::PairKind;
+use crate::clock::{self, Clock};
+use crate::mlx5::raw_sq::RawSqConfig;
+use crate::mlx5::DirectCq;
+use crate::model::{Access, FlowRule, IpMatch, L4Match, Model, ModelConfig, ModelMmio};
+use crate::model::{ModelTransport, RecvSpec};
+use crate::post::{Completion, CompletionQueue, PostError, WcOpcode};
+use crate::raw::params::{self, RawParams, Side};
+use crate::raw::slots::{self, Slots};
+use crate::raw::{args, steer, tools::RawTool};
+use crate::run::raw_bw::Direct;
+use crate::run::raw_duplex::RecvSide;
+use crate::run::raw_fw::FwBuf;
+use crate::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts};
+use crate::tool::runs::{raw_duplex, raw_fw};
+use crate::tool::session::{raw_measure, raw_recv_measure};
+use crate::verbs::flow as vflow;
+
+/// Frames each way.
+const N: u64 = 200;
+/// A side gives up after this long without progress.
+const STALL: Duration = Duration::from_secs(5);
+const QPN: u32 = 0x123;
+const STRIDE: usize = 2048;
+const CLIENT: &str = "--client -B 02:00:00:00:00:01 -E 02:00:00:00:00:02 -j 10.0.0.1 \
+                      -J 10.0.0.2 -k 5000 -K 5000";
+const SERVER: &str = "--server -B 02:00:00:00:00:02 -E 02:00:00:00:00:01 -j 10.0.0.1 \
+                      -J 10.0.0.2 -k 5000 -K 5000";
+
+/// What crossed the wire, in order: (from the client?, the frame).
+type Log = Arc<Mutex<Vec<(bool, Vec<u8>)>>>;
+
+/// Runs the pair `kind` (`-n 200 -s 128` each way); `Err` says what was
+/// wrong.
+pub fn run_pair(kind: PairKind) -> Result<(), String> {
+    let flag = match kind {
+        PairKind::Duplex => "-b",
+        PairKind::Forward => "-v",
+    };
+    let line = |side: &str| parse(&format!("{side} {flag} -n {N} -s 128"));
+    let (cp, sp) = (line(CLIENT)?, line(SERVER)?);
+    let (c2s, s_in) = channel();
+    let (s2c, c_in) = channel();
+    let log: Log = Arc::default();
+    let slog = log.clone();
+    let server = std::thread::spawn(move || side(sp, (s2c, s_in), slog));
+    let client = side(cp, (c2s, c_in), log.clone());
+    let server = server
+        .join()
+        .map_err(|_| "the server's thread panicked".to_string())?;
+    let (client, server) = (client?, server?);
+    let log = std::mem::take(&mut *log.lock().map_err(|_| "the wire's log")?);
+    client.check_sent(&log, true)?;
+    match kind {
+        PairKind::Duplex => server.check_sent(&log, false),
+        PairKind::Forward => check_forwarded(&log),
+    }
+}
+
+fn parse(cmd: &str) -> Result<RawParams, String> {
+    let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+    args::parse(&argv)
+        .and_then(|a| params::resolve(RawTool::Bw, &a))
+        .map_err(|e| format!("{cmd}: {e}"))
+}
+
+/// One side's port: its model, the wire both ways, and the CQ's
+/// completions sorted into sends and receives.
+struct Port {
+    model: Model,
+    cq: DirectCq,
+    out: Sender<Vec<u8>>,
+    inp: Receiver<Vec<u8>>,
+    client: bool,
+    log: Log,
+    sends: VecDeque<Completion>,
+    recvs: VecDeque<Completion>,
+}
+
+impl Port {
+    fn pump(&mut self) -> Result<(), PostError> {
+        self.model.step();
+        for f in self.model.take_wire() {
+            if let Ok(mut l) = self.log.lock() {
+                l.push((self.client, f.clone()));
+            }
+            let _ = self.out.send(f);
+        }
+        while let Ok(f) = self.inp.try_recv() {
+            self.model.deliver(&f);
+        }
+        let mut wc = [Completion::default(); 8];
+        let n = self.cq.poll(&mut wc)?;
+        for c in &wc[..n] {
+            match c.opcode {
+                WcOpcode::RECV => self.recvs.push_back(*c),
+                _ => self.sends.push_back(*c),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The send or the receive half of the port's one CQ.
+struct HalfCq(Rc<RefCell<Port>>, bool);
+
+impl CompletionQueue for HalfCq {
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
+        let mut p = self.0.borrow_mut();
+        p.pump()?;
+        let q = if self.1 { &mut p.recvs } else { &mut p.sends };
+        let n = out.len().min(q.len());
+        for (o, c) in out.iter_mut().zip(q.drain(..n)) {
+            *o = c;
+        }
+        Ok(n)
+    }
+}
+
+/// What a side sent from (its buffer and layout) and whether it did all
+/// it should.
+struct Ran {
+    tx: Vec<u8>,
+    slots: Slots,
+}
+
+impl Ran {
+    /// The side's frames on the wire, `N` of them, each its buffer's slot
+    /// byte for byte (raw-eth-bw's frames walk `raw::slots`'s layout).
+    fn check_sent(&self, log: &[(bool, Vec<u8>)], client: bool) -> Result<(), String> {
+        let who = if client { "client" } else { "server" };
+        let mine: Vec<&Vec<u8>> = log
+            .iter()
+            .filter(|(c, _)| *c == client)
+            .map(|(_, f)| f)
+            .collect();
+        if mine.len() as u64 != N {
+            return Err(format!(
+                "the {who} put {} frames on the wire, not {N}",
+                mine.len()
+            ));
+        }
+        let len = self.slots.frame_len as usize;
+        for (k, f) in mine.iter().enumerate() {
+            let at = self.slots.offset(k as u64) as usize;
+            if f[..] != self.tx[at..at + len] {
+                return Err(format!("the {who}'s frame {k} is not its buffer's slot"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The forwarder's k-th frame is the client's k-th with source and
+/// destination MAC swapped, every other byte the same.
+fn check_forwarded(log: &[(bool, Vec<u8>)]) -> Result<(), String> {
+    let sent: Vec<&Vec<u8>> = log.iter().filter(|(c, _)| *c).map(|(_, f)| f).collect();
+    let back: Vec<&Vec<u8>> = log.iter().filter(|(c, _)| !*c).map(|(_, f)| f).collect();
+    if back.len() != sent.len() {
+        return Err(format!("{} frames forwarded of {}", back.len(), sent.len()));
+    }
+    for (k, (s, b)) in sent.iter().zip(&back).enumerate() {
+        let swapped = b.len() == s.len() && b[..6] == s[6..12] && b[6..12] == s[..6];
+        if !swapped || b[12..] != s[12..] {
+            return Err(format!(
+                "forwarded frame {k} is not the client's with the MACs swapped"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One side on a model host of its own, its session run to its end.
+fn side(
+    p: RawParams,
+    (out, inp): (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    log: Log,
+) -> Result<Ran, String> {
+    let client = p.raw.side != Some(Side::Server);
+    let slots = Slots::new(p.size, p.raw.flows, p.raw.flows_burst, p.post_list, 4096);
+    // Declared before the model: registered memory outlives it.
+    let mut tx = vec![0u8; slots.buffer_len()];
+    slots::fill_body(&mut tx, &p.frame_spec(), &slots, p.body(0x5eed));
+    // `-r` receives (perftest's default holds a whole run here: the model
+    // delivers a burst at once, and a ring that ran dry would drop it).
+    let rx_slots = p.raw.rx_depth.max(1) as u32;
+    let mut rx = vec![0u8; rx_slots as usize * STRIDE];
+    let model = Model::new(ModelConfig {
+        qps: 1,
+        wqe_cnt: 256,
+        cqe_cnt: 4096,
+        qpn: QPN,
+        transport: ModelTransport::RawEth { min_inline: 0 },
+        record_history: false,
+        recv: Some(RecvSpec {
+            slots: rx_slots.next_power_of_two().max(2),
+            qpn: QPN,
+            ..RecvSpec::default()
+        }),
+        ..ModelConfig::default()
+    })?;
+    // SAFETY: both buffers outlive the model (declared before it) and
+    // stay in place (never resized).
+    let (txk, rxk) = unsafe {
+        (
+            model.register(tx.as_mut_ptr(), tx.len(), Access::NONE),
+            model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
+        )
+    };
+    // A forwarder sends from its receive buffer, as `raw_fw` sets it up.
+    let fwd = p.raw.mac_fwd && !client;
+    let (lkey, src) = if fwd {
+        (rxk.lkey, &rx)
+    } else {
+        (txk.lkey, &tx)
+    };
+    let (mut sq, mut cq) = model.raw_pair(RawSqConfig::new(lkey, 8))?;
+    // SAFETY: as above: the buffer is registered and outlives the SQ.
+    unsafe { sq.set_frame_source(src.as_ptr(), src.len()) };
+    let mut rq = model.raw_rq(0)?;
+    cq.attach_recv(rq.qpn(), rq.ring());
+    for r in steer::rules(&p) {
+        model.add_flow(model_rule(&r)?)?;
+    }
+    // SAFETY: `rx` holds `rx_slots` strides, registered for local write, and
+    // outlives every loop over it; only the NIC (and the forwarder, a slot
+    // between its receive and its send) touch it.
+    let cfg = unsafe {
+        RawRecvCfg::new(
+            rx.as_ptr(),
+            STRIDE as u32,
+            STRIDE as u32,
+            rx_slots,
+            rxk.lkey,
+        )
+    };
+    let port = Rc::new(RefCell::new(Port {
+        model,
+        cq,
+        out,
+        inp,
+        client,
+        log,
+        sends: VecDeque::new(),
+        recvs: VecDeque::new(),
+    }));
+    let (mut scq, mut rcq) = (HalfCq(port.clone(), false), HalfCq(port.clone(), true));
+    let mut post = Direct::<ModelMmio>(sq);
+    let ran = if fwd {
+        forward(&p, (&mut post, &mut scq), (&mut rq, &mut rcq), cfg)
+    } else {
+        duplex(
+            &p,
+            (&mut post, &mut scq),
+            (&mut rq, &mut rcq),
+            (&cfg, tx.as_ptr() as u64, slots),
+        )
+    };
+    let v = port.borrow().model.violations();
+    ran?;
+    if !v.is_empty() {
+        return Err(format!("the model saw protocol violations: {v:?}"));
+    }
+    let no_match = port.borrow().model.raw_rx_stats().no_match;
+    if no_match != 0 {
+        return Err(format!(
+            "{no_match} frames matched no rule of the {} side",
+            if client { "client" } else { "server" }
+        ));
+    }
+    drop(port);
+    drop(rx);
+    Ok(Ran { tx, slots })
+}
+
+type Rq = crate::mlx5::rq::DirectRq<crate::model::ModelRecvMmio>;
+
+/// `-b`'s session, as `tool::runs::raw_duplex` runs it: `N` sent, `N` of
+/// the peer's counted, good checksums.
+fn duplex(
+    p: &RawParams,
+    (post, scq): (&mut Direct<ModelMmio>, &mut HalfCq),
+    (rq, rcq): (&mut Rq, &mut HalfCq),
+    (cfg, base, slots): (&RawRecvCfg, u64, Slots),
+) -> Result<(), String> {
+    raw_recv_measure::post_receives(rq, cfg, "selfcheck")?;
+    let clock = Clock::calibrate();
+    let mut counts = RawRecvCounts::default();
+    let mut wc = [Completion::default(); 16];
+    let wait = raw_duplex::rx_wait(p, &clock, STALL);
+    let scratch = (&mut counts, &mut wc[..]);
+    let mut side = RecvSide::<_, _, DirectRx, _>::new((rq, rcq), cfg, scratch, wait, clock::now);
+    let posts = std::slice::from_mut(post);
+    let out = raw_measure::measure_beside(p, (posts, scq), (&[base], slots), &clock, &mut side);
+    let who = if p.raw.side == Some(Side::Server) {
+        "server"
+    } else {
+        "client"
+    };
+    if let Some(e) = side.error.take() {
+        return Err(format!("the {who}'s receive side: {e:?}"));
+    }
+    if let Some(e) = out.error {
+        return Err(format!(
+            "the {who}'s sends: {}",
+            raw_measure::error_words(&e)
+        ));
+    }
+    if (out.posted, out.completed) != (N, N) {
+        return Err(format!(
+            "the {who} sent {} and completed {} of {N}",
+            out.posted, out.completed
+        ));
+    }
+    received(who, &counts)
+}
+
+/// The forwarder, as `tool::runs::raw_fw` runs it: `N` in, `N` out.
+fn forward(
+    p: &RawParams,
+    (post, scq): (&mut Direct<ModelMmio>, &mut HalfCq),
+    (rq, rcq): (&mut Rq, &mut HalfCq),
+    cfg: RawRecvCfg,
+) -> Result<(), String> {
+    // SAFETY: the ring's buffer is registered for local write and outlives
+    // the loop (the side keeps it); only the NIC and the loop touch it.
+    let buf = unsafe { FwBuf::new(cfg) };
+    let fw = raw_fw::run_loop::<_, _, _, _, DirectRx>(p, (post, scq), (rq, rcq, &buf), STALL)
+        .map_err(|f| f.msg)?;
+    let o = &fw.out;
+    if let Some(e) = &o.error {
+        return Err(format!("the forwarder: {}", raw_fw::error_words(e, o, N)));
+    }
+    if (o.received, o.sent.posted, o.sent.completed) != (N, N, N) {
+        return Err(format!(
+            "the forwarder received {}, sent {} and completed {} of {N}",
+            o.received, o.sent.posted, o.sent.completed
+        ));
+    }
+    received("forwarder", &fw.counts)
+}
+
+fn received(who: &str, c: &RawRecvCounts) -> Result<(), String> {
+    if (c.packets, c.udp, c.csum_ok) != (N, N, N) || c.csum_bad != 0 || c.errors != 0 {
+        return Err(format!(
+            "the {who} counted {} frames ({} UDP, {} good checksums, {} bad, {} errors), not {N}",
+            c.packets, c.udp, c.csum_ok, c.csum_bad, c.errors
+        ));
+    }
+    Ok(())
+}
+
+/// One of `raw::steer`'s rules as the model's flow table holds it (whole
+/// MACs, no ethertype match), steering to raw QP 0.
+fn model_rule(r: &vflow::FlowRule) -> Result<FlowRule, String> {
+    fn some_if<T: Copy + PartialEq + Default>(m: vflow::Masked<T>) -> Option<T> {
+        (m.mask != T::default()).then_some(m.val)
+    }
+    let normal = matches!(r.kind, vflow::FlowKind::Normal);
+    if r.ether_type.mask != 0 || (normal && r.dst_mac.mask != [0xff; 6]) {
+        return Err("the model's flow table matches whole MACs and no ethertype".into());
+    }
+    let mut m = match r.kind {
+        vflow::FlowKind::Sniffer => return Ok(FlowRule::sniffer(0)),
+        vflow::FlowKind::AllDefault => return Ok(FlowRule::promiscuous(0)),
+        _ => FlowRule::mac(0, r.dst_mac.val),
+    };
+    m = match r.ip {
+        Some(vflow::IpMatch::V4(ip)) => m.with_ip(IpMatch::V4 {
+            src: some_if(ip.src),
+            dst: some_if(ip.dst),
+        }),
+        Some(vflow::IpMatch::V6(ip)) => m.with_ip(IpMatch::V6 {
+            src: some_if(ip.src),
+            dst: some_if(ip.dst),
+        }),
+        None => m,
+    };
+    Ok(match r.l4 {
+        Some(l4) => m.with_l4(L4Match {
+            tcp: l4.tcp,
+            src_port: some_if(l4.src_port),
+            dst_port: some_if(l4.dst_port),
+        }),
+        None => m,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(dst: u8, src: u8, body: u8) -> Vec<u8> {
+        let mut f = vec![body; 60];
+        f[..6].fill(dst);
+        f[6..12].fill(src);
+        f
+    }
+
+    #[test]
+    fn a_forward_must_swap_the_macs_and_keep_the_rest() {
+        let sent = (true, frame(2, 1, 7));
+        let good = vec![sent.clone(), (false, frame(1, 2, 7))];
+        assert_eq!(check_forwarded(&good), Ok(()));
+        let unswapped = vec![sent.clone(), (false, frame(2, 1, 7))];
+        assert!(check_forwarded(&unswapped)
+            .unwrap_err()
+            .contains("MACs swapped"));
+        let changed = vec![sent.clone(), (false, frame(1, 2, 8))];
+        assert!(check_forwarded(&changed).is_err());
+        let lost = vec![sent];
+        assert!(check_forwarded(&lost)
+            .unwrap_err()
+            .contains("0 frames forwarded of 1"));
+    }
+
+    #[test]
+    fn a_side_must_send_n_frames_each_its_slot() {
+        let p = parse(&format!("{CLIENT} -b -n {N} -s 128")).unwrap();
+        let slots = Slots::new(p.size, 1, 1, 1, 4096);
+        let mut tx = vec![0u8; slots.buffer_len()];
+        slots::fill(&mut tx, &p.frame_spec(), &slots, 1);
+        let len = slots.frame_len as usize;
+        let log: Vec<(bool, Vec<u8>)> = (0..N)
+            .map(|k| {
+                let at = slots.offset(k) as usize;
+                (true, tx[at..at + len].to_vec())
+            })
+            .collect();
+        let ran = Ran { tx, slots };
+        assert_eq!(ran.check_sent(&log, true), Ok(()));
+        let e = ran.check_sent(&log[1..], true).unwrap_err();
+        assert!(
+            e.contains(&format!("199 frames on the wire, not {N}")),
+            "{e}"
+        );
+        let mut bad = log.clone();
+        bad[5].1[70] ^= 1;
+        let e = ran.check_sent(&bad, true).unwrap_err();
+        assert!(e.contains("frame 5 is not its buffer's slot"), "{e}");
+    }
+}
