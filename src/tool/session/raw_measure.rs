@@ -137,10 +137,7 @@ pub fn result(p: &RawParams, out: &BwOutcome, qps: u32, hz: f64) -> Result<BwRes
 
 /// perftest's numbers for the run, the peak from `stamps` when the run
 /// kept them and sent every frame (an interrupted run, or one with no
-/// stamps, reports none, as `-N`). On several QPs with `-n` not a multiple
-/// of `-l` (perftest refuses that; rdmaperf cuts each QP's last list) the
-/// list starts leave perftest's stride over the stamps, which its search
-/// assumes, so no peak is reported there either.
+/// stamps, reports none, as `-N`).
 pub fn result_stamped(
     p: &RawParams,
     out: &BwOutcome,
@@ -150,8 +147,7 @@ pub fn result_stamped(
 ) -> Result<BwResult, String> {
     let duration = p.raw.duration.is_some();
     let whole = stamps.tposted.len() as u64 == out.measured && out.error.is_none();
-    let strided = qps <= 1 || p.raw.iters % p.post_list.max(1) as u64 == 0;
-    let peak = !stamps.tposted.is_empty() && whole && strided;
+    let peak = !stamps.tposted.is_empty() && whole;
     let ends = ([out.t_start], [out.t_end]);
     let (tposted, tcompleted): (&[u64], &[u64]) = if peak {
         (&stamps.tposted, &stamps.tcompleted)
