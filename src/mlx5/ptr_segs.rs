@@ -66,57 +66,130 @@ mod scalar {
 /// Two packets a register.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse4.1"))]
 mod sse {
-    use core::arch::x86_64::{__m128i, _mm_castpd_si128, _mm_castsi128_pd, _mm_cvtsi32_si128};
-    use core::arch::x86_64::{_mm_extract_epi64, _mm_insert_epi32, _mm_loadh_pd, _mm_loadl_epi64};
-    use core::arch::x86_64::{_mm_or_si128, _mm_set1_epi64x, _mm_setr_epi8, _mm_setzero_si128};
-    use core::arch::x86_64::{_mm_shuffle_epi8, _mm_store_si128, _mm_sub_epi64};
-    use core::arch::x86_64::{_mm_unpackhi_epi64, _mm_unpacklo_epi64};
+    use core::arch::x86_64::_mm_unpacklo_epi64;
+    use core::arch::x86_64::{__m128i, _mm_and_si128, _mm_castpd_si128, _mm_castsi128_pd};
+    use core::arch::x86_64::{
+        _mm_add_epi64, _mm_cvtsi32_si128, _mm_extract_epi64, _mm_insert_epi32,
+    };
+    use core::arch::x86_64::{_mm_loadh_pd, _mm_loadl_epi64, _mm_or_si128, _mm_set1_epi64x};
+    use core::arch::x86_64::{_mm_set1_epi8, _mm_setr_epi8, _mm_setzero_si128, _mm_shuffle_epi8};
+    use core::arch::x86_64::{_mm_store_si128, _mm_sub_epi64, _mm_unpackhi_epi64};
 
     use super::{RawPkt, SrcCheck, ADDR, LEN};
 
-    /// # Safety
-    /// As [`super::put`].
-    #[inline(always)]
-    pub unsafe fn put(d: *mut u8, pkts: &[RawPkt], lkey: u64, chk: &mut SrcCheck) {
-        let (start, span, min) = chk.bounds();
-        let pairs = pkts.chunks_exact(2);
-        let odd = pairs.remainder();
-        // SAFETY: SSE2/SSSE3/SSE4.1 are enabled for the whole build (this
-        // module's cfg). Loads read the addr and len fields of the two
-        // packets of a pair (offsets asserted above), never the padding;
-        // stores are the pair's two aligned units, inside the caller's
-        // bytes (caller contract: 16 bytes a packet from d).
-        unsafe {
-            let (vs, vspan) = (_mm_set1_epi64x(start as i64), _mm_set1_epi64x(span as i64));
-            let (vmin, vlkey) = (_mm_set1_epi64x(min as i64), _mm_set1_epi64x(lkey as i64));
-            // Each 64-bit lane reversed (the address, big-endian); each
-            // lane's low 32 bits reversed into its bytes 0..4 (the length).
-            let rev = _mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
-            let len_be = _mm_setr_epi8(3, 2, 1, 0, -1, -1, -1, -1, 11, 10, 9, 8, -1, -1, -1, -1);
-            let (mut offs, mut bad) = (_mm_setzero_si128(), _mm_setzero_si128());
-            for (i, pr) in pairs.enumerate() {
-                let p = pr.as_ptr().cast::<u8>();
+    /// What a list's pairs share: the bounds and stamps as vectors, and the
+    /// check's running words.
+    ///
+    /// The check is [`SrcCheck::see`]'s in a form that needs no register
+    /// copies (SSE's two-operand instructions overwrite their first): the
+    /// offsets are ORed (`offs`), the lengths less the minimum are ORed
+    /// (`short`: bit 63 when one is short), and `off + len - (span + 1)`
+    /// is ANDed (`fits`: bit 63 stays set while every frame ends by the
+    /// source's end; no overflow while `off < 2^62`, which `offs` checks).
+    struct Pairs {
+        start: __m128i,
+        span1: __m128i,
+        min: __m128i,
+        lkey: __m128i,
+        rev: __m128i,
+        len_be: __m128i,
+        offs: __m128i,
+        short: __m128i,
+        fits: __m128i,
+    }
+
+    impl Pairs {
+        #[inline(always)]
+        fn new(chk: &SrcCheck, lkey: u64) -> Self {
+            let (start, span, min) = chk.bounds();
+            // SAFETY: SSE2/SSSE3 are enabled for the whole build (this module's cfg).
+            unsafe {
+                Self {
+                    start: _mm_set1_epi64x(start as i64),
+                    span1: _mm_set1_epi64x(span.wrapping_add(1) as i64),
+                    min: _mm_set1_epi64x(min as i64),
+                    lkey: _mm_set1_epi64x(lkey as i64),
+                    // Each 64-bit lane reversed (the address, big-endian);
+                    // each lane's low 32 bits reversed into its bytes 0..4
+                    // (the length).
+                    rev: _mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8),
+                    len_be: _mm_setr_epi8(3, 2, 1, 0, -1, -1, -1, -1, 11, 10, 9, 8, -1, -1, -1, -1),
+                    offs: _mm_setzero_si128(),
+                    short: _mm_setzero_si128(),
+                    fits: _mm_set1_epi8(-1),
+                }
+            }
+        }
+
+        /// The pair at `p` into the two units at `u`.
+        ///
+        /// # Safety
+        /// `p` points at two packets; `u` is 16-byte aligned with 32 bytes
+        /// the caller owns.
+        #[inline(always)]
+        unsafe fn pair(&mut self, p: *const u8, u: *mut __m128i) {
+            // SAFETY: SSE2/SSSE3/SSE4.1 are enabled for the whole build;
+            // the loads read the two packets' addr and len fields (offsets
+            // asserted above), never their padding; the stores are the
+            // caller's two aligned units.
+            unsafe {
                 let a0 = _mm_loadl_epi64(p.add(ADDR).cast::<__m128i>());
                 let a =
                     _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(a0), p.add(16 + ADDR).cast()));
                 let l0 = _mm_cvtsi32_si128(p.add(LEN).cast::<i32>().read());
                 let l = _mm_insert_epi32::<2>(l0, p.add(16 + LEN).cast::<i32>().read());
-                // SrcCheck::see for both lanes.
-                let off = _mm_sub_epi64(a, vs);
-                offs = _mm_or_si128(offs, off);
-                let past = _mm_sub_epi64(_mm_sub_epi64(vspan, l), off);
-                bad = _mm_or_si128(bad, _mm_or_si128(past, _mm_sub_epi64(l, vmin)));
-                let lk = _mm_or_si128(_mm_shuffle_epi8(l, len_be), vlkey);
-                let abe = _mm_shuffle_epi8(a, rev);
-                let u = d.add(32 * i).cast::<__m128i>();
+                let off = _mm_sub_epi64(a, self.start);
+                self.offs = _mm_or_si128(self.offs, off);
+                let end = _mm_sub_epi64(_mm_add_epi64(off, l), self.span1);
+                self.fits = _mm_and_si128(self.fits, end);
+                self.short = _mm_or_si128(self.short, _mm_sub_epi64(l, self.min));
+                let lk = _mm_or_si128(_mm_shuffle_epi8(l, self.len_be), self.lkey);
+                let abe = _mm_shuffle_epi8(a, self.rev);
                 _mm_store_si128(u, _mm_unpacklo_epi64(lk, abe));
                 _mm_store_si128(u.add(1), _mm_unpackhi_epi64(lk, abe));
             }
-            let lanes = |v: __m128i| (_mm_extract_epi64::<0>(v) | _mm_extract_epi64::<1>(v)) as u64;
-            chk.fold(lanes(offs), lanes(bad));
-            if let Some(p) = odd.first() {
-                let at = d.add(16 * (pkts.len() - 1));
-                super::scalar::put(at, core::slice::from_ref(p), lkey, chk);
+        }
+
+        /// Hands the words to `chk` in [`SrcCheck::see`]'s terms.
+        #[inline(always)]
+        fn fold(&self, chk: &mut SrcCheck) {
+            // SAFETY: SSE4.1 is enabled for the whole build.
+            let (o, s, f) = unsafe {
+                let or =
+                    |v: __m128i| (_mm_extract_epi64::<0>(v) | _mm_extract_epi64::<1>(v)) as u64;
+                let and =
+                    |v: __m128i| (_mm_extract_epi64::<0>(v) & _mm_extract_epi64::<1>(v)) as u64;
+                (or(self.offs), or(self.short), and(self.fits))
+            };
+            chk.fold(o, s | !f);
+        }
+    }
+
+    /// # Safety
+    /// As [`super::put`].
+    #[inline(always)]
+    pub unsafe fn put(d: *mut u8, pkts: &[RawPkt], lkey: u64, chk: &mut SrcCheck) {
+        let mut v = Pairs::new(chk, lkey);
+        let quads = pkts.chunks_exact(4);
+        let rest = quads.remainder();
+        let u = d.cast::<__m128i>();
+        // SAFETY: quad i's packets are pkts[4i..4i+4] and its units the
+        // caller's units 4i..4i+4 (16-byte aligned from d); a last pair and
+        // a last odd packet follow the same way.
+        unsafe {
+            for (i, q) in quads.enumerate() {
+                let p = q.as_ptr().cast::<u8>();
+                v.pair(p, u.add(4 * i));
+                v.pair(p.add(32), u.add(4 * i + 2));
+            }
+            let at = pkts.len() - rest.len();
+            if rest.len() >= 2 {
+                v.pair(rest.as_ptr().cast(), u.add(at));
+            }
+            v.fold(chk);
+            if rest.len() % 2 == 1 {
+                let last = pkts.len() - 1;
+                super::scalar::put(d.add(16 * last), &pkts[last..], lkey, chk);
             }
         }
     }

@@ -73,6 +73,11 @@ pub struct RawSq<M: Mmio = HwMmio> {
     words: RawSendWords,
     /// Where frames may be read by the CPU (inline header, inline data).
     src: (u64, u64),
+    /// The frame-source check (the shortest frame: an Ethernet header, or
+    /// the minimum inline header where longer; eMPW runs only where that is
+    /// 0), built once in [`set_frame_source`](Self::set_frame_source) and
+    /// copied per list.
+    src_chk: SrcCheck,
     /// WQEs posted since the last one that asked for a CQE.
     quiet: u32,
     /// The next list's last WQE asks for a CQE ([`RawSq::signal_list_end`]).
@@ -127,6 +132,7 @@ impl<M: Mmio> RawSq<M> {
             cfg,
             words: RawSendWords::new(qpn, cfg.cs_flags, cfg.min_inline, cfg.lkey),
             src: (0, 0),
+            src_chk: SrcCheck::new((0, 0), MIN_FRAME),
             quiet: 0,
             signal_end: false,
             sent: 0,
@@ -144,6 +150,8 @@ impl<M: Mmio> RawSq<M> {
     /// `addr..addr+len` must stay readable while the SQ lives.
     pub unsafe fn set_frame_source(&mut self, addr: *const u8, len: usize) {
         self.src = (addr as u64, addr as u64 + len as u64);
+        let min = MIN_FRAME.max(self.cfg.min_inline as u32);
+        self.src_chk = SrcCheck::new(self.src, min);
     }
 
     /// The progress record a [`DirectCq`](super::cq::DirectCq) needs.
@@ -312,7 +320,7 @@ impl<M: Mmio> RawSq<M> {
         let (wqes, nbb) = mpw::plan(pkts, false);
         self.check_room(nbb)?;
         let (mut quiet, mut sent) = (self.quiet_at(wqes, self.signal_end), self.sent);
-        let mut chk = SrcCheck::new(self.src, MIN_FRAME);
+        let mut chk = self.src_chk;
         let (pi, last) = self.mpw_writer(false).write_ptr(
             pkts,
             self.pi,
@@ -360,7 +368,7 @@ impl<M: Mmio> RawSq<M> {
     /// the frames).
     #[inline(always)]
     fn check(&self, pkts: &[RawPkt]) -> Result<(), PostError> {
-        let mut chk = SrcCheck::new(self.src, MIN_FRAME.max(self.cfg.min_inline as u32));
+        let mut chk = self.src_chk;
         pkts.iter().for_each(|p| chk.see(p));
         if chk.ok() {
             Ok(())
