@@ -639,6 +639,93 @@ mod with_model {
             );
         }
     }
+    /// The direct sender on several QPs: one raw SQ per QP (direct and
+    /// eMPW), all on the one CQ polled through `run::raw_qpn::ByQpn`, the
+    /// NIC on its own thread: no allocation on the loop's thread.
+    #[test]
+    fn raw_sender_loop_over_qps_allocates_nothing() {
+        use rdmaperf::raw::slots::Slots;
+        use rdmaperf::run::raw_bw::{Direct, DirectMpw, RawBwConfig, RawBwLoop, RawPost};
+        use rdmaperf::run::raw_qpn::ByQpn;
+
+        fn go<P: RawPost>(
+            model: &Model,
+            posts: &mut [P],
+            cq: &mut impl CompletionQueue,
+            bases: &[u64],
+            slots: Slots,
+        ) -> (u64, rdmaperf::run::bw::BwOutcome) {
+            let cfg = RawBwConfig {
+                iters: 1024,
+                post_list: slots.post_list as u32,
+                tx_depth: 64,
+                cq_mod: 16,
+                stall_ticks: u64::MAX / 4,
+            };
+            let mut counts = vec![QpCount::default(); posts.len()];
+            let mut list = vec![RawPkt::default(); cfg.post_list as usize];
+            let mut wcs = [Completion::default(); 16];
+            let all = 1024 * posts.len();
+            let (mut tp, mut tc) = (vec![0u64; all], vec![0u64; all]);
+            with_nic(model, || {
+                let mut lp = RawBwLoop {
+                    cfg,
+                    posts,
+                    cq,
+                    bases,
+                    slots,
+                    counts: &mut counts,
+                    list: &mut list,
+                    wcs: &mut wcs,
+                    tposted: &mut tp,
+                    tcompleted: &mut tc,
+                    deadlines: None,
+                    now: rdmaperf::clock::now,
+                };
+                count(|| lp.run())
+            })
+        }
+
+        for (mpw, post_list, qps) in [(false, 1, 2), (false, 8, 4), (true, 32, 4)] {
+            let slots = Slots::new(128, 2, 1, post_list, 4096);
+            let mut bufs: Vec<Vec<u8>> = (0..qps).map(|_| vec![0u8; slots.buffer_len()]).collect();
+            let model = Model::new(ModelConfig {
+                qps: qps as u32,
+                ..ModelConfig::raw_eth_loop(256)
+            })
+            .unwrap();
+            let mut cfgs = Vec::new();
+            for b in &mut bufs {
+                // SAFETY: `bufs` outlives the model (declared first).
+                let mr = unsafe { model.register(b.as_mut_ptr(), b.len(), Access::NONE) };
+                cfgs.push(RawSqConfig::new(mr.lkey, 4));
+            }
+            let (mut sqs, cq) = model.raw_queues_with(&cfgs, |_| HwMmio).unwrap();
+            for (sq, b) in sqs.iter_mut().zip(&bufs) {
+                // SAFETY: as above.
+                unsafe { sq.set_frame_source(b.as_ptr(), b.len()) };
+            }
+            let qpns: Vec<u32> = (0..qps).map(|q| model.qpn_of(q)).collect();
+            let mut cq = ByQpn::new(cq, &qpns);
+            let bases: Vec<u64> = bufs.iter().map(|b| b.as_ptr() as u64).collect();
+            let (n, out) = if mpw {
+                let mut posts: Vec<_> = sqs.into_iter().map(DirectMpw).collect();
+                go(&model, &mut posts, &mut cq, &bases, slots)
+            } else {
+                let mut posts: Vec<_> = sqs.into_iter().map(Direct).collect();
+                go(&model, &mut posts, &mut cq, &bases, slots)
+            };
+            let all = 1024 * qps as u64;
+            let ctx = format!("mpw {mpw}, -l {post_list}, -q {qps}");
+            assert_eq!(out.error, None, "{ctx}");
+            assert_eq!((out.posted, out.completed), (all, all), "{ctx}");
+            assert_eq!(
+                n, 0,
+                "the raw sender loop over QPs allocated {n} times ({ctx})"
+            );
+        }
+    }
+
     /// The model's one CQ, its completions sorted into sends and receives
     /// (queues reserved before the count).
     struct Split {
@@ -840,6 +927,83 @@ mod with_model {
     /// `-b`'s loop (`RawBwLoop::run_beside` with `run::raw_duplex`'s
     /// receive side) allocates nothing: 2000 frames sent under `-t 32`
     /// loop back into the QP's own 64 receives and are counted there.
+    /// A queue borrowed, as `RecvQp` owns its RQ and CQ.
+    struct Lent<'a, T>(&'a mut T);
+    impl<T: rdmaperf::post::RecvQueue> rdmaperf::post::RecvQueue for Lent<'_, T> {
+        fn post_recv(
+            &mut self,
+            wr_id: u64,
+            addr: u64,
+            lkey: u32,
+            len: u32,
+        ) -> Result<(), rdmaperf::post::PostError> {
+            self.0.post_recv(wr_id, addr, lkey, len)
+        }
+    }
+    impl<T: CompletionQueue> CompletionQueue for Lent<'_, T> {
+        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, rdmaperf::post::PostError> {
+            self.0.poll(out)
+        }
+    }
+
+    /// `-b -q N`'s receive side (`run::raw_duplex_qps::RecvSideQps`) beside
+    /// the sender's loop on the loop-back QP: no allocation.
+    #[test]
+    fn raw_duplex_qps_receive_side_allocates_nothing() {
+        use crate::common::raw_duplex_session::ring_cfg;
+        use rdmaperf::raw::slots::Slots;
+        use rdmaperf::run::pace::Unpaced;
+        use rdmaperf::run::raw_bw::RawBwLoop;
+        use rdmaperf::run::raw_duplex::RxWait;
+        use rdmaperf::run::raw_duplex_qps::RecvSideQps;
+        use rdmaperf::run::raw_recv_qps::RecvQp;
+        let (n, (out, rx_error, got)) = on_loop_back_qp(|qp| {
+            // SAFETY: the ring's buffer is registered and outlives the
+            // loop; only the model writes it.
+            let cfg = unsafe { ring_cfg(qp.rx) };
+            let mut qps = [RecvQp {
+                rq: Lent(qp.rq),
+                cq: Lent(qp.rcq),
+                cfg,
+                counts: RawRecvCounts::default(),
+            }];
+            // 64 a poll, as the one-QP case: the 64 receives never run dry.
+            let mut rwc = [Completion::default(); 64];
+            let wait = RxWait {
+                owed: 2000,
+                wait_first: false,
+                stall_ticks: stall_ticks(),
+            };
+            let now = rdmaperf::clock::now;
+            let mut side = RecvSideQps::<_, _, DirectRx, _>::new(&mut qps, &mut rwc, wait, now);
+            let (mut qc, mut list, mut wcs) = (
+                [QpCount::default()],
+                [RawPkt::default()],
+                [Completion::default(); 16],
+            );
+            let out = RawBwLoop {
+                cfg: loop_back_cfg(),
+                posts: std::slice::from_mut(qp.sq),
+                cq: qp.scq,
+                bases: &[qp.frames[0].addr],
+                slots: Slots::new(64, 1, 1, 1, 128),
+                counts: &mut qc,
+                list: &mut list,
+                wcs: &mut wcs,
+                tposted: &mut [],
+                tcompleted: &mut [],
+                deadlines: None,
+                now: rdmaperf::clock::now,
+            }
+            .run_beside(&mut Unpaced, &mut side);
+            let err = side.error.take();
+            (out, err, qps[0].counts.packets)
+        });
+        assert_eq!((out.error, rx_error), (None, None));
+        assert_eq!((out.posted, out.completed, got), (2000, 2000, 2000));
+        assert_eq!(n, 0, "the -b -q receive side allocated {n} times");
+    }
+
     #[test]
     fn raw_duplex_loop_allocates_nothing() {
         use crate::common::raw_duplex_session::ring_cfg;

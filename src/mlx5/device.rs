@@ -536,9 +536,43 @@ pub unsafe fn raw_sq_from_ibv_qp(
     unsafe { super::raw_sq::RawSq::from_dv(&dv, (*qp).qp_num, cfg, HwMmio, None) }
 }
 
+/// The BlueFlame register libmlx5 gave raw packet QP `qp` (`bf.reg`).
+/// Two QPs with the same register share one bfreg: libmlx5 locks it and
+/// keeps one BlueFlame toggle for both, which two direct SQs, each with
+/// its own toggle, would not (see [`shared_bf_reg`]).
+///
+/// # Safety
+/// `qp` is a valid mlx5 QP.
+pub unsafe fn bf_reg_of(qp: *mut sys::ibv_qp) -> Result<usize, DirectError> {
+    // SAFETY: the caller's contract (a valid QP).
+    let dv = unsafe { qp_dv(qp) }?;
+    Ok(dv.bf.reg as usize)
+}
+
+/// The first two of `regs` (QPs' BlueFlame registers, [`bf_reg_of`]) that
+/// are the same register, by index.
+pub fn shared_bf_reg(regs: &[usize]) -> Option<(usize, usize)> {
+    regs.iter().enumerate().find_map(|(j, r)| {
+        let i = regs[..j].iter().position(|x| x == r)?;
+        Some((i, j))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_bf_reg_names_the_first_pair() {
+        assert_eq!(shared_bf_reg(&[]), None);
+        assert_eq!(shared_bf_reg(&[0x1800]), None);
+        assert_eq!(shared_bf_reg(&[0x1800, 0x1a00, 0x2800]), None);
+        assert_eq!(
+            shared_bf_reg(&[0x1800, 0x1a00, 0x1a00, 0x1800]),
+            Some((1, 2))
+        );
+        assert_eq!(shared_bf_reg(&[0x1800, 0x2800, 0x1800]), Some((0, 2)));
+    }
 
     #[test]
     fn auto_falls_back_and_required_errors_with_fix() {

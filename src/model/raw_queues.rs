@@ -44,6 +44,54 @@ impl Model {
         Ok((sq, cq))
     }
 
+    /// Every QP's raw SQ (recording MMIO, each on its QP's own memory and
+    /// BlueFlame register), in QP order, all on the one CQ (attached), as
+    /// raw-eth-bw's sender creates `-q` QPs on one CQ. Once per model,
+    /// instead of `raw_pair`; `cfgs` gives each QP's configuration (its
+    /// frames' lkey), one per QP of the model.
+    pub fn raw_queues(
+        &self,
+        cfgs: &[RawSqConfig],
+    ) -> Result<(Vec<RawSq<ModelMmio>>, DirectCq), String> {
+        self.raw_queues_with(cfgs, |q| self.mmio_of(q))
+    }
+
+    /// As [`raw_queues`](Self::raw_queues) with QP `q`'s MMIO from
+    /// `mmio(q)` (e.g. `HwMmio` for the allocation test, then drive the
+    /// NIC with [`step_dbrec`](Self::step_dbrec)).
+    pub fn raw_queues_with<M: Mmio>(
+        &self,
+        cfgs: &[RawSqConfig],
+        mmio: impl Fn(usize) -> M,
+    ) -> Result<(Vec<RawSq<M>>, DirectCq), String> {
+        if !matches!(self.shared.cfg.transport, ModelTransport::RawEth { .. }) {
+            return Err("model: a raw SQ needs ModelTransport::RawEth".into());
+        }
+        if cfgs.len() != self.shared.cfg.qps as usize {
+            return Err(format!(
+                "model: {} raw SQ configurations for {} QPs",
+                cfgs.len(),
+                self.shared.cfg.qps
+            ));
+        }
+        self.take_queues()?;
+        let mut sqs = Vec::with_capacity(cfgs.len());
+        for (q, cfg) in cfgs.iter().enumerate() {
+            let qp = self.dv_qp_of(q);
+            // SAFETY: the memory is owned by `shared`, which the SQ keeps
+            // alive; each ring is fresh and this SQ its only producer (once
+            // per model, `take_queues`); the BlueFlame register is QP q's.
+            let sq = unsafe { RawSq::from_dv(&qp, self.qpn_of(q), *cfg, mmio(q), self.keep()) }
+                .map_err(|e| e.to_string())?;
+            sqs.push(sq);
+        }
+        let mut cq = self.cq()?;
+        for sq in &sqs {
+            cq.attach(sq.progress());
+        }
+        Ok((sqs, cq))
+    }
+
     /// The frames the Ethernet port has sent, in order, taken off the wire.
     pub fn take_wire(&self) -> Vec<Vec<u8>> {
         std::mem::take(&mut lock(&self.shared.nic).eth.wire)

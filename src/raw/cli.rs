@@ -1,7 +1,7 @@
 //! `rdmaperf raw-eth-bw ...` (and `raw_ethernet_bw` as a multicall name):
 //! the flags and perftest's rules, then the checks made before anything is
 //! opened ([`prepare`]), and what does not run yet ([`not_yet`]: everything
-//! but raw-eth-bw (sender, server on `-q` QPs, `-b` on one QP, `--server -v`), raw-eth-lat,
+//! but raw-eth-bw (sender, server and `-b` on `-q` QPs, `--server -v` on one), raw-eth-lat,
 //! raw-eth-burst-lat and raw-eth-fs-rate says so and
 //! exits 2, docs/raw-ethernet.md).
 //! `tool::raw` runs what does.
@@ -79,7 +79,6 @@ pub fn not_yet(p: &RawParams, dev: &str) -> Option<String> {
             "-v on a client (forwarding runs on the server: --server -v against a --client -b)",
         ),
         RawTool::Bw if r.mac_fwd && r.qps > 1 => Some("-v with -q above 1 (one QP forwards)"),
-        RawTool::Bw if r.duplex && r.qps > 1 => Some("-b with -q above 1 (one QP both ways runs)"),
         RawTool::Bw => None,
     }?;
     Some(not_in_rdmaperf(r.tool, dev, missing))
@@ -291,6 +290,8 @@ mod tests {
                 "--server -B 02:00:00:00:00:02 -J 224.0.0.5 -j 1.1.1.1 --raw_mcast".to_string(),
             ),
             (RawTool::Bw, format!("--client {M} -b -n 100")),
+            (RawTool::Bw, format!("--client {M} -b -q 2")),
+            (RawTool::Bw, format!("--server {M} -b -q 4 -n 100")),
             (RawTool::Bw, format!("--server {M} -v -n 100")),
             (RawTool::Bw, format!("--server {M} -v -l 4 -n 100")),
             (RawTool::Bw, format!("--server {M} -v -D 5 -l 2")),
@@ -308,11 +309,6 @@ mod tests {
             assert_eq!(not_yet(&p(*t, c), "mlx5_0"), None, "{c}");
         }
         let refused = [
-            (
-                RawTool::Bw,
-                format!("--client {M} -b -q 2"),
-                "-b with -q above 1",
-            ),
             (RawTool::Bw, format!("--client {M} -v"), "-v on a client"),
             (RawTool::Bw, format!("--server {M} -v -q 2"), "-v with -q"),
             (

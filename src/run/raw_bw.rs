@@ -18,7 +18,9 @@ use crate::post::{
 };
 use crate::raw::slots::Slots;
 
-const QP_SHIFT: u32 = 48;
+/// Where a completion's `wr_id` puts the QP's index (below it: the frames
+/// of that QP the completion retires, counted from 1).
+pub const QP_SHIFT: u32 = 48;
 const SEQ_MASK: u64 = (1 << QP_SHIFT) - 1;
 
 /// Posting a list of frames. `first` is the 0-based sequence number of
@@ -29,7 +31,9 @@ pub trait RawPost {
 }
 
 /// `direct`: one SEND WQE per frame ([`RawSq::post_send`]). Completions
-/// carry the SQ's packet count, which is QP 0's `wr_id`: one QP only.
+/// carry the SQ's packet count, which is QP 0's `wr_id`; with several QPs
+/// on one CQ, poll it through `run::raw_qpn::ByQpn`, which puts each
+/// completion's QP index in.
 pub struct Direct<M: Mmio>(pub RawSq<M>);
 
 /// `direct-mpw`: enhanced multi-packet WQEs by pointer ([`RawSq::post_mpw`]).

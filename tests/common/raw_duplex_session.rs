@@ -46,6 +46,7 @@ pub fn duplex(p: &RawParams, h: Host<'_>, stall: Duration) -> Ran {
     let both = Both {
         sent,
         counts: counts.clone(),
+        per_qp: Vec::new(),
         error: None,
     };
     Ran {

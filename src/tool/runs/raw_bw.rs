@@ -84,7 +84,7 @@ pub fn ending(
 pub fn run(p: &RawParams) -> Result<(), Fail> {
     let asked = raw_method::parse(p.post.as_deref()).map_err(Fail::refused)?;
     let port = RawPort::open(p)?;
-    let (method, why) = raw_method::decide(asked, &port.dev, p.raw.qps)
+    let (method, why) = raw_method::decide(asked, &port.dev)
         .map_err(|e| Fail::refused(format!("rdmaperf raw-eth-bw: {e}")))?;
     let res = RawRes::create(&port, p, method)?;
     println!(

@@ -100,7 +100,7 @@ fn run(p: &crate::raw::params::RawParams, a: &CompareArgs) -> Result<(), Fail> {
     let mut names = Vec::new();
     let mut unsupported = Vec::new();
     for m in &a.methods {
-        match raw_method::decide(Some(*m), &port.dev, p.raw.qps) {
+        match raw_method::decide(Some(*m), &port.dev) {
             Ok(_) => names.push(m.name()),
             Err(reason) => unsupported.push(Unsupported {
                 method: m.name(),

@@ -21,8 +21,11 @@ use crate::raw::ctx::Side;
 use crate::raw::params::RawParams;
 use crate::report::stats::BwResult;
 use crate::run::raw_duplex::{DuplexRxError, RecvSide, RxWait};
+use crate::run::raw_duplex_qps::RecvSideQps;
 use crate::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts, RxClassify, VerbsRx};
+use crate::run::raw_recv_qps::RecvQp;
 use crate::tool::common::fail::Fail;
+use crate::tool::session::raw_recv_qps_measure::per_qp_line;
 use crate::tool::session::{raw_measure, raw_recv_measure};
 use crate::tool::setup::raw_method::RawMethod;
 use crate::tool::setup::raw_recv_method::RawRecvMethod;
@@ -32,10 +35,12 @@ use crate::tool::setup::raw_res::{DuplexSide, RawPort, RawRes, RawRx};
 /// (perftest's `check_alive` gives up after 60 s without progress).
 pub const RX_STALL: Duration = Duration::from_secs(60);
 
-/// What the run gave: this side's send numbers, the peer's frames counted.
+/// What the run gave: this side's send numbers, the peer's frames counted
+/// (every QP's together) and, with several QPs, each QP's frames.
 pub struct Both {
     pub sent: BwResult,
     pub counts: RawRecvCounts,
+    pub per_qp: Vec<u64>,
     pub error: Option<DuplexRxError>,
 }
 
@@ -43,31 +48,37 @@ pub struct Both {
 pub fn run(p: &RawParams) -> Result<(), Fail> {
     let tool = "rdmaperf raw-eth-bw -b";
     let side = DuplexSide::open(p, tool)?;
-    let (port, res, rx) = (&side.port, &side.res, &side.rx);
+    let (port, res, rx) = (&side.port, &side.res, &side.rx[..]);
     let ((method, why), (recv, rwhy)) = (&side.method, &side.recv);
     let (method, recv) = (*method, *recv);
     println!(
-        " raw-eth-bw -b ({}): 1 QP on {} port {}, send: {why}, receive: {rwhy}, {} rule(s), {} \
-         receives",
+        " raw-eth-bw -b ({}): {} QP(s) on {} port {}, send: {why}, receive: {rwhy}, {} rule(s) \
+         and {} receives each",
         if server(p) { "server" } else { "client" },
+        rx.len(),
         port.ctx.name(),
         p.ib_port,
-        rx.flows.len(),
-        rx.slots
+        rx[0].flows.len(),
+        rx[0].slots
     );
     if let Some(line) = raw_measure::rate_banner(p) {
         println!("{line}");
     }
-    // SAFETY: the MR holds `slots × stride` bytes and lives (in `res`)
-    // past the run; only the NIC writes it then.
-    let cfg = unsafe { rx.recv_cfg() };
+    let send = (port, res, method);
     let both = match recv {
         RawRecvMethod::Verbs => {
-            let mut rq = VerbsRecv::new(&res.qps[0].qp).map_err(Fail::verbs)?;
-            let mut cq = VerbsCq::new(&rx.cq, 16).map_err(Fail::verbs)?;
-            both::<_, _, VerbsRx>(p, (port, res, method), (&mut rq, &mut cq, &cfg))?
+            let mut qps = Vec::with_capacity(rx.len());
+            for (q, r) in res.qps.iter().zip(rx) {
+                qps.push(RecvQp {
+                    rq: VerbsRecv::new(&q.qp).map_err(Fail::verbs)?,
+                    cq: VerbsCq::new(&r.cq, 16).map_err(Fail::verbs)?,
+                    cfg: cfg_of(r),
+                    counts: RawRecvCounts::default(),
+                });
+            }
+            both::<_, _, VerbsRx>(p, send, &mut qps)?
         }
-        RawRecvMethod::Direct => direct_recv(p, (port, res, method), rx, &cfg)?,
+        RawRecvMethod::Direct => direct_recv(p, send, rx)?,
     };
     print!("{}", report(p, &both, port.gbps));
     match both.error {
@@ -76,63 +87,105 @@ pub fn run(p: &RawParams) -> Result<(), Fail> {
     }
 }
 
+/// A QP's receive slots.
+fn cfg_of(rx: &RawRx) -> RawRecvCfg {
+    // SAFETY: the MR holds `slots × stride` bytes and lives (in the
+    // side's `rx`) past the run; only the NIC writes it then.
+    unsafe { rx.recv_cfg() }
+}
+
+/// The peer's frames a run by iterations waits for: `-n` × `-q`
+/// (perftest's `tot_iters`, both sides running the same `-q`).
+pub fn rx_owed(p: &RawParams) -> u64 {
+    p.raw.iters.saturating_mul(p.raw.qps.max(1))
+}
+
 fn server(p: &RawParams) -> bool {
     p.raw.side == Some(Side::Server)
 }
 
-/// What this side's receive side waits for: the peer's `-n` (with `-D` no
-/// count: the window's end ends the run, perftest's duration loop counts
-/// what comes), its first frame on a server, `stall` of silence.
+/// What this side's receive side waits for: the peer's `-n` on each of
+/// `-q` QPs (perftest's `tot_iters`; with `-D` no count: the window's end
+/// ends the run, perftest's duration loop counts what comes), its first
+/// frame on a server, `stall` of silence.
 pub fn rx_wait(p: &RawParams, clock: &Clock, stall: Duration) -> RxWait {
     RxWait {
         owed: match p.raw.duration {
             Some(_) => u64::MAX,
-            None => p.raw.iters,
+            None => rx_owed(p),
         },
         wait_first: server(p),
         stall_ticks: clock.cycles_for(stall),
     }
 }
 
-/// The mlx5 direct RQ and CQ poller on the receive side.
+/// The mlx5 direct RQ and CQ poller on the receive side, one of each per
+/// QP.
 fn direct_recv(
     p: &RawParams,
     send: (&RawPort, &RawRes, RawMethod),
-    rx: &RawRx,
-    cfg: &RawRecvCfg,
+    rx: &[RawRx],
 ) -> Result<Both, Fail> {
-    // SAFETY: the QP lives in `send.1` past this call (which drops the RQ
-    // before returning), nothing was posted to its RQ, and only this RQ
-    // posts to it.
-    let rq = unsafe { rq_from_ibv_qp(send.1.qps[0].qp.raw()) };
-    let mut rq = rq.map_err(|e| Fail::new(e.to_string()))?;
-    // SAFETY: the receive CQ lives in `rx` past this call, is fresh, and is
-    // polled by this poller only.
-    let cq = unsafe { cq_from_ibv_cq(rx.cq.raw()) };
-    let mut cq = cq.map_err(|e| Fail::new(e.to_string()))?;
-    cq.attach_recv(rq.qpn(), rq.ring());
-    both::<_, _, DirectRx>(p, send, (&mut rq, &mut cq, cfg))
+    let mut qps = Vec::with_capacity(rx.len());
+    for (q, r) in send.1.qps.iter().zip(rx) {
+        // SAFETY: the QP lives in `send.1` past this call (which drops the
+        // RQ before returning), nothing was posted to its RQ, and only this
+        // RQ posts to it.
+        let rq = unsafe { rq_from_ibv_qp(q.qp.raw()) };
+        let rq = rq.map_err(|e| Fail::new(e.to_string()))?;
+        // SAFETY: the receive CQ lives in `rx` past this call, is fresh,
+        // this QP's alone, and polled by this poller only.
+        let cq = unsafe { cq_from_ibv_cq(r.cq.raw()) };
+        let mut cq = cq.map_err(|e| Fail::new(e.to_string()))?;
+        cq.attach_recv(rq.qpn(), rq.ring());
+        qps.push(RecvQp {
+            rq,
+            cq,
+            cfg: cfg_of(r),
+            counts: RawRecvCounts::default(),
+        });
+    }
+    both::<_, _, DirectRx>(p, send, &mut qps)
 }
 
 /// Every receive posted, then the sender's loop with the receive side
-/// beside it.
+/// beside it: one QP's (`RecvSide`), or every QP's (`RecvSideQps`, the
+/// peer's `-n` × `-q` owed).
 fn both<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
     p: &RawParams,
-    (port, res, method): (&RawPort, &RawRes, RawMethod),
-    (rq, cq, cfg): (&mut R, &mut C, &RawRecvCfg),
+    send: (&RawPort, &RawRes, RawMethod),
+    qps: &mut [RecvQp<R, C>],
 ) -> Result<Both, Fail> {
-    raw_recv_measure::post_receives(rq, cfg, "rdmaperf raw-eth-bw -b").map_err(Fail::new)?;
-    let mut counts = RawRecvCounts::default();
+    for q in qps.iter_mut() {
+        raw_recv_measure::post_receives(&mut q.rq, &q.cfg, "rdmaperf raw-eth-bw -b")
+            .map_err(Fail::new)?;
+    }
     let mut wc = [Completion::default(); 16];
     let clock = Clock::calibrate();
     let wait = rx_wait(p, &clock, RX_STALL);
-    let scratch = (&mut counts, &mut wc[..]);
-    let mut side = RecvSide::<_, _, K, _>::new((rq, cq), cfg, scratch, wait, clock::now);
-    let sent = run_once_beside(p, (port, res, method), &clock, &mut side)?;
-    let error = side.error.take();
+    let (sent, error) = if let [q] = qps {
+        let scratch = (&mut q.counts, &mut wc[..]);
+        let mut side =
+            RecvSide::<_, _, K, _>::new((&mut q.rq, &mut q.cq), &q.cfg, scratch, wait, clock::now);
+        let sent = run_once_beside(p, send, &clock, &mut side)?;
+        (sent, side.error.take())
+    } else {
+        let mut side = RecvSideQps::<_, _, K, _>::new(qps, &mut wc, wait, clock::now);
+        let sent = run_once_beside(p, send, &clock, &mut side)?;
+        (sent, side.error.take())
+    };
+    let mut counts = RawRecvCounts::default();
+    for q in qps.iter() {
+        counts.add(&q.counts);
+    }
+    let per_qp = match qps.len() {
+        1 => Vec::new(),
+        _ => qps.iter().map(|q| q.counts.packets).collect(),
+    };
     Ok(Both {
         sent,
         counts,
+        per_qp,
         error,
     })
 }
@@ -149,9 +202,13 @@ pub fn report(p: &RawParams, b: &Both, gbps: Option<f64>) -> String {
         ),
         None => format!(
             " received: {} of the peer's {} frames\n",
-            b.counts.packets, p.raw.iters
+            b.counts.packets,
+            rx_owed(p)
         ),
     });
+    if !b.per_qp.is_empty() {
+        s.push_str(&per_qp_line(&b.per_qp));
+    }
     s.push_str(&raw_recv_measure::counts_text(&b.counts, p.size));
     s
 }

@@ -43,7 +43,8 @@ pub struct Forwarded {
 /// Runs the forwarder; the report is printed on stdout.
 pub fn run(p: &RawParams) -> Result<(), Fail> {
     let side = DuplexSide::open(p, TOOL)?;
-    let (port, res, rx) = (&side.port, &side.res, &side.rx);
+    // One QP forwards (`raw::cli::not_yet`).
+    let (port, res, rx) = (&side.port, &side.res, &side.rx[0]);
     let ((method, why), (recv, rwhy)) = (&side.method, &side.recv);
     let (method, recv) = (*method, *recv);
     println!(
@@ -94,6 +95,7 @@ pub fn report(p: &RawParams, fw: &Forwarded, gbps: Option<f64>) -> Result<String
     let both = Both {
         sent,
         counts: fw.counts.clone(),
+        per_qp: Vec::new(),
         error: None,
     };
     let mut s = super::raw_duplex::report(p, &both, gbps);

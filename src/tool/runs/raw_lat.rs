@@ -51,8 +51,7 @@ pub fn decide_lat(
     if asked == Some(RawMethod::DirectMpw) {
         return Err(no_mpw(tool));
     }
-    let (m, why) =
-        raw_method::decide(asked, dev, 1).map_err(|e| format!("rdmaperf {tool}: {e}"))?;
+    let (m, why) = raw_method::decide(asked, dev).map_err(|e| format!("rdmaperf {tool}: {e}"))?;
     Ok(match m {
         RawMethod::DirectMpw => (
             RawMethod::Direct,

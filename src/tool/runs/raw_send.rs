@@ -4,8 +4,8 @@
 //! the loop run (`session::raw_measure`), the numbers or the error worded.
 
 use crate::clock::Clock;
-use crate::mlx5::device::raw_sq_from_ibv_qp;
-use crate::mlx5::raw_sq::RawSqConfig;
+use crate::mlx5::device::{bf_reg_of, raw_sq_from_ibv_qp, shared_bf_reg};
+use crate::mlx5::raw_sq::{RawSq, RawSqConfig};
 use crate::mlx5::{DirectCq, HwMmio};
 use crate::post::post_send::PostSendQueue;
 use crate::post::verbs_cq::VerbsCq;
@@ -15,6 +15,7 @@ use crate::raw::params::RawParams;
 use crate::report::stats::BwResult;
 use crate::run::bw::BwOutcome;
 use crate::run::raw_bw::{Alone, Beside, Direct, DirectMpw, RawPost, Verbs};
+use crate::run::raw_qpn::ByQpn;
 use crate::tool::common::fail::Fail;
 use crate::tool::session::raw_measure::{self, Stamps};
 use crate::tool::setup::raw_method::RawMethod;
@@ -129,8 +130,9 @@ fn measure<P: RawPost, C: crate::post::CompletionQueue, B: Beside>(
     raw_measure::measure_stamped(p, (posts, cq), (&bases(res), res.slots), clock, beside)
 }
 
-/// `direct` or `direct-mpw`: the mlx5 raw SQ on QP 0 (one QP, checked by
-/// the method choice) and the direct CQ poller.
+/// `direct` or `direct-mpw`: one mlx5 raw SQ per QP (each its own frames,
+/// QP `i`'s buffer) and the direct CQ poller of the one CQ they share,
+/// whose completions `ByQpn` gives back to their QP.
 fn run_direct<B: Beside>(
     p: &RawParams,
     (res, port): (&RawRes, &RawPort),
@@ -138,37 +140,63 @@ fn run_direct<B: Beside>(
     clock: &Clock,
     beside: (&mut B, &mut Stamps),
 ) -> Result<BwOutcome, Fail> {
-    let q = &res.qps[0];
-    // A CQE every cq_mod-th frame comes from the loop (`signal_list_end`);
-    // the SQ's own count only adds some where a ring of the largest WQEs
-    // (15 WQEBBs) would otherwise hold none.
-    let depth = (p.raw.tx_depth as u32).max(p.post_list);
-    let mut cfg = RawSqConfig::new(q.mr.lkey(), (depth / 16).max(1));
-    cfg.min_inline = port.dev.min_inline;
-    // The QP is live while `res` is (borrowed for this call, which drops
-    // the SQ before returning), fresh, posted to by this SQ only, and the
-    // one QP of this process writing its BlueFlame register.
-    // SAFETY: as said above.
-    let sq = unsafe { raw_sq_from_ibv_qp(q.qp.raw(), cfg) };
-    let mut sq = sq.map_err(|e| Fail::new(e.to_string()))?;
-    // SAFETY: the MR's buffer stays registered and readable while `res` lives.
-    unsafe { sq.set_frame_source(q.mr.addr() as *const u8, res.slots.buffer_len()) };
+    let sqs = direct_sqs(p, res, port)?;
     // SAFETY: the CQ is live while `res` is, fresh, and polled by this
     // poller only.
     let mut cq: DirectCq = unsafe { crate::mlx5::device::cq_from_ibv_cq(res.cq.raw()) }
         .map_err(|e| Fail::new(e.to_string()))?;
-    cq.attach(sq.progress());
+    for sq in &sqs {
+        cq.attach(sq.progress());
+    }
+    let qpns: Vec<u32> = res.qps.iter().map(|q| q.qp.qpn()).collect();
+    let mut cq = ByQpn::new(cq, &qpns);
     Ok(match method {
         RawMethod::DirectMpw => {
-            let posts = &mut [DirectMpw::<HwMmio>(sq)];
-            measure(p, (posts, &mut cq), res, clock, beside)
+            let mut posts: Vec<_> = sqs.into_iter().map(DirectMpw::<HwMmio>).collect();
+            measure(p, (&mut posts, &mut cq), res, clock, beside)
         }
-        _ => measure(
-            p,
-            (&mut [Direct::<HwMmio>(sq)], &mut cq),
-            res,
-            clock,
-            beside,
-        ),
+        _ => {
+            let mut posts: Vec<_> = sqs.into_iter().map(Direct::<HwMmio>).collect();
+            measure(p, (&mut posts, &mut cq), res, clock, beside)
+        }
     })
+}
+
+/// Each QP's raw SQ over its own buffer; refused when libmlx5 gave two of
+/// the QPs one BlueFlame register (each SQ keeps its own toggle of it).
+fn direct_sqs(p: &RawParams, res: &RawRes, port: &RawPort) -> Result<Vec<RawSq<HwMmio>>, Fail> {
+    let mut regs = Vec::with_capacity(res.qps.len());
+    for q in &res.qps {
+        // SAFETY: the QP is live while `res` is, an mlx5 QP (the method
+        // choice checked the device).
+        regs.push(unsafe { bf_reg_of(q.qp.raw()) }.map_err(|e| Fail::new(e.to_string()))?);
+    }
+    if let Some((i, j)) = shared_bf_reg(&regs) {
+        return Err(Fail::new(format!(
+            "rdmaperf raw-eth-bw: the direct raw SQs with -q {}: libmlx5 gave QPs {i} and {j} one \
+             BlueFlame register (a shared bfreg), which two direct SQs cannot ring from \
+             their own toggles: use fewer QPs, or --post post-send",
+            regs.len()
+        )));
+    }
+    // A CQE every cq_mod-th frame comes from the loop (`signal_list_end`);
+    // the SQ's own count only adds some where a ring of the largest WQEs
+    // (15 WQEBBs) would otherwise hold none.
+    let depth = (p.raw.tx_depth as u32).max(p.post_list);
+    let mut sqs = Vec::with_capacity(res.qps.len());
+    for q in &res.qps {
+        let mut cfg = RawSqConfig::new(q.mr.lkey(), (depth / 16).max(1));
+        cfg.min_inline = port.dev.min_inline;
+        // The QP is live while `res` is (borrowed by the caller, which drops
+        // the SQ before returning), fresh, posted to by this SQ only, and
+        // the one QP of this process writing its BlueFlame register
+        // (checked above among the run's QPs).
+        // SAFETY: as said above.
+        let sq = unsafe { raw_sq_from_ibv_qp(q.qp.raw(), cfg) };
+        let mut sq = sq.map_err(|e| Fail::new(e.to_string()))?;
+        // SAFETY: the MR's buffer stays registered and readable while `res` lives.
+        unsafe { sq.set_frame_source(q.mr.addr() as *const u8, res.slots.buffer_len()) };
+        sqs.push(sq);
+    }
+    Ok(sqs)
 }

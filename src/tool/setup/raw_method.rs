@@ -66,21 +66,14 @@ pub struct RawDevice {
     pub wr_api: bool,
 }
 
-/// The method for `asked` (None: auto) on `dev` with `qps` QPs, and the
-/// banner's reason; an impossible request is refused (exit 2) with the fix.
-pub fn decide(
-    asked: Option<RawMethod>,
-    dev: &RawDevice,
-    qps: u64,
-) -> Result<(RawMethod, String), String> {
+/// The method for `asked` (None: auto) on `dev`, and the banner's reason;
+/// an impossible request is refused (exit 2) with the fix. Any `-q` takes
+/// any method: the direct methods drive one raw SQ per QP, all on the one
+/// CQ (`run::raw_qpn` tells their completions apart).
+pub fn decide(asked: Option<RawMethod>, dev: &RawDevice) -> Result<(RawMethod, String), String> {
     let mpw_ok = dev.mlx5 && dev.enhanced_mpw && dev.min_inline == 0;
     let Some(m) = asked else {
-        return Ok(if qps > 1 {
-            (
-                RawMethod::PostSend,
-                format!("auto: post-send (the direct raw SQ drives one QP; -q {qps})"),
-            )
-        } else if mpw_ok {
+        return Ok(if mpw_ok {
             (
                 RawMethod::DirectMpw,
                 "auto: direct-mpw (mlx5, enhanced MPW, no minimum inline)".into(),
@@ -102,13 +95,6 @@ pub fn decide(
     if m.is_direct() && !dev.mlx5 {
         return Err(format!(
             "--post {}: the device is not an mlx5 (ConnectX) device: use --post post-send",
-            m.name()
-        ));
-    }
-    if m.is_direct() && qps > 1 {
-        return Err(format!(
-            "--post {} with -q {qps}: the direct raw SQ drives one QP: use -q 1, or --post \
-             post-send",
             m.name()
         ));
     }
@@ -166,27 +152,25 @@ mod tests {
     use super::test_devices::{CX4, CX6, OTHER};
     use super::*;
 
-    fn auto(d: &RawDevice, qps: u64) -> (RawMethod, String) {
-        decide(None, d, qps).unwrap()
+    fn auto(d: &RawDevice) -> (RawMethod, String) {
+        decide(None, d).unwrap()
     }
 
     #[test]
     fn auto_decision_table() {
-        assert_eq!(auto(&CX6, 1).0, RawMethod::DirectMpw);
-        assert!(auto(&CX6, 1).1.contains("enhanced MPW"));
-        assert_eq!(auto(&CX4, 1).0, RawMethod::Direct);
-        assert!(auto(&CX4, 1).1.contains("no enhanced MPW"));
+        assert_eq!(auto(&CX6).0, RawMethod::DirectMpw);
+        assert!(auto(&CX6).1.contains("enhanced MPW"));
+        assert_eq!(auto(&CX4).0, RawMethod::Direct);
+        assert!(auto(&CX4).1.contains("no enhanced MPW"));
         let inl = RawDevice {
             min_inline: 18,
             ..CX6
         };
-        assert_eq!(auto(&inl, 1).0, RawMethod::Direct);
-        assert!(auto(&inl, 1).1.contains("18-byte minimum inline"));
-        assert_eq!(auto(&OTHER, 1).0, RawMethod::PostSend);
-        assert!(auto(&OTHER, 1).1.contains("not an mlx5"));
-        assert_eq!(auto(&CX6, 4).0, RawMethod::PostSend);
-        assert!(auto(&CX6, 4).1.contains("-q 4"));
-        for (m, r) in [&auto(&CX6, 1), &auto(&CX4, 1), &auto(&OTHER, 1)].map(|x| x.clone()) {
+        assert_eq!(auto(&inl).0, RawMethod::Direct);
+        assert!(auto(&inl).1.contains("18-byte minimum inline"));
+        assert_eq!(auto(&OTHER).0, RawMethod::PostSend);
+        assert!(auto(&OTHER).1.contains("not an mlx5"));
+        for (m, r) in [&auto(&CX6), &auto(&CX4), &auto(&OTHER)].map(|x| x.clone()) {
             assert!(r.starts_with("auto: ") && !r.contains('\n'), "{m:?}: {r}");
         }
     }
@@ -206,7 +190,7 @@ mod tests {
             ),
         ];
         for (m, dev, wants) in refusals {
-            let e = decide(Some(m), dev, 1).unwrap_err();
+            let e = decide(Some(m), dev).unwrap_err();
             for want in wants {
                 assert!(e.contains(want), "{m:?}: {want:?} missing: {e}");
             }
@@ -215,14 +199,15 @@ mod tests {
             min_inline: 18,
             ..CX6
         };
-        let e = decide(Some(RawMethod::DirectMpw), &inl, 1).unwrap_err();
+        let e = decide(Some(RawMethod::DirectMpw), &inl).unwrap_err();
         assert!(e.contains("18-byte minimum inline"), "{e}");
-        let e = decide(Some(RawMethod::Direct), &CX6, 2).unwrap_err();
-        assert!(e.contains("-q 1"), "{e}");
-        let e = decide(Some(RawMethod::WrApi), &OTHER, 1).unwrap_err();
+        for m in [RawMethod::Direct, RawMethod::DirectMpw] {
+            assert_eq!(decide(Some(m), &CX6).unwrap().0, m, "any -q");
+        }
+        let e = decide(Some(RawMethod::WrApi), &OTHER).unwrap_err();
         assert!(e.contains("--post post-send"), "{e}");
         assert_eq!(
-            decide(Some(RawMethod::PostSend), &OTHER, 8).unwrap().0,
+            decide(Some(RawMethod::PostSend), &OTHER).unwrap().0,
             RawMethod::PostSend
         );
     }

@@ -131,8 +131,9 @@ pub struct RawQp {
 
 /// The PD, the send CQ and the QPs, each with its buffer of frames.
 pub struct RawRes {
-    /// `-b`: the receive side. Dropped first: its rules go before the QP.
-    pub rx: Option<RawRx>,
+    /// `-b`: each QP's receive side, in QP order (none one way). Dropped
+    /// first: the rules go before their QP.
+    pub rx: Vec<RawRx>,
     pub pd: Arc<Pd>,
     pub cq: Arc<Cq>,
     pub qps: Vec<RawQp>,
@@ -172,18 +173,19 @@ impl RawRes {
             crate::verbs::mr::page_size() as u64,
         );
         let spec = p.frame_spec();
-        // -b: one QP (`raw::cli::not_yet`) receiving on its own CQ.
+        // -b: each QP receiving on a CQ of its own (as the server's QPs).
         let rx_slots = if p.raw.duplex {
             p.raw.rx_depth.max(1) as u32
         } else {
             0
         };
-        let rcq = match rx_slots {
-            0 => cq.clone(),
-            n => Cq::new(ctx, n, false).map_err(Fail::verbs)?,
-        };
         let mut qps = Vec::new();
+        let mut rx = Vec::new();
         for i in 0..p.raw.qps {
+            let rcq = match rx_slots {
+                0 => cq.clone(),
+                n => Cq::new(ctx, n, false).map_err(Fail::verbs)?,
+            };
             let init = QpInit {
                 max_send_wr: depth,
                 max_recv_wr: rx_slots.max(1),
@@ -198,12 +200,11 @@ impl RawRes {
             let mr = Mr::new(&pd, buf, Access::LOCAL_WRITE).map_err(Fail::verbs)?;
             qp.raw_to_rts(p.ib_port).map_err(Fail::verbs)?;
             pace_qp(&qp, p)?;
+            if rx_slots > 0 {
+                rx.push(RawRx::create(port, p, (&pd, &qp), rcq, rx_slots)?);
+            }
             qps.push(RawQp { qp, mr });
         }
-        let rx = match rx_slots {
-            0 => None,
-            n => Some(RawRx::create(port, p, (&pd, &qps[0].qp), rcq, n)?),
-        };
         Ok(RawRes {
             rx,
             pd,
@@ -278,13 +279,13 @@ pub fn attach_rules(qp: &Arc<Qp>, p: &RawParams) -> Result<Vec<Flow>, Fail> {
 
 /// A side with a receive side (`-b`, `-v`) opened: the port, the send
 /// method and the receive path picked once with the banner's reasons, the
-/// resources and their receive side (taken out of them).
+/// resources and each QP's receive side (taken out of them, in QP order).
 pub struct DuplexSide {
     pub port: RawPort,
     pub method: (RawMethod, String),
     pub recv: (RawRecvMethod, String),
     pub res: RawRes,
-    pub rx: RawRx,
+    pub rx: Vec<RawRx>,
 }
 
 impl DuplexSide {
@@ -292,14 +293,15 @@ impl DuplexSide {
     pub fn open(p: &RawParams, tool: &str) -> Result<DuplexSide, Fail> {
         let asked = raw_method::parse(p.post.as_deref()).map_err(Fail::refused)?;
         let port = RawPort::open(p)?;
-        let method = raw_method::decide(asked, &port.dev, p.raw.qps)
+        let method = raw_method::decide(asked, &port.dev)
             .map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
         let recv =
             decide_recv(asked, &port.dev).map_err(|e| Fail::refused(format!("{tool}: {e}")))?;
         let mut res = RawRes::create(&port, p, method.0)?;
-        let Some(rx) = res.rx.take() else {
+        let rx = std::mem::take(&mut res.rx);
+        if rx.len() != res.qps.len() {
             return Err(Fail::new(format!("{tool}: no receive side was created")));
-        };
+        }
         Ok(DuplexSide {
             port,
             method,
