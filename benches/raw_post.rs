@@ -548,7 +548,7 @@ fn main() {
     // `cargo test --benches` runs this without `--bench`: one short round,
     // so the checks run, but the figures mean nothing there.
     if std::env::args().any(|a| a == "--bench") {
-        targets(15, 20, "");
+        targets(61, 20, "");
     } else {
         targets(1, 1, " (test mode, not a measurement)");
     }

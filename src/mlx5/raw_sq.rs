@@ -207,6 +207,7 @@ impl<M: Mmio> RawSq<M> {
     /// All or nothing: `QueueFull` when the list's WQEBBs are not free,
     /// `Unsupported` for a packet outside the frame source or shorter than
     /// [`MIN_FRAME`] / the minimum inline, or a list longer than the ring.
+    #[inline]
     pub fn post_send(&mut self, pkts: &[RawPkt]) -> Result<(), PostError> {
         match pkts {
             [] => Ok(()),
@@ -244,8 +245,10 @@ impl<M: Mmio> RawSq<M> {
         Ok(())
     }
 
-    /// A list of two or more packets (see [`post_send`](Self::post_send)).
-    #[inline(always)]
+    /// A list of two or more packets (see [`post_send`](Self::post_send)),
+    /// out of line: a caller inlines the one-packet path above and calls
+    /// this one (inlined into a caller's loop it came out slower).
+    #[inline(never)]
     fn post_list(&mut self, pkts: &[RawPkt]) -> Result<(), PostError> {
         self.check(pkts)?;
         if pkts.len() > self.wqe_cnt as usize {
