@@ -45,7 +45,6 @@ mod with_model {
     use rdmaperf::mlx5::rq::DirectRq;
     use rdmaperf::mlx5::DirectCq;
     use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelRecvMmio};
-    use rdmaperf::model::{ModelTransport, RecvSpec};
     use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
     use rdmaperf::raw::params::RawParams;
     use rdmaperf::raw::slots::{self, Slots};
@@ -135,21 +134,8 @@ mod with_model {
     }
 
     fn model_of(p: &RawParams, posted: u32) -> Model {
-        Model::new(ModelConfig {
-            qps: p.raw.qps as u32,
-            wqe_cnt: 256,
-            cqe_cnt: 4096,
-            qpn: QPN,
-            transport: ModelTransport::RawEth { min_inline: 0 },
-            record_history: false,
-            recv: Some(RecvSpec {
-                slots: posted.next_power_of_two().max(2),
-                qpn: QPN,
-                ..RecvSpec::default()
-            }),
-            ..ModelConfig::default()
-        })
-        .unwrap()
+        let ring = posted.next_power_of_two().max(2);
+        Model::new(ModelConfig::raw_eth_host(p.raw.qps as u32, QPN, ring)).unwrap()
     }
 
     /// One side of `-b -q N` on a model host of its own, as the tool runs it.

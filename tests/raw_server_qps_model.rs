@@ -43,9 +43,7 @@ mod with_model {
     use rdmaperf::mlx5::raw_sq::RawSqConfig;
     use rdmaperf::mlx5::rq::DirectRq;
     use rdmaperf::mlx5::DirectCq;
-    use rdmaperf::model::{
-        Access, FlowRule, Model, ModelConfig, ModelMmio, ModelRecvMmio, ModelTransport, RecvSpec,
-    };
+    use rdmaperf::model::{Access, FlowRule, Model, ModelConfig, ModelMmio, ModelRecvMmio};
     use rdmaperf::post::{Completion, CompletionQueue, PostError};
     use rdmaperf::raw::params::RawParams;
     use rdmaperf::raw::slots::{self, Slots};
@@ -210,21 +208,7 @@ mod with_model {
         let mut tx = vec![0u8; slots.buffer_len()];
         slots::fill(&mut tx, &pc.frame_spec(), &slots, SEED);
         let mut rx = vec![vec![0u8; rx_slots as usize * stride as usize]; nq];
-        let model = Model::new(ModelConfig {
-            qps: 1 + nq as u32,
-            wqe_cnt: 256,
-            cqe_cnt: 4096,
-            qpn: QPN,
-            transport: ModelTransport::RawEth { min_inline: 0 },
-            record_history: false,
-            recv: Some(RecvSpec {
-                slots: rx_slots,
-                qpn: QPN,
-                ..RecvSpec::default()
-            }),
-            ..ModelConfig::default()
-        })
-        .unwrap();
+        let model = Model::new(ModelConfig::raw_eth_host(1 + nq as u32, QPN, rx_slots)).unwrap();
         // SAFETY: the buffers outlive the model (declared before it).
         let txk = unsafe { model.register(tx.as_mut_ptr(), tx.len(), Access::NONE) };
         let (sq, mut cq) = model.raw_pair(RawSqConfig::new(txk.lkey, 8)).unwrap();

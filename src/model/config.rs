@@ -75,6 +75,26 @@ impl ModelConfig {
             ..Self::default()
         }
     }
+
+    /// A raw Ethernet host of `qps` QPs from QPN `qpn` (no minimum inline,
+    /// no history, a CQ of 4096) whose RQs hold `slots` receives each: what
+    /// the raw tools' sessions run on against a model peer.
+    pub fn raw_eth_host(qps: u32, qpn: u32, slots: u32) -> Self {
+        Self {
+            qps,
+            wqe_cnt: 256,
+            cqe_cnt: 4096,
+            qpn,
+            transport: ModelTransport::RawEth { min_inline: 0 },
+            record_history: false,
+            recv: Some(RecvSpec {
+                slots,
+                qpn,
+                ..RecvSpec::default()
+            }),
+            ..Self::default()
+        }
+    }
 }
 
 /// Memory-region access rights (values as `IBV_ACCESS_*`).

@@ -21,7 +21,6 @@ use crate::clock::{self, Clock};
 use crate::mlx5::raw_sq::RawSqConfig;
 use crate::mlx5::DirectCq;
 use crate::model::{Access, FlowRule, IpMatch, L4Match, Model, ModelConfig, ModelMmio};
-use crate::model::{ModelTransport, RecvSpec};
 use crate::post::{Completion, CompletionQueue, PostError, WcOpcode};
 use crate::raw::params::{self, RawParams, Side};
 use crate::raw::slots::{self, Slots};
@@ -203,20 +202,8 @@ fn side(
     // delivers a burst at once, and a ring that ran dry would drop it).
     let rx_slots = p.raw.rx_depth.max(1) as u32;
     let mut rx = vec![0u8; rx_slots as usize * STRIDE];
-    let model = Model::new(ModelConfig {
-        qps: 1,
-        wqe_cnt: 256,
-        cqe_cnt: 4096,
-        qpn: QPN,
-        transport: ModelTransport::RawEth { min_inline: 0 },
-        record_history: false,
-        recv: Some(RecvSpec {
-            slots: rx_slots.next_power_of_two().max(2),
-            qpn: QPN,
-            ..RecvSpec::default()
-        }),
-        ..ModelConfig::default()
-    })?;
+    let ring = rx_slots.next_power_of_two().max(2);
+    let model = Model::new(ModelConfig::raw_eth_host(1, QPN, ring))?;
     // SAFETY: both buffers outlive the model (declared before it) and
     // stay in place (never resized).
     let (txk, rxk) = unsafe {

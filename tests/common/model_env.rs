@@ -4,9 +4,7 @@
 use super::mlx5::libmlx5_av;
 use rdmaperf::mlx5::device::ud_av;
 use rdmaperf::mlx5::{DirectCq, DirectSq, Mmio, Transport};
-use rdmaperf::model::{
-    Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelTransport, MrKeys, RecvSpec,
-};
+use rdmaperf::model::{Access, MmioEvent, Model, ModelConfig, ModelMmio, ModelTransport, MrKeys};
 use rdmaperf::post::{Completion, CompletionQueue, PostError, WrDesc};
 
 /// Bytes in each buffer.
@@ -135,18 +133,8 @@ pub fn doorbell_kinds(h: &[MmioEvent]) -> (usize, usize) {
 /// RQs hold `slots` receives each: the raw receive tests' NIC.
 pub fn raw_recv_model(qpn: u32, cqe_cnt: u32, slots: u32) -> Model {
     Model::new(ModelConfig {
-        qps: 2,
-        wqe_cnt: 256,
         cqe_cnt,
-        qpn,
-        transport: ModelTransport::RawEth { min_inline: 0 },
-        record_history: false,
-        recv: Some(RecvSpec {
-            slots,
-            qpn,
-            ..RecvSpec::default()
-        }),
-        ..ModelConfig::default()
+        ..ModelConfig::raw_eth_host(2, qpn, slots)
     })
     .unwrap()
 }

@@ -25,7 +25,7 @@ use rdmaperf::mlx5::raw_sq::RawSqConfig;
 use rdmaperf::mlx5::rq::DirectRq;
 use rdmaperf::mlx5::DirectCq;
 use rdmaperf::model::ModelRecvMmio;
-use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelTransport, RecvSpec};
+use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio};
 use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
 use rdmaperf::raw::params::RawParams;
 use rdmaperf::raw::pcap::{self, PcapWriter};
@@ -189,21 +189,8 @@ fn side<R>(p: RawParams, w: Wire, stall: Duration, go: Go<R>) -> Side<R> {
     // pattern, else perftest_rand).
     slots::fill_body(&mut tx, &p.frame_spec(), &slots, p.body(SEED));
     let mut rx = vec![0u8; posted as usize * stride as usize];
-    let model = Model::new(ModelConfig {
-        qps: 1,
-        wqe_cnt: 256,
-        cqe_cnt: 4096,
-        qpn: QPN,
-        transport: ModelTransport::RawEth { min_inline: 0 },
-        record_history: false,
-        recv: Some(RecvSpec {
-            slots: posted.next_power_of_two().max(2),
-            qpn: QPN,
-            ..RecvSpec::default()
-        }),
-        ..ModelConfig::default()
-    })
-    .unwrap();
+    let ring = posted.next_power_of_two().max(2);
+    let model = Model::new(ModelConfig::raw_eth_host(1, QPN, ring)).unwrap();
     // SAFETY: both buffers outlive the model (declared before it).
     let (txk, rxk) = unsafe {
         (
