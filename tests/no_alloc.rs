@@ -644,6 +644,7 @@ mod with_model {
     /// NIC on its own thread: no allocation on the loop's thread.
     #[test]
     fn raw_sender_loop_over_qps_allocates_nothing() {
+        use crate::common::raw_loop::RawLoop;
         use rdmaperf::raw::slots::Slots;
         use rdmaperf::run::raw_bw::{Direct, DirectMpw, RawBwConfig, RawBwLoop, RawPost};
         use rdmaperf::run::raw_qpn::ByQpn;
@@ -688,32 +689,18 @@ mod with_model {
 
         for (mpw, post_list, qps) in [(false, 1, 2), (false, 8, 4), (true, 32, 4)] {
             let slots = Slots::new(128, 2, 1, post_list, 4096);
-            let mut bufs: Vec<Vec<u8>> = (0..qps).map(|_| vec![0u8; slots.buffer_len()]).collect();
-            let model = Model::new(ModelConfig {
-                qps: qps as u32,
-                ..ModelConfig::raw_eth_loop(256)
-            })
-            .unwrap();
-            let mut cfgs = Vec::new();
-            for b in &mut bufs {
-                // SAFETY: `bufs` outlives the model (declared first).
-                let mr = unsafe { model.register(b.as_mut_ptr(), b.len(), Access::NONE) };
-                cfgs.push(RawSqConfig::new(mr.lkey, 4));
-            }
-            let (mut sqs, cq) = model.raw_queues_with(&cfgs, |_| HwMmio).unwrap();
-            for (sq, b) in sqs.iter_mut().zip(&bufs) {
-                // SAFETY: as above.
-                unsafe { sq.set_frame_source(b.as_ptr(), b.len()) };
-            }
+            // Declared before the SQs and the CQ: they are dropped first.
+            let (rig, sqs, cq) = RawLoop::with(slots, qps, 4, |_, _| HwMmio);
+            let model = &rig.model;
             let qpns: Vec<u32> = (0..qps).map(|q| model.qpn_of(q)).collect();
             let mut cq = ByQpn::new(cq, &qpns);
-            let bases: Vec<u64> = bufs.iter().map(|b| b.as_ptr() as u64).collect();
+            let bases = rig.bases();
             let (n, out) = if mpw {
                 let mut posts: Vec<_> = sqs.into_iter().map(DirectMpw).collect();
-                go(&model, &mut posts, &mut cq, &bases, slots)
+                go(model, &mut posts, &mut cq, &bases, slots)
             } else {
                 let mut posts: Vec<_> = sqs.into_iter().map(Direct).collect();
-                go(&model, &mut posts, &mut cq, &bases, slots)
+                go(model, &mut posts, &mut cq, &bases, slots)
             };
             let all = 1024 * qps as u64;
             let ctx = format!("mpw {mpw}, -l {post_list}, -q {qps}");

@@ -20,35 +20,15 @@ mod common;
 mod with_model {
     use super::common::model_env::Stepping;
     use super::common::raw_eth::assert_model_clean;
+    use super::common::raw_loop::{client, measure, Method, RawLoop};
     use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
     use rdmaperf::clock::Clock;
-    use rdmaperf::mlx5::raw_sq::RawSqConfig;
-    use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio};
     use rdmaperf::raw::frame;
-    use rdmaperf::raw::params::{self, RawParams};
+    use rdmaperf::raw::params::RawParams;
     use rdmaperf::raw::pcap::{self, PcapWriter};
-    use rdmaperf::raw::slots::{self, Slots};
-    use rdmaperf::raw::{args, tools::RawTool};
+    use rdmaperf::raw::slots::Slots;
     use rdmaperf::run::bw::BwOutcome;
-    use rdmaperf::run::raw_bw::{Alone, Direct, DirectMpw, RawPost};
     use rdmaperf::tool::session::raw_measure::{self, Stamps};
-
-    const CMD: &str = "--client -B 02:00:00:00:00:01 -E 02:00:00:00:00:02 -j 10.0.0.1 \
-                       -J 10.0.0.2 -k 5000 -K 6000";
-
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    enum Method {
-        Direct,
-        DirectMpw,
-    }
-
-    fn params(extra: &str) -> RawParams {
-        let cmd = format!("{CMD} {extra}");
-        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-        args::parse(&argv)
-            .and_then(|a| params::resolve(RawTool::Bw, &a))
-            .unwrap_or_else(|e| panic!("{cmd}: {e}"))
-    }
 
     struct Run {
         out: BwOutcome,
@@ -57,64 +37,32 @@ mod with_model {
         slots: Slots,
     }
 
-    fn measure<P: RawPost>(
-        p: &RawParams,
-        posts: &mut [P],
-        cq: &mut Stepping<'_>,
-        base: u64,
-        slots: Slots,
-        stamps: &mut Stamps,
-    ) -> BwOutcome {
-        let clock = Clock::fixed(1e9);
-        raw_measure::measure_stamped(
-            p,
-            (posts, cq),
-            (&[base], slots),
-            &clock,
-            (&mut Alone, stamps),
-        )
-    }
-
     fn run(m: Method, p: &RawParams) -> Run {
         run_with(m, p, &mut Stamps::default())
     }
 
     /// [`run`] keeping `stamps` for the peak.
     fn run_with(m: Method, p: &RawParams, stamps: &mut Stamps) -> Run {
-        let slots = Slots::new(p.size, p.raw.flows, p.raw.flows_burst, p.post_list, 4096);
-        // Declared before the model: registered memory outlives it.
-        let mut buf = vec![0u8; slots.buffer_len()];
-        slots::fill(&mut buf, &p.frame_spec(), &slots, 0x5eed);
-        let model = Model::new(ModelConfig::raw_eth_loop(256)).unwrap();
-        // SAFETY: `buf` outlives the model and the SQ (declared first).
-        let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::NONE) };
-        let (mut sq, cq) = model.raw_pair(RawSqConfig::new(mr.lkey, 8)).unwrap();
-        // SAFETY: as above.
-        unsafe { sq.set_frame_source(buf.as_ptr(), buf.len()) };
-        let mut cq = Stepping { cq, model: &model };
-        let base = buf.as_ptr() as u64;
-        let out = match m {
-            Method::Direct => {
-                let posts = &mut [Direct::<ModelMmio>(sq)];
-                measure(p, posts, &mut cq, base, slots, stamps)
-            }
-            Method::DirectMpw => {
-                let posts = &mut [DirectMpw::<ModelMmio>(sq)];
-                measure(p, posts, &mut cq, base, slots, stamps)
-            }
+        // Declared before the SQ and the CQ: they are dropped first.
+        let (mut rig, sqs, cq) = RawLoop::new(p, 1);
+        let slots = rig.slots;
+        let mut cq = Stepping {
+            cq,
+            model: &rig.model,
         };
-        assert_model_clean(&model);
+        let out = measure((m, p), sqs, &mut cq, (&rig.bases(), slots), stamps);
+        assert_model_clean(&rig.model);
         Run {
             out,
-            wire: model.take_wire(),
-            buf,
+            wire: rig.model.take_wire(),
+            buf: std::mem::take(&mut rig.bufs[0]),
             slots,
         }
     }
 
     /// Every check of one run; returns the wire for the pcap.
     fn check(m: Method, extra: &str, n: u64) -> Vec<Vec<u8>> {
-        let p = params(extra);
+        let p = client(extra);
         let r = run(m, &p);
         let ctx = format!("{m:?} {extra}");
         assert_eq!(r.out.error, None, "{ctx}");
@@ -214,14 +162,14 @@ mod with_model {
         let gap = Clock::fixed(1e9).cycles_for(std::time::Duration::from_millis(5));
         for m in [Method::Direct, Method::DirectMpw] {
             check(m, extra, 64);
-            let r = run(m, &params(extra));
+            let r = run(m, &client(extra));
             let took = r.out.t_end - r.out.t_start;
             assert!(
                 took >= 7 * gap,
                 "{m:?}: 64 frames in {took} ticks, under 7 gaps of {gap}"
             );
         }
-        let unpaced = run(Method::Direct, &params("-n 64 -t 64"));
+        let unpaced = run(Method::Direct, &client("-n 64 -t 64"));
         println!(
             "unpaced: 64 frames in {} ticks (paced: at least {})",
             unpaced.out.t_end - unpaced.out.t_start,
@@ -263,7 +211,7 @@ mod with_model {
             (Method::Direct, "-n 2000 -Q 16", 1),
             (Method::DirectMpw, "-n 2000 -l 8 -Q 8", 8),
         ] {
-            let p = params(extra);
+            let p = client(extra);
             assert!(!p.no_peak, "{extra}");
             let mut st = Stamps::for_run(&p, 1);
             let r = run_with(m, &p, &mut st);
@@ -285,7 +233,7 @@ mod with_model {
                 "{peak} {avg}"
             );
         }
-        let p = params("-n 2000 -N");
+        let p = client("-n 2000 -N");
         assert!(p.no_peak);
         let mut st = Stamps::for_run(&p, 1);
         assert!(st.tposted.is_empty() && st.tcompleted.is_empty());

@@ -22,35 +22,14 @@ mod common;
 mod with_model {
     use super::common::model_env::Stepping;
     use super::common::raw_eth::assert_model_clean;
+    use super::common::raw_loop::{client, measure, Method, RawLoop};
     use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
-    use rdmaperf::clock::Clock;
-    use rdmaperf::mlx5::raw_sq::RawSqConfig;
-    use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio};
     use rdmaperf::raw::frame;
-    use rdmaperf::raw::params::{self, RawParams};
-    use rdmaperf::raw::slots::{self, Slots};
-    use rdmaperf::raw::{args, tools::RawTool};
+    use rdmaperf::raw::params::RawParams;
+    use rdmaperf::raw::slots::Slots;
     use rdmaperf::run::bw::{BwOutcome, RunError};
-    use rdmaperf::run::raw_bw::{Alone, Direct, DirectMpw, RawPost};
     use rdmaperf::run::raw_qpn::ByQpn;
     use rdmaperf::tool::session::raw_measure::{self, Stamps};
-
-    const CMD: &str = "--client -B 02:00:00:00:00:01 -E 02:00:00:00:00:02 -j 10.0.0.1 \
-                       -J 10.0.0.2 -k 5000 -K 6000";
-
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    enum Method {
-        Direct,
-        DirectMpw,
-    }
-
-    fn params(extra: &str) -> RawParams {
-        let cmd = format!("{CMD} {extra}");
-        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-        args::parse(&argv)
-            .and_then(|a| params::resolve(RawTool::Bw, &a))
-            .unwrap_or_else(|e| panic!("{cmd}: {e}"))
-    }
 
     struct Run {
         out: BwOutcome,
@@ -59,62 +38,22 @@ mod with_model {
         slots: Slots,
     }
 
-    fn measure<P: RawPost>(
-        p: &RawParams,
-        posts: &mut [P],
-        cq: &mut ByQpn<Stepping<'_>>,
-        (bases, slots): (&[u64], Slots),
-        stamps: &mut Stamps,
-    ) -> BwOutcome {
-        let clock = Clock::fixed(1e9);
-        raw_measure::measure_stamped(p, (posts, cq), (bases, slots), &clock, (&mut Alone, stamps))
-    }
-
     /// One run of `p` on `p.raw.qps` QPs of one model; `qpns` (None: the
     /// model's) are the QP numbers the poller is told.
     fn run(m: Method, p: &RawParams, stamps: &mut Stamps, qpns: Option<&[u32]>) -> Run {
         let n_qps = p.raw.qps as usize;
-        let slots = Slots::new(p.size, p.raw.flows, p.raw.flows_burst, p.post_list, 4096);
-        // Declared before the model: registered memory outlives it.
-        let mut bufs: Vec<Vec<u8>> = (0..n_qps).map(|_| vec![0u8; slots.buffer_len()]).collect();
-        for (i, b) in bufs.iter_mut().enumerate() {
-            slots::fill(b, &p.frame_spec(), &slots, 0x5eed ^ i as u32);
-        }
-        let model = Model::new(ModelConfig {
-            qps: n_qps as u32,
-            ..ModelConfig::raw_eth_loop(256)
-        })
-        .unwrap();
-        let mut cfgs = Vec::new();
-        for b in &mut bufs {
-            // SAFETY: `bufs` outlives the model and the SQs (declared first).
-            let mr = unsafe { model.register(b.as_mut_ptr(), b.len(), Access::NONE) };
-            cfgs.push(RawSqConfig::new(mr.lkey, 8));
-        }
-        let (mut sqs, cq) = model.raw_queues(&cfgs).unwrap();
-        for (sq, b) in sqs.iter_mut().zip(&bufs) {
-            // SAFETY: as above.
-            unsafe { sq.set_frame_source(b.as_ptr(), b.len()) };
-        }
+        // Declared before the SQs and the CQ: they are dropped first.
+        let (mut rig, sqs, cq) = RawLoop::new(p, n_qps);
+        let model = &rig.model;
         let own: Vec<u32> = (0..n_qps).map(|q| model.qpn_of(q)).collect();
-        let mut cq = ByQpn::new(Stepping { cq, model: &model }, qpns.unwrap_or(&own));
-        let bases: Vec<u64> = bufs.iter().map(|b| b.as_ptr() as u64).collect();
-        let frames = (&bases[..], slots);
-        let out = match m {
-            Method::Direct => {
-                let mut posts: Vec<_> = sqs.into_iter().map(Direct::<ModelMmio>).collect();
-                measure(p, &mut posts, &mut cq, frames, stamps)
-            }
-            Method::DirectMpw => {
-                let mut posts: Vec<_> = sqs.into_iter().map(DirectMpw::<ModelMmio>).collect();
-                measure(p, &mut posts, &mut cq, frames, stamps)
-            }
-        };
-        assert_model_clean(&model);
+        let mut cq = ByQpn::new(Stepping { cq, model }, qpns.unwrap_or(&own));
+        let slots = rig.slots;
+        let out = measure((m, p), sqs, &mut cq, (&rig.bases(), slots), stamps);
+        assert_model_clean(&rig.model);
         Run {
             out,
-            wire: model.take_wire(),
-            bufs,
+            wire: rig.model.take_wire(),
+            bufs: std::mem::take(&mut rig.bufs),
             slots,
         }
     }
@@ -144,7 +83,7 @@ mod with_model {
 
     /// Every check of one run of `extra` (which holds `-q`), `n` per QP.
     fn check(m: Method, extra: &str, n: u64) {
-        let p = params(extra);
+        let p = client(extra);
         let q = p.raw.qps;
         let mut stamps = Stamps::for_run(&p, q as usize);
         let r = run(m, &p, &mut stamps, None);
@@ -248,7 +187,7 @@ mod with_model {
     /// a completion error (not a count on another QP).
     #[test]
     fn a_completion_of_an_unknown_qp_ends_the_run() {
-        let p = params("-q 2 -n 100");
+        let p = client("-q 2 -n 100");
         let r = run(
             Method::Direct,
             &p,

@@ -26,13 +26,14 @@ mod with_model {
     use super::common::model_env::{raw_recv_model, register_rx_tx, Stepping};
     use super::common::raw_eth::assert_model_clean;
     use super::common::raw_host::{self as host, Host, Lat};
+    use super::common::raw_loop::RawLoop;
     use super::common::raw_steer_model::{self, model_rule, CLIENT, SERVER};
     use std::sync::{Mutex, MutexGuard};
     use std::time::{Duration, Instant};
 
     use rdmaperf::clock::{self, Clock};
     use rdmaperf::mlx5::raw_sq::{RawPkt, RawSqConfig};
-    use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio};
+    use rdmaperf::model::{Model, ModelMmio};
     use rdmaperf::post::{Completion, CompletionQueue, PostError};
     use rdmaperf::raw::params::RawParams;
     use rdmaperf::raw::slots::{self, Slots};
@@ -161,24 +162,17 @@ mod with_model {
         p: &RawParams,
         when: impl FnMut(u64, Duration) -> bool,
     ) -> (BwOutcome, Result<String, String>, usize, Duration) {
-        let slots = Slots::new(p.size, p.raw.flows, p.raw.flows_burst, p.post_list, 4096);
-        // Declared before the model: registered memory outlives it.
-        let mut buf = vec![0u8; slots.buffer_len()];
-        slots::fill(&mut buf, &p.frame_spec(), &slots, 0x5eed);
-        let model = Model::new(ModelConfig::raw_eth_loop(256)).unwrap();
-        // SAFETY: `buf` outlives the model and the SQ (declared first).
-        let mr = unsafe { model.register(buf.as_mut_ptr(), buf.len(), Access::NONE) };
-        let (mut sq, cq) = model.raw_pair(RawSqConfig::new(mr.lkey, 8)).unwrap();
-        // SAFETY: as above.
-        unsafe { sq.set_frame_source(buf.as_ptr(), buf.len()) };
-        let mut cq = Interrupting::new(Stepping { cq, model: &model }, when);
+        // Declared before the SQ and the CQ: they are dropped first.
+        let (rig, sqs, cq) = RawLoop::new(p, 1);
+        let model = &rig.model;
+        let mut cq = Interrupting::new(Stepping { cq, model }, when);
         let clock = Clock::calibrate();
         let mut stamps = Stamps::for_run(p, 1);
-        let posts = &mut [Direct::<ModelMmio>(sq)];
+        let posts: &mut [_] = &mut sqs.into_iter().map(Direct::<ModelMmio>).collect::<Vec<_>>();
         let out = raw_measure::measure_stamped(
             p,
             (posts, &mut cq),
-            (&[buf.as_ptr() as u64], slots),
+            (&rig.bases(), rig.slots),
             &clock,
             (&mut Alone, &mut stamps),
         );
@@ -187,7 +181,7 @@ mod with_model {
             .map(|r| raw_measure::report(p, &r, None))
             .map_err(|f| f.msg);
         model.step();
-        assert_model_clean(&model);
+        assert_model_clean(model);
         (out, table, model.take_wire().len(), since)
     }
 

@@ -15,6 +15,8 @@ pub mod raw_eth;
 #[cfg(feature = "model")]
 pub mod raw_host;
 #[cfg(feature = "model")]
+pub mod raw_loop;
+#[cfg(feature = "model")]
 pub mod raw_steer_model;
 #[cfg(feature = "model")]
 pub mod raw_tap;
