@@ -45,7 +45,6 @@ mod with_model {
     use rdmaperf::run::raw_recv::{DirectRx, RawRecvCfg};
     use rdmaperf::run::stop;
     use rdmaperf::tool::runs::{raw_bw, raw_send};
-    use rdmaperf::tool::session::raw_lat_session::{Ran, Session};
     use rdmaperf::tool::session::raw_measure::{self, Stamps};
     use rdmaperf::tool::session::raw_recv_measure::{self as recv, RecvEnd, Waits};
     use rdmaperf::tool::setup::raw_method::RawMethod;
@@ -349,30 +348,14 @@ mod with_model {
         assert!(!stop::requested());
     }
 
-    /// A latency side's session (as `raw_host::lat_session`), the
+    /// A latency side's session (`raw_host::lat_on`), the
     /// client's receive CQ raising SIGINT after 300 of the server's
     /// replies.
     fn lat_interrupted(p: &RawParams, h: Host<'_>, stall: Duration) -> Lat {
         let client = p.raw.side != Some(rdmaperf::raw::ctx::Side::Server);
         let mut rcq = Interrupting::new(ByRef(h.rcq), move |seen, _| client && seen >= 300);
         let qp = RawQp::new((h.post, h.scq), (h.rq, &mut rcq), (h.frames, h.ring));
-        let clock = Clock::calibrate();
-        let session = Session {
-            p,
-            clock: &clock,
-            stall,
-        };
-        let ran = session.run(qp).unwrap();
-        let report = ran.report(p, clock.hz());
-        let (lat, bursts) = match ran {
-            Ran::PingPong(r) => (Some(r), None),
-            Ran::Bursts(r) => (None, Some(r)),
-        };
-        Lat {
-            lat,
-            bursts,
-            report,
-        }
+        host::lat_on(p, qp, stall)
     }
 
     #[test]

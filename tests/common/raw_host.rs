@@ -26,12 +26,12 @@ use rdmaperf::mlx5::rq::DirectRq;
 use rdmaperf::mlx5::DirectCq;
 use rdmaperf::model::ModelRecvMmio;
 use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio};
-use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
+use rdmaperf::post::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode};
 use rdmaperf::raw::params::RawParams;
 use rdmaperf::raw::pcap::{self, PcapWriter};
 use rdmaperf::raw::slots::{self, Slots};
 use rdmaperf::raw::{frame, steer, tools::RawTool};
-use rdmaperf::run::raw_bw::Direct;
+use rdmaperf::run::raw_bw::{Direct, RawPost};
 use rdmaperf::run::raw_lat::{RawQp, RxRing};
 use rdmaperf::tool::session::raw_burst_lat_measure::BurstLatRun;
 use rdmaperf::tool::session::raw_lat_measure::frames;
@@ -133,7 +133,22 @@ pub struct Lat {
 
 /// The latency tools' session on a side's QP.
 pub fn lat_session(p: &RawParams, h: Host<'_>, stall: Duration) -> Lat {
-    let qp = RawQp::new((h.post, h.scq), (h.rq, h.rcq), (h.frames, h.ring));
+    lat_on(
+        p,
+        RawQp::new((h.post, h.scq), (h.rq, h.rcq), (h.frames, h.ring)),
+        stall,
+    )
+}
+
+/// The latency tools' session on `qp` (a side's QP, its CQs as the test
+/// wraps them).
+pub fn lat_on<P, R, C, D>(p: &RawParams, qp: RawQp<'_, P, R, C, D>, stall: Duration) -> Lat
+where
+    P: RawPost,
+    R: RecvQueue,
+    C: CompletionQueue,
+    D: CompletionQueue,
+{
     let clock = Clock::calibrate();
     let session = Session {
         p,
