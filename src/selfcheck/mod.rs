@@ -18,6 +18,8 @@ pub mod cases;
 pub mod direct_rig;
 pub mod exec;
 #[cfg(feature = "model")]
+pub mod model_flow;
+#[cfg(feature = "model")]
 pub mod model_rig;
 pub mod raw_cases;
 pub mod raw_exec;

@@ -16,11 +16,12 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::model_flow;
 use super::raw_cases::PairKind;
 use crate::clock::{self, Clock};
 use crate::mlx5::raw_sq::RawSqConfig;
 use crate::mlx5::DirectCq;
-use crate::model::{Access, FlowRule, IpMatch, L4Match, Model, ModelConfig, ModelMmio};
+use crate::model::{Access, Model, ModelConfig, ModelMmio};
 use crate::post::{Completion, CompletionQueue, PostError, WcOpcode};
 use crate::raw::params::{self, RawParams, Side};
 use crate::raw::slots::{self, Slots};
@@ -31,7 +32,6 @@ use crate::run::raw_fw::FwBuf;
 use crate::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts};
 use crate::tool::runs::{raw_duplex, raw_fw};
 use crate::tool::session::{raw_measure, raw_recv_measure};
-use crate::verbs::flow as vflow;
 
 /// Frames each way.
 const N: u64 = 200;
@@ -225,7 +225,7 @@ fn side(
     let mut rq = model.raw_rq(0)?;
     cq.attach_recv(rq.qpn(), rq.ring());
     for r in steer::rules(&p) {
-        model.add_flow(model_rule(&r)?)?;
+        model.add_flow(model_flow::model_rule(&r, 0)?)?;
     }
     // SAFETY: `rx` holds `rx_slots` strides, registered for local write, and
     // outlives every loop over it; only the NIC (and the forwarder, a slot
@@ -353,42 +353,6 @@ fn received(who: &str, c: &RawRecvCounts) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// One of `raw::steer`'s rules as the model's flow table holds it (whole
-/// MACs, no ethertype match), steering to raw QP 0.
-fn model_rule(r: &vflow::FlowRule) -> Result<FlowRule, String> {
-    fn some_if<T: Copy + PartialEq + Default>(m: vflow::Masked<T>) -> Option<T> {
-        (m.mask != T::default()).then_some(m.val)
-    }
-    let normal = matches!(r.kind, vflow::FlowKind::Normal);
-    if r.ether_type.mask != 0 || (normal && r.dst_mac.mask != [0xff; 6]) {
-        return Err("the model's flow table matches whole MACs and no ethertype".into());
-    }
-    let mut m = match r.kind {
-        vflow::FlowKind::Sniffer => return Ok(FlowRule::sniffer(0)),
-        vflow::FlowKind::AllDefault => return Ok(FlowRule::promiscuous(0)),
-        _ => FlowRule::mac(0, r.dst_mac.val),
-    };
-    m = match r.ip {
-        Some(vflow::IpMatch::V4(ip)) => m.with_ip(IpMatch::V4 {
-            src: some_if(ip.src),
-            dst: some_if(ip.dst),
-        }),
-        Some(vflow::IpMatch::V6(ip)) => m.with_ip(IpMatch::V6 {
-            src: some_if(ip.src),
-            dst: some_if(ip.dst),
-        }),
-        None => m,
-    };
-    Ok(match r.l4 {
-        Some(l4) => m.with_l4(L4Match {
-            tcp: l4.tcp,
-            src_port: some_if(l4.src_port),
-            dst_port: some_if(l4.dst_port),
-        }),
-        None => m,
-    })
 }
 
 #[cfg(test)]
