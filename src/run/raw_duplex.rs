@@ -44,6 +44,28 @@ pub struct RxWait {
     pub stall_ticks: u64,
 }
 
+impl RxWait {
+    /// After a pass that found nothing (`received` so far, the last frame
+    /// at `last`, 0 before the first): `Err` once the silence is a stall.
+    /// A server's first wait has no limit (Ctrl-C ends it: the sender's
+    /// loop watches the stop flag); `now` is read only past that.
+    #[inline(always)]
+    pub fn idle(
+        &self,
+        last: u64,
+        now: impl Fn() -> u64,
+        received: u64,
+    ) -> Result<(), DuplexRxError> {
+        if last == 0 || stop::requested() || now().wrapping_sub(last) <= self.stall_ticks {
+            return Ok(());
+        }
+        Err(DuplexRxError::Stalled {
+            received,
+            owed: self.owed,
+        })
+    }
+}
+
 /// The receive side of a duplex run, borrowed from the caller.
 pub struct RecvSide<'a, R, C, K, F> {
     rq: &'a mut R,
@@ -107,19 +129,9 @@ impl<R: RecvQueue, C: CompletionQueue, K: RxClassify, F: Fn() -> u64> Beside
             self.last = (self.now)();
             return true;
         }
-        // A server's first wait has no limit (Ctrl-C ends it: the sender's
-        // loop watches the stop flag).
-        if self.last == 0 || stop::requested() {
-            return true;
-        }
-        if (self.now)().wrapping_sub(self.last) <= self.wait.stall_ticks {
-            return true;
-        }
-        self.error = Some(DuplexRxError::Stalled {
-            received: self.counts.packets,
-            owed: self.wait.owed,
-        });
-        false
+        let idle = self.wait.idle(self.last, &self.now, self.counts.packets);
+        // Only a stall sets the error (a pass never clears one).
+        idle.map_err(|e| self.error = Some(e)).is_ok()
     }
 
     #[inline(always)]

@@ -13,7 +13,6 @@ use super::raw_bw::Beside;
 use super::raw_duplex::{DuplexRxError, RxWait};
 use super::raw_recv::{recv_batch, RxClassify};
 use super::raw_recv_qps::{total, RecvQp};
-use super::stop;
 use crate::post::{Completion, CompletionQueue, RecvQueue};
 use core::marker::PhantomData;
 
@@ -87,19 +86,9 @@ impl<R: RecvQueue, C: CompletionQueue, K: RxClassify, F: Fn() -> u64> Beside
             self.last = (self.now)();
             return true;
         }
-        // A server's first wait has no limit (Ctrl-C ends it: the sender's
-        // loop watches the stop flag).
-        if self.last == 0 || stop::requested() {
-            return true;
-        }
-        if (self.now)().wrapping_sub(self.last) <= self.wait.stall_ticks {
-            return true;
-        }
-        self.error = Some(DuplexRxError::Stalled {
-            received: self.got,
-            owed: self.wait.owed,
-        });
-        false
+        let idle = self.wait.idle(self.last, &self.now, self.got);
+        // Only a stall sets the error (a pass never clears one).
+        idle.map_err(|e| self.error = Some(e)).is_ok()
     }
 
     #[inline(always)]
