@@ -34,7 +34,6 @@ mod common;
 mod with_model {
     use super::common::raw_steer_model::{self, CLIENT, SERVER};
     use std::cell::RefCell;
-    use std::collections::VecDeque;
     use std::rc::Rc;
     use std::sync::mpsc::{channel, Receiver, Sender};
     use std::time::Duration;
@@ -43,9 +42,8 @@ mod with_model {
     use rdmaperf::clock::{self, Clock};
     use rdmaperf::mlx5::raw_sq::RawSqConfig;
     use rdmaperf::mlx5::rq::DirectRq;
-    use rdmaperf::mlx5::DirectCq;
     use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio, ModelRecvMmio};
-    use rdmaperf::post::{Completion, CompletionQueue, PostError, WcOpcode};
+    use rdmaperf::post::Completion;
     use rdmaperf::raw::params::RawParams;
     use rdmaperf::raw::slots::{self, Slots};
     use rdmaperf::raw::{frame, steer, tools::RawTool};
@@ -56,69 +54,13 @@ mod with_model {
     use rdmaperf::run::raw_qpn::ByQpn;
     use rdmaperf::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts};
     use rdmaperf::run::raw_recv_qps::RecvQp;
+    use rdmaperf::selfcheck::model_port::{PartCq, Port};
     use rdmaperf::tool::runs::raw_duplex::{self, Both};
     use rdmaperf::tool::session::{raw_measure, raw_recv_measure};
     use rdmaperf::tool::setup::raw_recv_res::slot_stride;
 
     const QPN: u32 = 0x123;
     const SEED: u32 = 0x5eed;
-
-    /// One host's port: its model, the wire both ways, its CQ's completions
-    /// sorted into sends and each QP's receives.
-    struct Port {
-        model: Model,
-        cq: DirectCq,
-        out: Sender<Vec<u8>>,
-        inp: Receiver<Vec<u8>>,
-        /// Frames this port sends from this one on (1-based) are lost.
-        lost_from: Option<u64>,
-        sent: Vec<Vec<u8>>,
-        sends: VecDeque<Completion>,
-        recvs: Vec<VecDeque<Completion>>,
-    }
-
-    impl Port {
-        fn pump(&mut self) -> Result<(), PostError> {
-            self.model.step();
-            for f in self.model.take_wire() {
-                self.sent.push(f.clone());
-                if !self.lost_from.is_some_and(|k| self.sent.len() as u64 >= k) {
-                    let _ = self.out.send(f);
-                }
-            }
-            while let Ok(f) = self.inp.try_recv() {
-                self.model.deliver(&f);
-            }
-            let mut wc = [Completion::default(); 16];
-            let n = self.cq.poll(&mut wc)?;
-            for c in &wc[..n] {
-                if c.opcode == WcOpcode::RECV {
-                    self.recvs[(c.qp_num - QPN) as usize].push_back(*c);
-                } else {
-                    self.sends.push_back(*c);
-                }
-            }
-            Ok(())
-        }
-    }
-
-    /// The sends (None) or QP q's receives of the port's one CQ.
-    struct PartCq(Rc<RefCell<Port>>, Option<usize>);
-    impl CompletionQueue for PartCq {
-        fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-            let mut p = self.0.borrow_mut();
-            p.pump()?;
-            let q = match self.1 {
-                Some(q) => &mut p.recvs[q],
-                None => &mut p.sends,
-            };
-            let n = out.len().min(q.len());
-            for (o, c) in out.iter_mut().zip(q.drain(..n)) {
-                *o = c;
-            }
-            Ok(n)
-        }
-    }
 
     /// What one side ran, its buffers, and its port's wire.
     struct Side {
@@ -186,16 +128,15 @@ mod with_model {
             }
         }
         let qpns: Vec<u32> = (0..n_qps).map(|q| model.qpn_of(q)).collect();
-        let port = Rc::new(RefCell::new(Port {
-            model,
-            cq,
-            out,
-            inp,
-            lost_from,
-            sent: Vec::new(),
-            sends: VecDeque::new(),
-            recvs: vec![VecDeque::new(); n_qps],
-        }));
+        // Every frame kept; those from the `lost_from`-th on (1-based) lost.
+        let sent: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
+        let kept = sent.clone();
+        let on_wire = move |f: &[u8]| {
+            let mut s = kept.borrow_mut();
+            s.push(f.to_vec());
+            !lost_from.is_some_and(|k| s.len() as u64 >= k)
+        };
+        let port = Port::new((model, cq), (out, inp), n_qps, Box::new(on_wire));
         let mut qps: Vec<_> = rqs
             .into_iter()
             .zip(rx_cfgs)
@@ -236,7 +177,7 @@ mod with_model {
         };
         let report = raw_duplex::report(&p, &both, Some(100.0));
         drop(qps);
-        let mut port = port.borrow_mut();
+        let port = port.borrow();
         assert!(
             port.model.violations().is_empty(),
             "{:?}",
@@ -244,7 +185,7 @@ mod with_model {
         );
         assert!(port.model.eth_rejected().is_empty());
         let no_match = port.model.raw_rx_stats().no_match;
-        let wire = std::mem::take(&mut port.sent);
+        let wire = sent.take();
         Side {
             p,
             out: run,

@@ -20,6 +20,8 @@ pub mod exec;
 #[cfg(feature = "model")]
 pub mod model_flow;
 #[cfg(feature = "model")]
+pub mod model_port;
+#[cfg(feature = "model")]
 pub mod model_rig;
 pub mod raw_cases;
 pub mod raw_exec;

@@ -9,20 +9,17 @@
 //! tools' (`session::raw_measure` beside `run::raw_duplex`'s receive side,
 //! `tool::runs::raw_fw::run_loop`). Control path: allocation is fine.
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
-use std::rc::Rc;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::model_flow;
+use super::model_port::{PartCq, Port};
 use super::raw_cases::PairKind;
 use crate::clock::{self, Clock};
 use crate::mlx5::raw_sq::RawSqConfig;
-use crate::mlx5::DirectCq;
 use crate::model::{Access, Model, ModelConfig, ModelMmio};
-use crate::post::{Completion, CompletionQueue, PostError, WcOpcode};
+use crate::post::Completion;
 use crate::raw::params::{self, RawParams, Side};
 use crate::raw::slots::{self, Slots};
 use crate::raw::{args, steer, tools::RawTool};
@@ -79,59 +76,6 @@ fn parse(cmd: &str) -> Result<RawParams, String> {
     args::parse(&argv)
         .and_then(|a| params::resolve(RawTool::Bw, &a))
         .map_err(|e| format!("{cmd}: {e}"))
-}
-
-/// One side's port: its model, the wire both ways, and the CQ's
-/// completions sorted into sends and receives.
-struct Port {
-    model: Model,
-    cq: DirectCq,
-    out: Sender<Vec<u8>>,
-    inp: Receiver<Vec<u8>>,
-    client: bool,
-    log: Log,
-    sends: VecDeque<Completion>,
-    recvs: VecDeque<Completion>,
-}
-
-impl Port {
-    fn pump(&mut self) -> Result<(), PostError> {
-        self.model.step();
-        for f in self.model.take_wire() {
-            if let Ok(mut l) = self.log.lock() {
-                l.push((self.client, f.clone()));
-            }
-            let _ = self.out.send(f);
-        }
-        while let Ok(f) = self.inp.try_recv() {
-            self.model.deliver(&f);
-        }
-        let mut wc = [Completion::default(); 8];
-        let n = self.cq.poll(&mut wc)?;
-        for c in &wc[..n] {
-            match c.opcode {
-                WcOpcode::RECV => self.recvs.push_back(*c),
-                _ => self.sends.push_back(*c),
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The send or the receive half of the port's one CQ.
-struct HalfCq(Rc<RefCell<Port>>, bool);
-
-impl CompletionQueue for HalfCq {
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-        let mut p = self.0.borrow_mut();
-        p.pump()?;
-        let q = if self.1 { &mut p.recvs } else { &mut p.sends };
-        let n = out.len().min(q.len());
-        for (o, c) in out.iter_mut().zip(q.drain(..n)) {
-            *o = c;
-        }
-        Ok(n)
-    }
 }
 
 /// What a side sent from (its buffer and layout) and whether it did all
@@ -239,17 +183,14 @@ fn side(
             rxk.lkey,
         )
     };
-    let port = Rc::new(RefCell::new(Port {
-        model,
-        cq,
-        out,
-        inp,
-        client,
-        log,
-        sends: VecDeque::new(),
-        recvs: VecDeque::new(),
-    }));
-    let (mut scq, mut rcq) = (HalfCq(port.clone(), false), HalfCq(port.clone(), true));
+    let on_wire = move |f: &[u8]| {
+        if let Ok(mut l) = log.lock() {
+            l.push((client, f.to_vec()));
+        }
+        true
+    };
+    let port = Port::new((model, cq), (out, inp), 1, Box::new(on_wire));
+    let (mut scq, mut rcq) = (PartCq(port.clone(), None), PartCq(port.clone(), Some(0)));
     let mut post = Direct::<ModelMmio>(sq);
     let ran = if fwd {
         forward(&p, (&mut post, &mut scq), (&mut rq, &mut rcq), cfg)
@@ -284,8 +225,8 @@ type Rq = crate::mlx5::rq::DirectRq<crate::model::ModelRecvMmio>;
 /// the peer's counted, good checksums.
 fn duplex(
     p: &RawParams,
-    (post, scq): (&mut Direct<ModelMmio>, &mut HalfCq),
-    (rq, rcq): (&mut Rq, &mut HalfCq),
+    (post, scq): (&mut Direct<ModelMmio>, &mut PartCq),
+    (rq, rcq): (&mut Rq, &mut PartCq),
     (cfg, base, slots): (&RawRecvCfg, u64, Slots),
 ) -> Result<(), String> {
     raw_recv_measure::post_receives(rq, cfg, "selfcheck")?;
@@ -323,8 +264,8 @@ fn duplex(
 /// The forwarder, as `tool::runs::raw_fw` runs it: `N` in, `N` out.
 fn forward(
     p: &RawParams,
-    (post, scq): (&mut Direct<ModelMmio>, &mut HalfCq),
-    (rq, rcq): (&mut Rq, &mut HalfCq),
+    (post, scq): (&mut Direct<ModelMmio>, &mut PartCq),
+    (rq, rcq): (&mut Rq, &mut PartCq),
     cfg: RawRecvCfg,
 ) -> Result<(), String> {
     // SAFETY: the ring's buffer is registered for local write and outlives

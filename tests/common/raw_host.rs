@@ -11,9 +11,7 @@
 //! ([`Go`]); the latency tools' is [`lat_session`] ([`pair`]).
 
 use super::raw_steer_model::{self, CLIENT, SERVER};
-use std::cell::RefCell;
-use std::collections::VecDeque;
-use std::rc::Rc;
+use rdmaperf::selfcheck::model_port::{PartCq, Port};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,10 +21,9 @@ use rdmaperf::clock::Clock;
 use rdmaperf::mlx5::raw_sq::RawPkt;
 use rdmaperf::mlx5::raw_sq::RawSqConfig;
 use rdmaperf::mlx5::rq::DirectRq;
-use rdmaperf::mlx5::DirectCq;
 use rdmaperf::model::ModelRecvMmio;
 use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio};
-use rdmaperf::post::{Completion, CompletionQueue, PostError, RecvQueue, WcOpcode};
+use rdmaperf::post::{CompletionQueue, RecvQueue};
 use rdmaperf::raw::params::RawParams;
 use rdmaperf::raw::pcap::{self, PcapWriter};
 use rdmaperf::raw::slots::{self, Slots};
@@ -46,73 +43,14 @@ const SEED: u32 = 0x5eed;
 /// What crossed the wire: (from the client?, microseconds, frame).
 pub type Log = Arc<Mutex<Vec<(bool, u64, Vec<u8>)>>>;
 
-/// One host's port: its model, the wire both ways, and the CQ's
-/// completions sorted into sends and receives.
-struct Port {
-    model: Model,
-    cq: DirectCq,
-    out: Sender<Vec<u8>>,
-    inp: Receiver<Vec<u8>>,
-    client: bool,
-    /// Drop the `n`-th frame this port sends (1-based), if any.
-    drop_nth: Option<u64>,
-    sent: u64,
-    log: Log,
-    t0: Instant,
-    sends: VecDeque<Completion>,
-    recvs: VecDeque<Completion>,
-}
-
-impl Port {
-    fn pump(&mut self) -> Result<(), PostError> {
-        self.model.step();
-        for f in self.model.take_wire() {
-            self.sent += 1;
-            let us = self.t0.elapsed().as_micros() as u64;
-            self.log.lock().unwrap().push((self.client, us, f.clone()));
-            if self.drop_nth != Some(self.sent) {
-                let _ = self.out.send(f);
-            }
-        }
-        while let Ok(f) = self.inp.try_recv() {
-            self.model.deliver(&f);
-        }
-        let mut wc = [Completion::default(); 8];
-        let n = self.cq.poll(&mut wc)?;
-        for c in &wc[..n] {
-            if c.opcode == WcOpcode::RECV {
-                self.recvs.push_back(*c);
-            } else {
-                self.sends.push_back(*c);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The send or the receive half of the port's one CQ.
-pub struct HalfCq(Rc<RefCell<Port>>, bool);
-impl CompletionQueue for HalfCq {
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, PostError> {
-        let mut p = self.0.borrow_mut();
-        p.pump()?;
-        let q = if self.1 { &mut p.recvs } else { &mut p.sends };
-        let n = out.len().min(q.len());
-        for (o, c) in out.iter_mut().zip(q.drain(..n)) {
-            *o = c;
-        }
-        Ok(n)
-    }
-}
-
 /// A side's QP on its model host, as the session under test gets it: the
 /// direct SQ and the send half of the CQ, the direct RQ and the receive
 /// half, the frames (`raw::slots`, from `tx_base`) and the receive ring.
 pub struct Host<'a> {
     pub post: &'a mut Direct<ModelMmio>,
-    pub scq: &'a mut HalfCq,
+    pub scq: &'a mut PartCq,
     pub rq: &'a mut DirectRq<ModelRecvMmio>,
-    pub rcq: &'a mut HalfCq,
+    pub rcq: &'a mut PartCq,
     pub frames: &'a [RawPkt],
     pub ring: RxRing,
     pub tx_base: u64,
@@ -237,20 +175,16 @@ fn side<R>(p: RawParams, w: Wire, stall: Duration, go: Go<R>) -> Side<R> {
         slots: posted,
         lkey: rxk.lkey,
     };
-    let port = Rc::new(RefCell::new(Port {
-        model,
-        cq,
-        out: w.out,
-        inp: w.inp,
-        client,
-        drop_nth: w.drop_nth,
-        sent: 0,
-        log: w.log,
-        t0: w.t0,
-        sends: VecDeque::new(),
-        recvs: VecDeque::new(),
-    }));
-    let (mut scq, mut rcq) = (HalfCq(port.clone(), false), HalfCq(port.clone(), true));
+    // Every frame logged with its time; the `drop_nth` one (1-based) lost.
+    let (log, t0, drop_nth, mut sent) = (w.log, w.t0, w.drop_nth, 0);
+    let on_wire = move |f: &[u8]| {
+        sent += 1;
+        let us = t0.elapsed().as_micros() as u64;
+        log.lock().unwrap().push((client, us, f.to_vec()));
+        drop_nth != Some(sent)
+    };
+    let port = Port::new((model, cq), (w.out, w.inp), 1, Box::new(on_wire));
+    let (mut scq, mut rcq) = (PartCq(port.clone(), None), PartCq(port.clone(), Some(0)));
     let mut post = Direct::<ModelMmio>(sq);
     let host = Host {
         post: &mut post,
