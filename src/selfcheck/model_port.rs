@@ -11,9 +11,14 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::mpsc::{Receiver, Sender};
 
+use super::model_flow;
+use crate::mlx5::raw_sq::{RawSq, RawSqConfig};
+use crate::mlx5::rq::DirectRq;
 use crate::mlx5::DirectCq;
-use crate::model::Model;
+use crate::model::{Access, Model, ModelConfig, ModelMmio, ModelRecvMmio};
 use crate::post::{Completion, CompletionQueue, PostError, WcOpcode};
+use crate::raw::params::{RawParams, Side};
+use crate::raw::steer;
 
 /// What a port does with a frame it sent: `true` passes it to the peer.
 pub type OnWire = Box<dyn FnMut(&[u8]) -> bool>;
@@ -91,5 +96,59 @@ impl CompletionQueue for PartCq {
             *o = c;
         }
         Ok(n)
+    }
+}
+
+/// A side's raw QP 0 on a model host of its own (`ModelConfig::raw_eth_host`):
+/// its direct SQ, its RQ attached to the one CQ, the flow table built from
+/// the side's command line by `raw::steer`, and the receive buffer's key.
+pub struct RawSide {
+    pub sq: RawSq<ModelMmio>,
+    pub cq: DirectCq,
+    pub rq: DirectRq<ModelRecvMmio>,
+    pub model: Model,
+    pub rx_lkey: u32,
+}
+
+impl RawSide {
+    /// The side of `p` from QPN `qpn`, its RQ a ring for `slots` receives
+    /// (a power of two, at least 2): `tx`
+    /// registered for the NIC to read and `rx` to write; the SQ sends from
+    /// `tx`, or from `rx` on a forwarder (`--server -v`, as
+    /// `tool::runs::raw_fw` sets its SQ up).
+    ///
+    /// # Safety
+    /// Both buffers must stay in place and outlive the model and its queues.
+    pub unsafe fn new(
+        p: &RawParams,
+        (tx, rx): (&mut [u8], &mut [u8]),
+        (qpn, slots): (u32, u32),
+    ) -> Result<Self, String> {
+        let ring = slots.next_power_of_two().max(2);
+        let model = Model::new(ModelConfig::raw_eth_host(1, qpn, ring))?;
+        // SAFETY: the caller keeps both buffers in place for the model.
+        let (txk, rxk) = unsafe {
+            (
+                model.register(tx.as_mut_ptr(), tx.len(), Access::NONE),
+                model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
+            )
+        };
+        let fwd = p.raw.mac_fwd && p.raw.side == Some(Side::Server);
+        let (lkey, src) = if fwd { (rxk.lkey, rx) } else { (txk.lkey, tx) };
+        let (mut sq, mut cq) = model.raw_pair(RawSqConfig::new(lkey, 8))?;
+        // SAFETY: as above: the buffer is registered and outlives the SQ.
+        unsafe { sq.set_frame_source(src.as_ptr(), src.len()) };
+        let rq = model.raw_rq(0)?;
+        cq.attach_recv(rq.qpn(), rq.ring());
+        for r in steer::rules(p) {
+            model.add_flow(model_flow::model_rule(&r, 0)?)?;
+        }
+        Ok(Self {
+            sq,
+            cq,
+            rq,
+            model,
+            rx_lkey: rxk.lkey,
+        })
     }
 }

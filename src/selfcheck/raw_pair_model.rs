@@ -13,16 +13,14 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::model_flow;
-use super::model_port::{PartCq, Port};
+use super::model_port::{PartCq, Port, RawSide};
 use super::raw_cases::PairKind;
 use crate::clock::{self, Clock};
-use crate::mlx5::raw_sq::RawSqConfig;
-use crate::model::{Access, Model, ModelConfig, ModelMmio};
+use crate::model::ModelMmio;
 use crate::post::Completion;
 use crate::raw::params::{self, RawParams, Side};
 use crate::raw::slots::{self, Slots};
-use crate::raw::{args, steer, tools::RawTool};
+use crate::raw::{args, tools::RawTool};
 use crate::run::raw_bw::Direct;
 use crate::run::raw_duplex::RecvSide;
 use crate::run::raw_fw::FwBuf;
@@ -146,31 +144,12 @@ fn side(
     // delivers a burst at once, and a ring that ran dry would drop it).
     let rx_slots = p.raw.rx_depth.max(1) as u32;
     let mut rx = vec![0u8; rx_slots as usize * STRIDE];
-    let ring = rx_slots.next_power_of_two().max(2);
-    let model = Model::new(ModelConfig::raw_eth_host(1, QPN, ring))?;
     // SAFETY: both buffers outlive the model (declared before it) and
     // stay in place (never resized).
-    let (txk, rxk) = unsafe {
-        (
-            model.register(tx.as_mut_ptr(), tx.len(), Access::NONE),
-            model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
-        )
-    };
-    // A forwarder sends from its receive buffer, as `raw_fw` sets it up.
+    let host = unsafe { RawSide::new(&p, (&mut tx, &mut rx), (QPN, rx_slots))? };
+    let mut rq = host.rq;
+    // A forwarder sends from its receive buffer (`RawSide` set its SQ up so).
     let fwd = p.raw.mac_fwd && !client;
-    let (lkey, src) = if fwd {
-        (rxk.lkey, &rx)
-    } else {
-        (txk.lkey, &tx)
-    };
-    let (mut sq, mut cq) = model.raw_pair(RawSqConfig::new(lkey, 8))?;
-    // SAFETY: as above: the buffer is registered and outlives the SQ.
-    unsafe { sq.set_frame_source(src.as_ptr(), src.len()) };
-    let mut rq = model.raw_rq(0)?;
-    cq.attach_recv(rq.qpn(), rq.ring());
-    for r in steer::rules(&p) {
-        model.add_flow(model_flow::model_rule(&r, 0)?)?;
-    }
     // SAFETY: `rx` holds `rx_slots` strides, registered for local write, and
     // outlives every loop over it; only the NIC (and the forwarder, a slot
     // between its receive and its send) touch it.
@@ -180,7 +159,7 @@ fn side(
             STRIDE as u32,
             STRIDE as u32,
             rx_slots,
-            rxk.lkey,
+            host.rx_lkey,
         )
     };
     let on_wire = move |f: &[u8]| {
@@ -189,9 +168,9 @@ fn side(
         }
         true
     };
-    let port = Port::new((model, cq), (out, inp), 1, Box::new(on_wire));
+    let port = Port::new((host.model, host.cq), (out, inp), 1, Box::new(on_wire));
     let (mut scq, mut rcq) = (PartCq(port.clone(), None), PartCq(port.clone(), Some(0)));
-    let mut post = Direct::<ModelMmio>(sq);
+    let mut post = Direct::<ModelMmio>(host.sq);
     let ran = if fwd {
         forward(&p, (&mut post, &mut scq), (&mut rq, &mut rcq), cfg)
     } else {

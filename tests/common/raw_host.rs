@@ -11,7 +11,7 @@
 //! ([`Go`]); the latency tools' is [`lat_session`] ([`pair`]).
 
 use super::raw_steer_model::{self, CLIENT, SERVER};
-use rdmaperf::selfcheck::model_port::{PartCq, Port};
+use rdmaperf::selfcheck::model_port::{PartCq, Port, RawSide};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,15 +19,14 @@ use std::time::{Duration, Instant};
 use etherparse::{Ethernet2Header, Ipv4Header, UdpHeader};
 use rdmaperf::clock::Clock;
 use rdmaperf::mlx5::raw_sq::RawPkt;
-use rdmaperf::mlx5::raw_sq::RawSqConfig;
 use rdmaperf::mlx5::rq::DirectRq;
+use rdmaperf::model::ModelMmio;
 use rdmaperf::model::ModelRecvMmio;
-use rdmaperf::model::{Access, Model, ModelConfig, ModelMmio};
 use rdmaperf::post::{CompletionQueue, RecvQueue};
 use rdmaperf::raw::params::RawParams;
 use rdmaperf::raw::pcap::{self, PcapWriter};
 use rdmaperf::raw::slots::{self, Slots};
-use rdmaperf::raw::{frame, steer, tools::RawTool};
+use rdmaperf::raw::{frame, tools::RawTool};
 use rdmaperf::run::raw_bw::{Direct, RawPost};
 use rdmaperf::run::raw_lat::{RawQp, RxRing};
 use rdmaperf::tool::session::raw_burst_lat_measure::BurstLatRun;
@@ -142,38 +141,17 @@ fn side<R>(p: RawParams, w: Wire, stall: Duration, go: Go<R>) -> Side<R> {
     // pattern, else perftest_rand).
     slots::fill_body(&mut tx, &p.frame_spec(), &slots, p.body(SEED));
     let mut rx = vec![0u8; posted as usize * stride as usize];
-    let ring = posted.next_power_of_two().max(2);
-    let model = Model::new(ModelConfig::raw_eth_host(1, QPN, ring)).unwrap();
     // SAFETY: both buffers outlive the model (declared before it).
-    let (txk, rxk) = unsafe {
-        (
-            model.register(tx.as_mut_ptr(), tx.len(), Access::NONE),
-            model.register(rx.as_mut_ptr(), rx.len(), Access::LOCAL_WRITE),
-        )
-    };
-    // A forwarder (`--server -v`) sends from its receive buffer, as
-    // `tool::runs::raw_fw` sets its SQ up.
-    let fwd = p.raw.mac_fwd && !client;
-    let (lkey, src) = if fwd {
-        (rxk.lkey, &rx)
-    } else {
-        (txk.lkey, &tx)
-    };
-    let (mut sq, mut cq) = model.raw_pair(RawSqConfig::new(lkey, 8)).unwrap();
-    // SAFETY: as above.
-    unsafe { sq.set_frame_source(src.as_ptr(), src.len()) };
-    let mut rq = model.raw_rq(0).unwrap();
-    cq.attach_recv(rq.qpn(), rq.ring());
-    for r in steer::rules(&p) {
-        model.add_flow(raw_steer_model::model_rule(&r, 0)).unwrap();
-    }
+    let host = unsafe { RawSide::new(&p, (&mut tx, &mut rx), (QPN, posted)) };
+    let host = host.unwrap_or_else(|e| panic!("{e}"));
+    let mut rq = host.rq;
     let frames = frames(tx.as_ptr() as u64, &slots);
     let ring = RxRing {
         base: rx.as_ptr() as u64,
         stride,
         room: stride,
         slots: posted,
-        lkey: rxk.lkey,
+        lkey: host.rx_lkey,
     };
     // Every frame logged with its time; the `drop_nth` one (1-based) lost.
     let (log, t0, drop_nth, mut sent) = (w.log, w.t0, w.drop_nth, 0);
@@ -183,9 +161,9 @@ fn side<R>(p: RawParams, w: Wire, stall: Duration, go: Go<R>) -> Side<R> {
         log.lock().unwrap().push((client, us, f.to_vec()));
         drop_nth != Some(sent)
     };
-    let port = Port::new((model, cq), (w.out, w.inp), 1, Box::new(on_wire));
+    let port = Port::new((host.model, host.cq), (w.out, w.inp), 1, Box::new(on_wire));
     let (mut scq, mut rcq) = (PartCq(port.clone(), None), PartCq(port.clone(), Some(0)));
-    let mut post = Direct::<ModelMmio>(sq);
+    let mut post = Direct::<ModelMmio>(host.sq);
     let host = Host {
         post: &mut post,
         scq: &mut scq,
