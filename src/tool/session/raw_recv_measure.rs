@@ -39,6 +39,50 @@ pub enum RecvEnd {
     Quiet,
 }
 
+impl RecvEnd {
+    /// In the wait for the first frame, none yet: whether the wait is over
+    /// (Ctrl-C; or `first_ticks` past `start`, a quiet end).
+    #[inline(always)]
+    pub(super) fn first_over(&mut self, first_ticks: Option<u64>, start: u64) -> bool {
+        if stop::requested() {
+            return true;
+        }
+        let late = first_ticks.is_some_and(|t| clock::now().wrapping_sub(start) > t);
+        if late {
+            *self = RecvEnd::Quiet;
+        }
+        late
+    }
+
+    /// After a poll at `now`: whether the run stops here, and if so why
+    /// (Ctrl-C; `quiet`, the silence too long; at the `-D` deadline `self`
+    /// stays as it was).
+    #[inline(always)]
+    pub(super) fn stops(&mut self, now: u64, quiet: bool, deadline: Option<u64>) -> bool {
+        if stop::requested() {
+            *self = RecvEnd::Interrupted;
+        } else if quiet {
+            *self = RecvEnd::Quiet;
+        } else if !deadline.is_some_and(|d| now >= d) {
+            return false;
+        }
+        true
+    }
+
+    /// Once the loop is over (Ctrl-C late in it still counts): the run's
+    /// end time, the last frame's on a quiet end, 0 with no frame.
+    fn close(&mut self, last: u64, packets: u64) -> u64 {
+        if stop::requested() {
+            *self = RecvEnd::Interrupted;
+        }
+        match self {
+            RecvEnd::Quiet => last,
+            _ if packets == 0 => 0,
+            _ => clock::now(),
+        }
+    }
+}
+
 /// What one run saw.
 #[derive(Debug)]
 pub struct RecvOutcome {
@@ -48,6 +92,27 @@ pub struct RecvOutcome {
     pub t_end: u64,
     pub end: RecvEnd,
     pub error: Option<RawRecvError>,
+}
+
+impl RecvOutcome {
+    /// A run's outcome once its loop is over: `counts` from `t_first`, its
+    /// end and end time as [`RecvEnd::close`] settles them from the last
+    /// frame's stamp, and the loop's error if any.
+    pub(super) fn closed(
+        counts: RawRecvCounts,
+        t_first: u64,
+        (mut end, last): (RecvEnd, u64),
+        rest: Result<(), RawRecvError>,
+    ) -> Self {
+        let t_end = end.close(last, counts.packets);
+        Self {
+            counts,
+            t_first,
+            t_end,
+            end,
+            error: rest.err(),
+        }
+    }
 }
 
 /// The frames to wait for: `-n` on each of the `-q` QPs (perftest's
@@ -104,6 +169,23 @@ pub struct Waits {
     pub quiet: Duration,
 }
 
+impl Waits {
+    /// Once the first frame came at `t_first`: the `-D` deadline (none
+    /// without `-D`) and the quiet time, in ticks of `clock`.
+    pub(super) fn after_first(
+        &self,
+        p: &RawParams,
+        clock: &Clock,
+        t_first: u64,
+    ) -> (Option<u64>, u64) {
+        let deadline = p
+            .raw
+            .duration
+            .map(|s| t_first + clock.cycles_for(Duration::from_secs(s)));
+        (deadline, clock.cycles_for(self.quiet))
+    }
+}
+
 /// The tool's waits: the first frame for ever, then [`QUIET`].
 pub const TOOL_WAITS: Waits = Waits {
     first: None,
@@ -132,22 +214,11 @@ pub fn receive<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
     let mut end = RecvEnd::Done;
     // The wait for the first frame.
     let first = run_raw_recv::<_, _, K>(rq, cq, cfg, &mut counts, until.min(1), &mut || {
-        if stop::requested() {
-            return true;
-        }
-        let late = first_ticks.is_some_and(|t| clock::now().wrapping_sub(start) > t);
-        if late {
-            end = RecvEnd::Quiet;
-        }
-        late
+        end.first_over(first_ticks, start)
     });
     let t_first = if counts.packets > 0 { clock::now() } else { 0 };
     let last = Cell::new(t_first);
-    let deadline = p
-        .raw
-        .duration
-        .map(|s| t_first + clock.cycles_for(Duration::from_secs(s)));
-    let quiet_ticks = clock.cycles_for(waits.quiet);
+    let (deadline, quiet_ticks) = waits.after_first(p, clock, t_first);
     let rest = first.and_then(|()| {
         if counts.packets == 0 {
             return Ok(());
@@ -159,31 +230,10 @@ pub fn receive<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
         };
         run_raw_recv::<_, _, K>(rq, &mut watched, cfg, &mut counts, until, &mut || {
             let now = clock::now();
-            if stop::requested() {
-                end = RecvEnd::Interrupted;
-            } else if now.wrapping_sub(last.get()) > quiet_ticks {
-                end = RecvEnd::Quiet;
-            } else if !deadline.is_some_and(|d| now >= d) {
-                return false;
-            }
-            true
+            end.stops(now, now.wrapping_sub(last.get()) > quiet_ticks, deadline)
         })
     });
-    if stop::requested() {
-        end = RecvEnd::Interrupted;
-    }
-    let t_end = match end {
-        RecvEnd::Quiet => last.get(),
-        _ if counts.packets == 0 => 0,
-        _ => clock::now(),
-    };
-    RecvOutcome {
-        counts,
-        t_first,
-        t_end,
-        end,
-        error: rest.err(),
-    }
+    RecvOutcome::closed(counts, t_first, (end, last.get()), rest)
 }
 
 /// perftest's numbers for the run: the frames counted over the time from

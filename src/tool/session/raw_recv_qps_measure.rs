@@ -5,15 +5,12 @@
 //! the quiet time without a frame on any QP; then the counts of every QP
 //! together, and a line with each QP's frames.
 
-use std::time::Duration;
-
 use super::raw_recv_measure::{target, RecvEnd, RecvOutcome, Waits};
 use crate::clock::{self, Clock};
 use crate::post::{CompletionQueue, RecvQueue};
 use crate::raw::params::RawParams;
 use crate::run::raw_recv::{RawRecvCounts, RxClassify};
 use crate::run::raw_recv_qps::{run_raw_recv_qps, total, RecvQp};
-use crate::run::stop;
 
 /// Receives on every QP of `qps`, each with every slot posted already
 /// (`post_all`); the outcome's counts are all QPs' together, each QP's
@@ -30,22 +27,11 @@ pub fn receive_qps<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
     let mut end = RecvEnd::Done;
     // The wait for the first frame, on any QP.
     let first = run_raw_recv_qps::<_, _, K>(qps, until.min(1), &mut |got| {
-        if got || stop::requested() {
-            return true;
-        }
-        let late = first_ticks.is_some_and(|t| clock::now().wrapping_sub(start) > t);
-        if late {
-            end = RecvEnd::Quiet;
-        }
-        late
+        got || end.first_over(first_ticks, start)
     });
     let t_first = if total(qps) > 0 { clock::now() } else { 0 };
     let mut last = t_first;
-    let deadline = p
-        .raw
-        .duration
-        .map(|s| t_first + clock.cycles_for(Duration::from_secs(s)));
-    let quiet_ticks = clock.cycles_for(waits.quiet);
+    let (deadline, quiet_ticks) = waits.after_first(p, clock, t_first);
     let rest = first.and_then(|()| {
         if t_first == 0 {
             return Ok(());
@@ -55,35 +41,14 @@ pub fn receive_qps<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
             if got {
                 last = now;
             }
-            if stop::requested() {
-                end = RecvEnd::Interrupted;
-            } else if !got && now.wrapping_sub(last) > quiet_ticks {
-                end = RecvEnd::Quiet;
-            } else if !deadline.is_some_and(|d| now >= d) {
-                return false;
-            }
-            true
+            end.stops(now, !got && now.wrapping_sub(last) > quiet_ticks, deadline)
         })
     });
-    if stop::requested() {
-        end = RecvEnd::Interrupted;
-    }
     let mut counts = RawRecvCounts::default();
     for q in qps.iter() {
         counts.add(&q.counts);
     }
-    let t_end = match end {
-        RecvEnd::Quiet => last,
-        _ if counts.packets == 0 => 0,
-        _ => clock::now(),
-    };
-    RecvOutcome {
-        counts,
-        t_first,
-        t_end,
-        end,
-        error: rest.err(),
-    }
+    RecvOutcome::closed(counts, t_first, (end, last), rest)
 }
 
 /// The report's line of frames per QP: " frames per QP: 500 (QP 0), 498 (QP 1)".
