@@ -27,7 +27,8 @@
 //! cases (median ns/packet per case) and printed as PASS/MISS lines:
 //! `direct-mpw` ≤ 0.4× `direct` per packet (lists of 16 and 64: a list of
 //! one is one packet per WQE either way), and `direct` ≤ 1.1× write-bw's
-//! direct post of one WQEBB at each list length.
+//! direct post of one WQEBB at each list length. `direct-mpw-inline` ÷
+//! `direct` is printed beside them with no target.
 //!
 //! Run: `cargo bench --all-features --bench raw_post` (append `-- --quick`
 //! for a shorter criterion run).
@@ -523,10 +524,12 @@ fn targets(rounds: usize, per: usize, note: &str) {
         let what = format!("list {list}: direct ÷ write-bw's direct post of one WQEBB");
         missed += !target(&what, direct, ns("write-bw-direct"), 1.1) as u32;
         if list > 1 {
-            for p in [Path::Mpw, Path::MpwInline] {
-                let what = format!("list {list}: {} ÷ direct", p.name());
-                missed += !target(&what, ns(p.name()), direct, 0.4) as u32;
-            }
+            let what = format!("list {list}: direct-mpw ÷ direct");
+            missed += !target(&what, ns(Path::Mpw.name()), direct, 0.4) as u32;
+            // Inline eMPW copies each frame into the WQE: a different
+            // trade (no gather by the NIC), reported, with no target.
+            let r = ns(Path::MpwInline.name()) / direct;
+            println!("info list {list}: direct-mpw-inline ÷ direct: {r:.2}× (no target)");
         }
     }
     println!("raw_post targets: {missed} missed");

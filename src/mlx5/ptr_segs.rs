@@ -67,11 +67,10 @@ mod scalar {
 #[cfg(all(target_arch = "x86_64", target_feature = "sse4.1"))]
 mod sse {
     use core::arch::x86_64::_mm_unpacklo_epi64;
-    use core::arch::x86_64::{__m128i, _mm_and_si128, _mm_castpd_si128, _mm_castsi128_pd};
-    use core::arch::x86_64::{
-        _mm_add_epi64, _mm_cvtsi32_si128, _mm_extract_epi64, _mm_insert_epi32,
-    };
-    use core::arch::x86_64::{_mm_loadh_pd, _mm_loadl_epi64, _mm_or_si128, _mm_set1_epi64x};
+    use core::arch::x86_64::{__m128i, _mm_add_epi64, _mm_and_si128, _mm_castpd_si128};
+    use core::arch::x86_64::{_mm_castsi128_pd, _mm_cvtsi32_si128, _mm_extract_epi32};
+    use core::arch::x86_64::{_mm_extract_epi64, _mm_insert_epi32, _mm_loadh_pd};
+    use core::arch::x86_64::{_mm_loadl_epi64, _mm_min_epu32, _mm_or_si128, _mm_set1_epi64x};
     use core::arch::x86_64::{_mm_set1_epi8, _mm_setr_epi8, _mm_setzero_si128, _mm_shuffle_epi8};
     use core::arch::x86_64::{_mm_store_si128, _mm_sub_epi64, _mm_unpackhi_epi64};
 
@@ -80,21 +79,22 @@ mod sse {
     /// What a list's pairs share: the bounds and stamps as vectors, and the
     /// check's running words.
     ///
-    /// The check is [`SrcCheck::see`]'s in a form that needs no register
+    /// The check is [`SrcCheck::see`]'s in a form that needs few register
     /// copies (SSE's two-operand instructions overwrite their first): the
-    /// offsets are ORed (`offs`), the lengths less the minimum are ORed
-    /// (`short`: bit 63 when one is short), and `off + len - (span + 1)`
-    /// is ANDed (`fits`: bit 63 stays set while every frame ends by the
-    /// source's end; no overflow while `off < 2^62`, which `offs` checks).
+    /// offsets are ORed (`offs`), the lengths' minimum kept (`lmin`, 32-bit
+    /// lanes 0 and 2; lanes 1 and 3 hold zeros and are not read), and
+    /// `off + len - (span + 1)` is ANDed (`fits`: bit 63 stays set while
+    /// every frame ends by the source's end; no overflow while
+    /// `off < 2^62`, which `offs` checks).
     struct Pairs {
         start: __m128i,
         span1: __m128i,
-        min: __m128i,
+        min: u64,
         lkey: __m128i,
         rev: __m128i,
         len_be: __m128i,
         offs: __m128i,
-        short: __m128i,
+        lmin: __m128i,
         fits: __m128i,
     }
 
@@ -107,7 +107,7 @@ mod sse {
                 Self {
                     start: _mm_set1_epi64x(start as i64),
                     span1: _mm_set1_epi64x(span.wrapping_add(1) as i64),
-                    min: _mm_set1_epi64x(min as i64),
+                    min,
                     lkey: _mm_set1_epi64x(lkey as i64),
                     // Each 64-bit lane reversed (the address, big-endian);
                     // each lane's low 32 bits reversed into its bytes 0..4
@@ -115,7 +115,7 @@ mod sse {
                     rev: _mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8),
                     len_be: _mm_setr_epi8(3, 2, 1, 0, -1, -1, -1, -1, 11, 10, 9, 8, -1, -1, -1, -1),
                     offs: _mm_setzero_si128(),
-                    short: _mm_setzero_si128(),
+                    lmin: _mm_set1_epi8(-1),
                     fits: _mm_set1_epi8(-1),
                 }
             }
@@ -142,7 +142,7 @@ mod sse {
                 self.offs = _mm_or_si128(self.offs, off);
                 let end = _mm_sub_epi64(_mm_add_epi64(off, l), self.span1);
                 self.fits = _mm_and_si128(self.fits, end);
-                self.short = _mm_or_si128(self.short, _mm_sub_epi64(l, self.min));
+                self.lmin = _mm_min_epu32(self.lmin, l);
                 let lk = _mm_or_si128(_mm_shuffle_epi8(l, self.len_be), self.lkey);
                 let abe = _mm_shuffle_epi8(a, self.rev);
                 _mm_store_si128(u, _mm_unpacklo_epi64(lk, abe));
@@ -154,14 +154,17 @@ mod sse {
         #[inline(always)]
         fn fold(&self, chk: &mut SrcCheck) {
             // SAFETY: SSE4.1 is enabled for the whole build.
-            let (o, s, f) = unsafe {
+            let (o, l, f) = unsafe {
                 let or =
                     |v: __m128i| (_mm_extract_epi64::<0>(v) | _mm_extract_epi64::<1>(v)) as u64;
                 let and =
                     |v: __m128i| (_mm_extract_epi64::<0>(v) & _mm_extract_epi64::<1>(v)) as u64;
-                (or(self.offs), or(self.short), and(self.fits))
+                let l0 = _mm_extract_epi32::<0>(self.lmin) as u32;
+                let l2 = _mm_extract_epi32::<2>(self.lmin) as u32;
+                (or(self.offs), l0.min(l2) as u64, and(self.fits))
             };
-            chk.fold(o, s | !f);
+            // `see`'s words: bit 63 set for a short frame, for one past the end.
+            chk.fold(o, l.wrapping_sub(self.min) | !f);
         }
     }
 

@@ -68,6 +68,10 @@ impl SrcCheck {
     /// [`see`](Self::see) tests against, for a writer that computes its
     /// words itself (`ptr_segs.rs`) and hands them to [`fold`](Self::fold).
     #[inline(always)]
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", target_feature = "sse4.1")),
+        allow(dead_code)
+    )]
     pub(crate) fn bounds(&self) -> (u64, u64, u64) {
         (self.start, self.span, self.min)
     }
@@ -75,6 +79,10 @@ impl SrcCheck {
     /// ORs in what [`see`](Self::see) would have: the offsets' and the
     /// `bad` words of packets tested elsewhere.
     #[inline(always)]
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", target_feature = "sse4.1")),
+        allow(dead_code)
+    )]
     pub(crate) fn fold(&mut self, offs: u64, bad: u64) {
         self.offs |= offs;
         self.bad |= bad;

@@ -24,6 +24,7 @@ use crate::run::raw_duplex::{DuplexRxError, RecvSide, RxWait};
 use crate::run::raw_duplex_qps::RecvSideQps;
 use crate::run::raw_recv::{DirectRx, RawRecvCfg, RawRecvCounts, RxClassify, VerbsRx};
 use crate::run::raw_recv_qps::RecvQp;
+use crate::run::stop;
 use crate::tool::common::fail::Fail;
 use crate::tool::session::raw_recv_qps_measure::per_qp_line;
 use crate::tool::session::{raw_measure, raw_recv_measure};
@@ -194,6 +195,11 @@ fn both<R: RecvQueue, C: CompletionQueue, K: RxClassify>(
 pub fn report(p: &RawParams, b: &Both, gbps: Option<f64>) -> String {
     let mut s = raw_measure::report(p, &b.sent, gbps);
     s.push_str(&match p.raw.duration {
+        // A run Ctrl-C ended did not last its -D: say so, not "in D s".
+        Some(d) if stop::requested() => format!(
+            " received: {} of the peer's frames until interrupted (of a {d} s run)\n",
+            b.counts.packets
+        ),
         // The table's #iterations are this side's sends and receives in
         // the sample window (perftest's run_iter_bi); this is every frame.
         Some(d) => format!(
