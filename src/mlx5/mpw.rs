@@ -140,8 +140,8 @@ impl Writer<'_> {
     }
 
     /// [`write`](Self::write) by pointer: sessions of up to 32 packets, one
-    /// data segment each, stored as two words from the packet's fields (no
-    /// per-packet size test; the only per-packet branch is the ring wrap).
+    /// data segment each (`ptr_segs`), a session's units split once at the
+    /// ring end (no per-packet size test or wrap test).
     /// The CPU never reads a packet here, so the frame source check is
     /// gathered in `chk` as the list is written, for the caller to judge
     /// before it commits anything: the WQEs of a refused list lie in free

@@ -71,11 +71,10 @@ pub struct RawSq<M: Mmio = HwMmio> {
     cfg: RawSqConfig,
     /// Every SEND WQE's store words but index, stamp and frame (from `cfg`).
     words: RawSendWords,
-    /// Where frames may be read by the CPU (inline header, inline data).
-    src: (u64, u64),
-    /// The frame-source check (the shortest frame: an Ethernet header, or
+    /// The frame-source check: where frames may be read by the CPU (inline
+    /// header, inline data) and the shortest frame (an Ethernet header, or
     /// the minimum inline header where longer; eMPW runs only where that is
-    /// 0), built once in [`set_frame_source`](Self::set_frame_source) and
+    /// 0). Built once in [`set_frame_source`](Self::set_frame_source) and
     /// copied per list.
     src_chk: SrcCheck,
     /// WQEs posted since the last one that asked for a CQE.
@@ -131,7 +130,6 @@ impl<M: Mmio> RawSq<M> {
             qpn,
             cfg,
             words: RawSendWords::new(qpn, cfg.cs_flags, cfg.min_inline, cfg.lkey),
-            src: (0, 0),
             src_chk: SrcCheck::new((0, 0), MIN_FRAME),
             quiet: 0,
             signal_end: false,
@@ -149,9 +147,9 @@ impl<M: Mmio> RawSq<M> {
     /// # Safety
     /// `addr..addr+len` must stay readable while the SQ lives.
     pub unsafe fn set_frame_source(&mut self, addr: *const u8, len: usize) {
-        self.src = (addr as u64, addr as u64 + len as u64);
+        let src = (addr as u64, addr as u64 + len as u64);
         let min = MIN_FRAME.max(self.cfg.min_inline as u32);
-        self.src_chk = SrcCheck::new(self.src, min);
+        self.src_chk = SrcCheck::new(src, min);
     }
 
     /// The progress record a [`DirectCq`](super::cq::DirectCq) needs.
@@ -251,12 +249,7 @@ impl<M: Mmio> RawSq<M> {
     #[inline(never)]
     fn post_list(&mut self, pkts: &[RawPkt]) -> Result<(), PostError> {
         self.check(pkts)?;
-        if pkts.len() > self.wqe_cnt as usize {
-            return Err(PostError::Unsupported);
-        }
-        if !self.has_room_for(pkts.len() as u16) {
-            return Err(PostError::QueueFull);
-        }
+        self.check_room(pkts.len())?;
         let q0 = self.quiet_for(pkts.len());
         let rec = self.progress.recorder();
         let (mut quiet, mut sent, mut bb) = (q0, self.sent, self.pi);
